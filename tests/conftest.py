@@ -1,0 +1,61 @@
+"""Shared fixtures: an isolated TRIAGE_HOME for every test, and the real test model.
+
+The real model (``smollm2-135m``) is installed by ``scripts/setup`` into the user's
+data dir. We locate it *before* any test points ``TRIAGE_HOME`` at a temporary
+directory. Model tests skip when it is missing, except under CI (``CI`` set),
+where a missing model is a failure: a green run must not hide skipped engine tests.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from triage.paths import user_dirs
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+_REAL_MODELS = user_dirs().models  # resolved at import, before any TRIAGE_HOME override
+
+
+def _installed(filename: str) -> Path | None:
+    override = os.environ.get("TRIAGE_TEST_MODEL_DIR")
+    for folder in ([Path(override)] if override else []) + [_REAL_MODELS]:
+        candidate = folder / filename
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _need(path: Path | None, name: str) -> Path:
+    if path is None:
+        message = f"model {name} is not installed; run ./scripts/setup (or: triage model pull {name})"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def triage_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Every test gets its own empty TRIAGE_HOME; nothing touches the user's real dirs."""
+    home = tmp_path_factory.mktemp("triage-home")
+    monkeypatch.setenv("TRIAGE_HOME", str(home))
+    monkeypatch.delenv("TRIAGE_MODEL", raising=False)
+    yield home
+
+
+@pytest.fixture(scope="session")
+def smollm2_path() -> Path:
+    """Path of the real SmolLM2-135M GGUF (skips, or fails under CI, when missing)."""
+    return _need(_installed("smollm2-135m.gguf"), "smollm2-135m")
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """The development checkout's ../shared folder; skips when absent (a user's clone)."""
+    if not SHARED.is_dir():
+        pytest.skip("../shared is not beside this checkout")
+    return SHARED

@@ -1,0 +1,37 @@
+"""The core never imports Textual, and `triage --help` imports neither llama_cpp nor textual."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+CORE = [
+    "triage.pack", "triage.prompt", "triage.engine", "triage.native", "triage.readout", "triage.debias",
+    "triage.result", "triage.ticket", "triage.prefix", "triage.calibrate", "triage.loader", "triage.cli",
+    "triage.tokenizer", "triage.render",
+]
+
+
+def modules_after(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys; print('\\n'.join(sys.modules))"], capture_output=True, text=True, check=True)
+    return set(out.stdout.split())
+
+
+@pytest.mark.parametrize("module", CORE)
+def test_core_module_does_not_import_textual(module: str) -> None:
+    try:
+        mods = modules_after(f"import {module}")
+    except subprocess.CalledProcessError as exc:
+        if "No module named 'llama_cpp'" in exc.stderr:
+            pytest.skip("llama_cpp not installed")
+        raise
+    assert "textual" not in mods
+
+
+def test_help_is_light() -> None:
+    mods = modules_after("import contextlib, io\nfrom triage.cli import build_parser\nwith contextlib.redirect_stdout(io.StringIO()):\n    build_parser().format_help()")
+    assert "llama_cpp" not in mods
+    assert "textual" not in mods
+    assert "numpy" not in mods

@@ -1,0 +1,35 @@
+"""Ticket cleaning: escape codes, control characters and bad bytes never reach the model or screen."""
+
+from __future__ import annotations
+
+import pytest
+
+from triage.errors import InputError
+from triage.ticket import clean_text, decode_ticket_bytes, make_ticket
+
+
+def test_clean_text_strips_escapes_and_controls() -> None:
+    raw = "\x1b[31mRED\x1b[0m alert\x07\r\nline two\x00\x1b]0;title\x07 end\ufffd  "
+    assert clean_text(raw) == "RED alert\nline two end"
+
+
+def test_tabs_newlines_and_unicode_kept() -> None:
+    assert clean_text("a\tb\n\nc 🙂 café") == "a\tb\n\nc 🙂 café"
+
+
+@pytest.mark.parametrize("text", ["", "   \n\t ", "\x1b[2J\x00\x07"])
+def test_empty_ticket_is_an_input_error(text: str) -> None:
+    with pytest.raises(InputError, match="nothing to score"):
+        make_ticket(text)
+
+
+def test_ids_are_stable_hashes() -> None:
+    a, b = make_ticket("Refund me"), make_ticket("  Refund me \n")
+    assert a.id == b.id and a.sha256 == b.sha256
+    assert make_ticket("x", "T-1").id == "T-1"
+
+
+def test_invalid_utf8_names_the_offset() -> None:
+    with pytest.raises(InputError, match=r"not valid UTF-8 \(bad byte 0xff at offset 3\)"):
+        decode_ticket_bytes(b"abc\xffdef", "stdin")
+    assert decode_ticket_bytes("\ufeffhello".encode(), "x") == "hello"

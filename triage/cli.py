@@ -1,0 +1,74 @@
+"""The ``triage`` command line: the TUI with no subcommand, else one of ``triage.commands``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from types import ModuleType
+
+from triage import __version__
+from triage.errors import TriageError
+
+DESCRIPTION = """\
+Offline ticket triage. Paste a ticket and a local model answers each decision
+(queue, urgency, sentiment, approval, type) from its next-token logits.
+
+With no command, opens the terminal app."""
+
+
+def _command_modules() -> list[ModuleType]:
+    import triage.commands as pkg
+
+    mods = [importlib.import_module(f"triage.commands.{m.name}") for m in pkgutil.iter_modules(pkg.__path__)]
+    mods = [m for m in mods if hasattr(m, "NAME") and hasattr(m, "run")]
+    return sorted(mods, key=lambda m: (getattr(m, "ORDER", 100), m.NAME))
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """Options shared by every command that runs a model."""
+    parser.add_argument("--model", metavar="NAME|PATH", help="model to run: a catalog name or a .gguf path")
+    parser.add_argument("--n-ctx", type=int, metavar="N", help="context size in tokens (default 4096)")
+    parser.add_argument("--threads", type=int, metavar="N", help="CPU threads for llama.cpp (default: all cores)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser (cheap: no heavy imports)."""
+    parser = argparse.ArgumentParser(prog="triage", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"triage {__version__}")
+    add_model_options(parser)
+    parser.add_argument("--pack", metavar="PATH", help="criteria pack (TOML) for the app; default: the built-in support pack")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    for mod in _command_modules():
+        p = sub.add_parser(mod.NAME, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP), formatter_class=argparse.RawDescriptionHelpFormatter)
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``triage`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    run = getattr(args, "_run", None)
+    try:
+        if run is None:
+            from triage.tui.launch import run_app
+
+            return run_app(args)
+        return int(run(args) or 0)
+    except TriageError as exc:
+        print(f"triage: error: {exc.message}", file=sys.stderr)
+        if exc.hint:
+            print(f"  {exc.hint}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("triage: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,557 @@
+"""The scoring engine: one model, one context, every criterion of a ticket.
+
+A ticket's prompts share a long prefix (stable block + ticket) and differ only
+in their short tails (criterion + options in one order). The engine prefills
+the prefix once into sequence 0 and then, per mode:
+
+* ``full``: evaluates every prompt whole, from an empty cache. The baseline.
+* ``serial``: runs each tail after the prefix, then goes back to the prefix by
+  ``truncate`` (drop the tail's cells, ``llama_memory_seq_rm``) or ``restore``
+  (reload a saved sequence state, ``llama_state_seq_set_data``).
+* ``fanout``: shares the prefix into one sequence per tail (``llama_memory_seq_cp``,
+  no copy in a unified cache) and decodes all tails in one batch.
+* ``split``: like ``serial`` but from an empty cache for every prompt, with the
+  same batch boundaries. Reuse must match it bit for bit; bench and tests use it.
+
+Batch boundaries are always [stable block][rest of prefix][tail]: llama.cpp's
+quantized kernels give slightly different numbers for different batch shapes,
+and a fixed split is what makes reuse exact.
+
+The prefix left in sequence 0 stays resident after a ticket, so the next ticket
+of the same pack reuses the stable block, and re-scoring a ticket reuses all of
+it. A ``stable_store`` (see :mod:`triage.prefix`) persists the stable block's
+state across restarts.
+
+One engine owns the llama.cpp context, which is not thread-safe: calls are
+serialised by a lock, and a caller can cancel between tails.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from triage import debias, readout
+from triage.errors import TriageError
+from triage.native import Cancelled, NativeModel, Seq
+from triage.pack import Pack
+from triage.prompt import PromptBuilder, PromptFormat, PromptSpec, TicketPrompts, detect_format
+from triage.result import CriterionResult, OptionScore, TicketResult, Timing, Tokens
+from triage.ticket import Ticket, make_ticket
+
+log = logging.getLogger(__name__)
+
+MODES = ("full", "serial", "fanout")
+ALL_MODES = (*MODES, "split")
+STRATEGIES = ("truncate", "restore")
+DEFAULT_N_CTX = 4096
+PRIOR_TEXT = "N/A"
+
+
+@dataclass(frozen=True)
+class ScoreOptions:
+    """How to score: the mode, serial's way back to the prefix, orderings, prior."""
+
+    mode: str = "serial"
+    strategy: str = "truncate"
+    orderings: str = "cyclic"
+    prior: bool = False
+
+    def __post_init__(self) -> None:
+        if self.mode not in ALL_MODES:
+            raise TriageError(f"unknown mode {self.mode!r}; use one of {', '.join(MODES)}", exit_code=2)
+        if self.strategy not in STRATEGIES:
+            raise TriageError(f"unknown serial strategy {self.strategy!r}; use truncate or restore", exit_code=2)
+        if self.orderings not in debias.ORDERINGS:
+            raise TriageError(f"unknown orderings {self.orderings!r}; use none or cyclic", exit_code=2)
+
+
+class StableStore(Protocol):
+    """Persists the stable block's KV state (see :class:`triage.prefix.StableCache`)."""
+
+    def get(self, key: str, tokens: tuple[int, ...]) -> bytes | None: ...
+
+    def put(self, key: str, tokens: tuple[int, ...], state: bytes | bytearray) -> None: ...
+
+
+Calibrator = Callable[[str, np.ndarray], np.ndarray]
+
+
+@dataclass
+class Prefilled:
+    """The prefix is in the cache; tails come next."""
+
+    prompts: TicketPrompts
+    tokens: Tokens
+    prefill_ms: float
+    criteria: int
+
+
+@dataclass
+class CriterionScored:
+    """One criterion is done (streamed as soon as it is)."""
+
+    result: CriterionResult
+
+
+@dataclass
+class TicketScored:
+    """The whole ticket is done (or was cancelled: ``result.complete`` is False)."""
+
+    result: TicketResult
+
+
+ScoreEvent = Prefilled | CriterionScored | TicketScored
+
+
+@dataclass
+class _Readouts:
+    """The raw readouts of one criterion, one per ordering."""
+
+    orders: list[tuple[int, ...]] = field(default_factory=list)
+    reads: list[readout.Readout] = field(default_factory=list)
+    ms: float = 0.0
+    tokens: int = 0
+
+
+def file_sha256(path: Path) -> str:
+    """sha256 of a file, in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class _NativeTokenizer:
+    """:class:`triage.tokenizer.Tokenizer` over a :class:`NativeModel`."""
+
+    def __init__(self, native: NativeModel) -> None:
+        self._n = native
+        self._bos = native.bos if native.add_bos else None
+
+    def encode(self, text: str) -> list[int]:
+        return self._n.tokenize(text, special=False) if text else []
+
+    def control(self, token: str) -> int | None:
+        ids = self._n.tokenize(token, special=True)
+        return ids[0] if len(ids) == 1 and ids != self._n.tokenize(token, special=False) else None
+
+    def decode(self, ids: list[int]) -> str:
+        return self._n.detokenize(ids).decode("utf-8", errors="ignore")
+
+    @property
+    def bos(self) -> int | None:
+        return self._bos
+
+
+class Engine:
+    """Scores tickets against criteria packs with one loaded model.
+
+    Args:
+        model_path: the GGUF file.
+        name: the model's catalog name (default: the file name).
+        sha256: the file's sha256 (computed when not given).
+        stand_in: True when this is not Qwen3-0.6B.
+        n_ctx: context size in tokens.
+        threads: CPU threads (default: all cores).
+        prompt_style: ``auto`` (from the model's chat template), ``chat`` or ``plain``.
+        stable_store: persists the stable block's state across runs (optional).
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        name: str | None = None,
+        sha256: str | None = None,
+        stand_in: bool = True,
+        n_ctx: int = DEFAULT_N_CTX,
+        threads: int | None = None,
+        prompt_style: str = "auto",
+        stable_store: StableStore | None = None,
+    ) -> None:
+        self.model_path = Path(model_path)
+        self.name = name or self.model_path.stem
+        self.stand_in = stand_in
+        t0 = time.perf_counter()
+        self.native = NativeModel(self.model_path, n_ctx=n_ctx, n_threads=threads)
+        self.load_ms = (time.perf_counter() - t0) * 1000
+        self.sha256 = sha256 or file_sha256(self.model_path)
+        self.tokenizer = _NativeTokenizer(self.native)
+        self.chat_template = self.native.meta("tokenizer.chat_template")
+        self.fmt: PromptFormat = detect_format(self.chat_template, self.tokenizer, prompt_style)
+        self.stable_store = stable_store
+        self._lock = threading.Lock()
+        self._builders: dict[str, PromptBuilder] = {}
+        self._resident: tuple[int, ...] = ()  # what sequence 0 holds now
+        self._priors: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+        self._last_stable_key: str | None = None
+        self.stable_change: str | None = None  # why the last stable block missed, once
+
+    @classmethod
+    def from_ref(cls, ref: Any, **kwargs: Any) -> Engine:
+        """Load from a resolved model (``triage.resolve.ModelRef``)."""
+        return cls(ref.path, name=ref.name, sha256=ref.sha256, stand_in=ref.stand_in, **kwargs)
+
+    def close(self) -> None:
+        """Free the model and context."""
+        self.native.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def model_info(self) -> dict[str, Any]:
+        """The ``model`` object of the result schema."""
+        return {"name": self.name, "path": str(self.model_path), "sha256": self.sha256, "stand_in": self.stand_in}
+
+    @property
+    def n_ctx(self) -> int:
+        """The context size in tokens."""
+        return self.native.n_ctx
+
+    def builder(self, pack: Pack) -> PromptBuilder:
+        """The prompt builder for ``pack`` with this model's format and tokenizer."""
+        b = self._builders.get(pack.hash)
+        if b is None:
+            b = self._builders[pack.hash] = PromptBuilder(pack, self.fmt, self.tokenizer)
+            readout.letter_ids(self.tokenizer, max(len(c.options) for c in pack.criteria))
+        return b
+
+    def stable_key(self, pack: Pack) -> str:
+        """Names the stable block's cached state: model sha256, prompt format, pack hash."""
+        return f"{self.sha256[:16]}-{self.fmt.id.replace('/', '_').replace(':', '_')}-{pack.hash}"
+
+    # -- public API ---------------------------------------------------------------
+    def score(
+        self,
+        ticket: Ticket | str,
+        pack: Pack,
+        options: ScoreOptions | None = None,
+        *,
+        cancel: Callable[[], bool] | None = None,
+        calibrator: Calibrator | None = None,
+        calibration_name: str | None = None,
+    ) -> Iterator[ScoreEvent]:
+        """Score one ticket, yielding events as work completes.
+
+        Yields :class:`Prefilled`, then one :class:`CriterionScored` per criterion
+        (in pack order for ``serial``/``full``; together for ``fanout``), then
+        :class:`TicketScored`. When ``cancel()`` turns True, scoring stops between
+        tails and the final result has ``complete=False``.
+        """
+        options = options or ScoreOptions()
+        if isinstance(ticket, str):
+            ticket = make_ticket(ticket)
+        prior = self.prior(pack, options.orderings) if options.prior else None
+        with self._lock:
+            yield from self._score_locked(ticket, pack, options, cancel, calibrator, calibration_name, prior)
+
+    def score_ticket(self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None = None, **kw: Any) -> TicketResult:
+        """Score one ticket and return only the final result."""
+        final: TicketResult | None = None
+        for event in self.score(ticket, pack, options, **kw):
+            if isinstance(event, TicketScored):
+                final = event.result
+        assert final is not None
+        return final
+
+    def raw_readouts(self, ticket: Ticket | str, pack: Pack, options: ScoreOptions) -> tuple[TicketResult, dict[str, list[tuple[tuple[int, ...], np.ndarray, float]]]]:
+        """Score and also return each criterion's per-ordering readouts.
+
+        Returns:
+            (result, {criterion id: [(order, position log-probs, coverage), ...]}).
+            Eval uses this to compute every debiasing variant from one pass.
+        """
+        captured: dict[str, list[tuple[tuple[int, ...], np.ndarray, float]]] = {}
+        self._capture = captured
+        try:
+            result = self.score_ticket(ticket, pack, options)
+        finally:
+            self._capture = None
+        return result, captured
+
+    _capture: dict[str, list[tuple[tuple[int, ...], np.ndarray, float]]] | None = None
+
+    def prior(self, pack: Pack, orderings: str) -> dict[str, np.ndarray]:
+        """Content-free prior: each criterion's option log-probs for an "N/A" ticket.
+
+        Computed once per (pack, orderings) for this model, then kept.
+        """
+        key = (pack.hash, orderings)
+        if key not in self._priors:
+            result, raw = self.raw_readouts(make_ticket(PRIOR_TEXT, "prior"), pack, ScoreOptions(mode="serial", orderings=orderings))
+            self._priors[key] = {
+                cid: debias.combine([debias.to_option_space(lp, order) for order, lp, _ in reads])
+                for cid, reads in raw.items()
+            }
+        return self._priors[key]
+
+    # -- internals ----------------------------------------------------------------------
+    def _score_locked(
+        self,
+        ticket: Ticket,
+        pack: Pack,
+        options: ScoreOptions,
+        cancel: Callable[[], bool] | None,
+        calibrator: Calibrator | None,
+        calibration_name: str | None,
+        prior: dict[str, np.ndarray] | None,
+    ) -> Iterator[ScoreEvent]:
+        t_start = time.perf_counter()
+        builder = self.builder(pack)
+        orders = [debias.orders_for(len(c.options), options.orderings) for c in pack.criteria]
+        prompts = builder.build(ticket.text, orders, n_ctx=self.n_ctx)
+        letters = readout.letter_ids(self.tokenizer, max(len(c.options) for c in pack.criteria))
+        tokens = Tokens(
+            prefix=len(prompts.prefix),
+            stable=len(prompts.stable),
+            ticket=prompts.ticket_tokens,
+            tails=sum(len(prompts.tail(s)) for s in prompts.prompts),
+            full_prompts=prompts.full_tokens,
+        )
+        timing = Timing()
+        warnings = list(prompts.warnings)
+        stable_note = self._note_stable_change(pack)
+        if stable_note:
+            warnings.append(stable_note)
+        by_crit: list[_Readouts] = [_Readouts() for _ in pack.criteria]
+        results: list[CriterionResult | None] = [None] * len(pack.criteria)
+        complete = True
+        stop = cancel or (lambda: False)
+        try:
+            if options.mode in ("serial", "fanout"):
+                self._ensure_prefix(prompts, pack, tokens, timing, stop)
+                tokens.evaluated = (tokens.prefix - tokens.prefix_cached) + tokens.tails
+            else:
+                self._drop_resident()
+            yield Prefilled(prompts, tokens, timing.prefill_ms, len(pack.criteria))
+
+            if options.mode == "fanout":
+                self._fanout(prompts, letters, by_crit, stop)
+                for ci, crit in enumerate(pack.criteria):
+                    results[ci] = self._criterion_result(ci, pack, by_crit[ci], prior, calibrator)
+                    yield CriterionScored(results[ci])  # type: ignore[arg-type]
+            else:
+                per_crit: dict[int, list[PromptSpec]] = {}
+                for spec in prompts.prompts:
+                    per_crit.setdefault(spec.criterion, []).append(spec)
+                saved = self.native.state_get(0) if options.mode == "serial" and options.strategy == "restore" else None
+                first = True
+                for ci, specs in per_crit.items():
+                    for spec in specs:
+                        if stop():
+                            raise Cancelled()
+                        t0 = time.perf_counter()
+                        logits = self._run_one(options.mode, prompts, spec, saved, first, stop)
+                        first = False
+                        ms = (time.perf_counter() - t0) * 1000
+                        acc = by_crit[ci]
+                        acc.orders.append(spec.order)
+                        acc.reads.append(readout.read(logits, letters[: len(spec.order)]))
+                        acc.ms += ms
+                        acc.tokens += len(spec.tokens) if options.mode in ("full", "split") else len(prompts.tail(spec))
+                    results[ci] = self._criterion_result(ci, pack, by_crit[ci], prior, calibrator)
+                    yield CriterionScored(results[ci])  # type: ignore[arg-type]
+                if options.mode == "serial":
+                    self._back_to_prefix(prompts)
+            if options.mode in ("full", "split"):
+                tokens.evaluated = sum(r.tokens for r in by_crit)
+        except Cancelled:
+            complete = False
+            self._drop_resident()
+            done = sum(r is not None for r in results)
+            warnings.append(f"cancelled after {done} of {len(pack.criteria)} criteria")
+        timing.tails_ms = sum(r.ms for r in by_crit)
+        timing.total_ms = (time.perf_counter() - t_start) * 1000
+        if self._capture is not None:
+            for ci, crit in enumerate(pack.criteria):
+                acc = by_crit[ci]
+                self._capture[crit.id] = [(o, r.position_logprobs, r.coverage) for o, r in zip(acc.orders, acc.reads, strict=True)]
+        final = TicketResult(
+            ticket_id=ticket.id,
+            ticket_sha256=ticket.sha256,
+            model=self.model_info,
+            pack={"name": pack.name, "version": pack.version, "hash": pack.hash},
+            prompt_format=self.fmt.id,
+            mode=options.mode if options.mode != "serial" else f"serial/{options.strategy}",
+            orderings=options.orderings,
+            prior=options.prior,
+            criteria=[r for r in results if r is not None],
+            timing=timing,
+            tokens=tokens,
+            warnings=warnings,
+            calibration=calibration_name,
+            complete=complete,
+            created_at=time.time(),
+        )
+        yield TicketScored(final)
+
+    def _note_stable_change(self, pack: Pack) -> str | None:
+        """Say once why the stable block changed (pack edited or swapped)."""
+        key = self.stable_key(pack)
+        prev = self._last_stable_key
+        self._last_stable_key = key
+        if prev is None or prev == key:
+            return None
+        note = f"stable prefix changed (pack {pack.name} {pack.hash}); its prefill is paid again once"
+        self.stable_change = note
+        return note
+
+    def _drop_resident(self) -> None:
+        self.native.seq_rm(0, -1, -1)
+        self._resident = ()
+
+    def _ensure_prefix(self, prompts: TicketPrompts, pack: Pack, tokens: Tokens, timing: Timing, stop: Callable[[], bool]) -> None:
+        """Make sequence 0 hold exactly the prefix, reusing what is resident or stored."""
+        prefix, stable = prompts.prefix, prompts.stable
+        t0 = time.perf_counter()
+        if self._resident == prefix:
+            tokens.prefix_cached = len(prefix)
+            tokens.stable_cached = len(stable)
+            return
+        if self._resident[: len(stable)] == stable and len(self._resident) >= len(stable):
+            self.native.seq_rm(0, len(stable), -1)
+            tokens.stable_cached = len(stable)
+        else:
+            self._drop_resident()
+            key = self.stable_key(pack)
+            state = self.stable_store.get(key, stable) if self.stable_store else None
+            if state is not None:
+                try:
+                    self.native.state_set(0, state)
+                    tokens.stable_cached = len(stable)
+                except TriageError:
+                    log.warning("stored stable state for %s was rejected; recomputing", key)
+                    self._drop_resident()
+            if not tokens.stable_cached:
+                t1 = time.perf_counter()
+                self.native.decode([Seq("stable", 0, 0, stable)], should_stop=stop)
+                timing.stable_ms = (time.perf_counter() - t1) * 1000
+                if self.stable_store:
+                    self.stable_store.put(key, stable, self.native.state_get(0))
+        self._resident = ()  # until the prefix is complete
+        rest = prefix[len(stable):]
+        self.native.decode([Seq("prefix", 0, len(stable), rest)], should_stop=stop)
+        self._resident = prefix
+        tokens.prefix_cached = tokens.stable_cached
+        timing.prefill_ms = (time.perf_counter() - t0) * 1000
+
+    def _run_one(self, mode: str, prompts: TicketPrompts, spec: PromptSpec, saved: bytearray | None, first: bool, stop: Callable[[], bool]) -> np.ndarray:
+        """Evaluate one prompt in ``full``, ``split`` or ``serial`` mode; return its last logits."""
+        n = self.native
+        p = len(prompts.prefix)
+        if mode == "full":
+            n.seq_rm(0, -1, -1)
+            return n.decode([Seq("p", 0, 0, spec.tokens)], should_stop=stop)["p"]
+        if mode == "split":
+            n.seq_rm(0, -1, -1)
+            s = len(prompts.stable)
+            n.decode([Seq("s", 0, 0, prompts.stable)], should_stop=stop)
+            n.decode([Seq("r", 0, s, prompts.prefix[s:])], should_stop=stop)
+            return n.decode([Seq("t", 0, p, prompts.tail(spec))])["t"]
+        if saved is not None:
+            if not first:
+                n.seq_rm(0, -1, -1)
+                n.state_set(0, saved)
+            return n.decode([Seq("t", 0, p, prompts.tail(spec))])["t"]
+        logits = n.decode([Seq("t", 0, p, prompts.tail(spec))])["t"]
+        n.seq_rm(0, p, -1)
+        return logits
+
+    def _back_to_prefix(self, prompts: TicketPrompts) -> None:
+        self.native.seq_rm(0, len(prompts.prefix), -1)
+        self._resident = prompts.prefix
+
+    def _fanout(self, prompts: TicketPrompts, letters: list[int], by_crit: list[_Readouts], stop: Callable[[], bool]) -> None:
+        """All tails in as few batches as fit, each in its own sequence sharing the prefix."""
+        n = self.native
+        p = len(prompts.prefix)
+        specs = prompts.prompts
+        groups: list[list[int]] = [[]]
+        room = n.n_ctx - p
+        used = 0
+        for i, spec in enumerate(specs):
+            t = len(prompts.tail(spec))
+            if groups[-1] and (used + t > room or len(groups[-1]) >= n.n_seq_max - 1):
+                groups.append([])
+                used = 0
+            groups[-1].append(i)
+            used += t
+        for group in groups:
+            if stop():
+                raise Cancelled()
+            t0 = time.perf_counter()
+            seqs = []
+            for k, i in enumerate(group, start=1):
+                n.seq_cp(0, k, -1, -1)
+                seqs.append(Seq(i, k, p, prompts.tail(specs[i])))
+            try:
+                out = n.decode(seqs)
+            finally:
+                for k in range(1, len(group) + 1):
+                    n.seq_rm(k, -1, -1)
+            ms = (time.perf_counter() - t0) * 1000
+            total = sum(len(s.tokens) for s in seqs)
+            for s in seqs:
+                spec = specs[s.key]  # type: ignore[index]
+                acc = by_crit[spec.criterion]
+                acc.orders.append(spec.order)
+                acc.reads.append(readout.read(out[s.key], letters[: len(spec.order)]))
+                acc.ms += ms * len(s.tokens) / total  # one batch: time shared by tokens
+                acc.tokens += len(s.tokens)
+
+    def _criterion_result(
+        self,
+        ci: int,
+        pack: Pack,
+        acc: _Readouts,
+        prior: dict[str, np.ndarray] | None,
+        calibrator: Calibrator | None,
+    ) -> CriterionResult:
+        crit = pack.criteria[ci]
+        per_order = [debias.to_option_space(r.position_logprobs, o) for o, r in zip(acc.orders, acc.reads, strict=True)]
+        combined = debias.combine(per_order)
+        if prior is not None:
+            combined = debias.divide_prior(combined, prior[crit.id])
+        if calibrator is not None:
+            combined = calibrator(crit.id, combined)
+        probs = np.exp(combined)
+        probs = probs / probs.sum()
+        ranked = np.argsort(-probs)
+        choice = int(ranked[0])
+        first_argmax = int(np.argmax(per_order[0]))
+        flips = sum(int(np.argmax(lp)) != first_argmax for lp in per_order[1:])
+        coverage = float(np.mean([r.coverage for r in acc.reads]))
+        warnings = []
+        if coverage < readout.LOW_COVERAGE:
+            warnings.append(f"low coverage: only {coverage:.0%} of the model's next-token mass is on the option letters")
+        top = acc.reads[0].top_token
+        return CriterionResult(
+            id=crit.id,
+            question=crit.question,
+            choice=crit.options[choice].id,
+            options=[OptionScore(o.id, o.label, float(probs[i])) for i, o in enumerate(crit.options)],
+            margin=float(probs[ranked[0]] - probs[ranked[1]]),
+            coverage=coverage,
+            tail_tokens=acc.tokens,
+            tail_ms=acc.ms,
+            orderings=len(acc.orders),
+            top_token=self.tokenizer.decode([top]),
+            raw_choice=crit.options[first_argmax].id,
+            order_flips=flips,
+            index=ci,
+            warnings=warnings,
+        )

@@ -1,0 +1,56 @@
+"""Open an engine the way every front end does: resolve the model, apply config, load.
+
+Shared by ``triage score``, the TUI, bench and eval so that model choice,
+context size, threads and the stable-prefix cache behave the same everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from triage.config import load_config
+from triage.engine import DEFAULT_N_CTX, Engine
+from triage.prefix import StableCache
+
+
+def engine_settings(n_ctx: int | None = None, threads: int | None = None, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Context size and threads: explicit values, then the config file, then defaults."""
+    config = load_config() if config is None else config
+    return {
+        "n_ctx": n_ctx or int(config.get("n_ctx", DEFAULT_N_CTX)),
+        "threads": threads or config.get("threads"),
+    }
+
+
+def load_engine(
+    requested: str | None = None,
+    *,
+    n_ctx: int | None = None,
+    threads: int | None = None,
+    prompt_style: str = "auto",
+    persist_stable: bool = True,
+    notice: Callable[[str], None] | None = None,
+) -> Engine:
+    """Resolve and load the model.
+
+    Args:
+        requested: ``--model`` (a catalog name or a path), or None for the default order.
+        n_ctx: context size; default from config, else 4096.
+        threads: CPU threads; default from config, else all cores.
+        prompt_style: ``auto``, ``chat`` or ``plain``.
+        persist_stable: keep the stable block's KV state in the user cache dir.
+        notice: called with a one-line notice (e.g. a stand-in model is running).
+
+    Raises:
+        TriageError: no model, an unknown name, a bad file.
+    """
+    from triage.resolve import resolve_model
+
+    config = load_config()
+    ref = resolve_model(requested, config=config)
+    if ref.notice and notice:
+        notice(ref.notice)
+    store = StableCache.default() if persist_stable else None
+    settings = engine_settings(n_ctx, threads, config)
+    return Engine.from_ref(ref, prompt_style=prompt_style, stable_store=store, **settings)

@@ -1,0 +1,273 @@
+"""A thin owner of one llama.cpp model and context, through llama-cpp-python's C bindings.
+
+We use the C API rather than ``llama_cpp.Llama`` because scoring needs what the
+high-level class does not expose: several sequences in one unified KV cache
+(``n_seq_max``, ``kv_unified``) for fan-out, batches whose tokens belong to
+different sequences, per-sequence state save/restore, and cell truncation.
+
+Nothing here knows about tickets or criteria; see :mod:`triage.engine`.
+llama.cpp's log output is routed to Python's ``logging`` (logger
+``triage.llama``) and never written to the terminal, so it cannot garble the TUI.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import llama_cpp
+import numpy as np
+
+from triage.errors import TriageError
+
+log = logging.getLogger("triage.llama")
+_LOG_LEVELS = {1: logging.INFO, 2: logging.WARNING, 3: logging.ERROR, 4: logging.DEBUG}
+
+
+@llama_cpp.llama_log_callback
+def _route_log(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+    try:
+        log.log(_LOG_LEVELS.get(level, logging.DEBUG), text.decode("utf-8", "replace").rstrip())
+    except Exception:  # a logging failure must never reach C
+        pass
+
+
+_backend_ready = False
+
+
+def _init_backend() -> None:
+    global _backend_ready
+    if not _backend_ready:
+        llama_cpp.llama_log_set(_route_log, ctypes.c_void_p(0))
+        llama_cpp.llama_backend_init()
+        _backend_ready = True
+
+
+def default_threads() -> int:
+    """All cores this process may run on (llama.cpp's default is half)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class Seq:
+    """Tokens to decode into one sequence, starting at position ``pos``."""
+
+    key: object  # the caller's name for this piece; logits come back under it
+    seq_id: int
+    pos: int
+    tokens: tuple[int, ...]
+
+
+class NativeModel:
+    """One model file loaded with one context.
+
+    Args:
+        path: the GGUF file.
+        n_ctx: KV cache size in tokens (shared by all sequences: the cache is unified).
+        n_batch: most tokens per ``llama_decode`` call.
+        n_threads: CPU threads (default: all cores).
+        n_seq_max: most sequences alive at once (fan-out copies the prefix into many).
+
+    Raises:
+        TriageError: the file cannot be loaded, or the context cannot be made.
+    """
+
+    def __init__(self, path: str | Path, *, n_ctx: int = 4096, n_batch: int = 1024, n_threads: int | None = None, n_seq_max: int = 64) -> None:
+        _init_backend()
+        self.path = Path(path)
+        self._stack = ExitStack()
+        mparams = llama_cpp.llama_model_default_params()
+        mparams.n_gpu_layers = 0
+        mparams.use_mmap = True
+        model = llama_cpp.llama_model_load_from_file(str(self.path).encode("utf-8"), mparams)
+        if not model:
+            raise TriageError(f"llama.cpp could not load {self.path}: the file is damaged or of an unsupported model type", hint="run `triage model list` and re-pull the model, or pass another --model")
+        self._stack.callback(llama_cpp.llama_model_free, model)
+        self.model = model
+        self.vocab = llama_cpp.llama_model_get_vocab(model)
+        self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self.vocab))
+        threads = n_threads or default_threads()
+        cparams = llama_cpp.llama_context_default_params()
+        cparams.n_ctx = n_ctx
+        cparams.n_batch = n_batch
+        cparams.n_ubatch = min(512, n_batch)
+        cparams.n_seq_max = n_seq_max
+        cparams.kv_unified = True  # one pool of cells: a copied prefix costs no extra cells
+        cparams.n_threads = threads
+        cparams.n_threads_batch = threads
+        cparams.no_perf = True
+        ctx = llama_cpp.llama_init_from_model(model, cparams)
+        if not ctx:
+            self.close()
+            raise TriageError(f"llama.cpp could not create a {n_ctx}-token context for {self.path}", hint="try a smaller --n-ctx")
+        self._stack.callback(llama_cpp.llama_free, ctx)
+        self.ctx = ctx
+        self.mem = llama_cpp.llama_get_memory(ctx)
+        self.n_ctx = int(llama_cpp.llama_n_ctx(ctx))
+        self.n_batch = n_batch
+        self.n_seq_max = n_seq_max
+        self.n_threads = threads
+        self._batch = llama_cpp.llama_batch_init(n_batch, 0, n_seq_max)
+        self._stack.callback(llama_cpp.llama_batch_free, self._batch)
+
+    def close(self) -> None:
+        """Free the context and the model (idempotent)."""
+        self._stack.close()
+
+    # -- vocabulary -------------------------------------------------------------
+    def meta(self, key: str) -> str | None:
+        """A GGUF metadata value as text, or None."""
+        buf = ctypes.create_string_buffer(1 << 16)
+        n = llama_cpp.llama_model_meta_val_str(self.model, key.encode(), buf, len(buf))
+        if n < 0:
+            return None
+        if n >= len(buf):  # chat templates can be long
+            buf = ctypes.create_string_buffer(n + 1)
+            llama_cpp.llama_model_meta_val_str(self.model, key.encode(), buf, len(buf))
+        return buf.value.decode("utf-8", "replace")
+
+    def tokenize(self, text: str, *, special: bool = False) -> list[int]:
+        """Token ids of ``text``; ``special`` parses control-token text (ours only, never a ticket's)."""
+        data = text.encode("utf-8")
+        cap = len(data) + 8
+        out = (llama_cpp.llama_token * cap)()
+        n = llama_cpp.llama_tokenize(self.vocab, data, len(data), out, cap, False, special)
+        if n < 0:
+            cap = -n
+            out = (llama_cpp.llama_token * cap)()
+            n = llama_cpp.llama_tokenize(self.vocab, data, len(data), out, cap, False, special)
+        return list(out[:n])
+
+    def detokenize(self, ids: list[int]) -> bytes:
+        """Bytes of ``ids`` (control tokens rendered as their text)."""
+        if not ids:
+            return b""
+        arr = (llama_cpp.llama_token * len(ids))(*ids)
+        cap = 8 * len(ids) + 16
+        buf = ctypes.create_string_buffer(cap)
+        n = llama_cpp.llama_detokenize(self.vocab, arr, len(ids), buf, cap, False, True)
+        if n < 0:
+            cap = -n + 1
+            buf = ctypes.create_string_buffer(cap)
+            n = llama_cpp.llama_detokenize(self.vocab, arr, len(ids), buf, cap, False, True)
+        return buf.raw[:n]
+
+    @property
+    def add_bos(self) -> bool:
+        """Whether this model expects a BOS token first."""
+        return bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))
+
+    @property
+    def bos(self) -> int:
+        """The BOS token id."""
+        return int(llama_cpp.llama_vocab_bos(self.vocab))
+
+    # -- decoding -----------------------------------------------------------------
+    def decode(self, seqs: list[Seq], *, should_stop: object = None) -> dict[object, np.ndarray]:
+        """Decode pieces of one or more sequences; return each piece's last-token logits.
+
+        Pieces are packed into batches of at most ``n_batch`` tokens. A piece longer
+        than that is split across calls, in order. Logits are copied out right after
+        the call that computed them.
+
+        Args:
+            seqs: what to decode.
+            should_stop: optional callable; checked between calls, returns True to stop.
+
+        Raises:
+            TriageError: llama.cpp refused a batch (e.g. the KV cache is full).
+            Cancelled: ``should_stop`` said so.
+        """
+        out: dict[object, np.ndarray] = {}
+        # (key, seq_id, pos, tokens, is_last_chunk_of_piece)
+        chunks: list[tuple[object, int, int, tuple[int, ...], bool]] = []
+        for s in seqs:
+            for i in range(0, len(s.tokens), self.n_batch):
+                part = s.tokens[i : i + self.n_batch]
+                chunks.append((s.key, s.seq_id, s.pos + i, part, i + self.n_batch >= len(s.tokens)))
+        batch = self._batch
+        pending: list[tuple[object, int, int, tuple[int, ...], bool]] = []
+        used = 0
+
+        def flush() -> None:
+            nonlocal used
+            if not pending:
+                return
+            if callable(should_stop) and should_stop():
+                raise Cancelled()
+            n = 0
+            wants: list[tuple[object, int]] = []
+            for key, seq_id, pos, part, last in pending:
+                for j, tok in enumerate(part):
+                    batch.token[n] = tok
+                    batch.pos[n] = pos + j
+                    batch.n_seq_id[n] = 1
+                    batch.seq_id[n][0] = seq_id
+                    is_out = last and j == len(part) - 1
+                    batch.logits[n] = is_out
+                    if is_out:
+                        wants.append((key, n))
+                    n += 1
+            batch.n_tokens = n
+            rc = llama_cpp.llama_decode(self.ctx, batch)
+            if rc != 0:
+                raise TriageError(f"llama_decode failed with code {rc} ({n} tokens; the {self.n_ctx}-token KV cache may be full)", hint="raise --n-ctx")
+            for key, idx in wants:
+                ptr = llama_cpp.llama_get_logits_ith(self.ctx, idx)
+                out[key] = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
+            pending.clear()
+            used = 0
+
+        for chunk in chunks:
+            if used + len(chunk[3]) > self.n_batch:
+                flush()
+            pending.append(chunk)
+            used += len(chunk[3])
+        flush()
+        return out
+
+    # -- KV memory ------------------------------------------------------------------
+    def seq_rm(self, seq_id: int, p0: int = -1, p1: int = -1) -> None:
+        """Drop cells of ``seq_id`` with positions in [p0, p1) (-1: open end)."""
+        if not llama_cpp.llama_memory_seq_rm(self.mem, seq_id, p0, p1):
+            raise TriageError(f"llama.cpp could not remove cells [{p0}, {p1}) of sequence {seq_id}")
+
+    def seq_cp(self, src: int, dst: int, p0: int = -1, p1: int = -1) -> None:
+        """Make ``dst`` share ``src``'s cells in [p0, p1): no data is copied in a unified cache."""
+        llama_cpp.llama_memory_seq_cp(self.mem, src, dst, p0, p1)
+
+    def clear(self) -> None:
+        """Empty the whole KV cache."""
+        llama_cpp.llama_memory_clear(self.mem, True)
+
+    def state_get(self, seq_id: int) -> bytearray:
+        """Serialise one sequence's KV state (``llama_state_seq_get_data``)."""
+        size = int(llama_cpp.llama_state_seq_get_size(self.ctx, seq_id))
+        data = bytearray(size)
+        buf = (ctypes.c_uint8 * size).from_buffer(data)  # no copy: llama.cpp writes into `data`
+        n = int(llama_cpp.llama_state_seq_get_data(self.ctx, buf, size, seq_id))
+        del buf
+        if n != size:
+            raise TriageError(f"llama.cpp saved {n} of {size} bytes of sequence {seq_id}'s state")
+        return data
+
+    def state_set(self, seq_id: int, data: bytes | bytearray) -> None:
+        """Load a state saved by :meth:`state_get` into ``seq_id`` (``llama_state_seq_set_data``)."""
+        if isinstance(data, bytearray):
+            buf = (ctypes.c_uint8 * len(data)).from_buffer(data)  # zero-copy for the hot path
+        else:
+            buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        n = int(llama_cpp.llama_state_seq_set_data(self.ctx, buf, len(data), seq_id))
+        if n == 0:
+            raise TriageError(f"llama.cpp rejected a saved state of {len(data)} bytes for sequence {seq_id}")
+
+
+class Cancelled(Exception):
+    """Raised inside decoding when the caller asked to stop."""

@@ -1,0 +1,249 @@
+"""Criteria packs: the decisions triage makes about a ticket.
+
+A pack is a TOML file::
+
+    [pack]                      # optional; defaults below
+    name = "support"
+    version = "1"
+    instruction = "You are a support triage assistant. ..."
+    context = "Our products: ..."  # optional background, part of the stable block
+
+    [[criterion]]
+    id = "urgency"
+    question = "How urgent is this ticket?"
+    options = [ { id = "high", label = "High: ..." }, { id = "low", label = "Low: ..." } ]
+
+    [[example]]                 # optional few-shot examples, part of the stable block
+    text = "My card was charged twice."
+    labels = { urgency = "high" }
+
+A pack has a canonical serialisation (:meth:`Pack.canonical_json`) and a hash of
+it (:attr:`Pack.hash`). Together with the model's sha256 and the prompt-format
+version, the hash names every cached prefix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from triage.errors import InputError
+
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+DEFAULT_INSTRUCTION = (
+    "You are a support triage assistant. Read the customer's ticket and answer "
+    "each question about it with the letter of the best option."
+)
+DEFAULT_PACK_NAME = "support"
+
+
+class PackError(InputError):
+    """A pack file that cannot be used. The message names file, criterion and field."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One answer a criterion allows."""
+
+    id: str
+    label: str
+
+
+@dataclass(frozen=True)
+class Criterion:
+    """One decision: a question and its lettered options."""
+
+    id: str
+    question: str
+    options: tuple[Option, ...]
+
+    def option(self, option_id: str) -> Option:
+        """The option with this id (KeyError when absent)."""
+        for opt in self.options:
+            if opt.id == option_id:
+                return opt
+        raise KeyError(option_id)
+
+
+@dataclass(frozen=True)
+class Example:
+    """A labelled example ticket shown to the model in the stable block."""
+
+    text: str
+    labels: dict[str, str] = field(hash=False, compare=True)
+
+
+@dataclass(frozen=True)
+class Pack:
+    """A named, versioned set of criteria with an instruction and optional examples."""
+
+    name: str
+    version: str
+    instruction: str
+    criteria: tuple[Criterion, ...]
+    examples: tuple[Example, ...] = ()
+    context: str = ""  # optional background text (glossary, products) for the stable block
+    source: str = ""  # where it was loaded from; not part of the hash
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data, in a fixed key order (the canonical form)."""
+        return {
+            "pack": {"name": self.name, "version": self.version, "instruction": self.instruction, "context": self.context},
+            "criterion": [
+                {"id": c.id, "question": c.question, "options": [{"id": o.id, "label": o.label} for o in c.options]}
+                for c in self.criteria
+            ],
+            "example": [{"text": e.text, "labels": dict(sorted(e.labels.items()))} for e in self.examples],
+        }
+
+    def canonical_json(self) -> str:
+        """Canonical serialisation: sorted keys, no whitespace, UTF-8 kept as is."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    @property
+    def hash(self) -> str:
+        """sha256 of the canonical serialisation (hex, first 16 characters)."""
+        return hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()[:16]
+
+    def criterion(self, criterion_id: str) -> Criterion:
+        """The criterion with this id (KeyError when absent)."""
+        for c in self.criteria:
+            if c.id == criterion_id:
+                return c
+        raise KeyError(criterion_id)
+
+
+def _text(value: Any, where: str, field_name: str, *, required: bool = True) -> str:
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        raise PackError(f"{where}: field {field_name!r} must be a string, got {type(value).__name__}")
+    if required and not value.strip():
+        raise PackError(f"{where}: field {field_name!r} is empty")
+    return value.strip()
+
+
+def parse_pack(data: dict[str, Any], source: str = "<pack>") -> Pack:
+    """Validate parsed TOML data and build a :class:`Pack`.
+
+    Raises:
+        PackError: naming the file, the criterion and the field at fault.
+    """
+    head = data.get("pack", {})
+    if not isinstance(head, dict):
+        raise PackError(f"{source}: [pack] must be a table")
+    unknown = set(data) - {"pack", "criterion", "example"}
+    if unknown:
+        raise PackError(f"{source}: unknown top-level key(s) {sorted(unknown)}; expected [pack], [[criterion]], [[example]]")
+    name = _text(head.get("name", _default_name(source)), f"{source} [pack]", "name")
+    version = str(head.get("version", "1")).strip() or "1"
+    instruction = _text(head.get("instruction", DEFAULT_INSTRUCTION), f"{source} [pack]", "instruction")
+    context = _text(head.get("context"), f"{source} [pack]", "context", required=False)
+    unknown_head = set(head) - {"name", "version", "instruction", "context"}
+    if unknown_head:
+        raise PackError(f"{source} [pack]: unknown field(s) {sorted(unknown_head)}; expected name, version, instruction, context")
+
+    raw_criteria = data.get("criterion")
+    if not isinstance(raw_criteria, list) or not raw_criteria:
+        raise PackError(f"{source}: no [[criterion]] entries; a pack needs at least one")
+    criteria: list[Criterion] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(raw_criteria, 1):
+        if not isinstance(raw, dict):
+            raise PackError(f"{source}: criterion #{i} must be a table")
+        cid = _text(raw.get("id"), f"{source}: criterion #{i}", "id")
+        where = f"{source}: criterion {cid!r}"
+        if cid in seen:
+            raise PackError(f"{where}: duplicate id {cid!r}; criterion ids must be unique")
+        seen.add(cid)
+        question = _text(raw.get("question"), where, "question")
+        raw_options = raw.get("options")
+        if not isinstance(raw_options, list):
+            raise PackError(f"{where}: field 'options' must be a list of {{ id, label }} tables")
+        if len(raw_options) < 2:
+            raise PackError(f"{where}: field 'options' has {len(raw_options)} option(s); a criterion needs at least 2")
+        if len(raw_options) > len(LETTERS):
+            raise PackError(f"{where}: field 'options' has {len(raw_options)} options; at most {len(LETTERS)} (one per letter A-Z)")
+        options: list[Option] = []
+        option_ids: set[str] = set()
+        for j, opt in enumerate(raw_options, 1):
+            if not isinstance(opt, dict):
+                raise PackError(f"{where}: option #{j} must be a table {{ id = ..., label = ... }}")
+            oid = _text(opt.get("id"), f"{where}, option #{j}", "id")
+            if oid in option_ids:
+                raise PackError(f"{where}: duplicate option id {oid!r}")
+            option_ids.add(oid)
+            label = _text(opt.get("label"), f"{where}, option {oid!r}", "label")
+            if "\n" in label:
+                raise PackError(f"{where}, option {oid!r}: field 'label' must be one line")
+            options.append(Option(oid, label))
+        criteria.append(Criterion(cid, question, tuple(options)))
+
+    examples: list[Example] = []
+    raw_examples = data.get("example", [])
+    if not isinstance(raw_examples, list):
+        raise PackError(f"{source}: [[example]] entries must be tables")
+    by_id = {c.id: c for c in criteria}
+    for k, raw in enumerate(raw_examples, 1):
+        where = f"{source}: example #{k}"
+        if not isinstance(raw, dict):
+            raise PackError(f"{where} must be a table")
+        text = _text(raw.get("text"), where, "text")
+        labels = raw.get("labels", {})
+        if not isinstance(labels, dict) or not labels:
+            raise PackError(f"{where}: field 'labels' must be a table {{ criterion_id = option_id }}")
+        for cid, oid in labels.items():
+            if cid not in by_id:
+                raise PackError(f"{where}: field 'labels' names unknown criterion {cid!r}")
+            if not isinstance(oid, str) or oid not in {o.id for o in by_id[cid].options}:
+                raise PackError(f"{where}: field 'labels.{cid}' = {oid!r} is not an option of criterion {cid!r}")
+        examples.append(Example(text, {str(c): str(o) for c, o in labels.items()}))
+    return Pack(name, version, instruction, tuple(criteria), tuple(examples), context, source)
+
+
+def _default_name(source: str) -> str:
+    """A pack without [pack].name is named after its file, or its folder for ``criteria.toml``."""
+    if source == "<pack>":
+        return DEFAULT_PACK_NAME
+    path = Path(source)
+    return path.parent.name if path.stem == "criteria" and path.parent.name else path.stem
+
+
+def load_pack(path: str | Path) -> Pack:
+    """Load and validate a pack file.
+
+    Raises:
+        PackError: the file is missing, not UTF-8 TOML, or invalid (see :func:`parse_pack`).
+    """
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise PackError(f"pack file {path} does not exist", hint="pass --pack PATH to a criteria TOML file, or leave it out for the built-in support pack") from None
+    except IsADirectoryError:
+        raise PackError(f"pack path {path} is a directory; pass the .toml file itself") from None
+    except OSError as exc:
+        raise PackError(f"cannot read pack file {path}: {exc.strerror}") from exc
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise PackError(f"pack file {path} is not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise PackError(f"pack file {path} is not valid TOML: {exc}") from exc
+    return parse_pack(data, str(path))
+
+
+def default_pack() -> Pack:
+    """The built-in support pack shipped in ``assets/support.toml``."""
+    from triage.paths import asset
+
+    return load_pack(asset("support.toml"))
+
+
+def resolve_pack(path: str | Path | None) -> Pack:
+    """``--pack PATH`` when given, else the built-in support pack."""
+    return load_pack(path) if path else default_pack()

@@ -1,0 +1,189 @@
+"""The stable-prefix cache: the stable block's KV state, kept across tickets and restarts.
+
+Everything before the ticket (instruction, pack context, examples) is the same
+for every ticket of a pack. Its KV state is computed once per (model sha256,
+prompt-format version, pack hash), kept in memory, and written to a file in the
+user cache dir, so the first ticket after a restart does not pay its prefill.
+
+A cache file is a versioned artifact, never trusted blindly. It holds a header
+(magic, format version, key, token count, sha256 of the token ids, payload size
+and sha256) and the payload from ``llama_state_seq_get_data``. On load every
+field is checked; any mismatch or corruption deletes the file and counts as a
+miss, so the engine recomputes. Writes go to a temp file and are renamed into
+place. The folder is bounded: least recently used files go first past the size
+cap, and files older than the TTL are dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import struct
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+MAGIC = b"TRIAGEKV"
+FORMAT = 1
+_HEAD = struct.Struct("<8sIHI32sQ32s")  # magic, format, key length, n tokens, tokens sha, payload size, payload sha
+DEFAULT_MAX_MB = 512
+DEFAULT_TTL_DAYS = 14.0
+MEMORY_ENTRIES = 4
+
+
+def tokens_digest(tokens: tuple[int, ...]) -> bytes:
+    """sha256 of token ids (little-endian int32s)."""
+    return hashlib.sha256(struct.pack(f"<{len(tokens)}i", *tokens)).digest()
+
+
+@dataclass
+class CacheStats:
+    """What the cache did, for instrumentation."""
+
+    memory_hits: int = 0
+    disk_hits: int = 0
+    misses: int = 0
+    rejected: int = 0  # files found but invalid (corrupt, wrong key, wrong tokens)
+    writes: int = 0
+    evicted: int = 0
+
+
+class StableCache:
+    """Stable-block KV states in memory and in ``folder``.
+
+    Args:
+        folder: where the ``.kvstate`` files live.
+        max_bytes: LRU cap on the folder's total size.
+        ttl_s: files not used for this long are deleted.
+    """
+
+    def __init__(self, folder: Path, *, max_bytes: int = DEFAULT_MAX_MB << 20, ttl_s: float = DEFAULT_TTL_DAYS * 86400) -> None:
+        self.folder = folder
+        self.max_bytes = max_bytes
+        self.ttl_s = ttl_s
+        self.stats = CacheStats()
+        self._memory: OrderedDict[str, tuple[bytes, bytearray]] = OrderedDict()
+
+    @classmethod
+    def default(cls) -> StableCache:
+        """The cache in the user cache dir, sized by config (``stable_cache_mb``, ``stable_cache_ttl_days``)."""
+        from triage.config import load_config
+        from triage.paths import user_dirs
+
+        try:
+            config = load_config()
+        except Exception:  # a bad config file must not disable scoring; the CLI reports it elsewhere
+            config = {}
+        mb = int(config.get("stable_cache_mb", DEFAULT_MAX_MB))
+        days = float(config.get("stable_cache_ttl_days", DEFAULT_TTL_DAYS))
+        return cls(user_dirs().cache / "stable", max_bytes=mb << 20, ttl_s=days * 86400)
+
+    def path(self, key: str) -> Path:
+        """The file for ``key``."""
+        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in key)
+        return self.folder / f"{safe}.kvstate"
+
+    def get(self, key: str, tokens: tuple[int, ...]) -> bytearray | None:
+        """The stored state for ``key`` whose token ids are exactly ``tokens``, or None."""
+        digest = tokens_digest(tokens)
+        mem = self._memory.get(key)
+        if mem is not None and mem[0] == digest:
+            self._memory.move_to_end(key)
+            self.stats.memory_hits += 1
+            return mem[1]
+        path = self.path(key)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            self.stats.misses += 1
+            return None
+        except OSError as exc:
+            log.warning("cannot read stable cache file %s: %s", path, exc)
+            self.stats.misses += 1
+            return None
+        state = self._validate(data, key, tokens, digest)
+        if state is None:
+            self.stats.rejected += 1
+            self.stats.misses += 1
+            log.warning("stable cache file %s is invalid; deleting it and recomputing", path)
+            path.unlink(missing_ok=True)
+            return None
+        os.utime(path)  # LRU: last use
+        self.stats.disk_hits += 1
+        self._remember(key, digest, state)
+        return state
+
+    def put(self, key: str, tokens: tuple[int, ...], state: bytes | bytearray) -> None:
+        """Store ``state`` for ``key``/``tokens``, atomically, then enforce the bounds."""
+        digest = tokens_digest(tokens)
+        self._remember(key, digest, bytearray(state))
+        kb = key.encode("utf-8")
+        head = _HEAD.pack(MAGIC, FORMAT, len(kb), len(tokens), digest, len(state), hashlib.sha256(state).digest())
+        path = self.path(key)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            with tmp.open("wb") as fh:
+                fh.write(head)
+                fh.write(kb)
+                fh.write(state)
+            os.replace(tmp, path)
+            self.stats.writes += 1
+        except OSError as exc:  # a full disk costs speed, never a score
+            log.warning("cannot write stable cache file %s: %s", path, exc)
+            try:
+                tmp.unlink(missing_ok=True)
+            except (OSError, UnboundLocalError):
+                pass
+            return
+        self.prune(keep=path)
+
+    def prune(self, keep: Path | None = None) -> None:
+        """Drop files past the TTL, then least recently used ones past the size cap."""
+        try:
+            files = [(p, p.stat()) for p in self.folder.glob("*.kvstate")]
+        except OSError:
+            return
+        now = time.time()
+        alive = []
+        for p, st in files:
+            if p != keep and now - st.st_mtime > self.ttl_s:
+                p.unlink(missing_ok=True)
+                self.stats.evicted += 1
+            else:
+                alive.append((p, st))
+        alive.sort(key=lambda x: x[1].st_mtime)  # oldest use first
+        total = sum(st.st_size for _, st in alive)
+        for p, st in alive:
+            if total <= self.max_bytes:
+                break
+            if p == keep:
+                continue
+            p.unlink(missing_ok=True)
+            total -= st.st_size
+            self.stats.evicted += 1
+
+    def _remember(self, key: str, digest: bytes, state: bytearray) -> None:
+        self._memory[key] = (digest, state)
+        self._memory.move_to_end(key)
+        while len(self._memory) > MEMORY_ENTRIES:
+            self._memory.popitem(last=False)
+
+    @staticmethod
+    def _validate(data: bytes, key: str, tokens: tuple[int, ...], digest: bytes) -> bytearray | None:
+        if len(data) < _HEAD.size:
+            return None
+        magic, fmt, klen, ntok, tdig, size, pdig = _HEAD.unpack_from(data)
+        if magic != MAGIC or fmt != FORMAT or ntok != len(tokens) or tdig != digest:
+            return None
+        start = _HEAD.size + klen
+        if data[_HEAD.size:start] != key.encode("utf-8") or len(data) - start != size:
+            return None
+        payload = bytearray(data[start:])
+        if hashlib.sha256(payload).digest() != pdig:
+            return None
+        return payload

@@ -1,0 +1,298 @@
+"""The one prompt builder: stable block, head and tails, as text and as tokens.
+
+Layout, most stable first so that caches hit:
+
+* **stable block**: the pack's instruction, context and examples. The same for
+  every ticket of a pack; it ends on a hard tokenization boundary (a control
+  token in the chat format), so its token ids never depend on the ticket.
+* **head**: ``Evidence:`` and the ticket. The same for every criterion.
+* **tail**: the criterion, its options in one order as ``A.``, ``B.``, ..., and
+  ``Answer:``. The answer is read from the next token (`` A``, `` B``, ...).
+
+Ticket and tail are tokenized together, as the model would see them, because
+BPE merges across that seam (a ticket ending in ``.`` merges with the tail's
+``\\n\\n``). So the cached prefix is not "the head's tokens" but the longest
+common token prefix of all of this ticket's full prompts (:func:`common_prefix`),
+and every prompt is checked to start with it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Literal
+
+from triage.errors import TriageError
+from triage.pack import LETTERS, Criterion, Pack
+from triage.tokenizer import Tokenizer
+
+# Bump on any change to the wording or layout below: it names cached prefixes.
+PROMPT_VERSION = 1
+
+Style = Literal["chat", "plain"]
+
+IM_START, IM_END, THINK, END_THINK = "<|im_start|>", "<|im_end|>", "<think>", "</think>"
+ANSWER_CUE = "Answer:"
+CUT_MARK = "\n[... {chars} characters cut ...]\n"
+
+
+@dataclass(frozen=True)
+class PromptFormat:
+    """How prompts are wrapped for a model family.
+
+    ``chat`` uses ChatML (Qwen, SmolLM2): a system turn holds the stable block,
+    a user turn the ticket and question, and the assistant turn is opened with
+    ``Answer:``. ``think`` (Qwen3) writes an empty ``<think></think>`` block
+    first, as Qwen3's own template does when thinking is off, so the model
+    answers at once instead of starting to reason.
+    """
+
+    style: Style
+    think: bool = False
+
+    @property
+    def id(self) -> str:
+        """Versioned name, e.g. ``triage-prompt/1:chat+nothink``: part of every cache key."""
+        return f"triage-prompt/{PROMPT_VERSION}:{self.style}{'+nothink' if self.think else ''}"
+
+
+def detect_format(chat_template: str | None, tokenizer: Tokenizer, prefer: str = "auto") -> PromptFormat:
+    """Choose the prompt format from the model's chat template.
+
+    Args:
+        chat_template: the GGUF's ``tokenizer.chat_template`` (may be None).
+        tokenizer: to check that the control tokens exist.
+        prefer: ``auto``, ``chat`` or ``plain``.
+
+    Raises:
+        TriageError: ``chat`` was asked for but the model has no ChatML tokens.
+    """
+    if prefer not in ("auto", "chat", "plain"):
+        raise TriageError(f"unknown prompt style {prefer!r}; use auto, chat or plain", exit_code=2)
+    has_chatml = tokenizer.control(IM_START) is not None and tokenizer.control(IM_END) is not None
+    if prefer == "plain" or (prefer == "auto" and not (has_chatml and chat_template and IM_START in chat_template)):
+        return PromptFormat("plain")
+    if not has_chatml:
+        raise TriageError("this model has no ChatML tokens (<|im_start|>); use --prompt plain", exit_code=2)
+    think = bool(chat_template and THINK in chat_template) and tokenizer.control(THINK) is not None
+    return PromptFormat("chat", think=think)
+
+
+@dataclass(frozen=True)
+class PromptSpec:
+    """One full prompt of a ticket: a criterion asked with its options in one order."""
+
+    criterion: int  # index into pack.criteria
+    order: tuple[int, ...]  # order[j] = option index shown at letter j
+    tokens: tuple[int, ...]
+
+
+@dataclass
+class TicketPrompts:
+    """Every prompt of one ticket, with the shared prefix worked out and verified."""
+
+    stable: tuple[int, ...]
+    prefix: tuple[int, ...]  # longest common token prefix of all prompts (starts with stable)
+    prompts: list[PromptSpec]
+    ticket_text: str  # the text actually scored (shortened when too long)
+    ticket_tokens: int
+    warnings: list[str] = field(default_factory=list)
+    cut_chars: int = 0
+
+    def tail(self, spec: PromptSpec) -> tuple[int, ...]:
+        """The tokens of ``spec`` after the shared prefix."""
+        return spec.tokens[len(self.prefix):]
+
+    @property
+    def full_tokens(self) -> int:
+        """Tokens of all full prompts together (what ``full`` mode evaluates)."""
+        return sum(len(p.tokens) for p in self.prompts)
+
+    @property
+    def reuse_tokens(self) -> int:
+        """Tokens evaluated with prefix reuse: the prefix once, then every tail."""
+        return len(self.prefix) + sum(len(p.tokens) - len(self.prefix) for p in self.prompts)
+
+
+def common_prefix(seqs: list[tuple[int, ...]]) -> tuple[int, ...]:
+    """Longest common prefix of token sequences."""
+    if not seqs:
+        return ()
+    first = seqs[0]
+    n = min(len(s) for s in seqs)
+    for i in range(n):
+        t = first[i]
+        if any(s[i] != t for s in seqs):
+            return first[:i]
+    return first[:n]
+
+
+class PromptBuilder:
+    """Builds the stable block, heads and tails for one pack, format and tokenizer."""
+
+    def __init__(self, pack: Pack, fmt: PromptFormat, tokenizer: Tokenizer) -> None:
+        self.pack = pack
+        self.fmt = fmt
+        self.tok = tokenizer
+        self._stable: tuple[int, ...] | None = None
+        self._suffix: tuple[int, ...] | None = None
+
+    # -- text ---------------------------------------------------------------
+    def system_text(self) -> str:
+        """The stable block's text: instruction, context, examples."""
+        parts = [self.pack.instruction]
+        if self.pack.context:
+            parts.append(self.pack.context)
+        if self.pack.examples:
+            lines = ["Examples of tickets and the right answers:"]
+            for ex in self.pack.examples:
+                lines.append(f"\nTicket: {ex.text}")
+                for cid, oid in ex.labels.items():
+                    crit = self.pack.criterion(cid)
+                    lines.append(f"{crit.question} {crit.option(oid).label}")
+            parts.append("\n".join(lines))
+        return "\n\n".join(parts)
+
+    def head_text(self, ticket_text: str) -> str:
+        """The head after the stable block: ``Evidence:`` and the ticket."""
+        lead = "user\n" if self.fmt.style == "chat" else ""
+        return f"{lead}Evidence:\n{ticket_text}\n\n"
+
+    def tail_text(self, criterion: Criterion, order: tuple[int, ...]) -> str:
+        """The criterion, its options in ``order`` as lettered lines (and, plain, ``Answer:``)."""
+        lines = [f"Question: {criterion.question}"]
+        for j, idx in enumerate(order):
+            lines.append(f"{LETTERS[j]}. {criterion.options[idx].label}")
+        if self.fmt.style == "plain":
+            lines.append(ANSWER_CUE)
+        else:
+            lines.append("Reply with the letter of the best option.")
+        return "\n".join(lines)
+
+    def render(self, ticket_text: str, criterion: Criterion, order: tuple[int, ...]) -> str:
+        """The whole prompt as text (for people and docs; scoring uses tokens)."""
+        if self.fmt.style == "plain":
+            return f"{self.system_text()}\n\n{self.head_text(ticket_text)}{self.tail_text(criterion, order)}"
+        think = f"{THINK}\n\n{END_THINK}\n\n" if self.fmt.think else ""
+        return (
+            f"{IM_START}system\n{self.system_text()}{IM_END}\n{IM_START}{self.head_text(ticket_text)}"
+            f"{self.tail_text(criterion, order)}{IM_END}\n{IM_START}assistant\n{think}{ANSWER_CUE}"
+        )
+
+    # -- tokens ---------------------------------------------------------------
+    def _control(self, token: str) -> int:
+        tid = self.tok.control(token)
+        if tid is None:
+            raise TriageError(f"the model's vocabulary has no {token} token, which the {self.fmt.style} prompt format needs")
+        return tid
+
+    @property
+    def stable_tokens(self) -> tuple[int, ...]:
+        """Token ids of the stable block; identical for every ticket of this pack."""
+        if self._stable is None:
+            ids: list[int] = [] if self.tok.bos is None else [self.tok.bos]
+            if self.fmt.style == "chat":
+                ids += [self._control(IM_START), *self.tok.encode("system\n" + self.system_text()), self._control(IM_END)]
+                ids += [*self.tok.encode("\n"), self._control(IM_START)]
+            else:
+                ids += self.tok.encode(self.system_text() + "\n\n")
+            self._stable = tuple(ids)
+        return self._stable
+
+    @property
+    def stable_hash(self) -> str:
+        """sha256 of the stable block's token ids (part of the stable cache key)."""
+        blob = ",".join(map(str, self.stable_tokens)).encode()
+        return hashlib.sha256(blob).hexdigest()
+
+    @property
+    def _suffix_tokens(self) -> tuple[int, ...]:
+        """Fixed tokens after the tail's text: close the user turn, open the assistant's."""
+        if self._suffix is None:
+            if self.fmt.style == "plain":
+                self._suffix = ()
+            else:
+                ids = [self._control(IM_END), *self.tok.encode("\n"), self._control(IM_START), *self.tok.encode("assistant\n")]
+                if self.fmt.think:
+                    ids += [self._control(THINK), *self.tok.encode("\n\n"), self._control(END_THINK)]
+                    ids += self.tok.encode("\n\n" + ANSWER_CUE)
+                else:
+                    ids += self.tok.encode(ANSWER_CUE)
+                self._suffix = tuple(ids)
+        return self._suffix
+
+    def prompt_tokens(self, ticket_text: str, criterion: Criterion, order: tuple[int, ...]) -> tuple[int, ...]:
+        """Token ids of one full prompt. Ticket and tail are one run of plain text."""
+        run = self.tok.encode(self.head_text(ticket_text) + self.tail_text(criterion, order))
+        return self.stable_tokens + tuple(run) + self._suffix_tokens
+
+    def build(self, ticket_text: str, orders: list[list[tuple[int, ...]]], *, n_ctx: int) -> TicketPrompts:
+        """Every prompt of a ticket, shortened to fit ``n_ctx``, with its verified shared prefix.
+
+        Args:
+            ticket_text: the cleaned ticket.
+            orders: per criterion (pack order), the option orders to ask.
+            n_ctx: the context size; the longest prompt must fit.
+
+        Raises:
+            TriageError: even an empty ticket would not fit (the pack is too big for n_ctx).
+        """
+        crits = self.pack.criteria
+        if len(orders) != len(crits):
+            raise ValueError("orders must give one list per criterion")
+        warnings: list[str] = []
+        text, cut, n_ticket = self._fit(ticket_text, n_ctx)
+        if cut:
+            warnings.append(
+                f"ticket shortened to fit the {n_ctx}-token context: cut {cut} of {len(ticket_text)} characters "
+                f"from the middle, kept its start and end"
+            )
+        specs = [
+            PromptSpec(ci, order, self.prompt_tokens(text, crits[ci], order))
+            for ci, crit_orders in enumerate(orders)
+            for order in crit_orders
+        ]
+        prefix = common_prefix([s.tokens for s in specs])
+        # Leave at least one token to decode in every prompt: the readout needs its logits.
+        shortest = min(len(s.tokens) for s in specs)
+        prefix = prefix[: min(len(prefix), shortest - 1)]
+        stable = self.stable_tokens
+        for s in specs:  # the invariant every reuse mode relies on
+            if s.tokens[: len(prefix)] != prefix:
+                raise AssertionError("shared prefix is not a token prefix of every prompt")
+        if prefix[: len(stable)] != stable:
+            raise AssertionError("stable block is not a token prefix of the ticket's prompts")
+        return TicketPrompts(stable, prefix, specs, text, n_ticket, warnings, cut)
+
+    def _fit(self, text: str, n_ctx: int) -> tuple[str, int, int]:
+        """Cut the ticket's middle until its longest prompt fits in ``n_ctx``.
+
+        Returns:
+            (text to score, characters cut, ticket tokens).
+        """
+        ticket_ids = self.tok.encode(text)
+        longest_tail = max(
+            len(self.tok.encode(self.tail_text(c, tuple(range(len(c.options)))))) for c in self.pack.criteria
+        )
+        overhead = len(self.stable_tokens) + len(self.tok.encode(self.head_text(""))) + longest_tail + len(self._suffix_tokens) + 4
+        budget = n_ctx - overhead
+        if budget < 16:
+            raise TriageError(
+                f"the pack's prompt alone needs {overhead} tokens, leaving {max(budget, 0)} for the ticket in a "
+                f"{n_ctx}-token context",
+                hint="raise --n-ctx, or shorten the pack's instruction, context and examples",
+            )
+        if len(ticket_ids) <= budget:
+            return text, 0, len(ticket_ids)
+        marker_budget = len(self.tok.encode(CUT_MARK.format(chars=len(text)))) + 2
+        keep = budget - marker_budget
+        while keep > 8:
+            start = self.tok.decode(list(ticket_ids[: keep // 2]))
+            end = self.tok.decode(list(ticket_ids[len(ticket_ids) - (keep - keep // 2):]))
+            cut = len(text) - len(start) - len(end)
+            shortened = f"{start.rstrip()}{CUT_MARK.format(chars=cut)}{end.lstrip()}"
+            n = len(self.tok.encode(shortened))
+            if n <= budget:
+                return shortened, cut, n
+            keep -= max(n - budget, 8)
+        raise TriageError(f"cannot shorten the ticket to fit {n_ctx} tokens; raise --n-ctx")

@@ -1,0 +1,58 @@
+"""Plain-terminal rendering of results with Rich (the CLI's ``--format table``)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from triage.result import TicketResult
+
+BAR_WIDTH = 20
+
+
+def bar(p: float, width: int = BAR_WIDTH) -> str:
+    """A horizontal bar of ``width`` cells for probability ``p`` (eighth-block resolution)."""
+    eighths = round(max(0.0, min(1.0, p)) * width * 8)
+    full, rest = divmod(eighths, 8)
+    partial = " ▏▎▍▌▋▊▉"[rest] if rest else ""
+    return ("█" * full + partial).ljust(width)
+
+
+def print_table(result: TicketResult, console: Console | None = None) -> None:
+    """Print one ticket's decisions as a table with bars."""
+    console = console or Console()
+    t = result.timing
+    tok = result.tokens
+    title = (
+        f"ticket {result.ticket_id} · {result.model['name']} · pack {result.pack['name']} v{result.pack['version']} · "
+        f"{result.mode}, {result.orderings}"
+    )
+    table = Table(title=title, title_justify="left", show_lines=False, expand=False)
+    table.add_column("criterion", style="bold")
+    table.add_column("option")
+    table.add_column("p", justify="right")
+    table.add_column("", no_wrap=True)
+    table.add_column("tail", justify="right", style="dim")
+    for crit in result.criteria:
+        first = True
+        for opt in sorted(crit.options, key=lambda o: -o.probability):
+            chosen = opt.id == crit.choice
+            style = "bold green" if chosen else ""
+            table.add_row(
+                crit.id if first else "",
+                f"[{style}]{opt.id}[/]" if style else opt.id,
+                f"{opt.probability:6.1%}",
+                f"[{style or 'dim'}]{bar(opt.probability)}[/]",
+                f"{crit.tail_ms:.0f} ms · {crit.tail_tokens} tok" if first else "",
+            )
+            first = False
+        if crit.warnings:
+            table.add_row("", f"[yellow]{'; '.join(crit.warnings)}[/]", "", "", "")
+    console.print(table)
+    console.print(
+        f"prefill {t.prefill_ms:.0f} ms · total {t.total_ms:.0f} ms · prefix {tok.prefix} tokens, "
+        f"{tok.prefix_cached} cached · hit rate {tok.hit_rate:.0%}",
+        style="dim",
+    )
+    for w in result.warnings:
+        console.print(f"warning: {w}", style="yellow")

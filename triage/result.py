@@ -1,0 +1,135 @@
+"""The one result schema: what scoring a ticket produced.
+
+``triage score`` prints it, the TUI draws it and stores it in history, bench
+and eval read it. :meth:`TicketResult.to_dict` is the JSON form documented in
+``docs/schema.md``; :func:`ticket_result_from_dict` reads it back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+SCHEMA = "triage.result/1"
+
+
+@dataclass
+class OptionScore:
+    """One option of a criterion with its probability."""
+
+    id: str
+    label: str
+    probability: float
+
+
+@dataclass
+class CriterionResult:
+    """The decision for one criterion."""
+
+    id: str
+    question: str
+    choice: str  # option id with the highest probability
+    options: list[OptionScore]
+    margin: float  # probability of the choice minus the runner-up's
+    coverage: float  # mean share of next-token mass on the option letters
+    tail_tokens: int  # tokens evaluated for this criterion's tails (all orderings)
+    tail_ms: float  # time spent on those tails
+    orderings: int  # how many option orders were asked
+    top_token: str  # the most likely next token overall, first ordering
+    raw_choice: str  # argmax of the first ordering alone, before debiasing
+    order_flips: int  # orderings whose own argmax differs from the debiased choice
+    index: int = 0  # position in the pack
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def choice_label(self) -> str:
+        """Label of the chosen option."""
+        return next(o.label for o in self.options if o.id == self.choice)
+
+    def probability(self, option_id: str) -> float:
+        """Probability of one option."""
+        return next(o.probability for o in self.options if o.id == option_id)
+
+
+@dataclass
+class Timing:
+    """Where a ticket's time went, in milliseconds."""
+
+    prefill_ms: float = 0.0  # stable block (when not cached) and ticket prefill
+    stable_ms: float = 0.0  # part of prefill_ms spent on the stable block
+    tails_ms: float = 0.0
+    total_ms: float = 0.0
+
+
+@dataclass
+class Tokens:
+    """Token counts. ``prefix_cached`` were served from a cache, not evaluated."""
+
+    prefix: int = 0  # shared prefix of this ticket's prompts (stable block + ticket)
+    prefix_cached: int = 0
+    stable: int = 0  # the stable block (part of prefix)
+    stable_cached: int = 0
+    ticket: int = 0  # ticket text tokens
+    tails: int = 0  # all tails together
+    evaluated: int = 0  # tokens actually run through the model
+    full_prompts: int = 0  # tokens of every prompt whole (what `full` evaluates)
+
+    @property
+    def total_input(self) -> int:
+        """Prompt tokens this ticket needed: the prefix once plus every tail."""
+        return self.prefix + self.tails
+
+    @property
+    def hit_rate(self) -> float:
+        """Cached input tokens / total input tokens."""
+        return self.prefix_cached / self.total_input if self.total_input else 0.0
+
+
+@dataclass
+class TicketResult:
+    """Everything scoring one ticket produced."""
+
+    ticket_id: str
+    ticket_sha256: str
+    model: dict[str, Any]  # {name, path, sha256, stand_in}
+    pack: dict[str, Any]  # {name, version, hash}
+    prompt_format: str
+    mode: str
+    orderings: str
+    prior: bool
+    criteria: list[CriterionResult]
+    timing: Timing
+    tokens: Tokens
+    warnings: list[str] = field(default_factory=list)
+    calibration: str | None = None
+    complete: bool = True  # False when cancelled part-way
+    created_at: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (``triage.result/1``)."""
+        d = asdict(self)
+        for crit, raw in zip(self.criteria, d["criteria"], strict=True):
+            raw["choice_label"] = crit.choice_label
+            raw.pop("index", None)
+        d["tokens"]["total_input"] = self.tokens.total_input
+        d["tokens"]["hit_rate"] = round(self.tokens.hit_rate, 6)
+        return {"schema": SCHEMA, **d}
+
+    def summary(self) -> str:
+        """One line: each criterion's choice, for the clipboard and logs."""
+        parts = [f"{c.id}={c.choice} ({c.probability(c.choice):.0%})" for c in self.criteria]
+        return f"[{self.ticket_id}] " + ", ".join(parts)
+
+
+def ticket_result_from_dict(d: dict[str, Any]) -> TicketResult:
+    """Rebuild a :class:`TicketResult` from its JSON form."""
+    if d.get("schema") != SCHEMA:
+        raise ValueError(f"unknown result schema {d.get('schema')!r}; expected {SCHEMA}")
+    crits = []
+    for i, c in enumerate(d["criteria"]):
+        c = {k: v for k, v in c.items() if k != "choice_label"}
+        c["options"] = [OptionScore(**o) for o in c["options"]]
+        crits.append(CriterionResult(**{**c, "index": c.get("index", i)}))
+    tokens = {k: v for k, v in d["tokens"].items() if k not in ("total_input", "hit_rate")}
+    rest = {k: v for k, v in d.items() if k not in ("schema", "criteria", "timing", "tokens")}
+    return TicketResult(criteria=crits, timing=Timing(**d["timing"]), tokens=Tokens(**tokens), **rest)

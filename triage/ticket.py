@@ -1,0 +1,70 @@
+"""Tickets: the text an agent pastes, made safe to show and to score.
+
+A pasted ticket may carry terminal escape sequences, control characters or
+binary junk. :func:`clean_text` removes them (keeping newlines and tabs) so the
+model sees only text and the screen is never driven by the ticket's bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from triage.errors import InputError
+
+# CSI / OSC / other ESC sequences, then stray C0/C1 controls except \t and \n.
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def clean_text(text: str) -> str:
+    """Strip escape sequences and control characters; normalise newlines; trim."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = _ANSI.sub("", text)
+    text = _CONTROL.sub("", text)
+    text = text.replace("\ufffd", "")  # undecodable bytes carry no meaning for the model
+    return text.strip()
+
+
+@dataclass(frozen=True)
+class Ticket:
+    """A ticket to score. ``text`` is already cleaned; ``raw`` is what was given."""
+
+    id: str
+    text: str
+    raw: str
+
+    @property
+    def sha256(self) -> str:
+        """Hash of the cleaned text: identifies the ticket in caches."""
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+
+def make_ticket(text: str, ticket_id: str | None = None) -> Ticket:
+    """Clean ``text`` and wrap it as a :class:`Ticket`.
+
+    Raises:
+        InputError: the ticket is empty once cleaned.
+    """
+    cleaned = clean_text(text)
+    if not cleaned:
+        what = "empty" if not text.strip() else "only control characters or escape codes"
+        raise InputError(f"ticket {ticket_id or ''} is {what}; there is nothing to score".replace("ticket  is", "ticket is"))
+    tid = ticket_id or hashlib.sha256(cleaned.encode("utf-8")).hexdigest()[:12]
+    return Ticket(tid, cleaned, text)
+
+
+def decode_ticket_bytes(data: bytes, source: str) -> str:
+    """Decode input bytes as UTF-8 (a BOM is allowed).
+
+    Raises:
+        InputError: the bytes are not UTF-8, naming the byte offset.
+    """
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"{source} is not valid UTF-8 (bad byte 0x{data[exc.start]:02x} at offset {exc.start})",
+            hint="convert it first, e.g. iconv -f latin1 -t utf-8",
+        ) from None
