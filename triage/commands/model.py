@@ -1,0 +1,175 @@
+"""``triage model``: list, pull and locate the models of the catalog.
+
+Only the standard library and light triage modules are imported at module
+level; Rich is imported inside the functions that draw, so ``triage --help``
+stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+NAME = "model"
+HELP = "list, download (pull) and locate models"
+ORDER = 60
+DESCRIPTION = """\
+Manage the models triage runs.
+
+  triage model list [--json]     the catalog, and what is installed
+  triage model pull NAME         download NAME, verify its sha256, install it
+  triage model path NAME         print the installed file's path
+
+Models live in the user data folder (see docs/models.md). Any other GGUF
+file can be used without installing it: triage --model PATH."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``list``, ``pull`` and ``path`` actions."""
+    sub = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    p = sub.add_parser("list", help="the catalog and what is installed")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p = sub.add_parser("pull", help="download a model, verify it, install it")
+    p.add_argument("name", metavar="NAME", help="catalog name (see `triage model list`)")
+    p.add_argument("--force", action="store_true", help="download again even if a verified copy is installed")
+    p = sub.add_parser("path", help="print the installed model file's path")
+    p.add_argument("name", metavar="NAME", help="catalog name")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the chosen action; returns the exit status."""
+    action = {"list": _list, "pull": _pull, "path": _path}[args.action]
+    return action(args)
+
+
+def model_rows() -> list[dict[str, Any]]:
+    """One dict per catalog entry: catalog facts plus its installed state."""
+    from triage.catalog import load_catalog
+    from triage.modelstore import inspect_installed
+
+    catalog = load_catalog()
+    rows = []
+    for entry in catalog.entries.values():
+        inst = inspect_installed(entry)
+        rows.append(
+            {
+                "name": entry.name,
+                "title": entry.title,
+                "default": entry.name == catalog.default,
+                "stand_in": entry.stand_in,
+                "stand_in_rank": entry.stand_in_rank,
+                "installed": inst.present,
+                "state": inst.state,
+                "verified": inst.verified,
+                "problem": inst.problem,
+                "path": str(inst.path) if inst.present else None,
+                "size": entry.size,
+                "installed_size": inst.size,
+                "sha256": entry.sha256,
+                "installed_sha256": inst.sha256,
+                "hash_origin": entry.hash_origin,
+                "licence": entry.licence,
+                "source": entry.source_description,
+                "short_source": entry.short_source,
+                "pulled_at": inst.pulled_at,
+            }
+        )
+    return rows
+
+
+def _mb(n: int | None) -> str:
+    return "?" if n is None else f"{n / 1e6:,.0f} MB"
+
+
+def _list(args: argparse.Namespace) -> int:
+    rows = model_rows()
+    if args.json:
+        json.dump(rows, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    from triage.modelstore import models_dir
+
+    table = Table(title=f"Models in {models_dir()}", title_justify="left", caption="sha256: the first 8 hex digits; `--json` prints all of it", caption_justify="left")
+    table.add_column("name", no_wrap=True)
+    table.add_column("installed", min_width=8)
+    table.add_column("size", justify="right", no_wrap=True)
+    table.add_column("licence", no_wrap=True)
+    table.add_column("source", overflow="fold")
+    table.add_column("sha256", overflow="fold")
+    for r in rows:
+        if r["state"] == "ok":
+            installed = "[green]verified[/]"
+        elif r["installed"]:
+            installed = f"[red]re-pull[/] ({r['state']})"
+        else:
+            installed = "no"
+        role = "default" if r["default"] else f"stand-in {r['stand_in_rank']}"
+        sha = (r["sha256"] or "unknown")[:8]
+        table.add_row(f"{r['name']}\n[dim]{role}[/]", installed, _mb(r["size"]), r["licence"], r["short_source"], sha)
+    console = Console()
+    console.print(table)
+    for r in rows:
+        if r["problem"]:
+            console.print(f"[red]{r['name']}[/]: {r['problem']}: `triage model pull {r['name']}`", highlight=False)
+    return 0
+
+
+class _RichProgress:
+    """Draws :class:`triage.modelstore.Progress` events on stderr with Rich."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+
+        self.console = Console(stderr=True)
+        self._bar: Any = None
+        self._task: Any = None
+
+    def note(self, message: str) -> None:
+        self.console.print(f"[bold]pull:[/] {message}", highlight=False)
+
+    def start(self, description: str, total: int | None) -> None:
+        from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
+        self._bar = Progress("{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(), console=self.console, transient=False)
+        self._bar.start()
+        self._task = self._bar.add_task(description, total=total)
+
+    def advance(self, nbytes: int) -> None:
+        if self._bar is not None:
+            self._bar.advance(self._task, nbytes)
+
+    def stop(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+def _pull(args: argparse.Namespace) -> int:
+    from triage.modelstore import pull
+
+    result = pull(args.name, force=args.force, progress=_RichProgress())
+    if result.already_installed:
+        print(f"{result.name} is already installed and verified: {result.path}")
+    else:
+        print(f"installed {result.name}: {result.path} ({result.size:,} bytes, sha256 {result.sha256} verified) in {result.seconds:.1f} s")
+    return 0
+
+
+def _path(args: argparse.Namespace) -> int:
+    from triage.catalog import get_entry
+    from triage.errors import TriageError
+    from triage.modelstore import inspect_installed, pull_command
+
+    entry = get_entry(args.name)  # unknown name: InputError listing the known ones
+    inst = inspect_installed(entry)
+    if inst.state == "missing":
+        raise TriageError(f"model {entry.name} is not installed", hint=f"install it with: {pull_command(entry.name)}")
+    if not inst.ok:
+        raise TriageError(f"model {entry.name} needs a re-pull: {inst.problem}", hint=f"run: {pull_command(entry.name)}")
+    print(inst.path)
+    return 0
