@@ -54,6 +54,12 @@ def smollm2_path() -> Path:
 
 
 @pytest.fixture(scope="session")
+def qwen25_path() -> Path:
+    """Path of the real Qwen2.5-Coder-0.5B GGUF, the stand-in for Qwen3-0.6B."""
+    return _need(_installed("qwen2.5-coder-0.5b.gguf"), "qwen2.5-coder-0.5b")
+
+
+@pytest.fixture(scope="session")
 def shared_dir() -> Path:
     """The development checkout's ../shared folder; skips when absent (a user's clone)."""
     if not SHARED.is_dir():

@@ -25,13 +25,20 @@ import numpy as np
 from triage.errors import TriageError
 
 log = logging.getLogger("triage.llama")
-_LOG_LEVELS = {1: logging.INFO, 2: logging.WARNING, 3: logging.ERROR, 4: logging.DEBUG}
+log.addHandler(logging.NullHandler())  # never Python's last-resort stderr handler
+# ggml.h: NONE=0, DEBUG=1, INFO=2, WARN=3, ERROR=4, CONT=5 (continues the previous line).
+_LOG_LEVELS = {0: logging.DEBUG, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
+_last_level = logging.DEBUG
 
 
 @llama_cpp.llama_log_callback
 def _route_log(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+    global _last_level
     try:
-        log.log(_LOG_LEVELS.get(level, logging.DEBUG), text.decode("utf-8", "replace").rstrip())
+        lvl = _last_level if level == 5 else _LOG_LEVELS.get(level, logging.DEBUG)
+        _last_level = lvl
+        if log.isEnabledFor(lvl):
+            log.log(lvl, text.decode("utf-8", "replace").rstrip())
     except Exception:  # a logging failure must never reach C
         pass
 
