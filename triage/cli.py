@@ -52,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     run = getattr(args, "_run", None)
+    from triage.logs import setup_file_logging
+
+    setup_file_logging()
     try:
         if run is None:
             from triage.tui.launch import run_app

@@ -11,7 +11,10 @@ A pack is a TOML file::
     [[criterion]]
     id = "urgency"
     question = "How urgent is this ticket?"
-    options = [ { id = "high", label = "High: ..." }, { id = "low", label = "Low: ..." } ]
+    options = [
+      { id = "high", label = "High", description = "money lost, service down" },
+      { id = "low", label = "Low" },
+    ]
 
     [[example]]                 # optional few-shot examples, part of the stable block
     text = "My card was charged twice."
@@ -47,10 +50,16 @@ class PackError(InputError):
 
 @dataclass(frozen=True)
 class Option:
-    """One answer a criterion allows."""
+    """One answer a criterion allows.
+
+    ``label`` is shown in every tail, once per ordering, so keep it short.
+    ``description`` (optional) says what the option covers; it goes in the
+    stable block, which is prefilled once per pack rather than once per tail.
+    """
 
     id: str
     label: str
+    description: str = ""
 
 
 @dataclass(frozen=True)
@@ -94,7 +103,7 @@ class Pack:
         return {
             "pack": {"name": self.name, "version": self.version, "instruction": self.instruction, "context": self.context},
             "criterion": [
-                {"id": c.id, "question": c.question, "options": [{"id": o.id, "label": o.label} for o in c.options]}
+                {"id": c.id, "question": c.question, "options": [_option_dict(o) for o in c.options]}
                 for c in self.criteria
             ],
             "example": [{"text": e.text, "labels": dict(sorted(e.labels.items()))} for e in self.examples],
@@ -115,6 +124,13 @@ class Pack:
             if c.id == criterion_id:
                 return c
         raise KeyError(criterion_id)
+
+
+def _option_dict(o: Option) -> dict[str, str]:
+    d = {"id": o.id, "label": o.label}
+    if o.description:  # absent when empty, so packs without descriptions keep their hash
+        d["description"] = o.description
+    return d
 
 
 def _text(value: Any, where: str, field_name: str, *, required: bool = True) -> str:
@@ -180,7 +196,11 @@ def parse_pack(data: dict[str, Any], source: str = "<pack>") -> Pack:
             label = _text(opt.get("label"), f"{where}, option {oid!r}", "label")
             if "\n" in label:
                 raise PackError(f"{where}, option {oid!r}: field 'label' must be one line")
-            options.append(Option(oid, label))
+            description = _text(opt.get("description"), f"{where}, option {oid!r}", "description", required=False)
+            unknown_opt = set(opt) - {"id", "label", "description"}
+            if unknown_opt:
+                raise PackError(f"{where}, option {oid!r}: unknown field(s) {sorted(unknown_opt)}; expected id, label, description")
+            options.append(Option(oid, label, " ".join(description.split())))
         criteria.append(Criterion(cid, question, tuple(options)))
 
     examples: list[Example] = []

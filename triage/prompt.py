@@ -27,7 +27,7 @@ from triage.pack import LETTERS, Criterion, Pack
 from triage.tokenizer import Tokenizer
 
 # Bump on any change to the wording or layout below: it names cached prefixes.
-PROMPT_VERSION = 1
+PROMPT_VERSION = 2
 
 Style = Literal["chat", "plain"]
 
@@ -139,10 +139,17 @@ class PromptBuilder:
 
     # -- text ---------------------------------------------------------------
     def system_text(self) -> str:
-        """The stable block's text: instruction, context, examples."""
+        """The stable block's text: instruction, context, option definitions, examples."""
         parts = [self.pack.instruction]
         if self.pack.context:
             parts.append(self.pack.context)
+        described = [c for c in self.pack.criteria if any(o.description for o in c.options)]
+        if described:
+            lines = ["What the options mean:"]
+            for crit in described:
+                lines.append(f"\n{crit.question}")
+                lines += [f"- {o.label}: {o.description}" if o.description else f"- {o.label}" for o in crit.options]
+            parts.append("\n".join(lines))
         if self.pack.examples:
             lines = ["Examples of tickets and the right answers:"]
             for ex in self.pack.examples:
@@ -164,9 +171,7 @@ class PromptBuilder:
         for j, idx in enumerate(order):
             lines.append(f"{LETTERS[j]}. {criterion.options[idx].label}")
         if self.fmt.style == "plain":
-            lines.append(ANSWER_CUE)
-        else:
-            lines.append("Reply with the letter of the best option.")
+            lines.append(ANSWER_CUE)  # in chat, the assistant turn opens with it instead
         return "\n".join(lines)
 
     def render(self, ticket_text: str, criterion: Criterion, order: tuple[int, ...]) -> str:

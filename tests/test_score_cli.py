@@ -1,0 +1,100 @@
+"""`triage score` end to end: the schema on stdout, and a specific error for each bad input."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from triage.cli import main
+
+PACK = """
+[pack]
+name = "mini"
+[[criterion]]
+id = "mood"
+question = "Is the customer angry?"
+options = [ { id = "angry", label = "Angry" }, { id = "calm", label = "Calm" } ]
+[[criterion]]
+id = "topic"
+question = "What is the ticket about?"
+options = [ { id = "billing", label = "Billing" }, { id = "delivery", label = "Delivery" }, { id = "other", label = "Other" } ]
+"""
+
+
+@pytest.fixture()
+def pack(tmp_path: Path) -> Path:
+    p = tmp_path / "mini.toml"
+    p.write_text(PACK, encoding="utf-8")
+    return p
+
+
+def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: list[str], stdin: bytes | None = None) -> tuple[int, str, str]:
+    if stdin is not None:
+        fake = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
+        monkeypatch.setattr(sys, "stdin", fake)
+    code = main(args)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_one_ticket_from_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], smollm2_path: Path, pack: Path) -> None:
+    code, out, err = run(monkeypatch, capsys, ["score", "--model", str(smollm2_path), "--pack", str(pack), "--format", "json"], b"I was charged twice, refund me now")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["schema"] == "triage.result/1"
+    assert d["model"]["path"] == str(smollm2_path) and len(d["model"]["sha256"]) == 64
+    assert d["pack"]["name"] == "mini" and len(d["pack"]["hash"]) == 16
+    assert [c["id"] for c in d["criteria"]] == ["mood", "topic"]
+    for c in d["criteria"]:
+        assert abs(sum(o["probability"] for o in c["options"]) - 1) < 1e-6
+        assert {"id", "choice", "options", "tail_tokens", "tail_ms", "coverage"} <= set(c)
+    assert {"prefill_ms", "total_ms"} <= set(d["timing"])
+    assert {"prefix", "prefix_cached"} <= set(d["tokens"])
+    assert isinstance(d["warnings"], list)
+
+
+def test_jsonl_bad_line_is_reported_and_others_scored(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], smollm2_path: Path, pack: Path, tmp_path: Path) -> None:
+    f = tmp_path / "t.jsonl"
+    f.write_text('{"id": "a", "text": "Where is my parcel?"}\n[1, 2]\n{"id": "c", "text": "   "}\n{"id": "d", "text": "Refund!"}\nnot json\n', encoding="utf-8")
+    code, out, err = run(monkeypatch, capsys, ["score", str(f), "--model", str(smollm2_path), "--pack", str(pack), "--format", "jsonl", "--orderings", "none"])
+    assert code == 1
+    records = [json.loads(line) for line in out.splitlines()]
+    assert [r.get("ticket_id") for r in records] == ["a", None, "c", "d", None]
+    assert "schema" in records[0] and "schema" in records[3]
+    assert "expected a JSON object" in records[1]["error"] and records[1]["line"] == 2
+    assert "empty" in records[2]["error"]
+    assert "not valid JSON" in records[4]["error"]
+    assert "line 2" in err and "line 5" in err
+
+
+@pytest.mark.parametrize(
+    ("stdin", "expected"),
+    [
+        (b"", "empty"),
+        (b"   \n\t  ", "empty"),
+        (b"caf\xe9 au lait", "not valid UTF-8"),
+    ],
+)
+def test_bad_single_ticket(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], pack: Path, stdin: bytes, expected: str) -> None:
+    code, out, err = run(monkeypatch, capsys, ["score", "--pack", str(pack)], stdin)
+    assert code == 2 and out == ""
+    assert expected in err and "Traceback" not in err
+
+
+def test_missing_pack(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(monkeypatch, capsys, ["score", "--pack", str(tmp_path / "nope.toml")], b"hello")
+    assert code == 2 and "pack file" in err and "does not exist" in err
+
+
+def test_missing_ticket_file(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = run(monkeypatch, capsys, ["score", str(tmp_path / "none.txt")])
+    assert code == 2 and "does not exist" in err
+
+
+def test_no_model_installed(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], pack: Path) -> None:
+    code, _, err = run(monkeypatch, capsys, ["score", "--pack", str(pack)], b"hello")
+    assert code != 0 and "triage model pull" in err and "Traceback" not in err
