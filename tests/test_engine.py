@@ -205,3 +205,57 @@ def test_prior_is_divided_out(engine: Engine, pack: Pack) -> None:
     assert with_prior.prior and not np.array_equal(probs(with_prior), probs(without))
     for c in with_prior.criteria:
         assert abs(sum(o.probability for o in c.options) - 1) < 1e-9
+
+
+def test_prior_is_kept_across_runs(smollm2_path: Path, pack: Pack, tmp_path: Path) -> None:
+    with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, prior_dir=tmp_path) as first:
+        a = first.prior(pack, "none")
+    (f,) = tmp_path.glob("*.json")
+    with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, prior_dir=tmp_path) as second:
+        second.raw_readouts = None  # type: ignore[assignment]  # a second computation would fail
+        b = second.prior(pack, "none")
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    f.write_text("{broken")
+    with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, prior_dir=tmp_path) as third:
+        c = third.prior(pack, "none")  # damaged file: recomputed, same numbers
+    assert all(np.array_equal(a[k], c[k]) for k in a)
+
+
+def test_stable_change_is_said_once_naming_what_changed(smollm2_path: Path, pack: Pack, tmp_path: Path) -> None:
+    store = StableCache(tmp_path / "stable")
+    edited = load_pack_text(tmp_path, SMALL_PACK.replace('name = "test"', 'name = "test"\nversion = "2"\ninstruction = "Answer with one letter."'))
+    renumbered = load_pack_text(tmp_path, SMALL_PACK.replace('name = "test"', 'name = "test"\nversion = "3"'))
+    with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, stable_store=store) as eng:
+        first = eng.score_ticket(TICKETS[2], pack, ScoreOptions(orderings="none"))
+        assert not any("stable prefix changed" in w for w in first.warnings)  # nothing to compare with
+        again = eng.score_ticket(TICKETS[2], pack, ScoreOptions(orderings="none"))
+        assert not any("stable prefix changed" in w for w in again.warnings)
+        changed = eng.score_ticket(TICKETS[2], edited, ScoreOptions(orderings="none"))
+        (note,) = [w for w in changed.warnings if "stable prefix changed" in w]
+        assert "pack: test v1" in note and "test v2" in note and "model" not in note
+        assert changed.tokens.stable_cached == 0
+        later = eng.score_ticket(TICKETS[3], edited, ScoreOptions(orderings="none"))
+        assert not any("stable prefix changed" in w for w in later.warnings)  # said once
+        # A new version whose text is the same costs nothing, so nothing is said.
+        eng.score_ticket(TICKETS[3], pack, ScoreOptions(orderings="none"))
+        same_text = eng.score_ticket(TICKETS[3], renumbered, ScoreOptions(orderings="none"))
+        assert same_text.tokens.stable_cached == same_text.tokens.stable
+        assert not any("stable prefix changed" in w for w in same_text.warnings)
+        eng.score_ticket(TICKETS[3], edited, ScoreOptions(orderings="none"))
+    # After a restart, the first pack's state is on disk: warm, nothing to say.
+    with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, stable_store=StableCache(tmp_path / "stable")) as eng2:
+        back = eng2.score_ticket(TICKETS[2], pack, ScoreOptions(orderings="none"))
+    assert back.tokens.stable_cached == back.tokens.stable
+    assert not any("stable prefix changed" in w for w in back.warnings)
+    # After another restart with a pack never cached, the change since the last run is named.
+    other = load_pack_text(tmp_path, SMALL_PACK.replace('name = "test"', 'name = "test"\nversion = "4"\ninstruction = "Pick a letter."'))
+    with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, stable_store=StableCache(tmp_path / "stable")) as eng3:
+        new = eng3.score_ticket(TICKETS[2], other, ScoreOptions(orderings="none"))
+    assert new.tokens.stable_cached == 0
+    assert any("pack: test v1" in w and "test v4" in w for w in new.warnings)
+
+
+def load_pack_text(tmp_path: Path, text: str) -> Pack:
+    path = tmp_path / "edited.toml"
+    path.write_text(text, encoding="utf-8")
+    return load_pack(path)

@@ -29,6 +29,7 @@ serialised by a lock, and a caller can cancel between tails.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
 import time
@@ -80,6 +81,8 @@ class StableStore(Protocol):
     def get(self, key: str, tokens: tuple[int, ...]) -> bytes | None: ...
 
     def put(self, key: str, tokens: tuple[int, ...], state: bytes | bytearray) -> None: ...
+
+    def swap_last(self, parts: dict[str, str]) -> dict[str, str] | None: ...
 
 
 Calibrator = Callable[[str, np.ndarray], np.ndarray]
@@ -165,6 +168,7 @@ class Engine:
         threads: CPU threads (default: all cores).
         prompt_style: ``auto`` (from the model's chat template), ``chat`` or ``plain``.
         stable_store: persists the stable block's state across runs (optional).
+        prior_dir: keeps content-free priors across runs (optional).
     """
 
     def __init__(
@@ -178,6 +182,7 @@ class Engine:
         threads: int | None = None,
         prompt_style: str = "auto",
         stable_store: StableStore | None = None,
+        prior_dir: Path | None = None,
     ) -> None:
         self.model_path = Path(model_path)
         self.name = name or self.model_path.stem
@@ -190,12 +195,13 @@ class Engine:
         self.chat_template = self.native.meta("tokenizer.chat_template")
         self.fmt: PromptFormat = detect_format(self.chat_template, self.tokenizer, prompt_style)
         self.stable_store = stable_store
+        self.prior_dir = prior_dir
         self._lock = threading.Lock()
         self._builders: dict[str, PromptBuilder] = {}
         self._resident: tuple[int, ...] = ()  # what sequence 0 holds now
         self._priors: dict[tuple[str, str], dict[str, np.ndarray]] = {}
-        self._last_stable_key: str | None = None
-        self.stable_change: str | None = None  # why the last stable block missed, once
+        self._last_stable: dict[str, str] | None = None
+        self.stable_change: str | None = None  # why the stable block last changed, said once
 
     @classmethod
     def from_ref(cls, ref: Any, **kwargs: Any) -> Engine:
@@ -292,12 +298,49 @@ class Engine:
         """
         key = (pack.hash, orderings)
         if key not in self._priors:
-            result, raw = self.raw_readouts(make_ticket(PRIOR_TEXT, "prior"), pack, ScoreOptions(mode="serial", orderings=orderings))
-            self._priors[key] = {
-                cid: debias.combine([debias.to_option_space(lp, order) for order, lp, _ in reads])
-                for cid, reads in raw.items()
-            }
+            prior = self._load_prior(pack, orderings)
+            if prior is None:
+                _, raw = self.raw_readouts(make_ticket(PRIOR_TEXT, "prior"), pack, ScoreOptions(mode="serial", orderings=orderings))
+                prior = {
+                    cid: debias.combine([debias.to_option_space(lp, order) for order, lp, _ in reads])
+                    for cid, reads in raw.items()
+                }
+                self._save_prior(pack, orderings, prior)
+            self._priors[key] = prior
         return self._priors[key]
+
+    def _prior_file(self, pack: Pack, orderings: str) -> Path | None:
+        return None if self.prior_dir is None else self.prior_dir / f"{self.stable_key(pack)}-{orderings}.json"
+
+    def _load_prior(self, pack: Pack, orderings: str) -> dict[str, np.ndarray] | None:
+        """A prior saved by an earlier run, if it matches this model, format and pack exactly."""
+        path = self._prior_file(pack, orderings)
+        if path is None:
+            return None
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            if data["model_sha256"] != self.sha256 or data["prompt_format"] != self.fmt.id or data["pack_hash"] != pack.hash:
+                return None
+            prior = {c.id: np.array(data["logprobs"][c.id], dtype=np.float64) for c in pack.criteria}
+            if any(len(prior[c.id]) != len(c.options) or not np.all(np.isfinite(prior[c.id])) for c in pack.criteria):
+                return None
+            return prior
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # missing or damaged: recompute
+
+    def _save_prior(self, pack: Pack, orderings: str, prior: dict[str, np.ndarray]) -> None:
+        path = self._prior_file(pack, orderings)
+        if path is None:
+            return
+        data = {"model_sha256": self.sha256, "prompt_format": self.fmt.id, "pack_hash": pack.hash, "orderings": orderings,
+                "text": PRIOR_TEXT, "logprobs": {k: v.tolist() for k, v in prior.items()}}
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_text(json.dumps(data), encoding="utf-8")
+            tmp.replace(path)
+        except OSError as exc:
+            log.warning("cannot save the prior to %s: %s", path, exc)
 
     # -- internals ----------------------------------------------------------------------
     def _score_locked(
@@ -325,8 +368,6 @@ class Engine:
         timing = Timing()
         warnings = list(prompts.warnings)
         stable_note = self._note_stable_change(pack)
-        if stable_note:
-            warnings.append(stable_note)
         by_crit: list[_Readouts] = [_Readouts() for _ in pack.criteria]
         results: list[CriterionResult | None] = [None] * len(pack.criteria)
         complete = True
@@ -335,6 +376,9 @@ class Engine:
             if options.mode in ("serial", "fanout"):
                 self._ensure_prefix(prompts, pack, tokens, timing, stop)
                 tokens.evaluated = (tokens.prefix - tokens.prefix_cached) + tokens.tails
+                if stable_note and tokens.stable_cached < tokens.stable:  # only when it cost a prefill
+                    warnings.append(stable_note)
+                    self.stable_change = stable_note
             else:
                 self._drop_resident()
             yield Prefilled(prompts, tokens, timing.prefill_ms, len(pack.criteria))
@@ -399,16 +443,26 @@ class Engine:
         )
         yield TicketScored(final)
 
+    def stable_parts(self, pack: Pack) -> dict[str, str]:
+        """What identifies the stable block, by name (for saying what changed)."""
+        return {"model": f"{self.name} ({self.sha256[:12]})", "prompt format": self.fmt.id, "pack": f"{pack.name} v{pack.version} ({pack.hash})"}
+
     def _note_stable_change(self, pack: Pack) -> str | None:
-        """Say once why the stable block changed (pack edited or swapped)."""
-        key = self.stable_key(pack)
-        prev = self._last_stable_key
-        self._last_stable_key = key
-        if prev is None or prev == key:
+        """Say once, naming what changed, when the stable block differs from the last one.
+
+        The last one is this engine's previous ticket, or, for the first ticket of a
+        process, the last one recorded by the stable store (the previous run).
+        """
+        parts = self.stable_parts(pack)
+        prev = self._last_stable
+        if prev != parts and self.stable_store is not None:
+            recorded = self.stable_store.swap_last(parts)
+            prev = recorded if prev is None else prev
+        self._last_stable = parts
+        if not prev or prev == parts:
             return None
-        note = f"stable prefix changed (pack {pack.name} {pack.hash}); its prefill is paid again once"
-        self.stable_change = note
-        return note
+        changed = [f"{k}: {prev.get(k, '?')} → {v}" for k, v in parts.items() if prev.get(k) != v]
+        return "stable prefix changed, so its prefill is paid again once (" + "; ".join(changed) + ")"
 
     def _drop_resident(self) -> None:
         self.native.seq_rm(0, -1, -1)

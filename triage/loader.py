@@ -53,4 +53,7 @@ def load_engine(
         notice(ref.notice)
     store = StableCache.default() if persist_stable else None
     settings = engine_settings(n_ctx, threads, config)
-    return Engine.from_ref(ref, prompt_style=prompt_style, stable_store=store, **settings)
+    from triage.paths import user_dirs
+
+    prior_dir = user_dirs().cache / "prior" if persist_stable else None
+    return Engine.from_ref(ref, prompt_style=prompt_style, stable_store=store, prior_dir=prior_dir, **settings)

@@ -167,6 +167,30 @@ class StableCache:
             total -= st.st_size
             self.stats.evicted += 1
 
+    def swap_last(self, parts: dict[str, str]) -> dict[str, str] | None:
+        """Record ``parts`` as the last stable block used; return the previous record.
+
+        Lets the first ticket after a restart say what changed since the last run
+        (another pack version, another model). Unreadable records count as none.
+        """
+        import json
+
+        path = self.folder / "last.json"
+        try:
+            prev = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(prev, dict):
+                prev = None
+        except (OSError, ValueError):
+            prev = None
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".last.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(parts, sort_keys=True), encoding="utf-8")
+            os.replace(tmp, path)
+        except OSError as exc:
+            log.warning("cannot record the last stable block in %s: %s", path, exc)
+        return prev
+
     def _remember(self, key: str, digest: bytes, state: bytearray) -> None:
         self._memory[key] = (digest, state)
         self._memory.move_to_end(key)
