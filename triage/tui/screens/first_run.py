@@ -82,6 +82,7 @@ class FirstRunScreen(ModalScreen[Path | None]):
     """
 
     BINDINGS = [Binding("escape", "cancel", "Close")]
+    AUTO_FOCUS = "#first-run-pull-0"  # the product's model: the first choice offered
 
     # The dialog takes the terminal's height (up to what its content needs) and only the
     # choices scroll, so the status line, with any error, and Close are always in view,
@@ -233,8 +234,6 @@ class FirstRunScreen(ModalScreen[Path | None]):
                 classes="choice-text",
             )
 
-    def on_mount(self) -> None:
-        self.query_one(f"#{next(iter(self._pull_buttons))}", Button).focus()
 
     # -- status line --------------------------------------------------------------------
     def _say(self, text: str, *, error: bool = False) -> None:

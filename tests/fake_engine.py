@@ -1,0 +1,273 @@
+"""A scripted stand-in for :class:`triage.engine.Engine`, for fast, deterministic TUI tests.
+
+It builds real prompts (the one prompt builder, a character tokenizer) and
+streams the engine's own event types with known probabilities, fixed
+timings and optional delays. A ``gate`` holds it after ``hold_after``
+criteria until the test releases it, so "half-way" and cancellation can be
+tested without races.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from triage.engine import CriterionScored, Prefilled, ScoreEvent, ScoreOptions, TicketScored
+from triage.pack import Pack
+from triage.prompt import PromptBuilder, PromptFormat
+from triage.result import CriterionResult, OptionScore, TicketResult, Timing, Tokens
+from triage.ticket import Ticket, make_ticket
+
+FIXED_TIME = 1_700_000_000.0
+
+
+class CharTokenizer:
+    """One token per character: exact, reversible, and fast enough for tests."""
+
+    def encode(self, text: str) -> list[int]:
+        return [ord(ch) for ch in text]
+
+    def control(self, token: str) -> int | None:
+        return None  # no ChatML tokens: the plain prompt format
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(chr(i) for i in ids)
+
+    @property
+    def bos(self) -> int | None:
+        return None
+
+
+def scripted_probabilities(n: int, choice: int, strength: float) -> list[float]:
+    """``strength`` on ``choice``, the rest shared with a clear runner-up."""
+    rest = 1.0 - strength
+    weights = list(range(n - 1, 0, -1))
+    others = [rest * w / sum(weights) for w in weights]
+    probs = others[:choice] + [strength] + others[choice:]
+    return probs[:n]
+
+
+class FakeEngine:
+    """Streams scripted results like the real engine.
+
+    Args:
+        name: model name shown in the app.
+        stand_in: whether this pretends to be a stand-in model.
+        n_ctx: context size for the prompt builder's shortening.
+        delay: seconds each criterion takes (checked for cancel every 10 ms).
+        hold_after: after this many criteria, wait for ``gate`` (None: never).
+        low_coverage: criterion ids that get a low-coverage warning.
+        fixed_time: stamp results with a fixed ``created_at`` (stable snapshots).
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str = "fake-0.1b",
+        stand_in: bool = True,
+        n_ctx: int = 2048,
+        delay: float = 0.0,
+        hold_after: int | None = None,
+        low_coverage: tuple[str, ...] = (),
+        fixed_time: bool = True,
+    ) -> None:
+        self.name = name
+        self.stand_in = stand_in
+        self.n_ctx = n_ctx
+        self.delay = delay
+        self.hold_after = hold_after
+        self.gate = threading.Event()
+        self.low_coverage = set(low_coverage)
+        self.fixed_time = fixed_time
+        self.model_path = Path(f"/models/{name}.gguf")
+        self.sha256 = hashlib.sha256(name.encode()).hexdigest()
+        self.tokenizer = CharTokenizer()
+        self.fmt = PromptFormat("plain")
+        self.load_ms = 1.0
+        self.scored: list[str] = []  # ticket texts, in the order scoring started
+        self.held = threading.Event()  # set while waiting at the gate
+        self.closed = False
+        self._builders: dict[str, PromptBuilder] = {}
+        self._resident: tuple[int, ...] = ()
+        self._lock = threading.Lock()
+
+    @property
+    def model_info(self) -> dict[str, Any]:
+        return {"name": self.name, "path": str(self.model_path), "sha256": self.sha256, "stand_in": self.stand_in}
+
+    def builder(self, pack: Pack) -> PromptBuilder:
+        b = self._builders.get(pack.hash)
+        if b is None:
+            b = self._builders[pack.hash] = PromptBuilder(pack, self.fmt, self.tokenizer)
+        return b
+
+    def close(self) -> None:
+        self.closed = True
+
+    def _wait(self, seconds: float, stop: Callable[[], bool]) -> bool:
+        """Sleep up to ``seconds``; True when cancelled meanwhile."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            if stop():
+                return True
+            time.sleep(0.01)
+        return stop()
+
+    def score(
+        self,
+        ticket: Ticket | str,
+        pack: Pack,
+        options: ScoreOptions | None = None,
+        *,
+        cancel: Callable[[], bool] | None = None,
+        calibrator: Any = None,
+        calibration_name: str | None = None,
+    ) -> Iterator[ScoreEvent]:
+        options = options or ScoreOptions()
+        if isinstance(ticket, str):
+            ticket = make_ticket(ticket)
+        stop = cancel or (lambda: False)
+        with self._lock:
+            self.scored.append(ticket.text)
+            orders = [[tuple(range(len(c.options)))] for c in pack.criteria]
+            prompts = self.builder(pack).build(ticket.text, orders, n_ctx=self.n_ctx)
+            cached = len(prompts.prefix) if self._resident == prompts.prefix else 0
+            tokens = Tokens(
+                prefix=len(prompts.prefix), prefix_cached=cached, stable=len(prompts.stable), ticket=prompts.ticket_tokens,
+                tails=sum(len(prompts.tail(s)) for s in prompts.prompts), full_prompts=prompts.full_tokens,
+            )
+            tokens.evaluated = tokens.prefix - cached + tokens.tails
+            timing = Timing(prefill_ms=0.0 if cached else 120.0)
+            warnings = list(prompts.warnings)
+            yield Prefilled(prompts, tokens, timing.prefill_ms, len(pack.criteria))
+            results: list[CriterionResult] = []
+            complete = True
+            for ci, crit in enumerate(pack.criteria):
+                if self.hold_after is not None and ci == self.hold_after:
+                    self.held.set()
+                    while not self.gate.wait(0.01):
+                        if stop():
+                            break
+                    self.held.clear()
+                if self._wait(self.delay, stop):
+                    complete = False
+                    break
+                results.append(self._criterion(ci, pack, ticket, len(prompts.tail(prompts.prompts[ci]))))
+                yield CriterionScored(results[-1])
+            if complete:
+                self._resident = prompts.prefix
+            else:
+                self._resident = ()
+                warnings.append(f"cancelled after {len(results)} of {len(pack.criteria)} criteria")
+            timing.tails_ms = sum(r.tail_ms for r in results)
+            timing.total_ms = timing.prefill_ms + timing.tails_ms + 5.0
+            yield TicketScored(
+                TicketResult(
+                    ticket_id=ticket.id, ticket_sha256=ticket.sha256, model=self.model_info,
+                    pack={"name": pack.name, "version": pack.version, "hash": pack.hash},
+                    prompt_format=self.fmt.id, mode=f"{options.mode}/{options.strategy}", orderings=options.orderings,
+                    prior=options.prior, criteria=results, timing=timing, tokens=tokens, warnings=warnings,
+                    calibration=calibration_name, complete=complete,
+                    created_at=FIXED_TIME if self.fixed_time else time.time(),
+                )
+            )
+
+    def _criterion(self, ci: int, pack: Pack, ticket: Ticket, tail_tokens: int) -> CriterionResult:
+        crit = pack.criteria[ci]
+        n = len(crit.options)
+        choice = (len(ticket.text) + ci) % n
+        probs = scripted_probabilities(n, choice, 0.55 + 0.08 * (ci % 4))
+        ranked = sorted(range(n), key=lambda i: -probs[i])
+        low = crit.id in self.low_coverage
+        coverage = 0.2 if low else 0.93
+        return CriterionResult(
+            id=crit.id, question=crit.question, choice=crit.options[choice].id,
+            options=[OptionScore(o.id, o.label, probs[i]) for i, o in enumerate(crit.options)],
+            margin=probs[ranked[0]] - probs[ranked[1]], coverage=coverage, tail_tokens=tail_tokens,
+            tail_ms=40.0 + 7.0 * ci, orderings=1, top_token=" A", raw_choice=crit.options[choice].id, order_flips=0,
+            index=ci,
+            warnings=[f"low coverage: only {coverage:.0%} of the model's next-token mass is on the option letters"] if low else [],
+        )
+
+    def score_ticket(self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None = None) -> TicketResult:
+        """Only the final result."""
+        final = None
+        for event in self.score(ticket, pack, options):
+            if isinstance(event, TicketScored):
+                final = event.result
+        assert final is not None
+        return final
+
+
+# -- factories and helpers for the app's tests ------------------------------------------------
+
+
+def current_worker_cancelled() -> bool:
+    """True when called from a Textual worker that has been cancelled (the app is closing)."""
+    try:
+        from textual.worker import get_current_worker
+
+        return get_current_worker().is_cancelled
+    except Exception:
+        return False
+
+
+class FakeFactory:
+    """An engine factory for :func:`triage.tui.app.make_app` that hands out one fake.
+
+    Args:
+        engine: the fake to return.
+        hold: block loading until :attr:`gate` is set (the "loading" state).
+        error: raise this instead of loading (the "no model" state).
+    """
+
+    def __init__(self, engine: FakeEngine | None = None, *, hold: bool = False, error: Exception | None = None) -> None:
+        self.engine = engine or FakeEngine()
+        self.gate = threading.Event()
+        if not hold:
+            self.gate.set()
+        self.error = error
+        self.requests: list[str | None] = []
+
+    def __call__(self, requested: str | None, notice: Callable[[str], None]) -> FakeEngine:
+        self.requests.append(requested)
+        while not self.gate.wait(0.01):
+            if current_worker_cancelled():
+                from triage.errors import TriageError
+
+                raise TriageError("loading was cancelled")
+        if self.error is not None:
+            raise self.error
+        return self.engine
+
+
+def ui_options(**kw: Any) -> Any:
+    """UI options for tests: fixed theme, no blinking, no spinners, no tokenizer preload."""
+    from triage.tui.options import UIOptions
+
+    defaults: dict[str, Any] = dict(theme="textual-dark", remember_theme=False, cursor_blink=False, animate=False, preload_tokenizer=False)
+    defaults.update(kw)
+    return UIOptions(**defaults)
+
+
+def fake_app(factory: Any = None, *, pack: Pack | None = None, **options: Any) -> Any:
+    """The real app (``make_app``) with a scripted engine factory and test options."""
+    from triage.tui.app import make_app
+
+    return make_app(ui_options(**options), engine_factory=factory or FakeFactory(), pack=pack)
+
+
+async def wait_until(pilot: Any, predicate: Callable[[], bool], timeout: float = 5.0, what: str = "") -> None:
+    """Let the app run until ``predicate()`` holds; fail after ``timeout`` seconds.
+
+    Bare ``pilot.pause()`` calls are not reliable: workers finish when they finish.
+    """
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what or predicate}")
+        await pilot.pause(0.02)

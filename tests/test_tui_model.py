@@ -1,0 +1,56 @@
+"""The whole flow once with the real engine and smollm2-135m: paste, F5, cards fill, history, export."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_engine import fake_app, wait_until
+from textual import events
+
+from triage.engine import Engine
+
+pytestmark = [pytest.mark.model, pytest.mark.slow]
+
+TICKET = "Hello,\nmy card was charged twice for the March invoice.\nPlease refund one charge today, I am very upset!\n-- Ann"
+
+
+async def test_real_model_scores_a_pasted_ticket(smollm2_path: Path, tmp_path: Path) -> None:
+    def factory(requested: str | None, notice: Any) -> Engine:
+        return Engine(smollm2_path, name="smollm2-135m", stand_in=True, n_ctx=2048)
+
+    app = fake_app(factory)
+    async with app.run_test(size=(100, 32)) as pilot:
+        main = app.main
+        await wait_until(pilot, lambda: main.model_state == "ready", timeout=120, what="smollm2-135m to load")
+        assert main.notices.has("stand-in")
+        app.post_message(events.Paste(TICKET))
+        await wait_until(pilot, lambda: "tokens" in str(main.ticket.border_subtitle), timeout=30, what="the token count")
+        assert "≈" not in str(main.ticket.border_subtitle)  # counted with the model's own tokenizer
+        t0 = time.monotonic()
+        await pilot.press("f5")
+        seen: list[list[str]] = []
+        while main.result is None:
+            snapshot = [c.state for c in main.decisions.cards]
+            if not seen or seen[-1] != snapshot:
+                seen.append(snapshot)
+            assert time.monotonic() - t0 < 180, "scoring took too long"
+            await pilot.pause(0.01)
+        result = main.result
+        assert result.complete and [c.id for c in result.criteria] == ["queue", "urgency", "sentiment", "needs_approval", "type"]
+        assert all(c.state == "done" for c in main.decisions.cards)
+        assert any(s.count("done") not in (0, 5) for s in seen), f"cards never filled one by one: {seen}"
+        for card in main.decisions.cards:
+            assert card.result is not None and "ms" in str(card.border_subtitle)
+            assert abs(sum(o.probability for o in card.result.options) - 1) < 1e-6
+        assert result.timing.total_ms > 0 and result.tokens.prefix > 0
+        [entry] = app.history.search()
+        assert entry.status == "done" and entry.model_name == "smollm2-135m"
+        assert main.export_to(tmp_path / "r.json", "json") is not None
+        assert json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["model"]["name"] == "smollm2-135m"
+        await pilot.press("f5")  # re-score: the prefix is now cached
+        await wait_until(pilot, lambda: main.result is not None and not main.scoring, timeout=180)
+        assert main.result.tokens.prefix_cached == main.result.tokens.prefix

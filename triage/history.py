@@ -1,0 +1,406 @@
+"""The history of scored tickets, in SQLite.
+
+One file, ``history.sqlite3`` in the user data dir (:attr:`UserDirs.history_db`),
+in WAL mode so a reader never blocks the app and a crash never tears a page.
+A ticket is saved when it is submitted and its result when scoring ends, each
+in its own transaction: a crash loses at most the unfinished score, never
+earlier history. Re-scoring a ticket adds a score; earlier ones are kept.
+
+The schema is versioned with ``PRAGMA user_version`` and grows by numbered
+migrations (:data:`MIGRATIONS`). A file that is not a database, is damaged or
+cannot be opened is never written to: it is moved aside as
+``history.sqlite3.bad-<time>`` (with its ``-wal``/``-shm``) and a new one is
+started; :attr:`History.notice` says so. A history written by a newer triage,
+or one that another process holds locked, is left alone and this session keeps
+its history in memory instead.
+
+This module is core: it must not import Textual.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from triage.result import TicketResult, ticket_result_from_dict
+from triage.ticket import Ticket
+
+log = logging.getLogger(__name__)
+
+# Each entry: (version, statements). Append only; never edit a released one.
+MIGRATIONS: list[tuple[int, list[str]]] = [
+    (
+        1,
+        [
+            """CREATE TABLE tickets (
+                id INTEGER PRIMARY KEY,
+                ticket_id TEXT NOT NULL,
+                sha256 TEXT NOT NULL UNIQUE,
+                text TEXT NOT NULL,
+                created_at REAL NOT NULL,
+                updated_at REAL NOT NULL
+            )""",
+            """CREATE TABLE scores (
+                id INTEGER PRIMARY KEY,
+                ticket INTEGER NOT NULL REFERENCES tickets(id) ON DELETE CASCADE,
+                status TEXT NOT NULL,
+                model_name TEXT,
+                model_sha256 TEXT,
+                stand_in INTEGER,
+                pack_name TEXT,
+                pack_version TEXT,
+                pack_hash TEXT,
+                orderings TEXT,
+                started_at REAL NOT NULL,
+                finished_at REAL,
+                prefill_ms REAL,
+                total_ms REAL,
+                summary TEXT,
+                result_json TEXT,
+                error TEXT
+            )""",
+        ],
+    ),
+    (
+        2,
+        [
+            "CREATE INDEX scores_by_ticket ON scores(ticket, started_at)",
+            "CREATE INDEX tickets_by_update ON tickets(updated_at)",
+        ],
+    ),
+]
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+STATUSES = ("running", "done", "cancelled", "failed")
+PREVIEW_CHARS = 200
+
+# SQLite primary result codes (sqlite3 exposes the extended code; the low byte is the primary).
+_CORRUPT, _NOTADB = 11, 26
+_BUSY, _LOCKED = 5, 6
+
+
+class HistoryUnavailable(Exception):
+    """The history file must be left alone (newer schema, or locked by another process)."""
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One row of the history list: a score of a ticket, or a ticket never scored."""
+
+    ticket_row: int
+    score_id: int | None
+    ticket_id: str
+    preview: str  # the ticket's first characters, one line
+    status: str  # running (or interrupted), done, cancelled, failed, or "" when never scored
+    model_name: str | None
+    pack: str | None  # "name vVERSION"
+    summary: str | None
+    total_ms: float | None
+    when: float  # when the score started (or the ticket was saved)
+
+
+@dataclass(frozen=True)
+class SavedScore:
+    """A ticket from history with one of its scores (``result`` None when unfinished)."""
+
+    ticket_row: int
+    score_id: int | None
+    ticket_id: str
+    text: str
+    status: str
+    result: TicketResult | None
+    error: str | None = None
+
+
+class History:
+    """The SQLite history. Use :meth:`open`; one instance per thread.
+
+    Attributes:
+        path: the database file, or None when history is kept in memory.
+        notice: a one-line message for the user when the file had to be moved
+            aside or could not be used, else None.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, path: Path | None, notice: str | None = None) -> None:
+        self._conn = conn
+        self.path = path
+        self.notice = notice
+
+    # -- opening --------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: Path | None = None) -> History:
+        """Open (or create) the history at ``path`` (default: the user data dir).
+
+        Never raises for a bad file: a damaged or unreadable file is moved aside
+        and a new one started; one that must be left alone gives an in-memory
+        history. Either way :attr:`notice` tells the user.
+        """
+        if path is None:
+            from triage.paths import user_dirs
+
+            path = user_dirs().history_db
+        try:
+            return cls(_connect(path), path)
+        except HistoryUnavailable as exc:
+            log.warning("history %s left alone: %s", path, exc)
+            return cls(_connect(None), None, f"history {path} {exc}; this session's history is kept in memory only")
+        except (sqlite3.DatabaseError, OSError) as exc:
+            if _is_busy(exc):
+                log.warning("history %s is busy: %s", path, exc)
+                return cls(_connect(None), None, f"history {path} is locked by another process; this session's history is kept in memory only")
+            reason = _describe(exc)
+        try:
+            aside = move_aside(path)
+        except OSError as exc:
+            log.error("history %s is unusable (%s) and cannot be moved aside: %s", path, reason, exc)
+            return cls(_connect(None), None, f"history {path} is unusable ({reason}) and could not be moved aside ({exc.strerror}); this session's history is kept in memory only")
+        log.error("history %s was unusable (%s); moved aside to %s", path, reason, aside)
+        notice = f"history {path.name} was unusable ({reason}); it was moved aside to {aside} and a new history started"
+        try:
+            return cls(_connect(path), path, notice)
+        except (sqlite3.DatabaseError, OSError, HistoryUnavailable) as exc:
+            return cls(_connect(None), None, f"{notice}, but the new one failed too ({_describe(exc)}); this session's history is kept in memory only")
+
+    def close(self) -> None:
+        """Close the database (pending work is already committed)."""
+        self._conn.close()
+
+    def __enter__(self) -> History:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def schema_version(self) -> int:
+        """The database's ``PRAGMA user_version``."""
+        return int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+
+    # -- writing --------------------------------------------------------------------
+    def save_ticket(self, ticket: Ticket) -> int:
+        """Save a submitted ticket (once per distinct text); returns its row id."""
+        now = time.time()
+        with _tx(self._conn):
+            row = self._conn.execute("SELECT id FROM tickets WHERE sha256 = ?", (ticket.sha256,)).fetchone()
+            if row is not None:
+                self._conn.execute("UPDATE tickets SET updated_at = ? WHERE id = ?", (now, row[0]))
+                return int(row[0])
+            cur = self._conn.execute(
+                "INSERT INTO tickets (ticket_id, sha256, text, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+                (ticket.id, ticket.sha256, ticket.text, now, now),
+            )
+            return int(cur.lastrowid or 0)
+
+    def start_score(self, ticket_row: int, *, model: dict[str, Any], pack: dict[str, Any], orderings: str) -> int:
+        """Record that scoring of a saved ticket has started; returns the score id."""
+        with _tx(self._conn):
+            cur = self._conn.execute(
+                """INSERT INTO scores (ticket, status, model_name, model_sha256, stand_in, pack_name, pack_version,
+                                      pack_hash, orderings, started_at)
+                   VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (
+                    ticket_row, model.get("name"), model.get("sha256"), int(bool(model.get("stand_in"))),
+                    pack.get("name"), str(pack.get("version", "")), pack.get("hash"), orderings, time.time(),
+                ),
+            )
+            return int(cur.lastrowid or 0)
+
+    def finish_score(self, score_id: int, result: TicketResult) -> None:
+        """Store a finished (or cancelled, ``complete=False``) result as ``to_dict()`` JSON."""
+        import json
+
+        status = "done" if result.complete else "cancelled"
+        with _tx(self._conn):
+            self._conn.execute(
+                """UPDATE scores SET status = ?, finished_at = ?, prefill_ms = ?, total_ms = ?, summary = ?,
+                                     result_json = ?, model_name = ?, model_sha256 = ?, pack_hash = ?
+                   WHERE id = ?""",
+                (
+                    status, time.time(), result.timing.prefill_ms, result.timing.total_ms, result.summary(),
+                    json.dumps(result.to_dict(), ensure_ascii=False), result.model.get("name"),
+                    result.model.get("sha256"), result.pack.get("hash"), score_id,
+                ),
+            )
+
+    def fail_score(self, score_id: int, error: str) -> None:
+        """Record that a score stopped with an error."""
+        with _tx(self._conn):
+            self._conn.execute(
+                "UPDATE scores SET status = 'failed', finished_at = ?, error = ? WHERE id = ?",
+                (time.time(), error, score_id),
+            )
+
+    # -- reading --------------------------------------------------------------------
+    def search(self, query: str = "", *, limit: int = 200) -> list[HistoryEntry]:
+        """Newest first; every word of ``query`` must occur in the ticket, its id, summary or model."""
+        where, params = [], []
+        for word in query.split():
+            pattern = "%" + word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            where.append(
+                "(t.text LIKE ? ESCAPE '\\' OR t.ticket_id LIKE ? ESCAPE '\\' "
+                "OR s.summary LIKE ? ESCAPE '\\' OR s.model_name LIKE ? ESCAPE '\\')"
+            )
+            params += [pattern] * 4
+        sql = f"""
+            SELECT t.id, s.id, t.ticket_id, substr(t.text, 1, {PREVIEW_CHARS}), s.status, s.model_name,
+                   s.pack_name, s.pack_version, s.summary, s.total_ms, coalesce(s.started_at, t.updated_at)
+            FROM tickets t LEFT JOIN scores s ON s.ticket = t.id
+            {"WHERE " + " AND ".join(where) if where else ""}
+            ORDER BY coalesce(s.started_at, t.updated_at) DESC, s.id DESC
+            LIMIT ?"""
+        rows = self._conn.execute(sql, (*params, limit)).fetchall()
+        return [
+            HistoryEntry(
+                ticket_row=r[0], score_id=r[1], ticket_id=r[2], preview=" ".join(r[3].split()),
+                status=r[4] or "", model_name=r[5], pack=f"{r[6]} v{r[7]}" if r[6] else None,
+                summary=r[8], total_ms=r[9], when=r[10],
+            )
+            for r in rows
+        ]
+
+    def load(self, score_id: int) -> SavedScore:
+        """A score with its ticket text and result (KeyError when absent)."""
+        row = self._conn.execute(
+            """SELECT t.id, s.id, t.ticket_id, t.text, s.status, s.result_json, s.error
+               FROM scores s JOIN tickets t ON t.id = s.ticket WHERE s.id = ?""",
+            (score_id,),
+        ).fetchone()
+        if row is None:
+            raise KeyError(score_id)
+        return _saved(row)
+
+    def load_ticket(self, ticket_row: int) -> SavedScore:
+        """A ticket with its newest score, if any (KeyError when absent)."""
+        row = self._conn.execute(
+            """SELECT t.id, s.id, t.ticket_id, t.text, s.status, s.result_json, s.error
+               FROM tickets t LEFT JOIN scores s ON s.ticket = t.id WHERE t.id = ?
+               ORDER BY s.started_at DESC, s.id DESC LIMIT 1""",
+            (ticket_row,),
+        ).fetchone()
+        if row is None:
+            raise KeyError(ticket_row)
+        return _saved(row)
+
+    def results(self, ticket_row: int) -> list[TicketResult]:
+        """Every stored result of a ticket, oldest first."""
+        rows = self._conn.execute(
+            "SELECT result_json FROM scores WHERE ticket = ? AND result_json IS NOT NULL ORDER BY started_at, id",
+            (ticket_row,),
+        ).fetchall()
+        return [r for r in (_result(j) for (j,) in rows) if r is not None]
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def _saved(row: tuple[Any, ...]) -> SavedScore:
+    return SavedScore(
+        ticket_row=row[0], score_id=row[1], ticket_id=row[2], text=row[3], status=row[4] or "",
+        result=_result(row[5]), error=row[6],
+    )
+
+
+def _result(raw: str | None) -> TicketResult | None:
+    import json
+
+    if not raw:
+        return None
+    try:
+        return ticket_result_from_dict(json.loads(raw))
+    except (ValueError, TypeError, KeyError) as exc:  # a result from another schema stays readable as text only
+        log.warning("stored result cannot be read: %s", exc)
+        return None
+
+
+@contextmanager
+def _tx(conn: sqlite3.Connection) -> Iterator[None]:
+    """One transaction: committed on success, rolled back on error."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _connect(path: Path | None) -> sqlite3.Connection:
+    """Open, check and migrate; ``None`` gives an in-memory database.
+
+    Raises:
+        sqlite3.DatabaseError: not a database, damaged, or cannot be opened.
+        HistoryUnavailable: written by a newer triage.
+    """
+    if path is not None:
+        if path.is_dir():
+            raise sqlite3.DatabaseError(f"{path} is a directory")
+        path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path) if path else ":memory:", timeout=5.0, isolation_level=None)
+    try:
+        conn.execute("PRAGMA foreign_keys = ON")
+        # Read-only checks first, so a file we must leave alone is not touched (WAL rewrites the header).
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])  # fails here for a non-database
+        if version > SCHEMA_VERSION:
+            raise HistoryUnavailable(f"was written by a newer triage (schema {version}, this one knows {SCHEMA_VERSION})")
+        if path is not None:
+            check = conn.execute("PRAGMA quick_check").fetchone()[0]
+            if check != "ok":
+                raise sqlite3.DatabaseError(f"integrity check failed: {check}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable across app crashes
+        _migrate(conn, version)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _migrate(conn: sqlite3.Connection, version: int) -> None:
+    for number, statements in MIGRATIONS:
+        if number <= version:
+            continue
+        with _tx(conn):
+            for sql in statements:
+                conn.execute(sql)
+            conn.execute(f"PRAGMA user_version = {int(number)}")
+        log.info("history migrated to schema %d", number)
+
+
+def move_aside(path: Path) -> Path:
+    """Rename ``path`` (and its ``-wal``/``-shm``) to ``<name>.bad-<time>``; returns the new path."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside = path.with_name(f"{path.name}.bad-{stamp}")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = path.with_name(f"{path.name}.bad-{stamp}-{n}")
+    if path.exists() or path.is_symlink():
+        os.replace(path, aside)
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            os.replace(side, aside.with_name(aside.name + suffix))
+    return aside
+
+
+def _is_busy(exc: BaseException) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and (code & 0xFF) in (_BUSY, _LOCKED)
+
+
+def _describe(exc: BaseException) -> str:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None and (code & 0xFF) == _NOTADB:
+        return "not a database file"
+    if code is not None and (code & 0xFF) == _CORRUPT:
+        return "the database is damaged"
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    return str(exc)

@@ -1,0 +1,163 @@
+"""The app object, kept thin: wiring, app-wide keys, theme, and the palette's commands.
+
+:func:`make_app` builds it for the CLI and for the tests alike; tests inject
+a scripted engine factory and fixed display options.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.theme import Theme
+
+from triage.history import History
+from triage.pack import Pack, resolve_pack
+from triage.paths import user_dirs
+from triage.tui.engine_host import EngineFactory, EngineHost, default_engine_factory
+from triage.tui.messages import ModelLoadFailed
+from triage.tui.options import UIOptions
+from triage.tui.screens.main import MainScreen
+
+log = logging.getLogger(__name__)
+DEFAULT_THEME = "textual-dark"
+
+
+class TriageApp(App[None]):
+    """Offline ticket triage in the terminal."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "triage"
+    BINDINGS = [
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+        Binding("f1,question_mark", "help", "Help", show=False),
+        Binding("f2", "history", "History", show=False),
+    ]
+
+    def __init__(self, options: UIOptions, *, engine_factory: EngineFactory, history: History, pack: Pack) -> None:
+        super().__init__()
+        self.options = options
+        self.host = EngineHost(engine_factory)
+        self.history = history
+        self.pack = pack
+
+    def get_default_screen(self) -> Screen[None]:
+        return MainScreen(self.host, self.history, self.options, self.pack)
+
+    @property
+    def main(self) -> MainScreen:
+        """The main screen (always at the bottom of the stack)."""
+        screen = self.screen_stack[0]
+        assert isinstance(screen, MainScreen)
+        return screen
+
+    def on_mount(self) -> None:
+        wanted = self.options.theme or self.options.config.get("theme") or DEFAULT_THEME
+        self.theme = wanted if wanted in self.available_themes else DEFAULT_THEME
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
+
+    def _theme_changed(self, theme: Theme) -> None:
+        if not self.options.remember_theme or self.options.config.get("theme") == theme.name:
+            return
+        from triage.config import save_config
+        from triage.errors import TriageError
+
+        self.options.config["theme"] = theme.name
+        try:
+            save_config({"theme": theme.name})
+        except (OSError, TriageError) as exc:
+            log.warning("could not save the theme: %s", exc)
+
+    def on_unmount(self) -> None:
+        try:
+            self.main.stop_all()
+        except Exception:  # the screen may already be gone
+            pass
+        self.host.close()
+        self.history.close()
+
+    # -- hooks ------------------------------------------------------------------------
+    def model_unavailable(self, failure: ModelLoadFailed) -> None:
+        """Called when no model could be loaded.
+
+        The main screen already shows the message and the command that installs
+        a model. When nothing is installed at all, the first-run screen explains
+        the choice (pull Qwen3-0.6B, pull a stand-in, or point to a file) and
+        pulls with a progress bar; the chosen model then loads, and a file the
+        user pointed to is remembered in the config.
+        """
+        if not failure.first_run:
+            return
+        from triage.config import save_config
+        from triage.tui.screens.first_run import FirstRunScreen
+
+        def chosen(path: Path | None) -> None:
+            if path is None:
+                return
+            if path.parent != user_dirs().models:  # a pulled model resolves by itself next time
+                save_config({"model": str(path)})
+            self.main.load_model(str(path))
+
+        self.push_screen(FirstRunScreen(reason=failure.message), chosen)
+
+    # -- actions ----------------------------------------------------------------------
+    def action_help(self) -> None:
+        """Show the help screen."""
+        from triage.tui.screens.help import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_history(self) -> None:
+        """Show the history; the chosen ticket reopens on the main screen."""
+        from triage.tui.screens.history import HistoryScreen, Reopen
+
+        if isinstance(self.screen, HistoryScreen):
+            return
+
+        def reopen(choice: Reopen | None) -> None:
+            if choice is None:
+                return
+            try:
+                saved = self.history.load(choice.score_id) if choice.score_id is not None else self.history.load_ticket(choice.ticket_row)
+            except KeyError:
+                self.notify("That history entry is gone.", severity="warning")
+                return
+            self.main.reopen(saved)
+
+        self.push_screen(HistoryScreen(self.history, cursor_blink=self.options.cursor_blink), reopen)
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        from triage.tui.commands import app_commands
+
+        yield from super().get_system_commands(screen)
+        if isinstance(screen, MainScreen):
+            yield from app_commands(self, screen)
+
+
+def make_app(
+    options: UIOptions | None = None,
+    *,
+    engine_factory: EngineFactory | None = None,
+    history: Callable[[], History] | None = None,
+    pack: Pack | None = None,
+) -> TriageApp:
+    """Build the app: the one factory the CLI and the tests share.
+
+    Args:
+        options: start-up settings (default: nothing from the command line, empty config).
+        engine_factory: loads the engine; default resolves and loads a GGUF like ``triage score``.
+        history: opens the history; default the user's ``history.sqlite3``.
+        pack: the criteria pack; default from ``options.pack``, the config, or the built-in one.
+
+    Raises:
+        TriageError: the pack cannot be loaded.
+    """
+    options = options or UIOptions()
+    factory = engine_factory or default_engine_factory(options.n_ctx, options.threads)
+    active = pack or resolve_pack(options.pack or options.config.get("pack"))
+    return TriageApp(options, engine_factory=factory, history=(history or History.open)(), pack=active)

@@ -1,0 +1,111 @@
+"""Token counts for the ticket box, computed in a worker thread. No Textual here.
+
+Counting runs off the UI thread, but the ``tokenizers`` library holds the GIL
+while it encodes one string, so a megabyte in one call would still stall the
+UI for most of a second. Text is therefore encoded in whitespace-bounded
+chunks (the count matches the whole-text count: Qwen's pre-tokenizer splits
+before a space anyway), which lets the UI thread run between chunks.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from triage.pack import Pack
+from triage.prompt import PromptBuilder, PromptFormat
+from triage.tokenizer import Tokenizer
+
+CHUNK_CHARS = 16_384
+QWEN3_FORMAT = PromptFormat("chat", think=True)  # the product model's format, for estimates before it loads
+SLACK = 4  # the prompt builder keeps this many tokens spare (see PromptBuilder._fit)
+
+# Budgets per builder (the engine keeps one builder per pack), and Qwen3 builders per pack.
+_budgets: weakref.WeakKeyDictionary[PromptBuilder, dict[tuple[str, int], int]] = weakref.WeakKeyDictionary()
+_qwen3_builders: dict[str, PromptBuilder] = {}
+
+
+@dataclass(frozen=True)
+class TokenCount:
+    """A ticket's size against the room it has in the context."""
+
+    tokens: int
+    budget: int
+    n_ctx: int
+    estimated: bool
+
+    @property
+    def over(self) -> bool:
+        """The ticket will be shortened (its middle cut) to fit."""
+        return self.tokens > self.budget
+
+
+def chunks(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
+    """Pieces of about ``size`` characters, each cut just before a space when there is one."""
+    i = 0
+    while i < len(text):
+        j = min(len(text), i + size)
+        if j < len(text):
+            k = text.rfind(" ", i + 1, j)
+            if k > i:
+                j = k
+        yield text[i:j]
+        i = j
+
+
+def count_tokens(tok: Tokenizer, text: str, cancelled: Callable[[], bool] = lambda: False) -> int | None:
+    """Tokens of ``text``; None when ``cancelled()`` turned True part-way."""
+    total = 0
+    for piece in chunks(text):
+        if cancelled():
+            return None
+        total += len(tok.encode(piece))
+    return total
+
+
+def ticket_budget(builder: PromptBuilder, orders: list[list[tuple[int, ...]]], n_ctx: int) -> int:
+    """Tokens a ticket may have before the builder shortens it (pack overhead taken off ``n_ctx``).
+
+    Measured on a one-character ticket with the builder itself, so the
+    overhead is the real one for this pack, format and tokenizer.
+    """
+    known = _budgets.setdefault(builder, {})
+    key = (repr(orders), n_ctx)
+    if key not in known:
+        probe = builder.build("x", orders, n_ctx=n_ctx)
+        longest = max(len(p.tokens) for p in probe.prompts)
+        known[key] = n_ctx - (longest - probe.ticket_tokens) - SLACK
+    return known[key]
+
+
+def count_ticket(
+    text: str,
+    pack: Pack,
+    orders: list[list[tuple[int, ...]]],
+    *,
+    builder: PromptBuilder | None,
+    n_ctx: int,
+    cancelled: Callable[[], bool] = lambda: False,
+) -> TokenCount | None:
+    """Count a cleaned ticket with the engine's builder, or estimate with Qwen3's tokenizer.
+
+    Args:
+        text: the cleaned ticket text.
+        pack: the active pack.
+        orders: per criterion, the option orders that will be asked.
+        builder: the loaded engine's prompt builder, or None before it loads.
+        n_ctx: the context size (the engine's, or the configured one).
+        cancelled: polled between chunks.
+    """
+    estimated = builder is None
+    if builder is None:
+        from triage.tokenizer import qwen3_tokenizer
+
+        builder = _qwen3_builders.get(pack.hash)
+        if builder is None:
+            builder = _qwen3_builders[pack.hash] = PromptBuilder(pack, QWEN3_FORMAT, qwen3_tokenizer())
+    n = count_tokens(builder.tok, text, cancelled)
+    if n is None:
+        return None
+    return TokenCount(n, ticket_budget(builder, orders, n_ctx), n_ctx, estimated)

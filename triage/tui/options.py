@@ -1,0 +1,64 @@
+"""What the app is started with: the CLI's options, the config file, and switches for tests."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class UIOptions:
+    """Settings of one app run.
+
+    Attributes:
+        model: ``--model`` (a catalog name or a path), or None for the default order.
+        pack: ``--pack`` path, or None for the config's pack / the built-in one.
+        n_ctx: ``--n-ctx``, or None for the config / default.
+        threads: ``--threads``, or None.
+        config: the user's config (``load_config()``), read once at start.
+        theme: a fixed theme (tests, snapshots); None uses the config's theme.
+        remember_theme: save a theme the user picks to the config file.
+        cursor_blink: off in tests so snapshots are stable.
+        animate: spinners; off in tests so snapshots are stable.
+        preload_tokenizer: load Qwen3's tokenizer at start to count tokens before the model is up.
+    """
+
+    model: str | None = None
+    pack: str | None = None
+    n_ctx: int | None = None
+    threads: int | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    theme: str | None = None
+    remember_theme: bool = True
+    cursor_blink: bool = True
+    animate: bool = True
+    preload_tokenizer: bool = True
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, config: dict[str, Any]) -> UIOptions:
+        """From the ``triage`` command line (no subcommand) and the config file."""
+        return cls(
+            model=getattr(args, "model", None),
+            pack=getattr(args, "pack", None),
+            n_ctx=getattr(args, "n_ctx", None),
+            threads=getattr(args, "threads", None),
+            config=dict(config),
+        )
+
+    @property
+    def auto_score(self) -> bool:
+        """Score as soon as a ticket is pasted (config key ``auto_score``)."""
+        return bool(self.config.get("auto_score", False))
+
+    @property
+    def orderings(self) -> str:
+        """Debiasing: ``cyclic`` (every rotation of the options) or ``none``."""
+        value = self.config.get("orderings", "cyclic")
+        return value if value in ("cyclic", "none") else "cyclic"
+
+    @property
+    def mode(self) -> str:
+        """Engine mode; ``serial`` streams criteria one by one, which the cards show best."""
+        value = self.config.get("mode", "serial")
+        return value if value in ("serial", "fanout", "full") else "serial"

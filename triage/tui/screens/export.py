@@ -1,0 +1,73 @@
+"""The export dialog: JSON (the result schema) or Markdown, and where to write it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.markup import escape
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, RadioButton, RadioSet
+
+from triage.export import SUFFIXES, default_name
+from triage.result import TicketResult
+
+
+@dataclass(frozen=True)
+class ExportRequest:
+    """What the user asked for."""
+
+    fmt: str
+    path: Path
+
+
+class ExportScreen(ModalScreen[ExportRequest | None]):
+    """Pick a format and a file; Enter exports, Esc cancels."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, result: TicketResult, fmt: str, folder: Path) -> None:
+        super().__init__()
+        self.result = result
+        self.fmt = fmt
+        self.folder = folder
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="export-dialog", classes="dialog"):
+            yield Label(f"Export the decisions of ticket [b]{escape(self.result.ticket_id)}[/b]")
+            with RadioSet(id="export-format"):
+                yield RadioButton("JSON: the triage.result/1 schema, as `triage score` prints it", value=self.fmt == "json", id="fmt-json")
+                yield RadioButton("Markdown: a report for people, with the ticket", value=self.fmt == "markdown", id="fmt-markdown")
+            yield Label("File:")
+            yield Input(str(self.folder / default_name(self.result, self.fmt)), id="export-path")
+            with Horizontal(classes="buttons"):
+                yield Button("Export", variant="primary", id="export-ok")
+                yield Button("Cancel", id="export-cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#export-path", Input).focus()
+
+    @on(RadioSet.Changed)
+    def _format_changed(self, event: RadioSet.Changed) -> None:
+        self.fmt = "json" if event.pressed.id == "fmt-json" else "markdown"
+        path_input = self.query_one("#export-path", Input)
+        path = Path(path_input.value)
+        if path.suffix.lower() in (".json", ".md", ".markdown"):
+            path_input.value = str(path.with_suffix(SUFFIXES[self.fmt]))
+
+    @on(Input.Submitted, "#export-path")
+    @on(Button.Pressed, "#export-ok")
+    def _export(self) -> None:
+        value = self.query_one("#export-path", Input).value.strip()
+        if not value:
+            self.notify("Give a file name.", severity="warning")
+            return
+        self.dismiss(ExportRequest(self.fmt, Path(value).expanduser()))
+
+    @on(Button.Pressed, "#export-cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)

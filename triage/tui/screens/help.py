@@ -1,0 +1,65 @@
+"""The help screen (F1 or ?): what triage does and every key."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+KEYS = [
+    ("F5", "Score the ticket (a running score is cancelled first)"),
+    ("Esc", "Cancel the running score"),
+    ("F1 or ?", "This help"),
+    ("F2", "History: search past tickets; Enter reopens one"),
+    ("F3", "Export the decisions (JSON or Markdown)"),
+    ("F4", "Copy a one-line summary to the clipboard"),
+    ("ctrl+l", "Clear the ticket"),
+    ("ctrl+p", "Command palette: switch pack or model, debiasing, export, theme…"),
+    ("ctrl+q", "Quit"),
+]
+
+# One line per paragraph: the dialog wraps them to its width.
+ABOUT = (
+    "[b]triage[/b]: paste a support ticket, press [b]F5[/b], and a local model answers each decision of the "
+    "criteria pack (queue, urgency, sentiment, approval, type).\n\n"
+    "Each card shows every option's probability as a bar; the chosen option is marked [b]▶[/b]. The card's bottom "
+    "edge shows the margin to the runner-up (Δ, in percentage points), the time the criterion took and its tokens."
+)
+NOTES = (
+    "Every scored ticket is saved in the history (SQLite, in triage's data folder); re-scoring a ticket keeps "
+    "the earlier result too.\n\n"
+    "The ticket's token count is shown under the box. A ticket longer than the model's context allows has its "
+    "middle cut before scoring, and a warning says so. Pasted escape codes and control characters are removed.\n\n"
+    "Logs, llama.cpp's included, go to triage.log in triage's state folder.\n\n"
+    "[dim]Esc, F1 or q closes this help.[/dim]"
+)
+
+
+def keys_table() -> Table:
+    """The keys, one per row."""
+    table = Table.grid(padding=(0, 2))
+    table.add_column(no_wrap=True, style="bold")
+    table.add_column()
+    for key, what in KEYS:
+        table.add_row(key, what)
+    return table
+
+
+class HelpScreen(ModalScreen[None]):
+    """Keys and a short explanation; Esc, F1, ? or q closes it."""
+
+    BINDINGS = [Binding("escape,f1,question_mark,q", "close", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help-body", classes="dialog"):
+            yield Static(ABOUT)
+            yield Static("\n[b]Keys[/b]")
+            yield Static(keys_table())
+            yield Static("")
+            yield Static(NOTES)
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,152 @@
+"""The history screen: every scored ticket, newest first, searchable; Enter reopens one."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.markup import escape
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import DataTable, Footer, Input, Static
+
+from triage.history import History, HistoryEntry
+
+STATUS_LABELS = {"done": "done", "running": "unfinished", "cancelled": "cancelled", "failed": "failed", "": "not scored"}
+SEARCH_DEBOUNCE_S = 0.2
+
+
+@dataclass(frozen=True)
+class Reopen:
+    """Which history row to reopen: a score, or a ticket never scored."""
+
+    ticket_row: int
+    score_id: int | None
+
+
+class HistoryScreen(Screen[Reopen | None]):
+    """A searchable list of past tickets and their scores (one row per score)."""
+
+    BINDINGS = [
+        Binding("escape", "back", "Back"),
+        Binding("enter", "open", "Open", show=True),
+        Binding("slash", "search", "Search"),
+        Binding("down", "to_table", show=False),
+    ]
+
+    def __init__(self, history: History, *, cursor_blink: bool = True) -> None:
+        super().__init__()
+        self.history = history
+        self.cursor_blink = cursor_blink
+        self.entries: list[HistoryEntry] = []
+        self._debounce: Timer | None = None
+
+    @property
+    def table(self) -> DataTable[str]:
+        return self.query_one("#history-table", DataTable)
+
+    @property
+    def search(self) -> Input:
+        return self.query_one("#history-search", Input)
+
+    def compose(self) -> ComposeResult:
+        where = str(self.history.path) if self.history.path else "in memory only"
+        yield Static(f"[b]History[/b] [dim]· {escape(where)}[/dim]", id="history-title")
+        search = Input(placeholder="Search tickets, decisions, models… (every word must match)", id="history-search")
+        search.cursor_blink = self.cursor_blink
+        yield search
+        yield DataTable(id="history-table", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="history-detail")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.table
+        table.add_column("When", width=11, key="when")
+        table.add_column("Status", width=10, key="status")
+        table.add_column("Ticket", width=32, key="ticket")
+        table.add_column("Decisions", width=60, key="decisions")
+        table.add_column("Model", key="model")
+        self.reload()
+        self.search.focus()
+
+    def reload(self) -> None:
+        """Fill the table from the history, filtered by the search box."""
+        self.entries = self.history.search(self.search.value)
+        table = self.table
+        table.clear()
+        for i, e in enumerate(self.entries):
+            summary = (e.summary or "").split("] ", 1)[-1]
+            table.add_row(  # Text, not str: a ticket's brackets are not markup
+                time.strftime("%m-%d %H:%M", time.localtime(e.when)),
+                STATUS_LABELS.get(e.status, e.status),
+                Text(e.preview[:80]),
+                Text(summary),
+                Text(e.model_name or ""),
+                key=str(i),
+            )
+        self._show_detail()
+
+    @on(Input.Changed, "#history-search")
+    def _search_changed(self) -> None:
+        if self._debounce is not None:
+            self._debounce.stop()
+        self._debounce = self.set_timer(SEARCH_DEBOUNCE_S, self.reload)
+
+    @on(Input.Submitted, "#history-search")
+    def _search_submitted(self) -> None:
+        if self._debounce is not None:
+            self._debounce.stop()
+        self.reload()
+        if self.entries:
+            self.table.focus()
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self) -> None:
+        self._show_detail()
+
+    @on(DataTable.RowSelected)
+    def _selected(self) -> None:
+        self.action_open()
+
+    def _show_detail(self) -> None:
+        detail = self.query_one("#history-detail", Static)
+        if not self.entries:
+            detail.update("[dim]No tickets yet.[/dim]" if not self.search.value else "[dim]Nothing matches.[/dim]")
+            return
+        e = self.entries[min(self.table.cursor_row, len(self.entries) - 1)]
+        parts = [f"[b]{escape(e.ticket_id)}[/b]", STATUS_LABELS.get(e.status, e.status)]
+        if e.pack:
+            parts.append(f"pack {escape(e.pack)}")
+        if e.total_ms is not None:
+            parts.append(f"{e.total_ms:.0f} ms")
+        line = " · ".join(parts)
+        if e.summary:
+            line += "\n" + escape(e.summary.split("] ", 1)[-1])
+        detail.update(line)
+
+    @property
+    def selected(self) -> HistoryEntry | None:
+        """The highlighted entry."""
+        if not self.entries:
+            return None
+        return self.entries[min(self.table.cursor_row, len(self.entries) - 1)]
+
+    def action_open(self) -> None:
+        """Reopen the highlighted ticket on the main screen."""
+        e = self.selected
+        if e is not None:
+            self.dismiss(Reopen(e.ticket_row, e.score_id))
+
+    def action_back(self) -> None:
+        self.dismiss(None)
+
+    def action_search(self) -> None:
+        self.search.focus()
+
+    def action_to_table(self) -> None:
+        if self.search.has_focus and self.entries:
+            self.table.focus()

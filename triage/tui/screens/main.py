@@ -1,0 +1,541 @@
+"""The main screen: the ticket box, the decision cards, and the work behind them.
+
+Blocking work runs in thread workers that only post messages:
+
+* ``model``: loads the engine at start (and on "switch model");
+* ``score``: one exclusive worker per submission; a new submit cancels the old;
+* ``count``: token counting, debounced, so typing and huge pastes stay smooth.
+
+Every submission has an id. Messages of a submission that is no longer
+current update history but never the screen, so stale results cannot
+overwrite newer ones.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.markup import escape
+from textual.screen import Screen
+from textual.widgets import Footer
+from textual.worker import get_current_worker
+
+from triage.errors import InputError, TriageError
+from triage.history import History, SavedScore
+from triage.pack import Pack
+from triage.result import TicketResult
+from triage.ticket import make_ticket
+from triage.tui.engine_host import EngineHost
+from triage.tui.messages import (
+    CriterionDecided,
+    ModelLoaded,
+    ModelLoadFailed,
+    ScoreFailed,
+    TicketDecided,
+    TicketEdited,
+    TicketPasted,
+    TicketPrefilled,
+    TokensCounted,
+)
+from triage.tui.options import UIOptions
+from triage.tui.submission import Submission
+from triage.tui.widgets.decisions import DecisionsPanel
+from triage.tui.widgets.model_status import ModelState, ModelStatus
+from triage.tui.widgets.notice_bar import NoticeBar
+from triage.tui.widgets.score_summary import PRODUCT_MODEL, ScoreSummary
+from triage.tui.widgets.ticket_input import TicketInput
+
+if TYPE_CHECKING:
+    from triage.tui.app import TriageApp
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class MainScreen(Screen[None]):
+    """Paste, score, read the decisions."""
+
+    BINDINGS = [
+        Binding("f1", "app.help", "Help"),
+        Binding("f2", "app.history", "History"),
+        Binding("f3", "export('json')", "Export"),
+        Binding("f4", "copy_summary", "Copy"),
+        Binding("f5", "score", "Score", priority=True),
+        Binding("escape", "cancel", "Cancel"),
+        Binding("ctrl+l", "clear", "Clear", show=False),
+    ]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (70, "-normal"), (150, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
+
+    def __init__(self, host: EngineHost, history: History, options: UIOptions, pack: Pack) -> None:
+        super().__init__()
+        self.host = host
+        self.history = history
+        self.options = options
+        self.pack = pack
+        self.orderings = options.orderings
+        self.auto_score = options.auto_score
+        self.model_state: ModelState = "loading"
+        self.current: Submission | None = None
+        self.pending: Submission | None = None  # submitted before the model was up
+        self.result: TicketResult | None = None  # the result on screen
+        self.result_text: str | None = None  # its ticket text (for Markdown export)
+        self._subs: dict[int, Submission] = {}
+        self._seq = 0
+        self._count_stamp = 0.0
+        self._load_seq = 0
+
+    # -- widgets ----------------------------------------------------------------------
+    @property
+    def ticket(self) -> TicketInput:
+        return self.query_one(TicketInput)
+
+    @property
+    def decisions(self) -> DecisionsPanel:
+        return self.query_one(DecisionsPanel)
+
+    @property
+    def summary(self) -> ScoreSummary:
+        return self.query_one(ScoreSummary)
+
+    @property
+    def status(self) -> ModelStatus:
+        return self.query_one(ModelStatus)
+
+    @property
+    def notices(self) -> NoticeBar:
+        return self.query_one(NoticeBar)
+
+    @property
+    def triage_app(self) -> TriageApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield ModelStatus(animate=self.options.animate, id="model-status")
+        yield NoticeBar(id="notices")
+        yield TicketInput(cursor_blink=self.options.cursor_blink, id="ticket")
+        yield ScoreSummary(id="summary")
+        yield DecisionsPanel(id="decisions")
+        yield Footer(compact=True)
+
+    def on_mount(self) -> None:
+        self._show_settings()
+        self.decisions.show_pack(self.pack)
+        self.ticket.focus()
+        if self.history.notice:
+            self.notices.put("history", self.history.notice, "warning")
+        self.load_model(self.options.model)
+        if self.options.preload_tokenizer:
+            self._preload_tokenizer()
+
+    def _show_settings(self) -> None:
+        self.status.settings(self.pack, self.orderings, self.auto_score)
+
+    # -- model ------------------------------------------------------------------------
+    def load_model(self, requested: str | None) -> None:
+        """Load (or switch to) a model in the background; the UI stays live."""
+        self._supersede()
+        self.model_state = "loading"
+        self.status.loading(requested)
+        self.notices.drop("model")
+        self.notices.drop("stand-in")
+        self._load_seq += 1
+        self._load_model(self._load_seq, requested)
+
+    @work(thread=True, exclusive=True, group="model", exit_on_error=False)
+    def _load_model(self, load: int, requested: str | None) -> None:
+        t0 = time.monotonic()
+        try:
+            engine, notices = self.host.load(requested)
+        except TriageError as exc:
+            from triage.resolve import NoModelError
+
+            self.post_message(ModelLoadFailed(load, requested, exc.message, exc.hint, first_run=isinstance(exc, NoModelError)))
+            return
+        except Exception as exc:  # a crash in native code's wrapper must not take the app down
+            log.exception("loading model %s failed", requested)
+            self.post_message(ModelLoadFailed(load, requested, f"could not load the model: {exc}", None))
+            return
+        self.post_message(ModelLoaded(load, engine.name, engine.stand_in, engine.n_ctx, notices, time.monotonic() - t0))
+
+    @work(thread=True, exclusive=True, group="tokenizer", exit_on_error=False)
+    def _preload_tokenizer(self) -> None:
+        from triage.tokenizer import qwen3_tokenizer
+
+        try:
+            qwen3_tokenizer()
+        except Exception:  # counting falls back to the engine once it loads
+            log.exception("could not load the Qwen3 tokenizer")
+
+    def on_model_loaded(self, msg: ModelLoaded) -> None:
+        if msg.load != self._load_seq:
+            return  # a newer load is under way
+        self.model_state = "ready"
+        self.status.ready(msg.name, stand_in=msg.stand_in, n_ctx=msg.n_ctx)
+        log.info("model %s loaded in %.1f s", msg.name, msg.seconds)
+        if msg.stand_in:
+            self.notices.put("stand-in", self._stand_in_notice(msg), "warning")
+        self.decisions.set_waiting()
+        if self.pending is not None:
+            sub, self.pending = self.pending, None
+            self._start(sub)
+        self._request_count()
+        self.refresh_bindings()
+
+    def _stand_in_notice(self, msg: ModelLoaded) -> str:
+        if msg.notices:
+            return "Stand-in model: " + " ".join(msg.notices)
+        try:
+            from triage.catalog import load_catalog
+            from triage.modelstore import pull_command
+
+            hint = f"; get it with `{pull_command(load_catalog().default)}`"
+        except Exception:
+            hint = ""
+        return f"Stand-in model: {msg.name} is running instead of {PRODUCT_MODEL}, so decisions are less reliable{hint}."
+
+    def on_model_load_failed(self, msg: ModelLoadFailed) -> None:
+        if msg.load != self._load_seq:
+            return
+        self.model_state = "failed"
+        self.status.failed()
+        text = f"No model: {msg.message}."
+        if msg.hint:
+            text += f"\n{msg.hint[0].upper()}{msg.hint[1:]}."
+        text += "\nThen restart triage, or pick a model with ctrl+p → Switch model."
+        self.notices.put("model", text.replace("..", "."), "error")
+        if self.pending is not None:
+            sub, self.pending = self.pending, None
+            sub.finished = True
+            self.decisions.failed()
+            self.summary.failed(sub.ticket.id, "no model is loaded")
+        self.refresh_bindings()
+        self.triage_app.model_unavailable(msg)
+
+    # -- token count ------------------------------------------------------------------
+    def on_ticket_edited(self, _msg: TicketEdited) -> None:
+        self._request_count()
+
+    def _request_count(self) -> None:
+        text = self.ticket.ticket_text
+        self._count_stamp = stamp = time.monotonic()
+        if not text.strip():
+            self.ticket.border_subtitle = ""
+            return
+        if len(text) > 100_000:
+            self.ticket.border_subtitle = "[dim]counting tokens…[/dim]"
+        self._count(text, stamp, self.pack, self.orderings)
+
+    @work(thread=True, exclusive=True, group="count", exit_on_error=False)
+    def _count(self, text: str, stamp: float, pack: Pack, orderings: str) -> None:
+        from triage import debias
+        from triage.loader import engine_settings
+        from triage.ticket import clean_text
+        from triage.tui.counting import count_ticket
+
+        worker = get_current_worker()
+        orders = [debias.orders_for(len(c.options), orderings) for c in pack.criteria]
+        try:
+            with self.host.borrow() as engine:  # kept open while we tokenize, even beside a running score
+                if engine is not None:
+                    builder, n_ctx = engine.builder(pack), engine.n_ctx
+                else:
+                    builder, n_ctx = None, engine_settings(self.options.n_ctx, None, self.options.config)["n_ctx"]
+                counted = count_ticket(clean_text(text), pack, orders, builder=builder, n_ctx=n_ctx, cancelled=lambda: worker.is_cancelled)
+        except TriageError as exc:  # e.g. the pack alone does not fit n_ctx
+            log.warning("token count failed: %s", exc.message)
+            return
+        if counted is not None:
+            self.post_message(TokensCounted(stamp, counted.tokens, counted.budget, counted.n_ctx, counted.estimated))
+
+    def on_tokens_counted(self, msg: TokensCounted) -> None:
+        if msg.stamp != self._count_stamp:
+            return
+        approx = "≈" if msg.estimated else ""
+        if msg.tokens > msg.budget:
+            self.ticket.border_subtitle = (
+                f"[$warning]⚠ {approx}{msg.tokens:,} tokens: over the {msg.budget:,} that fit (ctx {msg.n_ctx}); "
+                "the middle will be cut[/]"
+            )
+        else:
+            self.ticket.border_subtitle = f"{approx}{msg.tokens:,} tokens [dim]of {msg.budget:,}[/dim]"
+
+    # -- scoring ----------------------------------------------------------------------
+    def on_ticket_pasted(self, _msg: TicketPasted) -> None:
+        if self.auto_score:
+            self.action_score()
+
+    def action_score(self) -> None:
+        """Score the ticket in the box (a running score is cancelled first)."""
+        try:
+            ticket = make_ticket(self.ticket.ticket_text)
+        except InputError as exc:
+            self.notify(exc.message, severity="warning", markup=False)
+            return
+        if self.model_state == "failed":
+            self.notify("No model is loaded; see the message at the top.", severity="error")
+            return
+        self._supersede()
+        self._seq += 1
+        sub = Submission(self._seq, ticket, self.pack, self.options.mode, self.orderings)
+        sub.ticket_row = self._record(self.history.save_ticket, ticket)  # saved now: a crash keeps the ticket
+        self.current = sub
+        self._subs[sub.id] = sub
+        self.result = self.result_text = None
+        self.decisions.begin(self.pack, model_ready=self.model_state == "ready")
+        if self.model_state == "ready":
+            self._start(sub)
+        else:
+            self.pending = sub
+            self.summary.queued(ticket.id)
+        self.refresh_bindings()
+
+    def _start(self, sub: Submission) -> None:
+        engine = self.host.engine
+        sub.started = True
+        if sub.ticket_row is not None and engine is not None:
+            pack = {"name": sub.pack.name, "version": sub.pack.version, "hash": sub.pack.hash}
+            sub.score_id = self._record(self.history.start_score, sub.ticket_row, model=engine.model_info, pack=pack, orderings=sub.orderings)
+        self.summary.scoring(sub.ticket.id)
+        self._score(sub)
+
+    @work(thread=True, exclusive=True, group="score", exit_on_error=False)
+    def _score(self, sub: Submission) -> None:
+        from triage.engine import CriterionScored, Prefilled, ScoreOptions, TicketScored
+
+        worker = get_current_worker()
+
+        def stop() -> bool:
+            return sub.cancel.is_set() or worker.is_cancelled
+
+        try:
+            with self.host.lock:  # llama.cpp is not thread-safe: one user at a time
+                engine = self.host.engine
+                if engine is None:
+                    raise TriageError("no model is loaded")
+                options = ScoreOptions(mode=sub.mode, orderings=sub.orderings)
+                for event in engine.score(sub.ticket, sub.pack, options, cancel=stop):
+                    if isinstance(event, Prefilled):
+                        self.post_message(TicketPrefilled(sub.id, event.tokens, event.prefill_ms, event.criteria))
+                    elif isinstance(event, CriterionScored):
+                        self.post_message(CriterionDecided(sub.id, event.result))
+                    elif isinstance(event, TicketScored):
+                        self.post_message(TicketDecided(sub.id, event.result))
+        except TriageError as exc:
+            self.post_message(ScoreFailed(sub.id, exc.message))
+        except Exception as exc:
+            log.exception("scoring ticket %s failed", sub.ticket.id)
+            self.post_message(ScoreFailed(sub.id, f"{type(exc).__name__}: {exc}"))
+
+    def _is_current(self, submission: int) -> bool:
+        return self.current is not None and self.current.id == submission
+
+    def on_ticket_prefilled(self, msg: TicketPrefilled) -> None:
+        sub = self._subs.get(msg.submission)
+        if sub is None or not self._is_current(msg.submission):
+            return
+        sub.tokens, sub.prefill_ms = msg.tokens, msg.prefill_ms
+        self.decisions.prefilled()
+        self.summary.scoring(sub.ticket.id, msg.tokens, msg.prefill_ms, 0, msg.criteria)
+
+    def on_criterion_decided(self, msg: CriterionDecided) -> None:
+        sub = self._subs.get(msg.submission)
+        if sub is None or not self._is_current(msg.submission):
+            return
+        sub.decided += 1
+        self.decisions.decided(msg.result)
+        self.summary.scoring(sub.ticket.id, sub.tokens, sub.prefill_ms, sub.decided, len(sub.pack.criteria))
+
+    def on_ticket_decided(self, msg: TicketDecided) -> None:
+        sub = self._subs.pop(msg.submission, None)
+        if sub is None:
+            return
+        sub.finished = True
+        if sub.score_id is not None:  # history records every result, stale ones too
+            self._record(self.history.finish_score, sub.score_id, msg.result)
+        if not self._is_current(msg.submission):
+            return
+        self.result, self.result_text = msg.result, sub.ticket.text
+        self.decisions.finish(msg.result)
+        self.summary.show(msg.result)
+        if not msg.result.complete:
+            self.notify(f"Scoring cancelled: {len(msg.result.criteria)} of {len(sub.pack.criteria)} criteria were done.", severity="warning")
+        self.refresh_bindings()
+
+    def on_score_failed(self, msg: ScoreFailed) -> None:
+        sub = self._subs.pop(msg.submission, None)
+        if sub is None:
+            return
+        sub.finished = True
+        if sub.score_id is not None:
+            self._record(self.history.fail_score, sub.score_id, msg.message)
+        if not self._is_current(msg.submission):
+            return
+        self.decisions.failed()
+        self.summary.failed(sub.ticket.id, msg.message)
+        self.notify(f"Scoring failed: {msg.message}", severity="error", timeout=10, markup=False)
+        self.refresh_bindings()
+
+    def action_cancel(self) -> None:
+        """Stop the running score; the engine stops between tails."""
+        sub = self.current
+        if sub is None or sub.finished:
+            return
+        if not sub.started:
+            self.pending = None
+            sub.finished = True
+            self._subs.pop(sub.id, None)
+            self.decisions.cancelled()
+            self.summary.idle()
+            self.notify("Cancelled before scoring started.")
+        else:
+            sub.cancel.set()
+            self.workers.cancel_group(self, "score")
+            self.summary.cancelling(sub.ticket.id)
+        self.refresh_bindings()
+
+    def _supersede(self) -> None:
+        """Cancel whatever is running or waiting; its result will be ignored."""
+        sub = self.current
+        if sub is not None and not sub.finished:
+            sub.cancel.set()
+            if not sub.started:
+                self.pending = None
+                sub.finished = True
+                self._subs.pop(sub.id, None)
+
+    @property
+    def scoring(self) -> bool:
+        """A submission is running or waiting for the model."""
+        return self.current is not None and not self.current.finished
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel":
+            return True if self.scoring else None
+        if action in ("export", "copy_summary"):
+            return True if self.result is not None else None
+        return True
+
+    # -- history, export, clipboard ---------------------------------------------------
+    def _record(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+        """Write to history; a failure is shown, never fatal (scoring goes on)."""
+        try:
+            return fn(*args, **kwargs)
+        except sqlite3.Error as exc:
+            log.exception("history write failed")
+            self.notify(f"Could not save to history: {exc}", severity="error", timeout=10, markup=False)
+            return None
+
+    def reopen(self, saved: SavedScore) -> None:
+        """Show a ticket from history with its decisions."""
+        self._supersede()
+        self.current = None
+        self.ticket.set_ticket(saved.text)
+        self.result, self.result_text = saved.result, saved.text
+        if saved.result is not None:
+            self.decisions.show_result(saved.result)
+            self.summary.show(saved.result, reopened_at=saved.result.created_at or None)
+        else:
+            self.decisions.show_pack(self.pack)
+            note = {"running": "its scoring never finished", "failed": f"its scoring failed: {saved.error}"}.get(saved.status, "never scored")
+            self.summary.update(f"ticket [b]{escape(saved.ticket_id)}[/b] [dim](from history)[/dim] · {escape(note)}. Press F5 to score it.")
+        self.ticket.focus()
+        self.refresh_bindings()
+
+    def action_export(self, fmt: str = "json") -> None:
+        """Ask where to export the decisions on screen, then write them."""
+        from triage.tui.screens.export import ExportRequest, ExportScreen
+
+        result = self.result
+        if result is None:
+            self.notify("Nothing to export yet: score a ticket first.", severity="warning")
+            return
+
+        def done(request: ExportRequest | None) -> None:
+            if request is not None:
+                self.export_to(request.path, request.fmt)
+
+        self.app.push_screen(ExportScreen(result, fmt, Path.cwd()), done)
+
+    def export_to(self, path: Path, fmt: str) -> Path | None:
+        """Write the decisions on screen to ``path`` as ``json`` or ``markdown``."""
+        from triage.export import export_result
+
+        if self.result is None:
+            return None
+        try:
+            written = export_result(self.result, path, fmt=fmt, ticket_text=self.result_text)
+        except (OSError, ValueError) as exc:
+            self.notify(f"Export failed: {exc}", severity="error", timeout=10, markup=False)
+            return None
+        self.notify(f"Exported {fmt.upper() if fmt == 'json' else 'Markdown'} to {written}", markup=False)
+        return written
+
+    def action_copy_summary(self) -> None:
+        """Copy the one-line summary of the decisions on screen."""
+        if self.result is None:
+            self.notify("Nothing to copy yet: score a ticket first.", severity="warning")
+            return
+        line = self.result.summary()
+        self.app.copy_to_clipboard(line)
+        self.notify(f"Copied: {line}", markup=False)
+
+    # -- settings ---------------------------------------------------------------------
+    def action_clear(self) -> None:
+        """Empty the ticket box and the cards."""
+        if self.scoring:
+            self.action_cancel()
+        self.current = None
+        self.ticket.set_ticket("")
+        self.ticket.border_subtitle = ""
+        self.result = self.result_text = None
+        self.decisions.show_pack(self.pack)
+        self.summary.idle()
+        self.ticket.focus()
+        self.refresh_bindings()
+
+    def set_pack(self, pack: Pack) -> None:
+        """Score with another criteria pack from now on."""
+        self.pack = pack
+        self._show_settings()
+        if not self.scoring:
+            self.decisions.show_pack(pack)
+            self.result = self.result_text = None
+            self.summary.idle()
+        self._request_count()
+        self.notify(f"Pack {pack.name} v{pack.version}: {len(pack.criteria)} criteria.", markup=False)
+        self.refresh_bindings()
+
+    def action_toggle_debias(self) -> None:
+        """Switch orderings between cyclic (every rotation) and none (pack order only)."""
+        self.orderings = "none" if self.orderings == "cyclic" else "cyclic"
+        self._show_settings()
+        self._request_count()
+        what = "every rotation of the options (slower, less position bias)" if self.orderings == "cyclic" else "options in pack order only (faster)"
+        self.notify(f"Debiasing {self.orderings}: {what}.")
+
+    def action_toggle_auto_score(self) -> None:
+        """Score as soon as a ticket is pasted (remembered in the config)."""
+        from triage.config import save_config
+
+        self.auto_score = not self.auto_score
+        self._show_settings()
+        try:
+            save_config({"auto_score": self.auto_score})
+        except (OSError, TriageError) as exc:
+            log.warning("could not save auto_score: %s", exc)
+        self.notify(f"Auto-score after paste {'on' if self.auto_score else 'off'}.")
+
+    def stop_all(self) -> None:
+        """Cancel running work (the app is closing)."""
+        self._supersede()
+        self.workers.cancel_group(self, "score")
+        self.workers.cancel_group(self, "count")

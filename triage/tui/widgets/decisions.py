@@ -1,0 +1,104 @@
+"""The decisions panel: one card per criterion, filled in as the engine streams them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from textual.containers import VerticalScroll
+
+from triage.pack import Pack
+from triage.result import CriterionResult, TicketResult
+from triage.tui.widgets.criterion_card import CardSpec, CardState, CriterionCard
+
+
+class DecisionsPanel(VerticalScroll, can_focus=False):
+    """Cards for the active pack (or for a result reopened from history)."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._specs: tuple[CardSpec, ...] = ()
+
+    @property
+    def cards(self) -> list[CriterionCard]:
+        """The cards, in pack order."""
+        return list(self.query(CriterionCard))
+
+    def card(self, criterion_id: str) -> CriterionCard | None:
+        """The card of one criterion."""
+        return next((c for c in self.cards if c.spec.id == criterion_id), None)
+
+    def show_specs(self, specs: Iterable[CardSpec], state: CardState = "idle") -> None:
+        """Show these criteria, all in ``state``; cards are rebuilt only when the criteria change."""
+        specs = tuple(specs)
+        if specs != self._specs:
+            self._specs = specs
+            self.remove_children()
+            self.mount_all(CriterionCard(s) for s in specs)
+            cards = [c for c in self.children if isinstance(c, CriterionCard)]
+        else:
+            cards = self.cards
+        for c in cards:
+            c.set_state(state)
+
+    def show_pack(self, pack: Pack, state: CardState = "idle") -> None:
+        """The pack's criteria, all in ``state``."""
+        self.show_specs((CardSpec.of_criterion(c) for c in pack.criteria), state)
+
+    def begin(self, pack: Pack, *, model_ready: bool) -> None:
+        """A ticket was submitted: every card waits (for the model, or its turn)."""
+        self.show_pack(pack, "waiting" if model_ready else "model")
+
+    def set_waiting(self) -> None:
+        """The model is now up: cards waiting for it now wait for their turn."""
+        for c in self.cards:
+            if c.state == "model":
+                c.set_state("waiting")
+
+    def prefilled(self) -> None:
+        """The prefix is in: the first card is being scored."""
+        self._advance()
+
+    def decided(self, result: CriterionResult) -> None:
+        """One criterion is done; the next one is being scored."""
+        card = self.card(result.id)
+        if card is not None:
+            card.set_result(result)
+            if self.scroll_offset.y or card.region.bottom > self.region.bottom:
+                self.scroll_to_widget(card, animate=False)
+        self._advance()
+
+    def _advance(self) -> None:
+        for c in self.cards:
+            if c.state == "scoring":
+                return
+            if c.state == "waiting":
+                c.set_state("scoring")
+                return
+
+    def finish(self, result: TicketResult) -> None:
+        """The ticket is done: every card shows its result, or why it has none."""
+        by_id = {c.id: c for c in result.criteria}
+        for card in self.cards:
+            r = by_id.get(card.spec.id)
+            if r is not None:
+                card.set_result(r)
+            elif card.state != "done":
+                card.set_state("cancelled" if not result.complete else "idle")
+        self.scroll_home(animate=False)  # while scoring the view follows the cards; at the end, start at the top
+
+    def failed(self) -> None:
+        """Scoring failed: unfinished cards say so."""
+        for card in self.cards:
+            if card.state != "done":
+                card.set_state("failed")
+
+    def cancelled(self) -> None:
+        """A submission that never started was cancelled."""
+        for card in self.cards:
+            if card.state != "done":
+                card.set_state("cancelled")
+
+    def show_result(self, result: TicketResult) -> None:
+        """Show a stored result (its own criteria, whatever the active pack)."""
+        self.show_specs(CardSpec.of_result(c) for c in result.criteria)
+        self.finish(result)

@@ -1,0 +1,66 @@
+"""The ticket summary: timings, prefix cache use, model and pack of the result on screen."""
+
+from __future__ import annotations
+
+import time
+
+from textual.markup import escape
+from textual.widgets import Static
+
+from triage.result import TicketResult, Tokens
+
+PRODUCT_MODEL = "Qwen3-0.6B"
+
+
+class ScoreSummary(Static):
+    """Two or three short lines under the ticket box."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__("", id=id)
+        self.idle()
+
+    def idle(self) -> None:
+        """Nothing scored yet."""
+        self.update("[dim]No ticket scored yet. Paste a ticket and press [b]F5[/b] to score it.[/dim]")
+
+    def queued(self, ticket_id: str) -> None:
+        """Submitted while the model is still loading."""
+        self.update(f"ticket [b]{escape(ticket_id)}[/b] · [$accent]waiting for the model to load…[/]")
+
+    def scoring(self, ticket_id: str, tokens: Tokens | None = None, prefill_ms: float | None = None, done: int = 0, total: int = 0) -> None:
+        """Scoring is under way."""
+        if tokens is None:
+            self.update(f"ticket [b]{escape(ticket_id)}[/b] · [$accent]reading the ticket (prefill)…[/]  [dim]esc cancels[/dim]")
+            return
+        self.update(
+            f"ticket [b]{escape(ticket_id)}[/b] · prefill {prefill_ms or 0:.0f} ms · prefix {tokens.prefix} tok, "
+            f"{tokens.prefix_cached} cached · [$accent]{done}/{total} criteria…[/]  [dim]esc cancels[/dim]"
+        )
+
+    def cancelling(self, ticket_id: str) -> None:
+        """Esc was pressed; the engine stops between tails."""
+        self.update(f"ticket [b]{escape(ticket_id)}[/b] · [$warning]cancelling…[/]")
+
+    def failed(self, ticket_id: str, message: str) -> None:
+        """Scoring stopped with an error."""
+        self.update(f"ticket [b]{escape(ticket_id)}[/b] · [$error]scoring failed: {escape(message)}[/]")
+
+    def show(self, result: TicketResult, *, reopened_at: float | None = None) -> None:
+        """A finished (or cancelled, or reopened) result."""
+        t, tok, model = result.timing, result.tokens, result.model
+        head = f"[b]{escape(result.ticket_id)}[/b]"
+        if reopened_at is not None:
+            head += f" [dim](from history, {time.strftime('%Y-%m-%d %H:%M', time.localtime(reopened_at))})[/dim]"
+        if not result.complete:
+            head += " · [$warning]cancelled[/]"
+        line1 = (
+            f"prefill {t.prefill_ms:.0f} ms · total {t.total_ms:.0f} ms · "
+            f"prefix {tok.prefix} tok, {tok.prefix_cached} cached (hit rate {tok.hit_rate:.0%})"
+        )
+        stand_in = f" [$warning](stand-in, not {PRODUCT_MODEL})[/]" if model.get("stand_in") else ""
+        line2 = (
+            f"{head} · {escape(str(model.get('name')))}{stand_in} · pack {escape(str(result.pack.get('name')))} "
+            f"v{escape(str(result.pack.get('version')))} · {escape(result.orderings)}"
+        )
+        lines = [line1, line2] + [f"[$warning]⚠ {escape(w)}[/]" for w in result.warnings]
+        self.update("\n".join(lines))
