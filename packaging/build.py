@@ -15,7 +15,7 @@ Steps, each skipped when its result is already there:
    flag set on a machine, whichever script asks first.
 3. Make a separate build venv, ``packaging/build/<class>-<key>/venv``, holding that
    wheel, triage (a real, non-editable install of a copy of this checkout, so the
-   bundle sees exactly the package data a user's install would) with the ``hub``
+   bundle sees exactly the package data a user's install would) with the ``packaging``
    extra, and PyInstaller.
 4. Run PyInstaller on packaging/triage.spec under ``nice -n 10`` (the cores are shared).
 5. Write ``packaging/dist/triage-<version>-linux-x86_64-<class>/`` (the one-folder
@@ -153,7 +153,7 @@ def llama_stamp(venv_python: Path) -> str | None:
 
 
 def ensure_venv(python: str, venv: Path, wheel: Path, key: str, src: Path) -> Path:
-    """The build venv: the class's llama-cpp-python, then triage[hub,packaging] (PyInstaller) from ``src``."""
+    """The build venv: the class's llama-cpp-python, then triage[packaging] (PyInstaller) from ``src``."""
     vpy = venv / "bin" / "python"
     if not vpy.exists():
         say(f"creating the build venv {venv}")
@@ -164,7 +164,7 @@ def ensure_venv(python: str, venv: Path, wheel: Path, key: str, src: Path) -> Pa
         code = "import importlib.util as u, pathlib, sys; (pathlib.Path(u.find_spec('llama_cpp').submodule_search_locations[0]) / '.triage-build-key').write_text(sys.argv[1] + '\\n')"
         run([str(vpy), "-c", code, key])
     # Dependencies (quick when satisfied); --find-links so pip sees our wheel, never the sdist.
-    run([*pip, "install", "--find-links", str(wheel.parent), f"{src}[hub,packaging]"])
+    run([*pip, "install", "--find-links", str(wheel.parent), f"{src}[packaging]"])
     # Then triage itself again, always: pip may consider an unchanged version "satisfied".
     run([*pip, "install", "--no-deps", "--force-reinstall", str(src)])
     if llama_stamp(vpy) != key:

@@ -522,7 +522,7 @@ def _pull_hf(entry: CatalogEntry, folder: Path, tmp: Path, work: Path, progress:
     if importlib.util.find_spec("huggingface_hub") is None:
         raise TriageError(
             f"pulling {entry.name} from Hugging Face needs the huggingface_hub package",
-            hint="pip install 'triage[hub]' (or huggingface_hub), then pull again",
+            hint="pip install huggingface_hub (a dependency of triage), then pull again",
         )
     progress.note(f"asking Hugging Face for {entry.repo}/{entry.file} metadata")
     hub_size, hub_sha = hf_file_info(entry.repo, entry.file, entry.revision)
