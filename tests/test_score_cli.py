@@ -98,3 +98,34 @@ def test_missing_ticket_file(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Cap
 def test_no_model_installed(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], pack: Path) -> None:
     code, _, err = run(monkeypatch, capsys, ["score", "--pack", str(pack)], b"hello")
     assert code != 0 and "triage model pull" in err and "Traceback" not in err
+
+
+def write_cal(path: Path, *, sha: str, pack_hash: str, fmt: str = "triage-prompt/2:chat", orderings: str = "cyclic") -> Path:
+    from triage.calibrate import Calibration, CriterionCalibration, write_calibration
+
+    cal = Calibration(sha, pack_hash, fmt, orderings, False, {"mood": CriterionCalibration(0.5, {"angry": 2.0, "calm": 0.0})})
+    return write_calibration(cal, path)
+
+
+def test_stored_calibration_is_applied_and_a_mismatch_refused(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], smollm2_path: Path, pack: Path, tmp_path: Path) -> None:
+    from triage.calibrate import calibrations_dir, stored_name
+    from triage.pack import load_pack
+    from triage.resolve import cached_sha256
+
+    sha, pack_hash = cached_sha256(smollm2_path), load_pack(pack).hash
+    base = ["score", "--model", str(smollm2_path), "--pack", str(pack), "--format", "json", "--orderings", "none"]
+    code, out, _ = run(monkeypatch, capsys, [*base, "--no-calibration"], b"Refund me now")
+    plain = json.loads(out)
+    calibrations_dir().mkdir(parents=True, exist_ok=True)
+    # Fitted on orderings=none for this model, pack and prompt format: applied automatically.
+    write_cal(calibrations_dir() / stored_name(sha, pack_hash, plain["prompt_format"]), sha=sha, pack_hash=pack_hash, fmt=plain["prompt_format"], orderings="none")
+    code, out, err = run(monkeypatch, capsys, base, b"Refund me now")
+    cal = json.loads(out)
+    assert code == 0 and "applying calibration" in err and cal["calibration"]
+    p0 = next(c for c in plain["criteria"] if c["id"] == "mood")["options"][0]["probability"]
+    p1 = next(c for c in cal["criteria"] if c["id"] == "mood")["options"][0]["probability"]
+    assert p1 > p0  # the fitted bias toward "angry" took effect
+    # A file for another model is refused, naming what differs.
+    other = write_cal(tmp_path / "other.json", sha="0" * 64, pack_hash=pack_hash, fmt=plain["prompt_format"], orderings="none")
+    code, out, err = run(monkeypatch, capsys, [*base, "--calibration", str(other)], b"Refund me now")
+    assert code == 2 and out == "" and "model sha256" in err and "fitted for another setup" in err

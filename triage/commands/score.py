@@ -41,7 +41,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strategy", choices=("truncate", "restore"), default="truncate", help="serial mode's way back to the prefix (default truncate)")
     p.add_argument("--orderings", choices=("none", "cyclic"), default=None, help="ask options in pack order only, or in every rotation (default cyclic)")
     p.add_argument("--prior", action="store_true", default=None, help="divide out the content-free prior (an 'N/A' ticket)")
-    p.add_argument("--calibration", metavar="CAL.json", help="apply a calibration file from `triage calibrate`")
+    p.add_argument("--calibration", metavar="CAL.json", help="apply this calibration file (default: the stored one fitted for this model, pack and prompt format, if any)")
+    p.add_argument("--no-calibration", action="store_true", help="do not apply any calibration")
     p.add_argument("--prompt", choices=("auto", "chat", "plain"), default="auto", help="prompt format (default: from the model's chat template)")
     p.add_argument("--format", choices=("json", "jsonl", "table"), default=None, help="output (default: table on a terminal, else json)")
     p.add_argument("--id", dest="ticket_id", metavar="ID", help="ticket id for a single plain-text ticket")
@@ -123,7 +124,7 @@ def _jsonl_rows(text: str) -> Iterator[Row]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from triage.calibrate import load_calibration
+    from triage.calibrate import auto_calibration, check_options, load_calibration
     from triage.config import load_config
     from triage.engine import ScoreOptions
     from triage.loader import load_engine
@@ -157,7 +158,19 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(rows[0].error)
 
     engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: print(f"triage: {m}", file=sys.stderr))
-    calibration = load_calibration(args.calibration or config.get("calibration"), engine=engine, pack=pack) if (args.calibration or config.get("calibration")) else None
+    calibration = None
+    explicit = args.calibration or config.get("calibration")
+    if not args.no_calibration:
+        calibration = load_calibration(explicit, engine=engine, pack=pack) if explicit else auto_calibration(engine, pack)
+    if calibration is not None:
+        why = check_options(calibration, orderings=options.orderings, prior=options.prior)
+        if why and explicit:
+            raise InputError(f"calibration {explicit} does not fit these options: {why}", hint="score with the options it was fitted on, or pass --no-calibration")
+        if why:
+            print(f"triage: note: stored calibration {calibration.name} not applied: {why}", file=sys.stderr)
+            calibration = None
+        else:
+            print(f"triage: applying calibration {calibration.name}", file=sys.stderr)
     failed = 0
     outputs: list[dict[str, Any]] = []
     with engine:
