@@ -322,7 +322,8 @@ class MainScreen(Screen[None]):
                 if engine is None:
                     raise TriageError("no model is loaded")
                 options = ScoreOptions(mode=sub.mode, orderings=sub.orderings)
-                for event in engine.score(sub.ticket, sub.pack, options, cancel=stop):
+                extra = self._calibration(engine, sub.pack, options)
+                for event in engine.score(sub.ticket, sub.pack, options, cancel=stop, **extra):
                     if isinstance(event, Prefilled):
                         self.post_message(TicketPrefilled(sub.id, event.tokens, event.prefill_ms, event.criteria))
                     elif isinstance(event, CriterionScored):
@@ -334,6 +335,22 @@ class MainScreen(Screen[None]):
         except Exception as exc:
             log.exception("scoring ticket %s failed", sub.ticket.id)
             self.post_message(ScoreFailed(sub.id, f"{type(exc).__name__}: {exc}"))
+
+    @staticmethod
+    def _calibration(engine: object, pack: Pack, options: object) -> dict[str, object]:
+        """The stored calibration fitted for this model, pack and prompt format, when it fits the options."""
+        from triage.calibrate import auto_calibration, check_options
+
+        if not hasattr(engine, "sha256") or not hasattr(engine, "fmt"):
+            return {}  # an engine without identity (the tests' scripted one) has no calibration
+        try:
+            cal = auto_calibration(engine, pack)
+        except TriageError as exc:
+            log.warning("stored calibration not used: %s", exc.message)
+            return {}
+        if cal is None or check_options(cal, orderings=options.orderings, prior=options.prior):  # type: ignore[attr-defined]
+            return {}
+        return {"calibrator": cal.apply, "calibration_name": cal.name}
 
     def _is_current(self, submission: int) -> bool:
         return self.current is not None and self.current.id == submission
