@@ -3,11 +3,23 @@
 The file records the model sha256, pack hash and prompt-format version it was
 fitted for; it is applied only where all three match, and refused with a clear
 message otherwise. Fitting lives in :func:`fit_calibration` (see ``triage calibrate``).
+
+Fitting is vector scaling in log space: per criterion, ``z = logp / T + b`` and
+``p = softmax(z)``, with ``T = exp(u)``. The objective is the training NLL plus
+``l2_bias * |b|^2 + l2_log_t * u^2`` (a Gaussian prior toward T = 1, b = 0),
+minimised by damped Newton steps on the few parameters: numpy only.
+
+Fitted files are stored in ``user_dirs().data / "calibrations"`` under a name
+made of the three keys; :func:`find_calibration` finds the one that matches,
+and :func:`auto_calibration` loads it for an engine and pack.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,8 +28,14 @@ import numpy as np
 
 from triage.debias import log_normalize
 from triage.errors import InputError
+from triage.paths import user_dirs
 
 SCHEMA = "triage.calibration/1"
+MIN_PER_OPTION = 5  # fewer gold labels than this for any option: refuse the criterion
+HOLDOUT_FRACTION = 0.25
+HOLDOUT_SALT = "triage-holdout/1"  # not the dev/train split's salt: a different quarter
+L2_BIAS = 0.1  # weak: b lives in the scaled space, where logp / T spans many nats when T << 1
+L2_LOG_T = 0.1  # weak: cyclic readouts are flat, the fitted T is often 0.05-0.2
 
 
 @dataclass
@@ -114,3 +132,323 @@ def load_calibration(path: str | Path, *, engine: Any, pack: Any) -> Calibration
         raise InputError(f"calibration {path} was fitted for another setup: {why}", hint="re-run `triage calibrate` for this model and pack, or leave out --calibration")
     cal._option_ids = {c.id: [o.id for o in c.options] for c in pack.criteria}
     return cal
+
+
+# -- fitting ----------------------------------------------------------------------------
+
+
+@dataclass
+class FitOutcome:
+    """One criterion's fit: parameters, or why it was refused; and the holdout check."""
+
+    criterion: str
+    n: int
+    counts: dict[str, int]
+    temperature: float | None = None
+    bias: dict[str, float] | None = None
+    refused: str | None = None
+    frozen: list[str] = field(default_factory=list)  # options whose bias was held at 0 (too few labels)
+    holdout: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for reports and the calibration file's ``report``."""
+        return {k: v for k, v in self.__dict__.items()}
+
+
+def _objective(theta: np.ndarray, x: np.ndarray, onehot: np.ndarray, w: np.ndarray, free: np.ndarray, l2_bias: float, l2_log_t: float) -> tuple[float, np.ndarray, np.ndarray]:
+    """Penalised NLL, its gradient and Hessian in theta = [u, b_free...]; T = exp(u)."""
+    n, k = x.shape
+    u = theta[0]
+    b = np.zeros(k)
+    b[free] = theta[1:]
+    a = math.exp(-u)
+    z = x * a + b
+    z = z - z.max(axis=1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+    p = np.exp(logp)
+    value = float(-(w * (logp * onehot).sum(axis=1)).sum() + l2_bias * (b**2).sum() + l2_log_t * u * u)
+    r = p - onehot  # dNLL/dz per row
+    ax = a * x  # -dz/du
+    g_b = (w[:, None] * r).sum(axis=0) + 2 * l2_bias * b
+    g_u = float(-(w * (r * ax).sum(axis=1)).sum() + 2 * l2_log_t * u)
+    # Hessian of the NLL in z is diag(p) - p p^T per row.
+    sp = p * ax  # S @ ax = p*ax - p (p.ax)
+    s_ax = sp - p * (p * ax).sum(axis=1, keepdims=True)
+    h_uu = float((w * ((ax * s_ax).sum(axis=1) + (r * ax).sum(axis=1))).sum() + 2 * l2_log_t)
+    h_ub = -(w[:, None] * s_ax).sum(axis=0)
+    h_bb = np.diag((w[:, None] * p).sum(axis=0)) - np.einsum("n,ni,nj->ij", w, p, p) + 2 * l2_bias * np.eye(k)
+    grad = np.concatenate([[g_u], g_b[free]])
+    hess = np.empty((1 + len(free), 1 + len(free)))
+    hess[0, 0] = h_uu
+    hess[0, 1:] = hess[1:, 0] = h_ub[free]
+    hess[1:, 1:] = h_bb[np.ix_(free, free)]
+    return value, grad, hess
+
+
+def fit_vector_scaling(
+    logprobs: np.ndarray,
+    y: Sequence[int],
+    *,
+    l2_bias: float = L2_BIAS,
+    l2_log_t: float = L2_LOG_T,
+    frozen: Sequence[int] = (),
+    weights: np.ndarray | None = None,
+    max_iter: int = 100,
+) -> tuple[float, np.ndarray]:
+    """Fit temperature and per-option biases by penalised maximum likelihood.
+
+    Args:
+        logprobs: (n, k) uncalibrated log-probabilities.
+        y: gold option indices.
+        l2_bias: L2 weight on the biases (toward 0).
+        l2_log_t: L2 weight on log T (toward T = 1).
+        frozen: option indices whose bias stays 0.
+        weights: per-row weights (default 1).
+
+    Returns:
+        (temperature, bias vector of length k).
+    """
+    x = np.asarray(logprobs, dtype=np.float64)
+    n, k = x.shape
+    onehot = np.zeros((n, k))
+    onehot[np.arange(n), np.asarray(y, dtype=int)] = 1.0
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+    free = np.array([i for i in range(k) if i not in set(frozen)], dtype=int)
+    theta = np.zeros(1 + len(free))
+    value, grad, hess = _objective(theta, x, onehot, w, free, l2_bias, l2_log_t)
+    for _ in range(max_iter):
+        # Damped Newton: the u-u term can be indefinite far from the optimum, so add
+        # damping until the system is positive definite, then backtrack on the value.
+        damp = 0.0
+        while True:
+            try:
+                np.linalg.cholesky(hess + damp * np.eye(len(theta)))
+                break
+            except np.linalg.LinAlgError:
+                damp = max(1e-6, damp * 10)
+        step = -np.linalg.solve(hess + damp * np.eye(len(theta)), grad)
+        t = 1.0
+        while True:
+            cand = theta + t * step
+            cv, cg, ch = _objective(cand, x, onehot, w, free, l2_bias, l2_log_t)
+            if cv <= value + 1e-4 * t * float(grad @ step) or t < 1e-8:
+                break
+            t *= 0.5
+        done = abs(value - cv) < 1e-10 * max(1.0, abs(value)) and float(np.max(np.abs(cg))) < 1e-6
+        theta, value, grad, hess = cand, cv, cg, ch
+        if done or float(np.max(np.abs(grad))) < 1e-8:
+            break
+    b = np.zeros(k)
+    b[free] = theta[1:]
+    return math.exp(theta[0]), b
+
+
+def apply_vector_scaling(logprobs: np.ndarray, temperature: float, bias: np.ndarray) -> np.ndarray:
+    """Row-wise ``log_softmax(logp / T + b)`` for an (n, k) array."""
+    z = np.asarray(logprobs, dtype=np.float64) / temperature + bias
+    z = z - z.max(axis=1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+
+
+def _quality(logprobs: np.ndarray, y: Sequence[int], k: int) -> dict[str, float]:
+    from triage.evaluation.metrics import summarize
+
+    s = summarize(logprobs, y, k)
+    return {m: float(s[m]) for m in ("nll", "ece", "balanced_accuracy", "accuracy")}  # type: ignore[arg-type]
+
+
+def fit_criterion(
+    criterion: Any,
+    logprobs: np.ndarray,
+    y: Sequence[int],
+    row_ids: Sequence[str],
+    *,
+    min_per_option: int = MIN_PER_OPTION,
+    rare: str = "refuse",
+    holdout: float = HOLDOUT_FRACTION,
+    l2_bias: float = L2_BIAS,
+    l2_log_t: float = L2_LOG_T,
+    weighting: str = "none",
+) -> FitOutcome:
+    """Fit one criterion, check the fit on a deterministic holdout, then refit on all rows.
+
+    Args:
+        criterion: the pack's criterion (its option ids name the biases).
+        logprobs: (n, k) uncalibrated log-probs (cyclic, or cyclic + prior).
+        y: gold option indices.
+        row_ids: the rows' ids; the holdout is the rows whose id hashes into ``holdout``.
+        min_per_option: fewest gold labels an option needs.
+        rare: ``refuse`` the criterion when an option has fewer, or ``freeze`` those
+            options' biases at 0 and fit the rest.
+        holdout: share of rows held out for the before/after check (0 to skip it).
+        weighting: ``none`` (plain NLL: probabilities match the training class mix) or
+            ``balanced`` (rows weighted by 1 / their class's count: trades calibration on
+            the natural mix for balanced accuracy).
+    """
+    from triage.evaluation.data import split_bucket
+
+    k = len(criterion.options)
+    ids = [o.id for o in criterion.options]
+    y = [int(t) for t in y]
+    counts = {ids[i]: sum(1 for t in y if t == i) for i in range(k)}
+    out = FitOutcome(criterion.id, len(y), counts)
+    short = [o for o, c in counts.items() if c < min_per_option]
+    if short:
+        detail = ", ".join(f"{o} has {counts[o]}" for o in short)
+        if rare != "freeze" or len(short) > k - 2:
+            out.refused = (
+                f"criterion {criterion.id!r} has too few labels to fit: {detail} "
+                f"(need at least {min_per_option} per option)"
+            )
+            return out
+        out.frozen = short
+        out.warnings.append(f"criterion {criterion.id!r}: {detail} label(s) (< {min_per_option}); their biases are held at 0")
+    frozen = [ids.index(o) for o in out.frozen]
+    x = np.asarray(logprobs, dtype=np.float64).reshape(-1, k)
+    if weighting not in ("none", "balanced"):
+        raise ValueError(f"unknown weighting {weighting!r}")
+
+    def weights(ys: list[int]) -> np.ndarray | None:
+        if weighting == "none":
+            return None
+        c = np.bincount(ys, minlength=k).astype(np.float64)
+        return np.array([len(ys) / (k * c[t]) for t in ys])
+
+    if holdout > 0:
+        held = np.array([split_bucket(r, HOLDOUT_SALT) < holdout for r in row_ids])
+        fit_rows = ~held
+        if held.sum() >= 10 and fit_rows.sum() >= 2 * k:
+            y_fit = [y[i] for i in np.flatnonzero(fit_rows)]
+            t_h, b_h = fit_vector_scaling(x[fit_rows], y_fit, l2_bias=l2_bias, l2_log_t=l2_log_t, frozen=frozen, weights=weights(y_fit))
+            yh = [y[i] for i in np.flatnonzero(held)]
+            before = _quality(x[held], yh, k)
+            after = _quality(apply_vector_scaling(x[held], t_h, b_h), yh, k)
+            out.holdout = {"n": int(held.sum()), "fit_n": int(fit_rows.sum()), "before": before, "after": after}
+            if after["nll"] > before["nll"]:
+                out.warnings.append(f"criterion {criterion.id!r}: the fit did not lower NLL on the holdout ({before['nll']:.3f} → {after['nll']:.3f})")
+        else:
+            out.warnings.append(f"criterion {criterion.id!r}: too few rows for a holdout check ({len(y)})")
+    t, b = fit_vector_scaling(x, y, l2_bias=l2_bias, l2_log_t=l2_log_t, frozen=frozen, weights=weights(y))
+    out.temperature = float(t)
+    out.bias = {ids[i]: float(b[i]) for i in range(k)}
+    return out
+
+
+def fit_calibration(
+    pack: Any,
+    logprobs: dict[str, np.ndarray],
+    labels: dict[str, Sequence[int]],
+    row_ids: Sequence[str],
+    *,
+    model_sha256: str,
+    prompt_format: str,
+    orderings: str = "cyclic",
+    prior: bool = False,
+    name: str = "calibration",
+    **fit_kw: Any,
+) -> tuple[Calibration, list[FitOutcome]]:
+    """Fit every criterion of ``pack`` and build the calibration (refused criteria are left out).
+
+    Args:
+        pack: the criteria pack.
+        logprobs: per criterion id, the (n, k) uncalibrated log-probs of the training rows.
+        labels: per criterion id, the gold option indices.
+        row_ids: the training rows' ids (for the deterministic holdout).
+        model_sha256, prompt_format, orderings, prior: what the log-probs came from.
+        fit_kw: passed to :func:`fit_criterion`.
+
+    Returns:
+        (calibration, per-criterion outcomes).
+    """
+    outcomes = [fit_criterion(c, logprobs[c.id], labels[c.id], row_ids, **fit_kw) for c in pack.criteria]
+    crits = {o.criterion: CriterionCalibration(o.temperature, o.bias) for o in outcomes if o.refused is None and o.temperature is not None and o.bias is not None}
+    cal = Calibration(
+        model_sha256, pack.hash, prompt_format, orderings, prior, crits, name=name,
+        report={"n": len(row_ids), "settings": {k: v for k, v in fit_kw.items()}, "criteria": [o.to_dict() for o in outcomes]},
+    )
+    cal._option_ids = {c.id: [o.id for o in c.options] for c in pack.criteria}
+    return cal, outcomes
+
+
+# -- storing and finding ---------------------------------------------------------------
+
+
+def calibrations_dir() -> Path:
+    """Where fitted calibrations are kept: ``user_dirs().data / "calibrations"``."""
+    return user_dirs().data / "calibrations"
+
+
+def stored_name(model_sha256: str, pack_hash: str, prompt_format: str) -> str:
+    """The file name a calibration for these three keys is stored under."""
+    fmt = prompt_format.replace("/", "_").replace(":", "_").replace("+", "_")
+    return f"{model_sha256[:16]}-{pack_hash}-{fmt}.json"
+
+
+def write_calibration(cal: Calibration, path: str | Path) -> Path:
+    """Write ``cal`` as JSON, atomically (temp file, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(_finite(cal.to_dict()), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def _finite(value: Any) -> Any:
+    """NaN and infinities are not JSON: null instead (they occur in a report on a tiny holdout)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def store_calibration(cal: Calibration) -> Path:
+    """Save ``cal`` in :func:`calibrations_dir` under :func:`stored_name` (replacing an older one)."""
+    return write_calibration(cal, calibrations_dir() / stored_name(cal.model_sha256, cal.pack_hash, cal.prompt_format))
+
+
+def find_calibration(model_sha256: str, pack_hash: str, prompt_format: str) -> Path | None:
+    """The stored calibration fitted for exactly this model, pack and prompt format, or None.
+
+    Looks first for the file :func:`store_calibration` writes, then at any other
+    ``*.json`` in :func:`calibrations_dir` (newest first) whose three keys match.
+    Files that cannot be read are passed over.
+    """
+    folder = calibrations_dir()
+    if not folder.is_dir():
+        return None
+    preferred = folder / stored_name(model_sha256, pack_hash, prompt_format)
+    others = sorted((p for p in folder.glob("*.json") if p != preferred), key=lambda p: p.stat().st_mtime, reverse=True)
+    for path in ([preferred] if preferred.is_file() else []) + others:
+        try:
+            cal = read_calibration(path)
+        except InputError:
+            continue
+        if check_match(cal, model_sha256=model_sha256, pack_hash=pack_hash, prompt_format=prompt_format) is None:
+            return path
+    return None
+
+
+def auto_calibration(engine: Any, pack: Any) -> Calibration | None:
+    """The stored calibration for this engine and pack, loaded and checked, or None.
+
+    What ``triage score`` and the TUI call when no ``--calibration`` is given.
+    The caller should score with ``cal.orderings`` and ``cal.prior`` (see
+    :func:`check_options`), since the fit was made on those log-probs.
+    """
+    path = find_calibration(engine.sha256, pack.hash, engine.fmt.id)
+    return load_calibration(path, engine=engine, pack=pack) if path else None
+
+
+def check_options(cal: Calibration, *, orderings: str, prior: bool) -> str | None:
+    """Why ``cal`` does not fit these scoring options (it was fitted on other log-probs), or None."""
+    problems = []
+    if cal.orderings != orderings:
+        problems.append(f"fitted on orderings={cal.orderings}, scoring with orderings={orderings}")
+    if cal.prior != prior:
+        problems.append(f"fitted {'with' if cal.prior else 'without'} the prior, scoring {'with' if prior else 'without'} it")
+    return "; ".join(problems) or None

@@ -103,7 +103,7 @@ def _looks_jsonl(file: str | None, text: str) -> bool:
 
 
 def _jsonl_rows(text: str) -> Iterator[Row]:
-    for n, line in enumerate(text.splitlines(), 1):
+    for n, line in enumerate(text.split("\n"), 1):  # not splitlines(): U+2028 may sit inside a JSON string
         if not line.strip():
             continue
         try:

@@ -1,0 +1,73 @@
+"""Print the markdown tables of docs/quality.md from bench/quality/results/*.json.
+
+  python bench/quality/table.py air-default cfpb-default issue-default      # main table
+  python bench/quality/table.py --levers air-default-40 air-plain air-v2 air-v2-fewshot   # one line per run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+RESULTS = Path(__file__).parent / "results"
+VARIANTS = ("raw", "cyclic", "cyclic+prior", "calibrated", "raw+calibrated")
+
+
+def f(v: float | None, spec: str = ".3f") -> str:
+    return "–" if v is None else format(v, spec)
+
+
+def row(name: str, m: dict | None) -> str:
+    if m is None:
+        return f"| {name} | – | – | – | – | – | – | – | – |"
+    ci = m.get("balanced_accuracy_ci95") or [None, None]
+    return (
+        f"| {name} | {f(m['accuracy'])} | **{f(m['balanced_accuracy'])}** ({f(ci[0], '.2f')}–{f(ci[1], '.2f')}) | "
+        f"{f(m['macro_f1'])} | {f(m['ece'])} | {f(m.get('ece_floor'))} | {f(m.get('brier'))} | {f(m.get('nll'))} | "
+        f"{f(m.get('flip_rate'), '.0%') if 'flip_rate' in m else ''} |"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("names", nargs="+")
+    ap.add_argument("--levers", action="store_true", help="one line per run: its cyclic+prior and calibrated figures")
+    args = ap.parse_args()
+    head = "| variant | accuracy | balanced accuracy (95% CI) | macro-F1 | ECE | ECE floor | Brier | NLL | flips |\n|---|---|---|---|---|---|---|---|---|"
+    if args.levers:
+        print("| run | pack | prompt | dev n | flips | cyclic+prior bal acc | calibrated bal acc | calibrated ECE (floor) | calibrated NLL | raw+calibrated bal acc | raw+calibrated NLL |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for name in args.names:
+            r = json.loads((RESULTS / f"{name}.json").read_text())
+            for c in r["criteria"]:
+                v = c["variants"]
+                cal, raw = v.get("calibrated"), v.get("raw+calibrated")
+                print(
+                    f"| {name} | {r['pack']['name']} | {r['prompt_format'].split(':')[1]} | {c['n']} | {f(v['cyclic']['flip_rate'], '.0%')} | "
+                    f"{f(v['cyclic+prior']['balanced_accuracy'])} | {f(cal and cal['balanced_accuracy'])} | "
+                    f"{f(cal and cal['ece'])} ({f(cal and cal['ece_floor'])}) | {f(cal and cal['nll'])} | "
+                    f"{f(raw and raw['balanced_accuracy'])} | {f(raw and raw['nll'])} |"
+                )
+        return
+    for name in args.names:
+        r = json.loads((RESULTS / f"{name}.json").read_text())
+        for c in r["criteria"]:
+            n_train = (r.get("train") or {}).get("rows_used")
+            print(f"\n**{name}** · {r['pack']['name']} · `{c['id']}` · dev n={c['n']}, train n={n_train} · "
+                  f"{r['prompt_format']} · n_ctx {r['n_ctx']} · cut {r['tickets']['cut']} dev tickets\n")
+            print(head)
+            for v in VARIANTS:
+                print(row(v, c["variants"].get(v)))
+            print(row("TF-IDF + logreg baseline", c.get("baseline")))
+            for label, key in (("calibrated", "calibration"), ("raw+calibrated", "calibration_raw")):
+                cal = c.get(key) or {}
+                if "refused" in cal:
+                    print(f"\n{label}: refused — {cal['refused']}")
+                elif cal:
+                    bias = ", ".join(f"{o} {b:+.2f}" for o, b in cal["bias"].items())
+                    print(f"\n{label}: T = {cal['temperature']:.3f}; bias {bias}")
+
+
+if __name__ == "__main__":
+    main()

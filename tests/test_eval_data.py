@@ -1,0 +1,181 @@
+"""Labelled rows, bad rows, the id-hash split, the readout cache, and the report from fake readouts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from triage import debias
+from triage.errors import InputError
+from triage.evaluation.cache import CacheKey, Outcome, ReadoutCache
+from triage.evaluation.data import read_labelled, split_by_id, write_jsonl
+from triage.evaluation.runner import CalibrationPlan, Scorer, build_report, score_rows
+from triage.pack import parse_pack
+from triage.result import TicketResult, Timing, Tokens
+from triage.ticket import make_ticket
+
+PACK = parse_pack({
+    "criterion": [
+        {"id": "mood", "question": "Mood?", "options": [{"id": "bad", "label": "Bad"}, {"id": "good", "label": "Good"}]},
+    ],
+})
+
+
+def write(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_bad_rows_are_named_and_counted(tmp_path: Path) -> None:
+    f = write(tmp_path / "t.jsonl", [
+        json.dumps({"id": "a", "text": "fine", "labels": {"mood": "good"}}),
+        "[1, 2]",
+        "{broken",
+        json.dumps({"id": "b", "text": "meh", "labels": {}}),
+        json.dumps({"id": "c", "text": "meh", "labels": {"mood": "awful"}}),
+        json.dumps({"id": "d", "labels": {"mood": "bad"}}),
+        json.dumps({"id": "e", "text": "  ", "labels": {"mood": "bad"}}),
+        "",
+        json.dumps({"id": "f", "text": "line\u2028separator inside", "labels": {"mood": "bad", "extra": "x"}}),
+    ])
+    s = read_labelled(f, PACK)
+    assert [r.id for r in s.rows] == ["a", "f"]
+    msgs = {b.line: b.message for b in s.bad}
+    assert set(msgs) == {2, 3, 4, 5, 6, 7}
+    assert "line 2" in msgs[2] and "expected a JSON object" in msgs[2] and "got list" in msgs[2]
+    assert "not valid JSON" in msgs[3]
+    assert "no label for criterion 'mood'" in msgs[4] and "(id b)" in msgs[4]
+    assert "'awful' is not an option of 'mood'" in msgs[5] and "bad, good" in msgs[5]
+    assert "field 'text'" in msgs[6]
+    assert "empty" in msgs[7]
+    assert s.ignored_criteria == {"extra": 1}
+    assert "\u2028" in s.rows[1].ticket.text  # U+2028 inside a JSON string is not a line break
+
+
+def test_no_usable_rows(tmp_path: Path) -> None:
+    f = write(tmp_path / "t.jsonl", ["42"])
+    with pytest.raises(InputError, match="no usable labelled rows.*line 1"):
+        read_labelled(f, PACK)
+    with pytest.raises(InputError, match="does not exist"):
+        read_labelled(tmp_path / "missing.jsonl", PACK)
+
+
+def test_split_is_by_id_and_stable(tmp_path: Path) -> None:
+    rows = [json.dumps({"id": f"r{i}", "text": f"text {i}", "labels": {"mood": "bad" if i % 2 else "good"}}) for i in range(200)]
+    a = read_labelled(write(tmp_path / "a.jsonl", rows), PACK)
+    b = read_labelled(write(tmp_path / "b.jsonl", rows[::-1]), PACK)
+    dev_a, train_a = split_by_id(a, 0.5)
+    dev_b, train_b = split_by_id(b, 0.5)
+    assert {r.id for r in train_a.rows} == {r.id for r in train_b.rows}
+    assert 70 < len(train_a.rows) < 130 and len(dev_a.rows) + len(train_a.rows) == 200
+    assert [r.id for r in dev_a.limit(3).rows] == [r.id for r in dev_a.rows[:3]]
+    write_jsonl(train_a.rows, tmp_path / "out" / "train.jsonl")
+    back = read_labelled(tmp_path / "out" / "train.jsonl", PACK)
+    assert [r.id for r in back.rows] == [r.id for r in train_a.rows]
+    with pytest.raises(InputError, match="between 0 and 1"):
+        split_by_id(a, 1.5)
+
+
+def test_cache_round_trip_and_keys(tmp_path: Path) -> None:
+    key = CacheKey("m" * 64, "packhash", "triage-prompt/1:chat", 1024, "cyclic")
+    lp = np.log(np.array([0.3, 0.7]))
+    out = Outcome({"mood": [((0, 1), lp, 0.9), ((1, 0), lp[::-1].copy(), 0.8)]}, ["ticket shortened to fit"], 12.5)
+    with ReadoutCache(tmp_path / "c.sqlite3") as cache:
+        assert cache.get(key, "t1") is None
+        cache.put(key, "t1", out)
+    with ReadoutCache(tmp_path / "c.sqlite3") as cache:  # survives a reopen
+        back = cache.get(key, "t1")
+        assert back is not None and back.cut
+        assert back.readouts["mood"][1][0] == (1, 0)
+        np.testing.assert_array_equal(back.readouts["mood"][0][1], lp)  # exact floats
+        assert cache.get(CacheKey("m" * 64, "packhash", "triage-prompt/1:chat", 512, "cyclic"), "t1") is None
+        assert cache.get(CacheKey("m" * 64, "otherpack", "triage-prompt/1:chat", 1024, "cyclic"), "t1") is None
+        assert (cache.hits, cache.misses) == (1, 2)
+
+
+class FakeEngine:
+    """Stands in for Engine.raw_readouts: 'bad' tickets contain 'awful'; letter A is favoured."""
+
+    sha256 = "f" * 64
+    n_ctx = 1024
+    fmt = type("F", (), {"id": "triage-prompt/1:chat"})()
+    model_info = {"name": "fake"}
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def raw_readouts(self, ticket, pack, options):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        content = np.array([2.0, 0.0]) if "awful" in ticket.text else np.array([0.0, 1.0])
+        reads = {}
+        for crit in pack.criteria:
+            reads[crit.id] = []
+            for order in debias.orders_for(len(crit.options), options.orderings):
+                logits = np.array([1.5, 0.0]) + content[list(order)]  # position A bias
+                reads[crit.id].append((order, debias.log_normalize(logits), 0.9))
+        result = TicketResult(ticket.id, ticket.sha256, {}, {}, "", "serial", "cyclic", False, [], Timing(), Tokens(), [])
+        return result, reads
+
+
+def test_scorer_caches_and_report_has_every_variant(tmp_path: Path) -> None:
+    texts = [("awful service", "bad"), ("great, thanks", "good"), ("awful delay", "bad"), ("lovely crew", "good")] * 4
+    rows = [json.dumps({"id": f"r{i}", "text": f"{t} {i}", "labels": {"mood": m}}) for i, (t, m) in enumerate(texts)]
+    s = read_labelled(write(tmp_path / "t.jsonl", rows), PACK)
+    engine = FakeEngine()
+    with ReadoutCache(tmp_path / "c.sqlite3") as cache:
+        scorer = Scorer(engine, PACK, cache)
+        first = score_rows(scorer, s.rows)
+        assert engine.calls == 16 and cache.misses == 16 and cache.hits == 0
+        again = score_rows(scorer, s.rows)
+        assert engine.calls == 16 and cache.hits == 16  # nothing scored twice
+        prior = scorer.prior()
+    assert len(again.rows) == 16
+    report, fitted = build_report(
+        PACK, first, prior=prior,
+        plan=CalibrationPlan(train=again, fit_kw={"min_per_option": 5, "holdout": 0}),
+        baseline=False, engine_info={"model_sha256": engine.sha256, "prompt_format": engine.fmt.id},
+    )
+    crit = report["criteria"][0]
+    assert set(crit["variants"]) == {"raw", "cyclic", "cyclic+prior", "calibrated", "raw+calibrated"}
+    # The position bias fools the pack order on 'good' rows only; rotations fix it.
+    assert crit["variants"]["cyclic"]["accuracy"] == 1.0
+    assert crit["variants"]["raw"]["confusion"] == [[8, 0], [8, 0]]
+    assert crit["variants"]["cyclic"]["flip_rate"] == pytest.approx(0.5)
+    assert crit["variants"]["cyclic"]["coverage"] == pytest.approx(0.9)
+    # A bias fitted on the pack-order readout alone also removes the position lean.
+    assert crit["variants"]["raw+calibrated"]["accuracy"] == 1.0
+    assert crit["calibration_raw"]["base"] == "raw"
+    assert fitted is not None and crit["calibration"]["temperature"] > 0
+    assert crit["label_counts"] == {"bad": 8, "good": 8}
+
+
+def test_baseline_on_the_training_labels(tmp_path: Path) -> None:
+    pytest.importorskip("sklearn")
+    from triage.evaluation.baseline import fit_predict
+
+    train = ["awful awful", "bad awful", "great", "great lovely"] * 3
+    y = [0, 0, 1, 1] * 3
+    lp = fit_predict(train, y, ["awful day", "lovely day"], 2)
+    assert lp.shape == (2, 2)
+    assert np.argmax(lp[0]) == 0 and np.argmax(lp[1]) == 1
+    np.testing.assert_allclose(np.exp(lp).sum(axis=1), 1.0, atol=1e-9)
+
+
+def test_make_ticket_hash_is_the_cache_key() -> None:
+    assert make_ticket("same text", "a").sha256 == make_ticket("same text", "b").sha256
+
+
+def test_baseline_without_scikit_learn_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from triage.errors import TriageError
+    from triage.evaluation.baseline import fit_predict
+
+    monkeypatch.setitem(sys.modules, "sklearn", None)  # import sklearn now raises ImportError
+    monkeypatch.setitem(sys.modules, "sklearn.feature_extraction.text", None)
+    with pytest.raises(TriageError, match="needs scikit-learn") as err:
+        fit_predict(["a", "b"], [0, 1], ["a"], 2)
+    assert "eval extra" in (err.value.hint or "")

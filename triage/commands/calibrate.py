@@ -1,0 +1,120 @@
+"""``triage calibrate``: fit a per-criterion temperature and option biases on labelled tickets."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+NAME = "calibrate"
+ORDER = 45
+HELP = "fit a calibration (temperature + option biases) on labelled tickets"
+DESCRIPTION = """\
+Score labelled tickets (JSON Lines: {"id", "text", "labels": {criterion: option}})
+with every cyclic option ordering and fit, per criterion, a temperature T and a
+bias per option on the combined log-probs: p = softmax(logp / T + b). The fit is
+regularised toward T = 1, b = 0 (L2 on log T and on b). With --prior it sits on
+the prior-corrected log-probs; with --orderings none on the pack-order readout
+alone (for `triage score --orderings none`: one tail per criterion).
+
+A criterion with fewer than --min-per-option gold labels for some option is
+refused and named (or, with --rare-options freeze, fitted with those options'
+biases held at 0). A quarter of the rows (by id hash) is held out first to
+check that the fit helps (NLL, ECE, balanced accuracy before and after); the
+saved fit then uses all rows.
+
+The file records the model sha256, pack hash and prompt format; it is written
+to -o and also stored in the user data dir (calibrations/), from where `triage
+score`, the TUI and `triage eval` apply it when all three match. Readouts are
+shared with `triage eval`'s cache: tickets it scored are not scored again.
+
+examples:
+  triage calibrate train.jsonl --pack criteria.toml -o cal.json
+  triage calibrate train.jsonl --pack criteria.toml --prior -o cal.json"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from triage.cli import add_model_options
+
+    p.add_argument("train", metavar="TRAIN.jsonl", help="labelled tickets to fit on")
+    add_model_options(p)
+    p.set_defaults(n_ctx=1024)
+    p.add_argument("--pack", metavar="CRITERIA.toml", help="criteria pack (default: the built-in support pack)")
+    p.add_argument("-o", "--output", metavar="CAL.json", help="write the calibration here (it is also stored in the user data dir)")
+    p.add_argument("--prior", action="store_true", help="fit on cyclic+prior log-probs (score must then run with --prior)")
+    p.add_argument("--orderings", choices=("cyclic", "none"), default="cyclic", help="fit for scoring with every rotation (default) or the pack order only")
+    p.add_argument("--limit", type=int, metavar="N", help="fit on the first N usable rows only")
+    p.add_argument("--prompt", choices=("auto", "chat", "plain"), default="auto", help="prompt format (default: from the model's chat template)")
+    p.add_argument("--min-per-option", type=int, default=None, metavar="N", help="fewest gold labels per option to fit a criterion (default 5)")
+    p.add_argument("--rare-options", choices=("refuse", "freeze"), default="refuse", help="an option below --min-per-option: refuse the criterion (default), or hold its bias at 0")
+    p.add_argument("--weighting", choices=("none", "balanced"), default="none", help="objective: plain NLL (default) or class-balanced NLL (favours balanced accuracy over calibration)")
+    p.add_argument("--holdout", type=float, default=None, metavar="F", help="share of rows held out to check the fit (default 0.25; 0 to skip)")
+    p.add_argument("--no-store", action="store_true", help="do not store the result in the user data dir")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from triage import calibrate as cal_mod
+    from triage.errors import InputError
+    from triage.evaluation.data import read_labelled
+    from triage.evaluation.runner import gold
+    from triage.evaluation.session import report_bad, score_sets
+    from triage.evaluation.variants import readings
+    from triage.loader import load_engine
+    from triage.pack import resolve_pack
+
+    # A report piped to a file or a log is read later: do not squeeze it into 80 columns.
+    # soft_wrap: messages stay one line each (grep-able); tables still fit the width.
+    out = Console(width=None if sys.stdout.isatty() else 150, soft_wrap=True)
+    err = Console(stderr=True, width=None if sys.stderr.isatty() else 150, soft_wrap=True)
+    if not args.output and args.no_store:
+        raise InputError("with --no-store, give -o CAL.json: the fit would go nowhere")
+    if args.prior and args.orderings == "none":
+        raise InputError("--prior is fitted on cyclic log-probs; leave it out with --orderings none")
+    holdout = cal_mod.HOLDOUT_FRACTION if args.holdout is None else args.holdout
+    if not 0 <= holdout < 1:
+        raise InputError(f"--holdout wants a share between 0 and 1, got {holdout}")
+    pack = resolve_pack(args.pack)
+    rows = read_labelled(args.train, pack)
+    report_bad(rows, err)
+    rows = rows.limit(args.limit)
+    engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: err.print(f"triage: {m}", markup=False))
+    with engine:
+        run_ = score_sets(engine, pack, [("train", rows.rows)], err)
+        scored = run_.sets[0]
+        if not scored.rows:
+            raise InputError(f"no row of {args.train} could be scored")
+        base = {c.id: readings(c, scored.outcomes, run_.prior).base(args.prior, args.orderings) for c in pack.criteria}
+        cal, outcomes = cal_mod.fit_calibration(
+            pack, base, {c.id: gold(scored.rows, c) for c in pack.criteria}, [r.id for r in scored.rows],
+            model_sha256=engine.sha256, prompt_format=engine.fmt.id, orderings=args.orderings, prior=args.prior,
+            name=Path(args.output).name if args.output else "calibration",
+            min_per_option=args.min_per_option or cal_mod.MIN_PER_OPTION, rare=args.rare_options, holdout=holdout, weighting=args.weighting,
+        )
+        cal.report.update({"train": str(args.train), "n_ctx": engine.n_ctx, "model": engine.name, "cut": scored.cut})
+    err.print(f"cache: {run_.hits} hit(s), {run_.misses} scored · {scored.cut} ticket(s) cut to fit the {engine.n_ctx}-token context", markup=False, highlight=False)
+    for o in outcomes:
+        if o.refused:
+            err.print(f"triage: refused: {o.refused}", style="yellow", markup=False)
+            continue
+        bias = ", ".join(f"{k} {v:+.2f}" for k, v in (o.bias or {}).items())
+        out.print(f"{o.criterion}: n={o.n}  T={o.temperature:.3f}  bias {bias}", markup=False, highlight=False)
+        if o.holdout:
+            b, a = o.holdout["before"], o.holdout["after"]
+            out.print(
+                f"  holdout n={o.holdout['n']} (fit on {o.holdout['fit_n']}): NLL {b['nll']:.3f} → {a['nll']:.3f} · "
+                f"ECE {b['ece']:.3f} → {a['ece']:.3f} · balanced acc {b['balanced_accuracy']:.3f} → {a['balanced_accuracy']:.3f}",
+                markup=False, highlight=False,
+            )
+        for w in o.warnings:
+            err.print(f"triage: warning: {w}", style="yellow", markup=False)
+    if not cal.criteria:
+        raise InputError("no criterion could be fitted; nothing written", hint="label more rows per option, or pass --rare-options freeze")
+    if args.output:
+        cal_mod.write_calibration(cal, args.output)
+        out.print(f"wrote {args.output}", markup=False)
+    if not args.no_store:
+        path = cal_mod.store_calibration(cal)
+        out.print(f"stored {path} (applied automatically for this model, pack and prompt format)", markup=False)
+    return 1 if any(o.refused for o in outcomes) else 0

@@ -1,0 +1,160 @@
+"""``triage eval``: measure decision quality on labelled tickets, every debiasing variant side by side."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+NAME = "eval"
+ORDER = 40
+HELP = "measure accuracy and calibration on labelled tickets (raw, cyclic, prior, calibrated, baseline)"
+DESCRIPTION = """\
+Score labelled tickets (JSON Lines: {"id", "text", "labels": {criterion: option}})
+against a criteria pack and report, per criterion and variant: accuracy, balanced
+accuracy, macro-F1, ECE (15 bins), Brier, NLL, the order-flip rate, mean
+coverage and the confusion matrix.
+
+Every ticket is scored once, with every cyclic option ordering; the variants
+are read from that one pass:
+  raw           the pack-order readout alone
+  cyclic        all rotations combined
+  cyclic+prior  cyclic, with the content-free ("N/A" ticket) prior divided out
+  calibrated    a temperature and option biases fitted on --train (or --split)
+                over cyclic (--prior: cyclic+prior), or a stored calibration
+                that matches the model, pack and prompt format
+  raw+calibrated  the same fit over the pack-order readout alone (what
+                `score --orderings none` with a calibration would give)
+  baseline      TF-IDF + logistic regression (balanced) on the same training
+                labels (needs scikit-learn: the `eval` extra)
+
+Readouts are cached per (model, pack, prompt format, context size, ticket) in
+the user cache dir, so a re-run does not score again. Eval's default context
+is 1024 tokens: a longer ticket has its middle cut, and the cut count is shown.
+
+--split F makes a dev/train split from TICKETS alone: a row trains when
+sha256("triage-split/1:" + id) read as a fraction of 2^64 is below F. The
+split depends only on the ids, not on the file order. --save-split DIR writes
+DIR/dev.jsonl and DIR/train.jsonl and exits.
+
+examples:
+  triage eval dev.jsonl --pack criteria.toml --train train.jsonl --json out.json
+  triage eval tickets.jsonl --pack criteria.toml --split 0.5 --limit 100"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from triage.cli import add_model_options
+
+    p.add_argument("tickets", metavar="TICKETS.jsonl", help="labelled tickets to evaluate on")
+    add_model_options(p)
+    p.set_defaults(n_ctx=1024)
+    p.add_argument("--pack", metavar="CRITERIA.toml", help="criteria pack (default: the built-in support pack)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--train", metavar="TRAIN.jsonl", help="labelled tickets to fit the calibration and the baseline on")
+    src.add_argument("--split", type=float, metavar="F", help="hold the share F of TICKETS (by id hash) out as training rows")
+    p.add_argument("--save-split", metavar="DIR", help="with --split: write DIR/dev.jsonl and DIR/train.jsonl, then exit")
+    p.add_argument("--limit", type=int, metavar="N", help="evaluate the first N usable rows only (file order)")
+    p.add_argument("--train-limit", type=int, metavar="N", help="train on the first N usable training rows (default: --limit)")
+    p.add_argument("--prompt", choices=("auto", "chat", "plain"), default="auto", help="prompt format (default: from the model's chat template)")
+    p.add_argument("--prior", action="store_true", help="fit the calibration on cyclic+prior rather than cyclic log-probs")
+    p.add_argument("--calibration", metavar="CAL.json", help="apply this calibration file (without --train)")
+    p.add_argument("--no-calibration", action="store_true", help="do not apply a stored calibration automatically")
+    p.add_argument("--min-per-option", type=int, default=None, metavar="N", help="fewest training labels per option to fit a criterion (default 5)")
+    p.add_argument("--rare-options", choices=("refuse", "freeze"), default="refuse", help="an option below --min-per-option: refuse the criterion (default), or hold its bias at 0")
+    p.add_argument("--cal-weighting", choices=("none", "balanced"), default="none", help="calibration objective: plain NLL (default) or class-balanced NLL")
+    p.add_argument("--no-baseline", action="store_true", help="skip the TF-IDF baseline")
+    p.add_argument("--confusion", action="store_true", help="print the confusion matrix of every variant (default: the last one)")
+    p.add_argument("--json", dest="json_path", metavar="PATH", help="also write the report as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    import time
+
+    from rich.console import Console
+
+    from triage.calibrate import MIN_PER_OPTION, auto_calibration, load_calibration
+    from triage.errors import InputError
+    from triage.evaluation.data import read_labelled, split_by_id, write_jsonl
+    from triage.evaluation.report import print_report, write_json
+    from triage.evaluation.runner import ORDERINGS, CalibrationPlan, build_report, set_summary
+    from triage.evaluation.session import report_bad, score_sets
+    from triage.loader import load_engine
+    from triage.pack import resolve_pack
+
+    # A report piped to a file or a log is read later: do not squeeze it into 80 columns.
+    # soft_wrap: messages stay one line each (grep-able); tables still fit the width.
+    out = Console(width=None if sys.stdout.isatty() else 150, soft_wrap=True)
+    err = Console(stderr=True, width=None if sys.stderr.isatty() else 150, soft_wrap=True)
+    if args.calibration and (args.train or args.split):
+        raise InputError("--calibration applies a fitted file; leave out --train/--split, or leave out --calibration")
+    if args.save_split and args.split is None:
+        raise InputError("--save-split needs --split F")
+    pack = resolve_pack(args.pack)
+    tickets = read_labelled(args.tickets, pack)
+    report_bad(tickets, err)
+    train = None
+    if args.split is not None:
+        tickets, train = split_by_id(tickets, args.split)
+        if args.save_split:
+            folder = Path(args.save_split)
+            write_jsonl(tickets.rows, folder / "dev.jsonl")
+            write_jsonl(train.rows, folder / "train.jsonl")
+            out.print(f"wrote {len(tickets.rows)} dev rows to {folder / 'dev.jsonl'} and {len(train.rows)} training rows to {folder / 'train.jsonl'}")
+            return 0
+    elif args.train:
+        train = read_labelled(args.train, pack)
+        report_bad(train, err)
+    dev = tickets.limit(args.limit)
+    train_limit = args.train_limit if args.train_limit is not None else args.limit
+    train = train.limit(train_limit) if train is not None else None
+
+    engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: err.print(f"triage: {m}", markup=False))
+    with engine:
+        plan = CalibrationPlan(prior=args.prior, fit_kw={"min_per_option": args.min_per_option or MIN_PER_OPTION, "rare": args.rare_options, "weighting": args.cal_weighting})
+        if args.calibration:
+            plan.stored = load_calibration(args.calibration, engine=engine, pack=pack)
+            plan.stored_path = str(args.calibration)
+        elif train is None and not args.no_calibration:
+            plan.stored = auto_calibration(engine, pack)
+            plan.stored_path = plan.stored.name if plan.stored else None
+        if plan.stored is not None:
+            # Eval has every base a calibration can sit on (raw, cyclic, cyclic+prior) from its one pass.
+            if plan.stored.orderings not in (ORDERINGS, "none"):
+                raise InputError(f"calibration {plan.stored_path} was fitted on orderings={plan.stored.orderings}, which eval does not read")
+            err.print(f"triage: applying calibration {plan.stored_path}", markup=False)
+        parts = [("dev", dev.rows)] + ([("train", train.rows)] if train is not None else [])
+        t0 = time.perf_counter()
+        run_ = score_sets(engine, pack, parts, err)
+        wall = time.perf_counter() - t0
+        dev_scored = run_.sets[0]
+        plan.train = run_.sets[1] if train is not None else None
+        report, _ = build_report(
+            pack, dev_scored, prior=run_.prior, plan=plan, baseline=not args.no_baseline,
+            engine_info={"model_sha256": engine.sha256, "prompt_format": engine.fmt.id},
+        )
+        report.update({
+            "model": engine.model_info,
+            "prompt_format": engine.fmt.id,
+            "n_ctx": engine.n_ctx,
+            "tickets": set_summary(tickets, dev_scored, args.limit),
+            "train": set_summary(train, plan.train, train_limit) if train is not None and plan.train is not None else None,
+            "split": args.split,
+            "calibration_settings": {"prior": args.prior, **plan.fit_kw} if train is not None else {"stored": plan.stored_path},
+            "cache": {"hits": run_.hits, "scored": run_.misses, "path": run_.cache_path},
+            "timing": {"wall_s": round(wall, 2), "scoring_s": round(run_.scored_s, 2)},
+        })
+    report = {"schema": report.pop("schema"), **report}
+    err.print(
+        f"cache: {run_.hits} hit(s), {run_.misses} scored ({run_.scored_s:.0f} s of scoring) · "
+        f"{dev_scored.cut} dev ticket(s) cut to fit the {engine.n_ctx}-token context"
+        + (f", {plan.train.cut} training" if plan.train is not None else ""),
+        markup=False, highlight=False,
+    )
+    head = f"{engine.name} · {engine.fmt.id} · pack {pack.name} {pack.hash} · n_ctx {engine.n_ctx}"
+    out.print(head, style="bold", markup=False, highlight=False)
+    print_report(report, out, confusion=args.confusion)
+    if args.json_path:
+        write_json(report, args.json_path)
+        err.print(f"triage: wrote {args.json_path}", markup=False)
+    skipped = report["tickets"]["skipped"] + (report["train"]["skipped"] if report.get("train") else 0)
+    return 1 if skipped and not dev_scored.rows else 0

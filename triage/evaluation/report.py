@@ -1,0 +1,113 @@
+"""The eval report on a terminal (Rich) and as JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+COLUMNS = (
+    ("n", "n", "{:d}"),
+    ("accuracy", "acc", "{:.3f}"),
+    ("balanced_accuracy", "bal acc", "{:.3f}"),
+    ("balanced_accuracy_ci95", "bal acc 95% CI", "ci"),
+    ("macro_f1", "macro-F1", "{:.3f}"),
+    ("ece", "ECE", "{:.3f}"),
+    ("ece_floor", "ECE floor", "{:.3f}"),
+    ("brier", "Brier", "{:.3f}"),
+    ("nll", "NLL", "{:.3f}"),
+    ("flip_rate", "flips", "{:.0%}"),
+    ("coverage", "coverage", "{:.0%}"),
+)
+
+
+def _fmt(value: Any, spec: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    if spec == "ci":
+        return "–" if any(v is None or math.isnan(v) for v in value) else f"{value[0]:.2f}–{value[1]:.2f}"
+    return spec.format(value)
+
+
+def print_report(report: dict[str, Any], console: Console, *, confusion: bool = False) -> None:
+    """One table per criterion: a row per variant and the baseline; then confusion matrices."""
+    for crit in report["criteria"]:
+        counts = ", ".join(f"{o} {n}" for o, n in crit["label_counts"].items())
+        table = Table(title=f"{crit['id']} · n={crit['n']} · gold: {counts}", title_justify="left")
+        table.add_column("variant", style="bold", no_wrap=True)
+        for _, head, _ in COLUMNS:
+            table.add_column(head, justify="right")
+        best = max((v["balanced_accuracy"] for v in crit["variants"].values() if not math.isnan(v["balanced_accuracy"])), default=None)
+        for name, m in crit["variants"].items():
+            style = "green" if best is not None and m["balanced_accuracy"] == best else ""
+            table.add_row(name, *[_fmt(m.get(key), spec) for key, _, spec in COLUMNS], style=style)
+        base = crit.get("baseline")
+        if base and "error" not in base:
+            cells = [_fmt(base.get(key), spec) if key not in ("flip_rate", "coverage") else "" for key, _, spec in COLUMNS]
+            table.add_row(f"baseline (train n={base['train_n']})", *cells, style="cyan")
+        console.print(table)
+        for label, key in (("calibrated", "calibration"), ("raw+calibrated", "calibration_raw")):
+            _print_calibration(label, crit.get(key), console)
+        if base and "error" in base:
+            console.print(f"baseline: {base['error']}", style="yellow")
+        shown = crit["variants"].items() if confusion else [(n, m) for n, m in crit["variants"].items() if n in ("calibrated", "cyclic+prior")][-1:]
+        for name, m in shown:
+            print_confusion(crit["options"], m["confusion"], f"{crit['id']} · {name} · rows gold, columns predicted", console)
+
+
+def _print_calibration(label: str, cal: dict[str, Any] | None, console: Console) -> None:
+    """One calibration's parameters and holdout check, or why it was refused."""
+    if not cal:
+        return
+    if "refused" in cal:
+        console.print(f"{label}: refused: {cal['refused']}", style="yellow", markup=False)
+        return
+    bias = ", ".join(f"{o} {b:+.2f}" for o, b in cal["bias"].items())
+    console.print(f"{label} ({cal['base']} base, {cal['source']}): T={cal['temperature']:.2f}; bias {bias}", style="dim", markup=False)
+    h = cal.get("holdout")
+    if h:
+        b, a = h["before"], h["after"]
+        console.print(
+            f"  train holdout n={h['n']}: NLL {b['nll']:.3f}→{a['nll']:.3f} · ECE {b['ece']:.3f}→{a['ece']:.3f} · "
+            f"bal acc {b['balanced_accuracy']:.3f}→{a['balanced_accuracy']:.3f}",
+            style="dim",
+        )
+    for w in cal.get("warnings", []):
+        console.print(f"  warning: {w}", style="yellow", markup=False)
+
+
+def print_confusion(options: list[str], matrix: list[list[int]], title: str, console: Console) -> None:
+    """A confusion matrix with gold options as rows and predictions as columns."""
+    table = Table(title=title, title_justify="left", title_style="dim")
+    table.add_column("gold \\ pred")
+    for o in options:
+        table.add_column(o, justify="right")
+    for o, row in zip(options, matrix, strict=True):
+        table.add_row(o, *[f"[bold]{v}[/]" if i == options.index(o) else str(v) for i, v in enumerate(row)])
+    console.print(table)
+
+
+def _clean(value: Any) -> Any:
+    """NaN is not JSON: write null."""
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def write_json(report: dict[str, Any], path: str | Path) -> Path:
+    """Write the report (NaN as null), atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(_clean(report), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,256 @@
+"""Score labelled rows through the engine (with the readout cache) and build the eval report."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from triage.errors import TriageError
+from triage.evaluation import metrics
+from triage.evaluation.cache import CacheKey, Outcome, ReadoutCache
+from triage.evaluation.data import BadRow, LabelledRow, LabelledSet
+from triage.evaluation.variants import CALIBRATED, CYCLIC, PRIOR, RAW, RAW_CALIBRATED, prior_from, readings
+from triage.pack import Pack
+from triage.ticket import Ticket, make_ticket
+
+SCHEMA = "triage.eval/1"
+ORDERINGS = "cyclic"  # eval always asks every rotation: raw is the identity's readout alone
+
+
+class Scorer:
+    """Gets each ticket's :class:`Outcome` from the cache, or scores it once and stores it.
+
+    Args:
+        engine: a loaded :class:`triage.engine.Engine`.
+        pack: the criteria pack.
+        cache: the readout cache.
+    """
+
+    def __init__(self, engine: Any, pack: Pack, cache: ReadoutCache) -> None:
+        self.engine = engine
+        self.pack = pack
+        self.cache = cache
+        self.key = CacheKey(engine.sha256, pack.hash, engine.fmt.id, engine.n_ctx, ORDERINGS)
+        self.scored = 0
+        self.scoring_s = 0.0
+
+    def outcome(self, ticket: Ticket) -> tuple[Outcome, bool]:
+        """(outcome, True when it came from the cache)."""
+        hit = self.cache.get(self.key, ticket.sha256)
+        if hit is not None:
+            return hit, True
+        from triage.engine import ScoreOptions
+
+        t0 = time.perf_counter()
+        result, raw = self.engine.raw_readouts(ticket, self.pack, ScoreOptions(mode="serial", orderings=ORDERINGS))
+        ms = (time.perf_counter() - t0) * 1000
+        if not result.complete:
+            raise TriageError(f"ticket {ticket.id} was not scored completely: {'; '.join(result.warnings)}")
+        warnings = [w for w in result.warnings if not w.startswith("stable prefix changed")]
+        out = Outcome(raw, warnings, ms)
+        self.cache.put(self.key, ticket.sha256, out)
+        self.scored += 1
+        self.scoring_s += ms / 1000
+        return out, False
+
+    def prior(self) -> dict[str, np.ndarray]:
+        """The content-free prior per criterion (the engine's "N/A" ticket, through the cache)."""
+        from triage.engine import PRIOR_TEXT
+
+        out, _ = self.outcome(make_ticket(PRIOR_TEXT, "prior"))
+        return prior_from(out)
+
+
+@dataclass
+class Scored:
+    """Rows that were scored, their outcomes, and rows the engine could not score."""
+
+    rows: list[LabelledRow] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
+    failed: list[BadRow] = field(default_factory=list)
+
+    @property
+    def cut(self) -> int:
+        """How many tickets had their middle cut to fit the context."""
+        return sum(o.cut for o in self.outcomes)
+
+
+def score_rows(scorer: Scorer, rows: Sequence[LabelledRow], on_row: Callable[[bool], None] | None = None) -> Scored:
+    """Score every row; ``on_row(hit)`` is called after each (for a progress bar)."""
+    out = Scored()
+    for row in rows:
+        try:
+            outcome, hit = scorer.outcome(row.ticket)
+        except TriageError as exc:
+            out.failed.append(BadRow(row.line, f"line {row.line} (id {row.id}): not scored: {exc.message}"))
+            hit = False
+        else:
+            out.rows.append(row)
+            out.outcomes.append(outcome)
+        if on_row:
+            on_row(hit)
+    return out
+
+
+def gold(rows: Sequence[LabelledRow], criterion: Any) -> list[int]:
+    """Gold option indices of one criterion."""
+    ids = [o.id for o in criterion.options]
+    return [ids.index(r.labels[criterion.id]) for r in rows]
+
+
+def variant_metrics(logprobs: np.ndarray, y: Sequence[int], k: int, flips: list[list[int]], coverage: Sequence[float]) -> dict[str, Any]:
+    """Every metric of one variant, plus the readout's flip rate and mean coverage."""
+    m = metrics.summarize(logprobs, y, k)
+    m["flip_rate"] = metrics.flip_rate(flips)
+    m["coverage"] = float(np.mean(coverage)) if len(coverage) else float("nan")
+    return m
+
+
+@dataclass
+class CalibrationPlan:
+    """Where the calibrated variants come from: fits on training rows, or a stored file.
+
+    With training rows, ``calibrated`` is fitted on cyclic (or, with ``prior``,
+    cyclic+prior) log-probs, as ``triage calibrate`` fits it; ``raw+calibrated``
+    is fitted on the pack-order readout alone, what ``triage calibrate
+    --orderings none`` fits (a third of the scoring cost for three options).
+    """
+
+    train: Scored | None = None
+    stored: Any = None  # a Calibration, already checked against the engine and pack
+    stored_path: str | None = None
+    prior: bool = False  # fit on cyclic+prior rather than cyclic
+    fit_kw: dict[str, Any] = field(default_factory=dict)
+
+
+def _fit(pack: Pack, train: Scored, prior: dict[str, np.ndarray] | None, *, orderings: str, use_prior: bool, engine_info: dict[str, Any], fit_kw: dict[str, Any]) -> Any:
+    from triage.calibrate import fit_calibration
+
+    read = {c.id: readings(c, train.outcomes, prior) for c in pack.criteria}
+    cal, _ = fit_calibration(
+        pack,
+        {cid: r.base(use_prior, orderings) for cid, r in read.items()},
+        {c.id: gold(train.rows, c) for c in pack.criteria},
+        [r.id for r in train.rows],
+        model_sha256=engine_info.get("model_sha256", ""),
+        prompt_format=engine_info.get("prompt_format", ""),
+        orderings=orderings,
+        prior=use_prior,
+        name="fitted on the training rows",
+        **fit_kw,
+    )
+    return cal
+
+
+def _calibrated_entry(cal: Any, crit: Any, source: str | None) -> dict[str, Any]:
+    """What the report says about one criterion's calibration: parameters and holdout check, or why it was refused."""
+    note = next((c for c in cal.report.get("criteria", []) if c.get("criterion") == crit.id), None)
+    if crit.id not in cal.criteria:
+        return {"refused": (note or {}).get("refused") or f"the calibration has no fit for {crit.id!r}"}
+    p = cal.criteria[crit.id]
+    return {
+        "source": source,
+        "base": RAW if cal.orderings == "none" else PRIOR if cal.prior else CYCLIC,
+        "temperature": p.temperature,
+        "bias": p.bias,
+        "holdout": note.get("holdout") if note else None,
+        "warnings": note.get("warnings", []) if note else [],
+    }
+
+
+def build_report(
+    pack: Pack,
+    dev: Scored,
+    *,
+    prior: dict[str, np.ndarray] | None,
+    plan: CalibrationPlan | None = None,
+    baseline: bool = True,
+    engine_info: dict[str, Any] | None = None,
+) -> tuple[dict[str, Any], Any]:
+    """Metrics of every variant (and the baseline) for every criterion.
+
+    Returns:
+        (the report as JSON-able data, the fitted Calibration or None).
+    """
+    plan = plan or CalibrationPlan()
+    info = engine_info or {}
+    fitted = fitted_raw = None
+    if plan.train is not None and plan.train.rows:
+        fitted = _fit(pack, plan.train, prior, orderings=ORDERINGS, use_prior=plan.prior, engine_info=info, fit_kw=plan.fit_kw)
+        fitted_raw = _fit(pack, plan.train, prior, orderings="none", use_prior=False, engine_info=info, fit_kw=plan.fit_kw)
+    cals = [(CALIBRATED, fitted or plan.stored, "fit" if fitted is not None else plan.stored_path)]
+    if fitted_raw is not None:
+        cals.append((RAW_CALIBRATED, fitted_raw, "fit"))
+    criteria = []
+    for crit in pack.criteria:
+        k = len(crit.options)
+        y = gold(dev.rows, crit)
+        r = readings(crit, dev.outcomes, prior)
+        variants: dict[str, Any] = {
+            RAW: variant_metrics(r.raw, y, k, [[f[0]] for f in r.per_order_argmax], r.raw_coverage),
+            CYCLIC: variant_metrics(r.cyclic, y, k, r.per_order_argmax, r.coverage),
+        }
+        # The flip rate is a property of the readouts: raw's is measured over the rotations too.
+        variants[RAW]["flip_rate"] = variants[CYCLIC]["flip_rate"]
+        if r.prior is not None:
+            variants[PRIOR] = variant_metrics(r.prior, y, k, r.per_order_argmax, r.coverage)
+        entry: dict[str, Any] = {
+            "id": crit.id,
+            "options": [o.id for o in crit.options],
+            "n": len(y),
+            "label_counts": {o.id: sum(1 for t in y if t == i) for i, o in enumerate(crit.options)},
+            "variants": variants,
+            "baseline": None,
+            "calibration": None,
+        }
+        for name, cal, source in cals:
+            if cal is None:
+                continue
+            note = _calibrated_entry(cal, crit, source)
+            entry["calibration" if name == CALIBRATED else "calibration_raw"] = note
+            if "refused" in note:
+                continue
+            base = r.base(cal.prior, cal.orderings)
+            out = np.stack([cal.apply(crit.id, row) for row in base]) if len(base) else base
+            cov = r.raw_coverage if cal.orderings == "none" else r.coverage
+            variants[name] = variant_metrics(out, y, k, r.per_order_argmax, cov)
+        if baseline and plan.train is not None and plan.train.rows:
+            from triage.evaluation.baseline import fit_predict
+
+            ytr = gold(plan.train.rows, crit)
+            try:
+                lp = fit_predict([t.ticket.text for t in plan.train.rows], ytr, [t.ticket.text for t in dev.rows], k)
+            except TriageError as exc:
+                if "scikit-learn" in exc.message:
+                    raise
+                entry["baseline"] = {"error": exc.message}
+            else:
+                m = metrics.summarize(lp, y, k)
+                m["name"] = "tfidf+logreg(balanced)"
+                m["train_n"] = len(ytr)
+                entry["baseline"] = m
+        criteria.append(entry)
+    report = {
+        "schema": SCHEMA,
+        "pack": {"name": pack.name, "version": pack.version, "hash": pack.hash, "source": pack.source},
+        "orderings": ORDERINGS,
+        "criteria": criteria,
+    }
+    return report, fitted
+
+
+def set_summary(label_set: LabelledSet, scored: Scored, limit: int | None) -> dict[str, Any]:
+    """The input file's part of the report: counts, skipped rows, cut tickets."""
+    return {
+        "path": label_set.source,
+        "rows_used": len(scored.rows),
+        "limit": limit,
+        "skipped": len(label_set.bad) + len(scored.failed),
+        "skipped_rows": [b.message for b in (*label_set.bad, *scored.failed)],
+        "ignored_label_keys": label_set.ignored_criteria,
+        "cut": scored.cut,
+    }

@@ -1,0 +1,69 @@
+"""What ``triage eval`` and ``triage calibrate`` share: bad-row reporting and scoring with a progress bar."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from triage.evaluation.cache import ReadoutCache
+from triage.evaluation.data import LabelledRow, LabelledSet
+from triage.evaluation.runner import Scored, Scorer, score_rows
+from triage.pack import Pack
+
+SHOW_BAD = 10
+
+
+def report_bad(label_set: LabelledSet, console: Console) -> None:
+    """Print the rows that were skipped (the first few by message) and their count."""
+    if label_set.bad:
+        for b in label_set.bad[:SHOW_BAD]:
+            console.print(f"triage: skipped {b.message}", style="yellow", markup=False, highlight=False)
+        more = len(label_set.bad) - SHOW_BAD
+        tail = f" ({more} more not shown)" if more > 0 else ""
+        console.print(f"triage: {len(label_set.bad)} row(s) of {label_set.source} skipped{tail}", style="yellow", markup=False, highlight=False)
+    for cid, n in label_set.ignored_criteria.items():
+        console.print(f"triage: labels for {cid!r} ({n} rows) are not a criterion of the pack; ignored", style="dim", markup=False)
+
+
+@dataclass
+class ScoringRun:
+    """The scored sets in the order given, the content-free prior, and cache counts."""
+
+    sets: list[Scored]
+    prior: dict[str, np.ndarray]
+    hits: int
+    misses: int
+    scored_s: float
+    cache_path: str
+
+
+def score_sets(engine: Any, pack: Pack, parts: Sequence[tuple[str, Sequence[LabelledRow]]], console: Console) -> ScoringRun:
+    """Score each named list of rows (cache first), showing one progress bar over all of them."""
+    total = sum(len(rows) for _, rows in parts) + 1  # + the content-free prior
+    with ReadoutCache() as cache:
+        scorer = Scorer(engine, pack, cache)
+        columns = (
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("cached {task.fields[hits]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+        )
+        with Progress(*columns, console=console, transient=False) as progress:
+            task = progress.add_task("prior", total=total, hits=0)
+            prior = scorer.prior()
+            progress.update(task, advance=1, hits=cache.hits)
+            out = []
+            for name, rows in parts:
+                progress.update(task, description=name)
+
+                def tick(hit: bool) -> None:
+                    progress.update(task, advance=1, hits=cache.hits)
+
+                out.append(score_rows(scorer, rows, tick))
+        for scored in out:
+            for f in scored.failed:
+                console.print(f"triage: skipped {f.message}", style="yellow", markup=False)
+        return ScoringRun(out, prior, cache.hits, cache.misses, scorer.scoring_s, str(cache.path))
