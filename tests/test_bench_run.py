@@ -1,0 +1,102 @@
+"""One real bench run on smollm2-135m with a tiny workload: the JSON has its keys, reuse is exact."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from triage.bench.chart import chart_from_report
+from triage.bench.report import build_report, write_json
+from triage.bench.runner import BenchRunner, EngineSpec
+from triage.bench.workload import BenchTicket, Workload
+from triage.pack import load_pack
+
+pytestmark = pytest.mark.model
+
+CRITERIA = """
+[[criterion]]
+id = "mood"
+question = "Is the customer happy or angry?"
+options = [ { id = "happy", label = "Happy" }, { id = "angry", label = "Angry" } ]
+[[criterion]]
+id = "topic"
+question = "What is the ticket about?"
+options = [ { id = "money", label = "Money" }, { id = "delivery", label = "Delivery" }, { id = "other", label = "Other" } ]
+"""
+LONG = """
+[pack]
+name = "tiny-long"
+context = "We sell fruit baskets by mail. Refunds over 20 dollars need a manager. Deliveries take two days. Our support team answers within a day."
+[[example]]
+text = "My basket came late and the pears were crushed."
+labels = { mood = "angry", topic = "delivery" }
+"""
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Workload:
+    folder = tmp_path_factory.mktemp("packs")
+    (folder / "tiny.toml").write_text('[pack]\nname = "tiny"\n' + CRITERIA, encoding="utf-8")
+    (folder / "long.toml").write_text(LONG + CRITERIA, encoding="utf-8")
+    tickets = (
+        BenchTicket("t1", "Where is my refund? I asked three times.", "short"),
+        BenchTicket("t2", "The basket arrived broken, please send another one.", "short"),
+    )
+    return Workload(
+        tickets=tickets, pack=load_pack(folder / "tiny.toml"), long_pack=load_pack(folder / "long.toml"),
+        orderings="cyclic", repeats=1, quick=True, split_ids=frozenset({"t1", "t2"}), probe_ids=("t1",),
+        probe_sizes=(4, 16), session_ids=("t1", "t2"), tickets_source="test",
+    )
+
+
+def test_bench_run_writes_the_keys_and_reuse_is_exact(smollm2_path: Path, tiny: Workload, tmp_path: Path) -> None:
+    spec = EngineSpec(smollm2_path, "smollm2-135m", n_ctx=1024)
+    runner = BenchRunner(spec, tiny, probe_reps=1)
+    labels: list[str] = []
+    data = runner.run(on_step=labels.append)
+    assert len(labels) == len(runner.plan())
+
+    report = build_report(data)
+    out = tmp_path / "b.json"
+    write_json(report, out)
+    back = json.loads(out.read_text(encoding="utf-8"))
+
+    assert back["schema"] == "triage.bench/1"
+    for mode in ("full", "serial_truncate", "serial_restore", "fanout", "serial_long", "split"):
+        assert back["modes"][mode]["ticket_ms_median"] > 0
+    for key in ("serial_truncate_vs_full", "serial_restore_vs_full", "fanout_vs_full", "serial_vs_full"):
+        assert back["speedup"][key] > 0
+    assert back["token_bound"] > 1
+    for key in ("fixed_ms", "per_token_ms", "r2"):
+        assert back["cost_fit"][key] is not None
+    assert 0 <= back["cache"]["hit_rate"] < 1
+    assert back["model"]["sha256"] and back["llama_cpp_python"] and back["pack_hash"] == tiny.pack.hash
+    assert back["machine"]["threads"] >= 1 and back["machine"]["load_avg_start"]
+    assert back["footprint"]["load_ms"] > 0 and back["footprint"]["peak_rss_mb"] > 0
+
+    # reuse is exact against the same token split, for both serial strategies
+    assert back["drift"]["max_abs_prob_same_split"] == 0
+    assert back["drift"]["compared_same_split"] == 4
+    assert back["drift"]["max_abs_prob_restore_vs_truncate"] == 0
+    assert back["drift"]["max_abs_prob_vs_full"] is not None
+
+    # issue 7: cold start pays the stable block, the warm restart reads it from the file
+    sc = back["stable_cache"]
+    for label in ("default", "long"):
+        assert sc[label]["warm_stable_cached"] == sc[label]["stable_tokens"] > 0
+        assert sc[label]["warm_cache_stats"]["disk_hits"] == 1
+        assert sc[label]["cold_stable_prefill_ms"] > 0
+        first, second = sc[label]["session"]["per_ticket"]
+        assert first["prefix_cached"] == 0 and second["prefix_cached"] == sc[label]["stable_tokens"]
+    assert sc["long_vs_short"]["long_stable_tokens"] > sc["long_vs_short"]["short_stable_tokens"]
+
+    # every reuse mode started from the stable block alone: it was cached, the ticket was not
+    for s in data.samples:
+        if s.mode in ("serial_truncate", "serial_restore", "fanout", "serial_long"):
+            assert s.result.tokens.prefix_cached == s.result.tokens.stable
+
+    assert back["points"]["probe_tails"] and back["points"]["engine_tails"]["serial_truncate"]
+    ET.fromstring(chart_from_report(back).encode("utf-8"))

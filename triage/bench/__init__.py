@@ -1,0 +1,9 @@
+"""``triage bench``: how fast scoring is, where the time goes, and whether reuse is exact.
+
+Modules: :mod:`~triage.bench.workload` (tickets, packs, modes),
+:mod:`~triage.bench.runner` (the interleaved schedule and the measurements),
+:mod:`~triage.bench.stats` (medians, spread, least squares),
+:mod:`~triage.bench.report` (figures and JSON), :mod:`~triage.bench.chart` (SVG),
+:mod:`~triage.bench.terminal` (Rich summary), :mod:`~triage.bench.machine`
+(CPU, flags, load). Nothing here is imported by ``triage --help``.
+"""

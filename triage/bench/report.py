@@ -1,0 +1,489 @@
+"""Turn a :class:`BenchRun` into the figures: the JSON report and its plain-language summary.
+
+Definitions (also in bench/README.md):
+
+* per-ticket ms: ``TicketResult.timing.total_ms`` (prompt building, prefill,
+  tails, readout); per-criterion ms: ``CriterionResult.tail_ms`` (its tails
+  over all orderings; in ``full``, its whole prompts; in ``fanout``, its
+  tokens' share of the one batch).
+* speed-up of a mode: per ticket, full's ms / the mode's ms (medians over
+  repeats); the report gives the median over tickets. The token bound is, per
+  ticket, ``full_tokens / reuse_tokens``; ``bound_ratio`` is, per ticket,
+  speed-up / bound, median over tickets. ``aggregate`` has the same as ratios
+  of sums over the whole set.
+* drift: the largest |Δp| over every ticket, criterion and option.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from triage.bench.machine import BUSY_OTHER_SHARE, cores, is_busy, machine_info, other_cpu_share
+from triage.bench.stats import LinearFit, clean, linear_fit, median, ratio, spread, token_bound
+from triage.bench.workload import REUSE_MODES, SPLIT
+
+if TYPE_CHECKING:
+    from triage.bench.runner import BenchRun, Sample
+    from triage.result import TicketResult
+
+SCHEMA = "triage.bench/1"
+SEED_ONNX = {"fixed_ms": 28.4, "per_token_ms": 3.23, "what": "the seed design's ONNX Runtime tails on a CPU"}
+SERIAL_MODES = ("serial_truncate", "serial_restore")
+
+
+def _by(samples: Iterable[Sample], mode: str) -> list[Sample]:
+    return [s for s in samples if s.mode == mode]
+
+
+def _probs(result: TicketResult) -> dict[tuple[str, str], float]:
+    return {(c.id, o.id): o.probability for c in result.criteria for o in c.options}
+
+
+def max_abs_prob_diff(a: TicketResult, b: TicketResult) -> float:
+    """Largest |Δp| between two results of the same ticket and pack."""
+    pa, pb = _probs(a), _probs(b)
+    if pa.keys() != pb.keys():
+        raise ValueError("results are for different criteria or options")
+    return max(abs(pa[k] - pb[k]) for k in pa)
+
+
+def choice_flips(a: TicketResult, b: TicketResult) -> int:
+    """Criteria whose chosen option differs between two results."""
+    cb = {c.id: c.choice for c in b.criteria}
+    return sum(c.choice != cb[c.id] for c in a.criteria)
+
+
+def _mode_summary(samples: list[Sample]) -> dict[str, Any]:
+    if not samples:
+        return {}
+    res = [s.result for s in samples]
+    ticket = [r.timing.total_ms for r in res]
+    crit = [c.tail_ms for r in res for c in r.criteria]
+    per_tail = [c.tail_ms / c.orderings for r in res for c in r.criteria if c.orderings]
+    prefill = [r.timing.prefill_ms for r in res]
+    tails = [r.timing.tails_ms for r in res]
+    other = [r.timing.total_ms - r.timing.prefill_ms - r.timing.tails_ms for r in res]
+    evaluated = [r.tokens.evaluated for r in res]
+    return {
+        "n": len(res),
+        "ticket_ms_median": clean(median(ticket), 1),
+        "ticket_ms": spread(ticket).to_dict(1),
+        "criterion_ms_median": clean(median(crit), 2),
+        "criterion_ms": spread(crit).to_dict(2),
+        "per_tail_ms_median": clean(median(per_tail), 2),
+        "tokens_evaluated_median": clean(median(evaluated), 1),
+        "tokens_evaluated_total": int(sum(evaluated)),
+        "prefill_ms_median": clean(median(prefill), 1),
+        "tails_ms_median": clean(median(tails), 1),
+        "other_ms_median": clean(median(other), 1),
+        "hit_rate_median": clean(median([r.tokens.hit_rate for r in res]), 4),
+    }
+
+
+def _per_ticket_ms(samples: list[Sample]) -> dict[str, dict[str, float]]:
+    """{mode: {ticket id: median total ms over repeats}}."""
+    acc: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for s in samples:
+        acc[s.mode][s.ticket.id].append(s.result.timing.total_ms)
+    return {m: {t: median(v) for t, v in d.items()} for m, d in acc.items()}
+
+
+def _first(samples: list[Sample], mode: str, ticket_id: str) -> TicketResult | None:
+    for s in samples:
+        if s.mode == mode and s.ticket.id == ticket_id and s.rep == 0:
+            return s.result
+    return None
+
+
+def _fit_dict(fit: LinearFit | None, **extra: Any) -> dict[str, Any] | None:
+    if fit is None:
+        return None
+    return {
+        "fixed_ms": clean(fit.intercept, 3), "per_token_ms": clean(fit.slope, 4), "r2": clean(fit.r2, 4),
+        "n": fit.n, "tokens_min": fit.x_min, "tokens_max": fit.x_max, **extra,
+    }
+
+
+def _try_fit(xs: list[float], ys: list[float]) -> LinearFit | None:
+    try:
+        return linear_fit(xs, ys)
+    except ValueError:
+        return None
+
+
+def tail_points(samples: list[Sample], mode: str) -> list[tuple[float, float]]:
+    """(tokens, ms) of one average tail per (ticket, criterion): tail totals / orderings."""
+    return [
+        (c.tail_tokens / c.orderings, c.tail_ms / c.orderings)
+        for s in _by(samples, mode) for c in s.result.criteria if c.orderings
+    ]
+
+
+def _medians_by_size(points: Iterable[Any], kind: str) -> dict[int, float]:
+    acc: dict[int, list[float]] = defaultdict(list)
+    for p in points:
+        if p.kind == kind:
+            acc[p.tokens].append(p.ms)
+    return {k: median(v) for k, v in sorted(acc.items())}
+
+
+def _nearest(table: dict[int, float], size: float) -> tuple[int, float] | None:
+    if not table:
+        return None
+    k = min(table, key=lambda z: abs(z - size))
+    return k, table[k]
+
+
+def build_report(run: BenchRun, *, wait: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON report (``triage.bench/1``) from the raw measurements."""
+    wl = run.workload
+    samples = run.samples
+    modes = [*wl.modes, SPLIT]
+    report: dict[str, Any] = {"schema": SCHEMA, "created_at": run.started_at, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(run.started_at))}
+    report["workload"] = wl.describe()
+    n_prompts = sum(len(c.options) if wl.orderings == "cyclic" else 1 for c in wl.pack.criteria)
+    report["workload"]["pack"]["prompts_per_ticket"] = n_prompts
+
+    # -- machine and noise ------------------------------------------------------------
+    machine = machine_info(int(run.engine.get("threads") or 0))
+    share = other_cpu_share(run.cpu_start, run.cpu_end) if run.cpu_start and run.cpu_end else None
+    warnings: list[str] = []
+    busy_start = is_busy(run.load_avg_start) if run.load_avg_start else False
+    if busy_start:
+        warnings.append(f"machine busy at start: load average {run.load_avg_start[0]:.2f} on {cores()} cores; timings are noisy")
+    if share is not None and share > BUSY_OTHER_SHARE:
+        warnings.append(f"other processes used {share:.0%} of the CPU during the run; timings are noisy")
+    if wait is not None and not wait.get("quiet", True):
+        warnings.append(f"the load average never fell below {wait.get('threshold')} in {wait.get('waited_s')} s of waiting; ran anyway")
+    machine.update({
+        "load_avg_start": run.load_avg_start,
+        "load_avg_end": run.load_avg_end,
+        "load_avg_end_note": "the end figure includes this run's own threads",
+        "other_cpu_share": clean(share, 3) if share is not None else None,
+        "busy_at_start": busy_start,
+        "quiet_wait": wait,
+        "warnings": warnings,
+    })
+    report["machine"] = machine
+    report["model"] = {**run.model, **run.engine}
+    report["llama_cpp_python"] = machine.get("llama_cpp_python")
+    report["pack_hash"] = wl.pack.hash
+
+    # -- per mode ---------------------------------------------------------------------
+    report["modes"] = {m: _mode_summary(_by(samples, m)) for m in modes if _by(samples, m)}
+
+    # -- per ticket, speed-ups and the token bound --------------------------------------
+    ms = _per_ticket_ms(samples)
+    per_ticket: list[dict[str, Any]] = []
+    speedups: dict[str, list[float]] = defaultdict(list)
+    closeness: dict[str, list[float]] = defaultdict(list)
+    closeness_plain: dict[str, list[float]] = defaultdict(list)
+    bounds: list[float] = []
+    bounds_resident: list[float] = []
+    tot_full_tokens = tot_reuse_tokens = tot_resident_tokens = 0
+    for t in wl.tickets:
+        full = _first(samples, "full", t.id)
+        if full is None:
+            continue
+        tok = full.tokens
+        bound = token_bound(tok.full_prompts, tok.total_input)
+        resident = token_bound(tok.full_prompts, tok.total_input - tok.stable)
+        bounds.append(bound)
+        bounds_resident.append(resident)
+        tot_full_tokens += tok.full_prompts
+        tot_reuse_tokens += tok.total_input
+        tot_resident_tokens += tok.total_input - tok.stable
+        row: dict[str, Any] = {
+            "id": t.id, "kind": t.kind, "ticket_tokens": tok.ticket, "stable_tokens": tok.stable, "prefix_tokens": tok.prefix,
+            "tail_tokens": tok.tails, "full_tokens": tok.full_prompts, "reuse_tokens": tok.total_input,
+            "token_bound": clean(bound, 3), "token_bound_resident": clean(resident, 3),
+            "prompt_build_ms": clean(run.prompt_build_ms.get(t.id, math.nan), 2),
+            "ms": {m: clean(ms[m][t.id], 1) for m in modes if m in ms and t.id in ms[m]},
+            "speedup": {},
+        }
+        for m in REUSE_MODES:
+            if m in ms and t.id in ms[m]:
+                sp = ms["full"][t.id] / ms[m][t.id]
+                speedups[m].append(sp)
+                closeness[m].append(sp / resident)
+                closeness_plain[m].append(sp / bound)
+                row["speedup"][m] = clean(sp, 3)
+        per_ticket.append(row)
+    report["per_ticket"] = per_ticket
+    sp_med = {m: median(v) for m, v in speedups.items()}
+    best_serial = max((m for m in SERIAL_MODES if m in sp_med), key=lambda m: sp_med[m], default=None)
+    report["speedup"] = {f"{m}_vs_full": clean(v, 3) for m, v in sp_med.items()}
+    report["speedup"]["serial_vs_full"] = clean(sp_med[best_serial], 3) if best_serial else None
+    report["speedup"]["serial_best_strategy"] = best_serial.split("_", 1)[1] if best_serial else None
+    report["speedup"]["by_kind"] = _by_kind(per_ticket)
+    report["token_bound"] = clean(median(bounds), 3)
+    report["token_bound_resident"] = clean(median(bounds_resident), 3)
+    report["token_bound_note"] = (
+        "token_bound = full prompts' tokens / (prefix + tails), the issue's definition: the prefix, stable block "
+        "included, evaluated once per ticket. Reuse modes are timed as in a session, with the stable block already "
+        "resident, so they evaluate only (prefix - stable) + tails: token_bound_resident is the bound for what was timed, "
+        "and bound_ratio compares with it (bound_ratio_vs_token_bound with the plain bound)."
+    )
+    report["bound_ratio"] = {m: clean(median(v), 3) for m, v in closeness.items()}
+    report["bound_ratio_vs_token_bound"] = {m: clean(median(v), 3) for m, v in closeness_plain.items()}
+    tot = {m: sum(ms[m].get(t["id"], 0.0) for t in per_ticket) for m in ms}
+    report["aggregate"] = {
+        "what": "the whole ticket set as one workload: sums of per-ticket medians and of tokens",
+        "token_bound": clean(ratio(tot_full_tokens, tot_reuse_tokens), 3),
+        "token_bound_resident": clean(ratio(tot_full_tokens, tot_resident_tokens), 3),
+        **{f"{m}_vs_full": clean(ratio(tot.get("full", math.nan), tot[m]), 3) for m in REUSE_MODES if m in tot},
+    }
+
+    # -- cost model and the raw reference --------------------------------------------------
+    report["cost_fit"], report["raw_throughput"] = _cost_and_raw(run, run.readout_ms)
+
+    # -- drift -------------------------------------------------------------------------------
+    report["drift"] = _drift(run)
+
+    # -- cache and stable cache ----------------------------------------------------------------
+    report["cache"], report["stable_cache"] = _caches(run)
+
+    # -- footprint -------------------------------------------------------------------------------
+    report["footprint"] = {
+        "load_ms": clean(run.load_ms, 1),
+        "rss_after_load_mb": clean(run.rss_after_load_mb, 1) if run.rss_after_load_mb else None,
+        "peak_rss_mb": clean(run.peak_rss_mb, 1),
+        "peak_rss_note": "ru_maxrss of the bench process: one engine at a time, plus Python, NumPy and Rich",
+    }
+    report["points"] = {
+        "what": "what the chart plots: [tokens, ms] per tail-probe decode, per fresh-sequence decode, and per (ticket, criterion) average engine tail",
+        "probe_tails": [[p.tokens, clean(p.ms, 3)] for p in run.probe if p.kind == "tail"],
+        "fresh": [[p.tokens, clean(p.ms, 3)] for p in run.probe if p.kind == "fresh"],
+        "fanout_fresh": [[p.tokens, clean(p.ms, 3)] for p in run.probe if p.kind == "fanout_fresh"],
+        "engine_tails": {m: [[clean(x, 2), clean(y, 3)] for x, y in tail_points(samples, m)] for m in (*REUSE_MODES, "serial_long") if _by(samples, m)},
+    }
+    report["elapsed_s"] = clean(run.elapsed_s, 1)
+    report["phase_s"] = {k: clean(v, 1) for k, v in run.phase_s.items()}
+    report["time_goes"] = where_time_goes(report)
+    report["summary"] = summary_line(report)
+    return report
+
+
+def _by_kind(per_ticket: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for kind in dict.fromkeys(r["kind"] for r in per_ticket):
+        rows = [r for r in per_ticket if r["kind"] == kind]
+        out[kind] = {"n": len(rows), "token_bound": clean(median([r["token_bound"] for r in rows]), 3),
+                     "token_bound_resident": clean(median([r["token_bound_resident"] for r in rows]), 3)}
+        for m in REUSE_MODES:
+            vals = [r["speedup"][m] for r in rows if m in r["speedup"]]
+            if vals:
+                out[kind][f"{m}_vs_full"] = clean(median(vals), 3)
+    return out
+
+
+def _cost_and_raw(run: BenchRun, readout_ms: float | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    samples = run.samples
+    tails = [p for p in run.probe if p.kind == "tail"]
+    probe_fit = _try_fit([p.tokens for p in tails], [p.ms for p in tails])
+    by_mode: dict[str, Any] = {}
+    for m in (*REUSE_MODES, "serial_long"):
+        pts = tail_points(samples, m)
+        if pts:
+            fit = _try_fit([x for x, _ in pts], [y for _, y in pts])
+            by_mode[m] = _fit_dict(fit, per_tail_ms_median=clean(median([y for _, y in pts]), 3), tail_tokens_median=clean(median([x for x, _ in pts]), 2)) or {
+                "per_tail_ms_median": clean(median([y for _, y in pts]), 3)}
+    engine_tail = tail_points(samples, "serial_truncate")
+    overhead = None
+    if probe_fit is not None and engine_tail:
+        x = median([x for x, _ in engine_tail])
+        overhead = median([y for _, y in engine_tail]) - probe_fit.predict(x)
+    if probe_fit is not None:
+        cost = _fit_dict(probe_fit, source="tail probe: single tails of varied length decoded after real ticket prefixes, then truncated (serial/truncate's work per tail)")
+    else:
+        fit = _try_fit([x for x, _ in engine_tail], [y for _, y in engine_tail]) if engine_tail else None
+        cost = _fit_dict(fit, source="serial/truncate per-criterion tails (per-tail means)") or {"fixed_ms": None, "per_token_ms": None, "r2": None}
+    cost.update({
+        "engine_overhead_ms_per_tail": clean(overhead, 3) if overhead is not None else None,
+        "engine_overhead_note": "serial/truncate's measured ms per tail minus the probe fit at the same length: readout, logits copy, Python",
+        "readout_ms": clean(readout_ms, 3) if readout_ms is not None else None,
+        "by_mode": by_mode,
+        "seed_onnx": SEED_ONNX,
+    })
+
+    fresh = _medians_by_size(run.probe, "fresh")
+    tail_ms = _medians_by_size(run.probe, "tail")
+    fanout_fresh = [p for p in run.probe if p.kind == "fanout_fresh"]
+    raw: dict[str, Any] = {
+        "what": "prompt processing of fresh sequences in an empty cache (NativeModel.decode), the physical reference",
+        "sizes": [
+            {"tokens": k, "fresh_ms": clean(v, 3), "fresh_tokens_per_s": clean(1000 * k / v, 1),
+             "tail_ms": clean(tail_ms.get(k, math.nan), 3),
+             "tail_tokens_per_s": clean(1000 * k / tail_ms[k], 1) if k in tail_ms else None,
+             "tail_vs_fresh": clean(ratio(v, tail_ms.get(k, math.nan)), 3)}
+            for k, v in fresh.items()
+        ],
+    }
+    if fanout_fresh:
+        n = median([p.tokens for p in fanout_fresh])
+        raw["fanout_batch"] = {"tokens": clean(n, 1), "fresh_tokens_per_s": clean(median([1000 * p.tokens / p.ms for p in fanout_fresh]), 1)}
+    ratios: dict[str, Any] = {}
+    for m in SERIAL_MODES:
+        pts = tail_points(samples, m)
+        if pts and fresh:
+            vals = []
+            for x, y in pts:
+                near = _nearest(fresh, x)
+                if near and y > 0:
+                    vals.append((1000 * x / y) / (1000 * near[0] / near[1]))
+            ratios[m] = clean(median(vals), 3)
+    fo = _by(samples, "fanout")
+    if fo and fanout_fresh:
+        ref = raw["fanout_batch"]["fresh_tokens_per_s"]
+        vals = [(1000 * s.result.tokens.tails / s.result.timing.tails_ms) / ref for s in fo if s.result.timing.tails_ms > 0]
+        ratios["fanout"] = clean(median(vals), 3)
+    raw["tails_vs_raw"] = ratios
+    raw["tails_vs_raw_note"] = "the tails' tokens/s over fresh-sequence tokens/s at the nearest measured size (fanout: at its whole batch); below 1 = attention over the prefix plus per-tail overhead"
+    return cost, raw
+
+
+def _drift(run: BenchRun) -> dict[str, Any]:
+    samples = run.samples
+    pairs = {
+        "vs_full": [(m, "full") for m in SERIAL_MODES],
+        "same_split": [(m, SPLIT) for m in SERIAL_MODES],
+        "fanout_vs_full": [("fanout", "full")],
+        "fanout_vs_split": [("fanout", SPLIT)],
+        "restore_vs_truncate": [("serial_restore", "serial_truncate")],
+    }
+    out: dict[str, Any] = {}
+    for name, mode_pairs in pairs.items():
+        worst: float | None = None
+        flips = 0
+        compared = 0
+        for a_mode, b_mode in mode_pairs:
+            for t in run.workload.tickets:
+                a, b = _first(samples, a_mode, t.id), _first(samples, b_mode, t.id)
+                if a is None or b is None:
+                    continue
+                d = max_abs_prob_diff(a, b)
+                worst = d if worst is None else max(worst, d)
+                flips += choice_flips(a, b)
+                compared += 1
+        out[f"max_abs_prob_{name}"] = clean(worst, 9) if worst is not None else None
+        out[f"choice_flips_{name}"] = flips
+        out[f"compared_{name}"] = compared
+    out["note"] = ("same_split compares serial with mode split (same batch boundaries, no reuse): it must be 0. "
+                   "vs_full compares with whole-prompt evaluation, whose other batch shapes round differently.")
+    return out
+
+
+def _session(results: list[TicketResult]) -> dict[str, Any]:
+    cached = sum(r.tokens.prefix_cached for r in results)
+    total = sum(r.tokens.total_input for r in results)
+    return {
+        "hit_rate": clean(ratio(cached, total), 4),
+        "cached_tokens": cached,
+        "input_tokens": total,
+        "per_ticket": [
+            {"id": r.ticket_id, "ms": clean(r.timing.total_ms, 1), "stable_ms": clean(r.timing.stable_ms, 1),
+             "prefix_cached": r.tokens.prefix_cached, "input_tokens": r.tokens.total_input, "hit_rate": clean(r.tokens.hit_rate, 4)}
+            for r in results
+        ],
+    }
+
+
+def _caches(run: BenchRun) -> tuple[dict[str, Any], dict[str, Any]]:
+    stable: dict[str, Any] = {}
+    for label in dict.fromkeys(s.pack_label for s in run.stable):
+        cold = next((s for s in run.stable if s.pack_label == label and s.phase == "cold"), None)
+        warm = next((s for s in run.stable if s.pack_label == label and s.phase == "warm"), None)
+        entry: dict[str, Any] = {"stable_tokens": run.stable_tokens.get(label)}
+        if cold and cold.results:
+            first = cold.results[0]
+            entry.update({
+                "cold_first_ticket_ms": clean(first.timing.total_ms, 1),
+                "cold_stable_prefill_ms": clean(first.timing.stable_ms, 1),
+                "cold_load_ms": clean(cold.load_ms, 1),
+                "state_file_bytes": cold.file_bytes,
+                "session": _session(cold.results),
+            })
+        if warm and warm.results:
+            first = warm.results[0]
+            entry.update({
+                "warm_first_ticket_ms": clean(first.timing.total_ms, 1),
+                "warm_stable_cached": first.tokens.stable_cached,
+                "warm_load_ms": clean(warm.load_ms, 1),
+                "warm_cache_stats": warm.cache_stats,
+            })
+        if "cold_first_ticket_ms" in entry and "warm_first_ticket_ms" in entry:
+            entry["warm_saves_ms"] = clean(entry["cold_first_ticket_ms"] - entry["warm_first_ticket_ms"], 1)
+            entry["warm_vs_cold"] = clean(ratio(entry["warm_first_ticket_ms"], entry["cold_first_ticket_ms"]), 3)
+        entry["ticket"] = cold.results[0].ticket_id if cold and cold.results else None
+        stable[label] = entry
+    short = _by(run.samples, "serial_truncate")
+    long_ = _by(run.samples, "serial_long")
+    if short and long_:
+        s_ms = median([s.result.timing.total_ms for s in short])
+        l_ms = median([s.result.timing.total_ms for s in long_])
+        ms = _per_ticket_ms(run.samples)
+        paired = [ms["serial_long"][t] / ms["serial_truncate"][t] for t in ms["serial_long"] if t in ms.get("serial_truncate", {})]
+        stable["long_vs_short"] = {
+            "short_ms_median": clean(s_ms, 1), "long_ms_median": clean(l_ms, 1), "ratio": clean(ratio(l_ms, s_ms), 3),
+            "paired_ratio_median": clean(median(paired), 3),
+            "short_stable_tokens": run.stable_tokens.get("default"), "long_stable_tokens": run.stable_tokens.get("long"),
+            "what": "serial/truncate per-ticket ms with the stable block resident: default pack vs assets/long-stable-pack.toml",
+        }
+    steady = [s.result.tokens.hit_rate for s in short]
+    default_session = stable.get("default", {}).get("session")
+    cache = {
+        "hit_rate": default_session["hit_rate"] if default_session else clean(median(steady), 4),
+        "hit_rate_what": "cached input tokens / input tokens over the cold-start session (default pack): the first ticket pays the stable block, later ones find it resident",
+        "hit_rate_steady_median": clean(median(steady), 4),
+        "hit_rate_steady_long_median": clean(median([s.result.tokens.hit_rate for s in long_]), 4) if long_ else None,
+        "per_ticket": default_session["per_ticket"] if default_session else [],
+    }
+    return cache, stable
+
+
+# -- words ------------------------------------------------------------------------------
+
+
+def _x(v: Any) -> str:
+    return "?" if v is None else f"{v:.1f}×"
+
+
+def summary_line(report: dict[str, Any]) -> str:
+    """One plain sentence with the headline figures."""
+    n = report["workload"]["pack"]["criteria"]
+    sp = report["speedup"]
+    line = (
+        f"prefix reuse makes a typical {n}-criterion ticket {_x(sp.get('serial_vs_full'))} faster in serial mode "
+        f"and {_x(sp.get('fanout_vs_full'))} in fanout (token bound {_x(report.get('token_bound'))}, "
+        f"{_x(report.get('token_bound_resident'))} with the stable block resident)"
+    )
+    return line
+
+
+def where_time_goes(report: dict[str, Any]) -> dict[str, str]:
+    """A sentence per mode on where its median ticket spends time."""
+    out: dict[str, str] = {}
+    for m, d in report["modes"].items():
+        if not d:
+            continue
+        total = d["ticket_ms_median"] or 0.0
+        if m in ("full", SPLIT):
+            out[m] = (f"{d['tails_ms_median']:.0f} of {total:.0f} ms evaluating {d['tokens_evaluated_median']:.0f} tokens "
+                      f"of whole prompts (every prompt re-reads the stable block and the ticket); {d['other_ms_median']:.0f} ms building prompts and reading out")
+        else:
+            out[m] = (f"{d['prefill_ms_median']:.0f} ms prefilling the ticket once, {d['tails_ms_median']:.0f} ms on tails, "
+                      f"{d['other_ms_median']:.0f} ms other (prompt building, readout{', saving the prefix state' if m == 'serial_restore' else ''}) "
+                      f"of {total:.0f} ms")
+    return out
+
+
+def write_json(report: dict[str, Any], path: Path) -> None:
+    """Write the report, creating the folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

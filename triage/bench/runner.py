@@ -1,0 +1,436 @@
+"""Run the bench: warm up, interleave the modes ticket by ticket, probe tails, restart cold and warm.
+
+The run is planned as a list of steps before anything is timed, so the
+progress bar knows its length and a reader of the code sees the schedule in
+one place (:meth:`BenchRunner.plan`):
+
+1. **warm-up** (untimed): each pack once in serial and fanout on the shortest
+   ticket; this also captures each pack's stable-block state.
+2. **interleaved scoring**: for every repeat and ticket, every mode once, the
+   mode order rotated by one per ticket so that drift and position effects hit
+   all modes alike. Before each reuse mode the engine is put in the state a
+   session has between two tickets: the pack's stable block resident, nothing
+   else (:class:`StableHolder`). Split runs last on its tickets.
+3. **tail probe** on a few tickets: single tails of 8-256 tokens decoded after
+   the ticket's real prefix (what serial/truncate does per tail), and fresh
+   sequences of the same sizes in an empty cache: llama.cpp's raw prompt
+   throughput, the physical reference.
+4. **stable cache** (issue 7), after the main engine is closed: a fresh engine
+   with an empty cache folder scores a short session (cold start), then a new
+   engine on the same folder scores the first ticket again (warm restart).
+"""
+
+from __future__ import annotations
+
+import resource
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from triage.bench.machine import CpuSnapshot, cpu_snapshot, load_average
+from triage.bench.workload import ENGINE_MODE, REUSE_MODES, SPLIT, BenchTicket, Workload
+
+if TYPE_CHECKING:
+    from triage.engine import Engine
+    from triage.pack import Pack
+    from triage.result import TicketResult
+
+PROBE_SEQ = 62  # the tail probe's copy of the prefix (fan-out uses 1..k)
+FRESH_SEQ = 63  # fresh sequences for the raw-throughput reference
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """How to open an engine; bench opens several (main, cold start, warm restart)."""
+
+    path: Path
+    name: str
+    sha256: str | None = None
+    stand_in: bool = True
+    n_ctx: int = 4096
+    threads: int | None = None
+    prompt_style: str = "auto"
+
+    def open(self, stable_store: Any = None) -> Engine:
+        """Load the model (the caller closes it)."""
+        from triage.engine import Engine
+
+        return Engine(
+            self.path, name=self.name, sha256=self.sha256, stand_in=self.stand_in, n_ctx=self.n_ctx,
+            threads=self.threads, prompt_style=self.prompt_style, stable_store=stable_store,
+        )
+
+
+@dataclass
+class Sample:
+    """One timed scoring of one ticket in one mode."""
+
+    mode: str
+    ticket: BenchTicket
+    rep: int
+    slot: int  # position in this ticket's interleaving (0 = first)
+    result: TicketResult
+
+
+@dataclass
+class ProbePoint:
+    """One timed decode of the tail probe or the raw reference."""
+
+    ticket_id: str
+    kind: str  # "tail" (after the ticket's prefix), "fresh" (empty cache), "fanout_fresh"
+    tokens: int
+    context: int  # tokens already in the sequence
+    ms: float
+
+
+@dataclass
+class StableRun:
+    """A fresh engine scoring tickets with a stable cache folder (cold or warm)."""
+
+    pack_label: str  # "default" or "long"
+    phase: str  # "cold" or "warm"
+    load_ms: float = 0.0
+    results: list[TicketResult] = field(default_factory=list)
+    cache_stats: dict[str, int] = field(default_factory=dict)
+    file_bytes: int = 0
+
+
+@dataclass
+class BenchRun:
+    """Everything measured, before any summarising."""
+
+    workload: Workload
+    model: dict[str, Any] = field(default_factory=dict)
+    engine: dict[str, Any] = field(default_factory=dict)
+    samples: list[Sample] = field(default_factory=list)
+    probe: list[ProbePoint] = field(default_factory=list)
+    stable: list[StableRun] = field(default_factory=list)
+    prompt_build_ms: dict[str, float] = field(default_factory=dict)
+    stable_tokens: dict[str, int] = field(default_factory=dict)
+    load_ms: float = 0.0
+    readout_ms: float | None = None  # one readout (softmax over the vocabulary) on this model
+    rss_after_load_mb: float | None = None
+    peak_rss_mb: float = 0.0
+    load_avg_start: list[float] = field(default_factory=list)
+    load_avg_end: list[float] = field(default_factory=list)
+    cpu_start: CpuSnapshot | None = None
+    cpu_end: CpuSnapshot | None = None
+    started_at: float = 0.0
+    elapsed_s: float = 0.0
+    phase_s: dict[str, float] = field(default_factory=dict)
+
+
+class StableHolder:
+    """Puts exactly a pack's stable block in sequence 0, as between two tickets of a session.
+
+    The engine keeps the last ticket's whole prefix resident, and ``full``/``split``
+    drop it. Timing every reuse mode from the same state (stable block resident,
+    ticket new) needs a way to leave only the stable block, which the engine does
+    not offer publicly yet. So this adapter uses ``Engine._resident`` (the token
+    ids the engine believes sequence 0 holds), and always keeps it true: it
+    truncates to the stable block, or clears the sequence and restores the
+    stable block's saved state (exact: a restored state gives bit-identical
+    logits). If the engine gains ``Engine.hold_stable(pack)``, that is used.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._states: dict[str, bytearray] = {}
+
+    def capture(self, pack: Pack) -> None:
+        """Save the stable block's state; call right after a serial scoring of ``pack``."""
+        eng, stable = self.engine, self.engine.builder(pack).stable_tokens
+        if tuple(eng._resident[: len(stable)]) != stable:
+            raise RuntimeError("capture() needs the pack's prefix resident (score in serial mode first)")
+        eng.native.seq_rm(0, len(stable), -1)
+        eng._resident = stable
+        self._states[pack.hash] = eng.native.state_get(0)
+
+    def hold(self, pack: Pack) -> None:
+        """Leave exactly ``pack``'s stable block resident in sequence 0."""
+        eng = self.engine
+        if hasattr(eng, "hold_stable"):
+            eng.hold_stable(pack)
+            return
+        stable = eng.builder(pack).stable_tokens
+        if len(eng._resident) >= len(stable) and tuple(eng._resident[: len(stable)]) == stable:
+            eng.native.seq_rm(0, len(stable), -1)
+        else:
+            eng.native.seq_rm(0, -1, -1)
+            eng.native.state_set(0, self._states[pack.hash])
+        eng._resident = stable
+
+    def clear(self) -> None:
+        """Empty sequence 0 (for the raw reference, which wants an empty cache)."""
+        self.engine.native.seq_rm(0, -1, -1)
+        self.engine._resident = ()
+
+
+def _rss_mb() -> float | None:
+    """Resident set size now (Linux), in MiB."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process so far, in MiB (ru_maxrss is KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _time_readout(engine: Engine, pack: Pack) -> float:
+    """Median ms of one readout (a softmax over the whole vocabulary), part of every tail's cost."""
+    import numpy as np
+
+    from triage import readout
+
+    letters = readout.letter_ids(engine.tokenizer, max(len(c.options) for c in pack.criteria))
+    logits = np.random.default_rng(0).standard_normal(engine.native.n_vocab).astype(np.float32)
+    times = []
+    for _ in range(15):
+        t0 = time.perf_counter()
+        readout.read(logits, letters)
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+Step = tuple[str, Callable[[], None]]
+
+
+class BenchRunner:
+    """Plans and runs one bench.
+
+    Args:
+        spec: how to open the model.
+        workload: tickets, packs, modes.
+        probe_reps: how many times each tail-probe size is timed per probe ticket.
+    """
+
+    def __init__(self, spec: EngineSpec, workload: Workload, *, probe_reps: int = 2) -> None:
+        self.spec = spec
+        self.wl = workload
+        self.probe_reps = probe_reps
+        self.run_data = BenchRun(workload)
+        self.engine: Engine | None = None
+        self.holder: StableHolder | None = None
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._stable_engine: Engine | None = None
+        self._phase_t0 = 0.0
+
+    # -- the schedule -----------------------------------------------------------------
+    def plan(self) -> list[Step]:
+        """Every step of the run, in order, each with a progress label."""
+        wl = self.wl
+        steps: list[Step] = [("loading the model", self._load)]
+        shortest = min(wl.tickets, key=lambda t: len(t.text))
+        for pack in self._packs():
+            steps.append((f"warm-up {pack.name}", lambda p=pack: self._warm_up(p, shortest)))
+        for rep in range(wl.repeats):
+            for i, ticket in enumerate(wl.tickets):
+                modes = list(wl.modes)
+                k = (i + rep) % len(modes)
+                order = modes[k:] + modes[:k]
+                if ticket.id in wl.split_ids and rep == 0:
+                    order.append(SPLIT)
+                for slot, mode in enumerate(order):
+                    steps.append((f"{ticket.id} {mode}", lambda m=mode, t=ticket, r=rep, s=slot: self._score(m, t, r, s)))
+                if rep == 0 and ticket.id in wl.probe_ids:
+                    steps.append((f"{ticket.id} tail probe", lambda t=ticket: self._probe(t)))
+        steps.append(("closing the model", self._close_main))
+        session = [t for t in wl.tickets if t.id in wl.session_ids]
+        for label, pack in self._labelled_packs():
+            for j, ticket in enumerate(session):
+                steps.append((f"cold start {pack.name}: {ticket.id}", lambda lb=label, p=pack, t=ticket, first=(j == 0): self._cold(lb, p, t, first)))
+            steps.append((f"cold start {pack.name}: done", lambda lb=label: self._end_cold(lb)))
+            steps.append((f"warm restart {pack.name}", lambda lb=label, p=pack, t=session[0]: self._warm(lb, p, t)))
+        return steps
+
+    def run(self, on_step: Callable[[str], None] | None = None) -> BenchRun:
+        """Run every step; ``on_step(label)`` is called after each one."""
+        steps = self.plan()
+        data = self.run_data
+        data.load_avg_start = load_average()
+        data.cpu_start = cpu_snapshot()
+        data.started_at = time.time()
+        t0 = time.perf_counter()
+        self._tmp = tempfile.TemporaryDirectory(prefix="triage-bench-")
+        try:
+            for label, step in steps:
+                step()
+                if on_step:
+                    on_step(label)
+        finally:
+            self._close_main()
+            if self._stable_engine is not None:
+                self._stable_engine.close()
+                self._stable_engine = None
+            self._tmp.cleanup()
+        data.elapsed_s = time.perf_counter() - t0
+        data.cpu_end = cpu_snapshot()
+        data.load_avg_end = load_average()
+        data.peak_rss_mb = peak_rss_mb()
+        return data
+
+    # -- steps ----------------------------------------------------------------------------
+    def _packs(self) -> list[Pack]:
+        return [p for _, p in self._labelled_packs()]
+
+    def _labelled_packs(self) -> list[tuple[str, Pack]]:
+        out = [("default", self.wl.pack)]
+        if self.wl.long_pack is not None:
+            out.append(("long", self.wl.long_pack))
+        return out
+
+    def _pack_for(self, mode: str) -> Pack:
+        if mode == "serial_long":
+            assert self.wl.long_pack is not None
+            return self.wl.long_pack
+        return self.wl.pack
+
+    def _options(self, mode: str, orderings: str | None = None) -> Any:
+        from triage.engine import ScoreOptions
+
+        engine_mode, strategy = ENGINE_MODE[mode]
+        return ScoreOptions(mode=engine_mode, strategy=strategy, orderings=orderings or self.wl.orderings)
+
+    def _mark(self, phase: str) -> None:
+        now = time.perf_counter()
+        if self._phase_t0:
+            self.run_data.phase_s[phase] = self.run_data.phase_s.get(phase, 0.0) + now - self._phase_t0
+        self._phase_t0 = now
+
+    def _load(self) -> None:
+        self._phase_t0 = time.perf_counter()
+        eng = self.spec.open()
+        self.engine = eng
+        self.holder = StableHolder(eng)
+        data = self.run_data
+        data.load_ms = eng.load_ms
+        data.rss_after_load_mb = _rss_mb()
+        data.model = eng.model_info
+        data.engine = {"n_ctx": eng.n_ctx, "threads": eng.native.n_threads, "prompt_format": eng.fmt.id, "n_batch": eng.native.n_batch}
+        data.readout_ms = _time_readout(eng, self.wl.pack)
+        self._mark("load")
+
+    def _warm_up(self, pack: Pack, ticket: BenchTicket) -> None:
+        eng, holder = self._main()
+        eng.score_ticket(ticket.text, pack, self._options("serial_truncate", "none"))
+        holder.capture(pack)
+        holder.hold(pack)
+        eng.score_ticket(ticket.text, pack, self._options("fanout", "none"))
+        self.run_data.stable_tokens["long" if pack is self.wl.long_pack else "default"] = len(eng.builder(pack).stable_tokens)
+        self._mark("warm-up")
+
+    def _score(self, mode: str, ticket: BenchTicket, rep: int, slot: int) -> None:
+        from triage.debias import orders_for
+
+        eng, holder = self._main()
+        pack = self._pack_for(mode)
+        if mode == "serial_long" or mode in REUSE_MODES:
+            holder.hold(pack)
+        if rep == 0 and mode == "full":  # prompt building is part of every mode's "other" time
+            orders = [orders_for(len(c.options), self.wl.orderings) for c in pack.criteria]
+            t0 = time.perf_counter()
+            eng.builder(pack).build(ticket.text, orders, n_ctx=eng.n_ctx)
+            self.run_data.prompt_build_ms[ticket.id] = (time.perf_counter() - t0) * 1000
+        result = eng.score_ticket(ticket.text, pack, self._options(mode))
+        self.run_data.samples.append(Sample(mode, ticket, rep, slot, result))
+        self._mark("scoring")
+
+    def _probe(self, ticket: BenchTicket) -> None:
+        """Single tails after the ticket's prefix, and fresh sequences, at the probe sizes."""
+        from triage.debias import orders_for
+        from triage.native import Seq
+
+        eng, holder = self._main()
+        n = eng.native
+        pack = self.wl.pack
+        orders = [orders_for(len(c.options), self.wl.orderings) for c in pack.criteria]
+        prompts = eng.builder(pack).build(ticket.text, orders, n_ctx=eng.n_ctx)
+        tails = [prompts.tail(s) for s in prompts.prompts]
+        filler = tuple(tok for t in tails for tok in t)
+        while len(filler) < max(self.wl.probe_sizes):
+            filler += filler
+        typical = int(statistics.median(len(t) for t in tails))
+        sizes = sorted(set(self.wl.probe_sizes) | {typical})
+        fanout_n = sum(len(t) for t in tails)
+        p, s = len(prompts.prefix), len(prompts.stable)
+        pts = self.run_data.probe
+        for _ in range(self.probe_reps):
+            holder.clear()  # raw reference: nothing else in the cache
+            for size, kind in [*((z, "fresh") for z in sizes), (fanout_n, "fanout_fresh")]:
+                toks = (filler * (1 + size // len(filler)))[:size]
+                t0 = time.perf_counter()
+                n.decode([Seq("f", FRESH_SEQ, 0, toks)])
+                ms = (time.perf_counter() - t0) * 1000
+                n.seq_rm(FRESH_SEQ, -1, -1)
+                pts.append(ProbePoint(ticket.id, kind, size, 0, ms))
+            holder.hold(pack)
+            n.seq_cp(0, PROBE_SEQ, -1, -1)
+            n.decode([Seq("rest", PROBE_SEQ, s, prompts.prefix[s:])])
+            for size in sizes:
+                toks = filler[:size]
+                t0 = time.perf_counter()
+                n.decode([Seq("t", PROBE_SEQ, p, toks)])
+                n.seq_rm(PROBE_SEQ, p, -1)  # as serial/truncate does after each tail
+                pts.append(ProbePoint(ticket.id, "tail", size, p, (time.perf_counter() - t0) * 1000))
+            n.seq_rm(PROBE_SEQ, -1, -1)
+        self._mark("tail probe")
+
+    def _close_main(self) -> None:
+        if self.engine is not None:
+            self.engine.close()
+            self.engine = None
+            self.holder = None
+
+    def _cache_dir(self, label: str) -> Path:
+        assert self._tmp is not None
+        return Path(self._tmp.name) / label
+
+    def _cold(self, label: str, pack: Pack, ticket: BenchTicket, first: bool) -> None:
+        from triage.prefix import StableCache
+
+        if first:
+            self._phase_t0 = time.perf_counter()
+            self._stable_engine = self.spec.open(stable_store=StableCache(self._cache_dir(label)))
+            self.run_data.stable.append(StableRun(label, "cold", load_ms=self._stable_engine.load_ms))
+        assert self._stable_engine is not None
+        run = self.run_data.stable[-1]
+        run.results.append(self._stable_engine.score_ticket(ticket.text, pack, self._options("serial_truncate")))
+        self._mark("stable cache")
+
+    def _end_cold(self, label: str) -> None:
+        eng = self._stable_engine
+        if eng is not None:
+            store = eng.stable_store
+            self.run_data.stable[-1].cache_stats = dict(vars(store.stats)) if store is not None else {}
+            self.run_data.stable[-1].file_bytes = sum(f.stat().st_size for f in self._cache_dir(label).glob("*.kvstate"))
+            eng.close()
+            self._stable_engine = None
+
+    def _warm(self, label: str, pack: Pack, ticket: BenchTicket) -> None:
+        from triage.prefix import StableCache
+
+        self._phase_t0 = time.perf_counter()
+        store = StableCache(self._cache_dir(label))  # a new instance: nothing in memory, as after a restart
+        eng = self.spec.open(stable_store=store)
+        try:
+            run = StableRun(label, "warm", load_ms=eng.load_ms)
+            run.results.append(eng.score_ticket(ticket.text, pack, self._options("serial_truncate")))
+            run.cache_stats = dict(vars(store.stats))
+            self.run_data.stable.append(run)
+        finally:
+            eng.close()
+        self._mark("stable cache")
+
+    def _main(self) -> tuple[Engine, StableHolder]:
+        assert self.engine is not None and self.holder is not None, "the main engine is not loaded"
+        return self.engine, self.holder

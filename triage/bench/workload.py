@@ -1,0 +1,229 @@
+"""What bench measures: the tickets, the packs, the modes and how often.
+
+The default ticket set is ``assets/bench-tickets.jsonl``: twelve real tickets of
+three lengths (customer tweets, GitHub issues and short complaints, long CFPB
+complaints); origins and licences are in ``assets/LICENSES/bench-tickets.md``.
+``--tickets`` takes any JSON Lines file of ``{"id", "text"}`` rows instead.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from triage.errors import InputError
+from triage.pack import Pack
+
+TICKETS_ASSET = "bench-tickets.jsonl"
+LONG_PACK_ASSET = "long-stable-pack.toml"
+DEFAULT_LIMIT = 12  # with --tickets: the first 12 rows
+PER_KIND = 2  # the default run: the first 2 tickets of each length
+QUICK_LIMIT = 2
+
+# Timed modes, interleaved ticket by ticket. Keys are the JSON's mode keys.
+# serial_long is serial/truncate with the long-stable pack (issue 7).
+MODE_KEYS = ("full", "serial_truncate", "serial_restore", "fanout", "serial_long")
+SPLIT = "split"  # the exactness reference; also timed, but only on some tickets
+REUSE_MODES = ("serial_truncate", "serial_restore", "fanout")
+ENGINE_MODE = {
+    "full": ("full", "truncate"),
+    "serial_truncate": ("serial", "truncate"),
+    "serial_restore": ("serial", "restore"),
+    "fanout": ("fanout", "truncate"),
+    "serial_long": ("serial", "truncate"),
+    "split": ("split", "truncate"),
+}
+
+# Tail-probe sizes: single tails of these many tokens after a real ticket prefix.
+# They span well past the pack's own tails (about 28-40 tokens) so that the
+# cost model can tell the fixed part from the per-token part.
+PROBE_SIZES = (8, 16, 32, 64, 128, 256)
+QUICK_PROBE_SIZES = (8, 32, 128)
+
+
+@dataclass(frozen=True)
+class BenchTicket:
+    """One ticket of the bench set."""
+
+    id: str
+    text: str
+    kind: str  # short | medium | long
+    source: str = ""
+    quick: bool = False
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Everything that decides what a bench run does."""
+
+    tickets: tuple[BenchTicket, ...]
+    pack: Pack
+    long_pack: Pack | None
+    orderings: str
+    repeats: int
+    quick: bool
+    split_ids: frozenset[str]  # tickets also scored in mode "split" (drift reference)
+    probe_ids: tuple[str, ...]  # tickets whose prefix hosts the tail probe
+    probe_sizes: tuple[int, ...]
+    session_ids: tuple[str, ...]  # tickets of the cold-start session (issue 7)
+    tickets_source: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        """The timed modes, in their base interleaving order."""
+        return MODE_KEYS if self.long_pack is not None else tuple(m for m in MODE_KEYS if m != "serial_long")
+
+    def describe(self) -> dict[str, Any]:
+        """The workload as JSON: what exactly was run."""
+        return {
+            "quick": self.quick,
+            "tickets_source": self.tickets_source,
+            "tickets": [{"id": t.id, "kind": t.kind, "source": t.source, "chars": len(t.text)} for t in self.tickets],
+            "pack": {"name": self.pack.name, "version": self.pack.version, "hash": self.pack.hash, "criteria": len(self.pack.criteria)},
+            "long_pack": None if self.long_pack is None else {"name": self.long_pack.name, "version": self.long_pack.version, "hash": self.long_pack.hash},
+            "orderings": self.orderings,
+            "repeats": self.repeats,
+            "modes": list(self.modes),
+            "split_tickets": sorted(self.split_ids),
+            "probe_tickets": list(self.probe_ids),
+            "probe_sizes": list(self.probe_sizes),
+            "session_tickets": list(self.session_ids),
+            "notes": list(self.notes),
+        }
+
+
+def kind_of(text: str) -> str:
+    """short / medium / long by characters (a tweet, an issue, a long complaint)."""
+    n = len(text)
+    return "short" if n < 200 else "medium" if n < 1000 else "long"
+
+
+def read_tickets(path: Path) -> list[BenchTicket]:
+    """Read a JSON Lines ticket file: ``{"id", "text"}`` plus optional ``kind``, ``source``, ``quick``.
+
+    Raises:
+        InputError: the file is missing, or a line is not such an object.
+    """
+    try:
+        lines = path.read_text(encoding="utf-8").split("\n")  # not splitlines(): JSON strings may hold U+2028
+    except FileNotFoundError:
+        raise InputError(f"ticket file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read ticket file {path}: {exc}") from None
+    out: list[BenchTicket] = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path} line {n}: not valid JSON ({exc.msg})") from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("text"), str) or not obj["text"].strip():
+            raise InputError(f"{path} line {n}: expected an object with a non-empty \"text\"")
+        text = obj["text"]
+        out.append(BenchTicket(
+            id=str(obj.get("id", f"line-{n}")),
+            text=text,
+            kind=str(obj.get("kind") or kind_of(text)),
+            source=str(obj.get("source", path.name)),
+            quick=bool(obj.get("quick", False)),
+        ))
+    if not out:
+        raise InputError(f"ticket file {path} holds no tickets")
+    return out
+
+
+def _per_kind(rows: list[BenchTicket], n: int) -> list[BenchTicket]:
+    """The first ``n`` tickets of each kind, in file order."""
+    count: dict[str, int] = {}
+    out = []
+    for t in rows:
+        if count.get(t.kind, 0) < n:
+            out.append(t)
+            count[t.kind] = count.get(t.kind, 0) + 1
+    return out
+
+
+def _first_of_each_kind(tickets: tuple[BenchTicket, ...]) -> list[str]:
+    seen: dict[str, str] = {}
+    for t in tickets:
+        seen.setdefault(t.kind, t.id)
+    return list(seen.values())
+
+
+def make_workload(
+    *,
+    pack: Pack,
+    long_pack: Pack | None,
+    tickets_path: Path | None = None,
+    quick: bool = False,
+    limit: int | None = None,
+    repeats: int = 1,
+    orderings: str | None = None,
+) -> Workload:
+    """Choose tickets and per-phase subsets for a run.
+
+    Quick (``--quick``): the two tickets flagged ``quick`` in the bench set (one
+    tweet, one short complaint; or the first two of ``--tickets``), one option
+    order per criterion (``orderings=none``: 5 prompts a ticket instead of 18)
+    unless ``orderings`` is given, one repeat, split on the first ticket only,
+    the tail probe at 3 sizes on one ticket, and the cold/warm session over both
+    tickets. The pack, its criteria, and every mode are as in a full run.
+
+    Default: the first two tickets of each length (6), cyclic orderings, split
+    on the first tweet and medium ticket, the tail probe at 6 sizes on the first
+    tweet and long ticket, and the cold-start session over one ticket of each
+    length. ``limit`` (or ``--tickets``) takes the first N rows instead.
+    """
+    from triage.paths import asset
+
+    if repeats < 1:
+        raise InputError("--repeat must be at least 1")
+    source = str(tickets_path) if tickets_path else f"assets/{TICKETS_ASSET}"
+    rows = read_tickets(Path(tickets_path) if tickets_path else asset(TICKETS_ASSET))
+    notes: list[str] = []
+    if quick and limit is None:
+        flagged = [t for t in rows if t.quick]
+        chosen = flagged[:QUICK_LIMIT] if len(flagged) >= QUICK_LIMIT else rows[:QUICK_LIMIT]
+        notes.append(
+            "quick: 2 tickets (one tweet, one short complaint), orderings=none unless --orderings is given "
+            "(one option order per criterion), 1 repeat, split on the first ticket only, tail probe at 3 sizes "
+            "on one ticket, cold/warm session over both tickets; same pack, criteria and modes as a full run"
+        )
+    elif limit is None and not tickets_path:
+        chosen = _per_kind(rows, PER_KIND)
+    else:
+        chosen = rows[: (limit or DEFAULT_LIMIT)]
+    tickets = tuple(chosen)
+    ids = [t.id for t in tickets]
+    if orderings is None:
+        orderings = "none" if quick else "cyclic"
+    if quick:
+        split_ids = frozenset(ids[:1])
+        probe_ids = tuple(ids[:1])
+        session_ids = tuple(ids)
+        sizes = QUICK_PROBE_SIZES
+    else:
+        firsts = _first_of_each_kind(tickets)
+        # split costs as much as full: on a tweet and a medium ticket, not on a long one
+        split_ids = frozenset(t.id for t in tickets if t.id in firsts and t.kind != "long") or frozenset(firsts[:1])
+        probe_ids = tuple(firsts[:: max(1, len(firsts) - 1)])  # the first and last kinds: shortest and longest prefix
+        session_ids = tuple(firsts)
+        sizes = PROBE_SIZES
+    return Workload(
+        tickets=tickets,
+        pack=pack,
+        long_pack=long_pack,
+        orderings=orderings,
+        repeats=repeats,
+        quick=quick,
+        split_ids=split_ids,
+        probe_ids=probe_ids,
+        probe_sizes=sizes,
+        session_ids=session_ids,
+        tickets_source=source,
+        notes=notes,
+    )
