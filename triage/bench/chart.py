@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-W, H = 980, 560
+W, H = 980, 590
 FONT = "font-family=\"system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif\""
 COLORS = {
     "prefill": "#4c78a8",
