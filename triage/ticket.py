@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from triage.errors import InputError
 
@@ -53,6 +54,28 @@ def make_ticket(text: str, ticket_id: str | None = None) -> Ticket:
         raise InputError(f"ticket {ticket_id or ''} is {what}; there is nothing to score".replace("ticket  is", "ticket is"))
     tid = ticket_id or hashlib.sha256(cleaned.encode("utf-8")).hexdigest()[:12]
     return Ticket(tid, cleaned, text)
+
+
+def read_text_file(path: str | Path, what: str) -> str:
+    """Read a user's UTF-8 text file, with a specific message for each way it can fail.
+
+    Args:
+        path: the file.
+        what: what the file is, for messages (e.g. "ticket file").
+
+    Raises:
+        InputError: missing, a directory, unreadable, or not UTF-8.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{what} {path} does not exist") from None
+    except IsADirectoryError:
+        raise InputError(f"{path} is a directory; pass the {what} itself") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}") from None
+    return decode_ticket_bytes(data, str(path))
 
 
 def decode_ticket_bytes(data: bytes, source: str) -> str:

@@ -7,7 +7,6 @@ import json
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from triage.errors import InputError, TriageError
@@ -67,23 +66,14 @@ def read_input(file: str | None, *, force_jsonl: bool, force_text: bool, ticket_
     Raises:
         InputError: unreadable file, invalid UTF-8, no input.
     """
-    from triage.ticket import decode_ticket_bytes
+    from triage.ticket import decode_ticket_bytes, read_text_file
 
     if file in (None, "-"):
         if sys.stdin is None or sys.stdin.isatty():
             raise InputError("no ticket given", hint="pipe a ticket in (echo '...' | triage score) or pass a FILE")
-        data, source = sys.stdin.buffer.read(), "standard input"
+        text = decode_ticket_bytes(sys.stdin.buffer.read(), "standard input")
     else:
-        path = Path(file)
-        try:
-            data, source = path.read_bytes(), str(path)
-        except FileNotFoundError:
-            raise InputError(f"ticket file {path} does not exist") from None
-        except IsADirectoryError:
-            raise InputError(f"{path} is a directory, not a ticket file") from None
-        except OSError as exc:
-            raise InputError(f"cannot read {path}: {exc.strerror}") from None
-    text = decode_ticket_bytes(data, source)
+        text = read_text_file(file, "ticket file")
     if force_jsonl or (not force_text and _looks_jsonl(file, text)):
         return list(_jsonl_rows(text))
     return [Row(None, ticket_id, text)]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from triage.errors import InputError
 from triage.pack import Pack
-from triage.ticket import Ticket, decode_ticket_bytes, make_ticket
+from triage.ticket import Ticket, make_ticket, read_text_file
 
 SPLIT_SALT = "triage-split/1"
 
@@ -101,15 +101,7 @@ def read_labelled(path: str | Path, pack: Pack) -> LabelledSet:
         InputError: the file is missing, unreadable, or has no usable row at all.
     """
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"labelled ticket file {path} does not exist") from None
-    except IsADirectoryError:
-        raise InputError(f"{path} is a directory; pass the .jsonl file itself") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}") from None
-    text = decode_ticket_bytes(data, str(path))
+    text = read_text_file(path, "labelled ticket file")
     out = LabelledSet(str(path), [])
     # Split on "\n" only: str.splitlines() would also break inside JSON strings at
     # U+2028/U+2029/U+0085, which JSON allows raw (real GitHub issues contain them).
