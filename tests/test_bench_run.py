@@ -47,7 +47,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Workload:
     )
     return Workload(
         tickets=tickets, pack=load_pack(folder / "tiny.toml"), long_pack=load_pack(folder / "long.toml"),
-        orderings="cyclic", repeats=1, quick=True, split_ids=frozenset({"t1", "t2"}), probe_ids=("t1",),
+        orderings="cyclic", repeats=1, quick=True, split_ids=frozenset({"t1", "t2"}), split_criteria=1, probe_ids=("t1",),
         probe_sizes=(4, 16), session_ids=("t1", "t2"), tickets_source="test",
     )
 
@@ -72,7 +72,8 @@ def test_bench_run_writes_the_keys_and_reuse_is_exact(smollm2_path: Path, tiny: 
     assert back["token_bound"] > 1
     for key in ("fixed_ms", "per_token_ms", "r2"):
         assert back["cost_fit"][key] is not None
-    assert 0 <= back["cache"]["hit_rate"] < 1
+    assert 0 <= back["cache"]["hit_rate"] < 1 and back["cache"]["hit_rate_over"] == "cold_session"
+    assert back["cache"]["stable_prefill_ms"]["default"] > 0 and back["cache"]["stable_prefill_ms"]["long"] > 0
     assert back["model"]["sha256"] and back["llama_cpp_python"] and back["pack_hash"] == tiny.pack.hash
     assert back["machine"]["threads"] >= 1 and back["machine"]["load_avg_start"]
     assert back["footprint"]["load_ms"] > 0 and back["footprint"]["peak_rss_mb"] > 0
@@ -80,6 +81,8 @@ def test_bench_run_writes_the_keys_and_reuse_is_exact(smollm2_path: Path, tiny: 
     # reuse is exact against the same token split, for both serial strategies
     assert back["drift"]["max_abs_prob_same_split"] == 0
     assert back["drift"]["compared_same_split"] == 4
+    assert back["modes"]["split"]["criteria_scored"] == 1 and back["modes"]["full"]["criteria_scored"] == 2
+    assert back["workload"]["split_criteria"] == [tiny.pack.criteria[0].id]
     assert back["drift"]["max_abs_prob_restore_vs_truncate"] == 0
     assert back["drift"]["max_abs_prob_vs_full"] is not None
 

@@ -44,8 +44,10 @@ def test_long_pack_has_the_default_criteria_and_a_longer_stable_block() -> None:
 
 def test_quick_workload() -> None:
     wl = make_workload(pack=default_pack(), long_pack=None, quick=True)
-    assert [t.id for t in wl.tickets] == ["air-2a4d07b8aa4d", "cfpb-29143da0db44"]
+    assert [t.id for t in wl.tickets] == ["air-2a4d07b8aa4d"]
     assert wl.split_ids == {"air-2a4d07b8aa4d"}
+    assert wl.describe()["split_criteria"] == ["queue", "urgency"]
+    assert wl.session_ids == ()  # no cold/warm restart in --quick
     assert wl.orderings == "none"
     assert make_workload(pack=default_pack(), long_pack=None, quick=True, orderings="cyclic").orderings == "cyclic"
     assert "serial_long" not in wl.modes
@@ -54,9 +56,11 @@ def test_quick_workload() -> None:
 
 def test_default_workload_and_tickets_file(tmp_path: Path) -> None:
     wl = make_workload(pack=default_pack(), long_pack=load_pack(asset(LONG_PACK_ASSET)))
-    assert [t.kind for t in wl.tickets] == ["short", "short", "medium", "medium", "long", "long"]
+    assert [t.kind for t in wl.tickets] == ["short", "medium", "long"]
     assert wl.split_ids == {"air-2a4d07b8aa4d", "cfpb-29143da0db44"}
     assert wl.probe_ids == ("air-2a4d07b8aa4d", "cfpb-739973513c1f")
+    with pytest.raises(InputError, match="--limit"):
+        make_workload(pack=default_pack(), long_pack=None, limit=0)
     assert len(wl.session_ids) == 3
     assert len(make_workload(pack=default_pack(), long_pack=None, limit=12).tickets) == 12
     assert wl.modes[-1] == "serial_long" and wl.orderings == "cyclic"

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from triage.engine import CriterionScored, Engine, Prefilled, ScoreOptions, TicketScored
+from triage.errors import TriageError
 from triage.pack import Pack, load_pack
 from triage.prefix import StableCache
 from triage.result import TicketResult
@@ -158,6 +159,41 @@ def test_prefix_stays_resident(engine: Engine, pack: Pack) -> None:
     again = engine.score_ticket(TICKETS[1], pack)  # same ticket again: the whole prefix hits
     assert again.tokens.prefix_cached == again.tokens.prefix
     assert np.array_equal(probs(again), probs(second))
+
+
+def test_a_subset_of_criteria_scores_the_same(engine: Engine, pack: Pack) -> None:
+    whole = engine.score_ticket(TICKETS[1], pack, ScoreOptions(mode="split"))
+    for mode in ("split", "serial", "fanout"):
+        only = engine.score_ticket(TICKETS[1], pack, ScoreOptions(mode=mode, criteria=("mood",)))
+        assert [c.id for c in only.criteria] == ["mood"]
+        want = [o.probability for o in whole.criteria[1].options]
+        got = [o.probability for o in only.criteria[0].options]
+        if mode == "fanout":
+            assert np.max(np.abs(np.array(got) - want)) < FANOUT_TOL
+        else:
+            assert got == want, mode  # same prompts, same prefix: the same numbers
+        assert only.tokens.tails < whole.tokens.tails and only.tokens.prefix == whole.tokens.prefix
+    with pytest.raises(TriageError, match="unknown criteria 'colour'.*fruit, mood"):
+        engine.score_ticket(TICKETS[1], pack, ScoreOptions(criteria=("colour",)))
+
+
+def test_hold_stable_leaves_only_the_stable_block(smollm2_path: Path, pack: Pack, tmp_path: Path) -> None:
+    store = StableCache(tmp_path / "stable")
+    with Engine(smollm2_path, name="smollm2-135m", n_ctx=2048, stable_store=store) as eng:
+        assert eng.hold_stable(pack) > 0  # computed: nothing resident, nothing stored
+        first = eng.score_ticket(TICKETS[0], pack)
+        assert first.tokens.stable_cached == first.tokens.stable and first.tokens.prefix_cached == first.tokens.stable
+        assert eng.hold_stable(pack) == 0  # resident: the ticket's cells are dropped
+        again = eng.score_ticket(TICKETS[0], pack)
+        assert again.tokens.prefix_cached == again.tokens.stable  # the ticket was not kept
+        eng.clear()
+        assert eng.hold_stable(pack) == 0 and store.stats.memory_hits >= 1  # restored from the store
+        restored = eng.score_ticket(TICKETS[0], pack)
+        assert np.array_equal(probs(restored), probs(first))
+    with Engine(smollm2_path, name="smollm2-135m", n_ctx=2048) as bare:
+        bare.score_ticket(TICKETS[0], pack)
+        bare.clear()
+        assert bare.hold_stable(pack) > 0  # no store: computed again
 
 
 def test_stable_state_persists_across_engines(smollm2_path: Path, pack: Pack, tmp_path: Path) -> None:

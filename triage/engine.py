@@ -34,7 +34,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -59,12 +59,18 @@ PRIOR_TEXT = "N/A"
 
 @dataclass(frozen=True)
 class ScoreOptions:
-    """How to score: the mode, serial's way back to the prefix, orderings, prior."""
+    """How to score: the mode, serial's way back to the prefix, orderings, prior.
+
+    ``criteria`` scores only those criteria (ids, any order; results come in pack
+    order). The prompts, and so the shared prefix and the scores, are those of the
+    whole pack: a subset costs fewer tails and gives the same numbers.
+    """
 
     mode: str = "serial"
     strategy: str = "truncate"
     orderings: str = "cyclic"
     prior: bool = False
+    criteria: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in ALL_MODES:
@@ -73,6 +79,18 @@ class ScoreOptions:
             raise TriageError(f"unknown serial strategy {self.strategy!r}; use truncate or restore", exit_code=2)
         if self.orderings not in debias.ORDERINGS:
             raise TriageError(f"unknown orderings {self.orderings!r}; use none or cyclic", exit_code=2)
+
+
+def _chosen_criteria(pack: Pack, ids: tuple[str, ...] | None) -> list[int]:
+    """Indices of the criteria to score, in pack order (all when ``ids`` is None)."""
+    if ids is None:
+        return list(range(len(pack.criteria)))
+    known = [c.id for c in pack.criteria]
+    unknown = [i for i in ids if i not in known]
+    if unknown or not ids:
+        what = f"unknown criteria {', '.join(map(repr, unknown))}" if unknown else "no criteria chosen"
+        raise TriageError(f"{what} in pack {pack.name!r}; its criteria are {', '.join(known)}", exit_code=2)
+    return [k for k, cid in enumerate(known) if cid in ids]
 
 
 class StableStore(Protocol):
@@ -357,6 +375,9 @@ class Engine:
         builder = self.builder(pack)
         orders = [debias.orders_for(len(c.options), options.orderings) for c in pack.criteria]
         prompts = builder.build(ticket.text, orders, n_ctx=self.n_ctx)
+        chosen = _chosen_criteria(pack, options.criteria)
+        if len(chosen) < len(pack.criteria):
+            prompts = replace(prompts, prompts=[s for s in prompts.prompts if s.criterion in chosen])
         letters = readout.letter_ids(self.tokenizer, max(len(c.options) for c in pack.criteria))
         tokens = Tokens(
             prefix=len(prompts.prefix),
@@ -381,11 +402,11 @@ class Engine:
                     self.stable_change = stable_note
             else:
                 self._drop_resident()
-            yield Prefilled(prompts, tokens, timing.prefill_ms, len(pack.criteria))
+            yield Prefilled(prompts, tokens, timing.prefill_ms, len(chosen))
 
             if options.mode == "fanout":
                 self._fanout(prompts, letters, by_crit, stop)
-                for ci, crit in enumerate(pack.criteria):
+                for ci in chosen:
                     results[ci] = self._criterion_result(ci, pack, by_crit[ci], prior, calibrator)
                     yield CriterionScored(results[ci])  # type: ignore[arg-type]
             else:
@@ -417,13 +438,13 @@ class Engine:
             complete = False
             self._drop_resident()
             done = sum(r is not None for r in results)
-            warnings.append(f"cancelled after {done} of {len(pack.criteria)} criteria")
+            warnings.append(f"cancelled after {done} of {len(chosen)} criteria")
         timing.tails_ms = sum(r.ms for r in by_crit)
         timing.total_ms = (time.perf_counter() - t_start) * 1000
         if self._capture is not None:
-            for ci, crit in enumerate(pack.criteria):
+            for ci in chosen:
                 acc = by_crit[ci]
-                self._capture[crit.id] = [(o, r.position_logprobs, r.coverage) for o, r in zip(acc.orders, acc.reads, strict=True)]
+                self._capture[pack.criteria[ci].id] = [(o, r.position_logprobs, r.coverage) for o, r in zip(acc.orders, acc.reads, strict=True)]
         final = TicketResult(
             ticket_id=ticket.id,
             ticket_sha256=ticket.sha256,
@@ -468,6 +489,47 @@ class Engine:
         self.native.seq_rm(0, -1, -1)
         self._resident = ()
 
+    def hold_stable(self, pack: Pack) -> float:
+        """Leave exactly ``pack``'s stable block in the cache, as between two tickets.
+
+        Keeps it when resident (dropping the last ticket's cells), else restores it
+        from the stable store, else computes it (and stores it). Returns the ms
+        spent computing it (0 when it was resident or restored).
+        """
+        with self._lock:
+            timing, tokens = Timing(), Tokens()
+            self._ensure_stable(self.builder(pack).stable_tokens, pack, tokens, timing, lambda: False)
+            self._resident = self.builder(pack).stable_tokens
+            return timing.stable_ms
+
+    def clear(self) -> None:
+        """Empty the cache: the next ticket computes (or restores) its stable block again."""
+        with self._lock:
+            self._drop_resident()
+
+    def _ensure_stable(self, stable: tuple[int, ...], pack: Pack, tokens: Tokens, timing: Timing, stop: Callable[[], bool]) -> None:
+        """Make sequence 0 start with the stable block and hold nothing after it."""
+        if self._resident[: len(stable)] == stable and len(self._resident) >= len(stable):
+            self.native.seq_rm(0, len(stable), -1)
+            tokens.stable_cached = len(stable)
+            return
+        self._drop_resident()
+        key = self.stable_key(pack)
+        state = self.stable_store.get(key, stable) if self.stable_store else None
+        if state is not None:
+            try:
+                self.native.state_set(0, state)
+                tokens.stable_cached = len(stable)
+                return
+            except TriageError:
+                log.warning("stored stable state for %s was rejected; recomputing", key)
+                self._drop_resident()
+        t1 = time.perf_counter()
+        self.native.decode([Seq("stable", 0, 0, stable)], should_stop=stop)
+        timing.stable_ms = (time.perf_counter() - t1) * 1000
+        if self.stable_store:
+            self.stable_store.put(key, stable, self.native.state_get(0))
+
     def _ensure_prefix(self, prompts: TicketPrompts, pack: Pack, tokens: Tokens, timing: Timing, stop: Callable[[], bool]) -> None:
         """Make sequence 0 hold exactly the prefix, reusing what is resident or stored."""
         prefix, stable = prompts.prefix, prompts.stable
@@ -476,26 +538,7 @@ class Engine:
             tokens.prefix_cached = len(prefix)
             tokens.stable_cached = len(stable)
             return
-        if self._resident[: len(stable)] == stable and len(self._resident) >= len(stable):
-            self.native.seq_rm(0, len(stable), -1)
-            tokens.stable_cached = len(stable)
-        else:
-            self._drop_resident()
-            key = self.stable_key(pack)
-            state = self.stable_store.get(key, stable) if self.stable_store else None
-            if state is not None:
-                try:
-                    self.native.state_set(0, state)
-                    tokens.stable_cached = len(stable)
-                except TriageError:
-                    log.warning("stored stable state for %s was rejected; recomputing", key)
-                    self._drop_resident()
-            if not tokens.stable_cached:
-                t1 = time.perf_counter()
-                self.native.decode([Seq("stable", 0, 0, stable)], should_stop=stop)
-                timing.stable_ms = (time.perf_counter() - t1) * 1000
-                if self.stable_store:
-                    self.stable_store.put(key, stable, self.native.state_get(0))
+        self._ensure_stable(stable, pack, tokens, timing, stop)
         self._resident = ()  # until the prefix is complete
         rest = prefix[len(stable):]
         self.native.decode([Seq("prefix", 0, len(stable), rest)], should_stop=stop)

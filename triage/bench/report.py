@@ -45,18 +45,28 @@ def _probs(result: TicketResult) -> dict[tuple[str, str], float]:
     return {(c.id, o.id): o.probability for c in result.criteria for o in c.options}
 
 
+def _common(a: TicketResult, b: TicketResult) -> set[str]:
+    common = {c.id for c in a.criteria} & {c.id for c in b.criteria}
+    if not common:
+        raise ValueError("results share no criteria")
+    return common
+
+
 def max_abs_prob_diff(a: TicketResult, b: TicketResult) -> float:
-    """Largest |Δp| between two results of the same ticket and pack."""
-    pa, pb = _probs(a), _probs(b)
+    """Largest |Δp| between two results of the same ticket and pack, over the criteria both scored."""
+    common = _common(a, b)
+    pa = {k: v for k, v in _probs(a).items() if k[0] in common}
+    pb = {k: v for k, v in _probs(b).items() if k[0] in common}
     if pa.keys() != pb.keys():
-        raise ValueError("results are for different criteria or options")
+        raise ValueError("results are for different options")
     return max(abs(pa[k] - pb[k]) for k in pa)
 
 
 def choice_flips(a: TicketResult, b: TicketResult) -> int:
-    """Criteria whose chosen option differs between two results."""
+    """Criteria (of those both scored) whose chosen option differs between two results."""
+    common = _common(a, b)
     cb = {c.id: c.choice for c in b.criteria}
-    return sum(c.choice != cb[c.id] for c in a.criteria)
+    return sum(c.choice != cb[c.id] for c in a.criteria if c.id in common)
 
 
 def _mode_summary(samples: list[Sample]) -> dict[str, Any]:
@@ -72,6 +82,7 @@ def _mode_summary(samples: list[Sample]) -> dict[str, Any]:
     evaluated = [r.tokens.evaluated for r in res]
     return {
         "n": len(res),
+        "criteria_scored": max(len(r.criteria) for r in res),
         "ticket_ms_median": clean(median(ticket), 1),
         "ticket_ms": spread(ticket).to_dict(1),
         "criterion_ms_median": clean(median(crit), 2),
@@ -204,7 +215,7 @@ def build_report(run: BenchRun, *, wait: dict[str, Any] | None = None) -> dict[s
             "tail_tokens": tok.tails, "full_tokens": tok.full_prompts, "reuse_tokens": tok.total_input,
             "token_bound": clean(bound, 3), "token_bound_resident": clean(resident, 3),
             "prompt_build_ms": clean(run.prompt_build_ms.get(t.id, math.nan), 2),
-            "ms": {m: clean(ms[m][t.id], 1) for m in modes if m in ms and t.id in ms[m]},
+            "ms": {m: clean(ms[m][t.id], 1) for m in modes if m in ms and t.id in ms[m] and m != SPLIT},
             "speedup": {},
         }
         for m in REUSE_MODES:
@@ -439,10 +450,16 @@ def _caches(run: BenchRun) -> tuple[dict[str, Any], dict[str, Any]]:
     default_session = stable.get("default", {}).get("session")
     cache = {
         "hit_rate": default_session["hit_rate"] if default_session else clean(median(steady), 4),
-        "hit_rate_what": "cached input tokens / input tokens over the cold-start session (default pack): the first ticket pays the stable block, later ones find it resident",
+        "hit_rate_what": ("cached input tokens / input tokens over the cold-start session (default pack): the first ticket pays the stable block, later ones find it resident"
+                          if default_session else
+                          "cached input tokens / input tokens per ticket with the stable block resident (serial/truncate, median): no cold-start session was run (--quick)"),
+        "hit_rate_over": "cold_session" if default_session else "steady",
         "hit_rate_steady_median": clean(median(steady), 4),
         "hit_rate_steady_long_median": clean(median([s.result.tokens.hit_rate for s in long_]), 4) if long_ else None,
         "per_ticket": default_session["per_ticket"] if default_session else [],
+        "stable_prefill_ms": {k: clean(v, 1) for k, v in run.stable_prefill_ms.items()},
+        "stable_tokens": dict(run.stable_tokens),
+        "stable_what": "the warm-up's prefill of each pack's stable block on a fresh engine: paid once per pack, model and prompt format",
     }
     return cache, stable
 

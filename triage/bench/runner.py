@@ -5,12 +5,14 @@ progress bar knows its length and a reader of the code sees the schedule in
 one place (:meth:`BenchRunner.plan`):
 
 1. **warm-up** (untimed): each pack once in serial and fanout on the shortest
-   ticket; this also captures each pack's stable-block state.
+   ticket (``--quick``: only the stable block's prefill). The main engine keeps
+   each pack's stable-block state in a stable cache of its own, so a reuse mode
+   after ``full`` restores it instead of computing it again.
 2. **interleaved scoring**: for every repeat and ticket, every mode once, the
    mode order rotated by one per ticket so that drift and position effects hit
    all modes alike. Before each reuse mode the engine is put in the state a
    session has between two tickets: the pack's stable block resident, nothing
-   else (:class:`StableHolder`). Split runs last on its tickets.
+   else (``Engine.hold_stable``). Split runs last on its tickets.
 3. **tail probe** on a few tickets: single tails of 8-256 tokens decoded after
    the ticket's real prefix (what serial/truncate does per tail), and fresh
    sequences of the same sizes in an empty cache: llama.cpp's raw prompt
@@ -27,7 +29,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -111,6 +113,7 @@ class BenchRun:
     stable: list[StableRun] = field(default_factory=list)
     prompt_build_ms: dict[str, float] = field(default_factory=dict)
     stable_tokens: dict[str, int] = field(default_factory=dict)
+    stable_prefill_ms: dict[str, float] = field(default_factory=dict)  # the warm-up's stable-block prefill, per pack
     load_ms: float = 0.0
     readout_ms: float | None = None  # one readout (softmax over the vocabulary) on this model
     rss_after_load_mb: float | None = None
@@ -122,52 +125,6 @@ class BenchRun:
     started_at: float = 0.0
     elapsed_s: float = 0.0
     phase_s: dict[str, float] = field(default_factory=dict)
-
-
-class StableHolder:
-    """Puts exactly a pack's stable block in sequence 0, as between two tickets of a session.
-
-    The engine keeps the last ticket's whole prefix resident, and ``full``/``split``
-    drop it. Timing every reuse mode from the same state (stable block resident,
-    ticket new) needs a way to leave only the stable block, which the engine does
-    not offer publicly yet. So this adapter uses ``Engine._resident`` (the token
-    ids the engine believes sequence 0 holds), and always keeps it true: it
-    truncates to the stable block, or clears the sequence and restores the
-    stable block's saved state (exact: a restored state gives bit-identical
-    logits). If the engine gains ``Engine.hold_stable(pack)``, that is used.
-    """
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self._states: dict[str, bytearray] = {}
-
-    def capture(self, pack: Pack) -> None:
-        """Save the stable block's state; call right after a serial scoring of ``pack``."""
-        eng, stable = self.engine, self.engine.builder(pack).stable_tokens
-        if tuple(eng._resident[: len(stable)]) != stable:
-            raise RuntimeError("capture() needs the pack's prefix resident (score in serial mode first)")
-        eng.native.seq_rm(0, len(stable), -1)
-        eng._resident = stable
-        self._states[pack.hash] = eng.native.state_get(0)
-
-    def hold(self, pack: Pack) -> None:
-        """Leave exactly ``pack``'s stable block resident in sequence 0."""
-        eng = self.engine
-        if hasattr(eng, "hold_stable"):
-            eng.hold_stable(pack)
-            return
-        stable = eng.builder(pack).stable_tokens
-        if len(eng._resident) >= len(stable) and tuple(eng._resident[: len(stable)]) == stable:
-            eng.native.seq_rm(0, len(stable), -1)
-        else:
-            eng.native.seq_rm(0, -1, -1)
-            eng.native.state_set(0, self._states[pack.hash])
-        eng._resident = stable
-
-    def clear(self) -> None:
-        """Empty sequence 0 (for the raw reference, which wants an empty cache)."""
-        self.engine.native.seq_rm(0, -1, -1)
-        self.engine._resident = ()
 
 
 def _rss_mb() -> float | None:
@@ -220,7 +177,6 @@ class BenchRunner:
         self.probe_reps = probe_reps
         self.run_data = BenchRun(workload)
         self.engine: Engine | None = None
-        self.holder: StableHolder | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._stable_engine: Engine | None = None
         self._phase_t0 = 0.0
@@ -236,7 +192,7 @@ class BenchRunner:
         for rep in range(wl.repeats):
             for i, ticket in enumerate(wl.tickets):
                 modes = list(wl.modes)
-                k = (i + rep) % len(modes)
+                k = (i + rep + 1) % len(modes)  # the first ticket starts with a reuse mode: any first-call cost falls on reuse, not on the baseline
                 order = modes[k:] + modes[:k]
                 if ticket.id in wl.split_ids and rep == 0:
                     order.append(SPLIT)
@@ -246,7 +202,7 @@ class BenchRunner:
                     steps.append((f"{ticket.id} tail probe", lambda t=ticket: self._probe(t)))
         steps.append(("closing the model", self._close_main))
         session = [t for t in wl.tickets if t.id in wl.session_ids]
-        for label, pack in self._labelled_packs():
+        for label, pack in self._labelled_packs() if session else ():
             for j, ticket in enumerate(session):
                 steps.append((f"cold start {pack.name}: {ticket.id}", lambda lb=label, p=pack, t=ticket, first=(j == 0): self._cold(lb, p, t, first)))
             steps.append((f"cold start {pack.name}: done", lambda lb=label: self._end_cold(lb)))
@@ -309,9 +265,10 @@ class BenchRunner:
 
     def _load(self) -> None:
         self._phase_t0 = time.perf_counter()
-        eng = self.spec.open()
+        from triage.prefix import StableCache
+
+        eng = self.spec.open(stable_store=StableCache(self._cache_dir("main")))
         self.engine = eng
-        self.holder = StableHolder(eng)
         data = self.run_data
         data.load_ms = eng.load_ms
         data.rss_after_load_mb = _rss_mb()
@@ -321,27 +278,32 @@ class BenchRunner:
         self._mark("load")
 
     def _warm_up(self, pack: Pack, ticket: BenchTicket) -> None:
-        eng, holder = self._main()
-        eng.score_ticket(ticket.text, pack, self._options("serial_truncate", "none"))
-        holder.capture(pack)
-        holder.hold(pack)
-        eng.score_ticket(ticket.text, pack, self._options("fanout", "none"))
+        eng = self._main()
+        label = "long" if pack is self.wl.long_pack else "default"
+        self.run_data.stable_prefill_ms[label] = eng.hold_stable(pack)
+        if not self.wl.quick:
+            eng.score_ticket(ticket.text, pack, self._options("serial_truncate", "none"))
+            eng.hold_stable(pack)
+            eng.score_ticket(ticket.text, pack, self._options("fanout", "none"))
         self.run_data.stable_tokens["long" if pack is self.wl.long_pack else "default"] = len(eng.builder(pack).stable_tokens)
         self._mark("warm-up")
 
     def _score(self, mode: str, ticket: BenchTicket, rep: int, slot: int) -> None:
         from triage.debias import orders_for
 
-        eng, holder = self._main()
+        eng = self._main()
         pack = self._pack_for(mode)
         if mode == "serial_long" or mode in REUSE_MODES:
-            holder.hold(pack)
+            eng.hold_stable(pack)
         if rep == 0 and mode == "full":  # prompt building is part of every mode's "other" time
             orders = [orders_for(len(c.options), self.wl.orderings) for c in pack.criteria]
             t0 = time.perf_counter()
             eng.builder(pack).build(ticket.text, orders, n_ctx=eng.n_ctx)
             self.run_data.prompt_build_ms[ticket.id] = (time.perf_counter() - t0) * 1000
-        result = eng.score_ticket(ticket.text, pack, self._options(mode))
+        options = self._options(mode)
+        if mode == SPLIT and self.wl.split_criteria:
+            options = replace(options, criteria=tuple(c.id for c in pack.criteria[: self.wl.split_criteria]))
+        result = eng.score_ticket(ticket.text, pack, options)
         self.run_data.samples.append(Sample(mode, ticket, rep, slot, result))
         self._mark("scoring")
 
@@ -350,7 +312,7 @@ class BenchRunner:
         from triage.debias import orders_for
         from triage.native import Seq
 
-        eng, holder = self._main()
+        eng = self._main()
         n = eng.native
         pack = self.wl.pack
         orders = [orders_for(len(c.options), self.wl.orderings) for c in pack.criteria]
@@ -365,7 +327,7 @@ class BenchRunner:
         p, s = len(prompts.prefix), len(prompts.stable)
         pts = self.run_data.probe
         for _ in range(self.probe_reps):
-            holder.clear()  # raw reference: nothing else in the cache
+            eng.clear()  # raw reference: nothing else in the cache
             for size, kind in [*((z, "fresh") for z in sizes), (fanout_n, "fanout_fresh")]:
                 toks = (filler * (1 + size // len(filler)))[:size]
                 t0 = time.perf_counter()
@@ -373,7 +335,7 @@ class BenchRunner:
                 ms = (time.perf_counter() - t0) * 1000
                 n.seq_rm(FRESH_SEQ, -1, -1)
                 pts.append(ProbePoint(ticket.id, kind, size, 0, ms))
-            holder.hold(pack)
+            eng.hold_stable(pack)
             n.seq_cp(0, PROBE_SEQ, -1, -1)
             n.decode([Seq("rest", PROBE_SEQ, s, prompts.prefix[s:])])
             for size in sizes:
@@ -389,7 +351,6 @@ class BenchRunner:
         if self.engine is not None:
             self.engine.close()
             self.engine = None
-            self.holder = None
 
     def _cache_dir(self, label: str) -> Path:
         assert self._tmp is not None
@@ -431,6 +392,6 @@ class BenchRunner:
             eng.close()
         self._mark("stable cache")
 
-    def _main(self) -> tuple[Engine, StableHolder]:
-        assert self.engine is not None and self.holder is not None, "the main engine is not loaded"
-        return self.engine, self.holder
+    def _main(self) -> Engine:
+        assert self.engine is not None, "the main engine is not loaded"
+        return self.engine

@@ -15,6 +15,13 @@ SHORT = {"full": "full", "serial_truncate": "serial/trunc", "serial_restore": "s
          "serial_long": "serial/long", "split": "split (ref)"}
 
 
+def _label(report: dict[str, Any], m: str) -> str:
+    d = report["modes"].get(m) or {}
+    if m == "split" and d.get("criteria_scored") and d["criteria_scored"] < report["workload"]["pack"]["criteria"]:
+        return f"split ({d['criteria_scored']} crit.)"
+    return SHORT.get(m, m)
+
+
 def _f(v: Any, fmt: str = "{:.0f}", none: str = "–") -> str:
     return none if v is None else fmt.format(v)
 
@@ -31,7 +38,7 @@ def modes_table(report: dict[str, Any]) -> Table:
             continue
         spread = d["ticket_ms"]
         t.add_row(
-            SHORT.get(m, m), _f(d["ticket_ms_median"]), _f(spread.get("iqr_pct"), "±{:.0f}%") if spread.get("n", 0) > 1 else "–",
+            _label(report, m), _f(d["ticket_ms_median"]), _f(spread.get("iqr_pct"), "±{:.0f}%") if spread.get("n", 0) > 1 else "–",
             _f(d["criterion_ms_median"], "{:.1f}"), _f(d["tokens_evaluated_median"]),
             _f(d["prefill_ms_median"]), _f(d["tails_ms_median"]), _f(d["other_ms_median"]),
             "1.0×" if m == "full" else _f(sp.get(f"{m}_vs_full"), "{:.2f}×"),
@@ -63,8 +70,12 @@ def figures_table(report: dict[str, Any]) -> Table:
     t.add_row("drift vs same split", Text(f"max |Δp| {_f(same, '{:g}')} over {drift.get('compared_same_split', 0)} comparisons (must be 0)",
                                           style="green" if same == 0 else "bold red"))
     cache = report["cache"]
-    t.add_row("cache hit rate", f"{_f(cache.get('hit_rate'), '{:.1%}')} over the cold session; steady {_f(cache.get('hit_rate_steady_median'), '{:.1%}')} per ticket"
+    over = "over the cold session; steady" if cache.get("hit_rate_over") == "cold_session" else "steady (no cold session in --quick):"
+    t.add_row("cache hit rate", f"{_f(cache.get('hit_rate'), '{:.1%}')} {over} {_f(cache.get('hit_rate_steady_median'), '{:.1%}')} per ticket"
               + (f", {_f(cache.get('hit_rate_steady_long_median'), '{:.1%}')} with the long pack" if cache.get("hit_rate_steady_long_median") is not None else ""))
+    if cache.get("stable_prefill_ms"):
+        t.add_row("stable block", "; ".join(f"{k} pack {cache['stable_tokens'].get(k, '?')} tokens, prefilled once in {_f(v)} ms"
+                                           for k, v in cache["stable_prefill_ms"].items()))
     for label, d in report.get("stable_cache", {}).items():
         if label == "long_vs_short":
             t.add_row("long vs short stable", f"{_f(d['long_ms_median'])} vs {_f(d['short_ms_median'])} ms per ticket ({_f(d['ratio'], '{:.2f}×')}); "
@@ -95,7 +106,7 @@ def bar_chart(report: dict[str, Any], width: int = 36) -> Table:
         if not d:
             continue
         n = max(1, round(width * (d["ticket_ms_median"] or 0) / vmax))
-        t.add_row(SHORT.get(m, m), Text("█" * n, style="cyan" if m != "full" else "magenta"), _f(d["ticket_ms_median"]))
+        t.add_row(_label(report, m), Text("█" * n, style="cyan" if m != "full" else "magenta"), _f(d["ticket_ms_median"]))
     return t
 
 

@@ -19,8 +19,9 @@ from triage.pack import Pack
 TICKETS_ASSET = "bench-tickets.jsonl"
 LONG_PACK_ASSET = "long-stable-pack.toml"
 DEFAULT_LIMIT = 12  # with --tickets: the first 12 rows
-PER_KIND = 2  # the default run: the first 2 tickets of each length
-QUICK_LIMIT = 2
+PER_KIND = 1  # the default run: the first ticket of each length
+QUICK_LIMIT = 1
+SPLIT_CRITERIA = 2  # split (as costly as full) scores the pack's first two criteria
 
 # Timed modes, interleaved ticket by ticket. Keys are the JSON's mode keys.
 # serial_long is serial/truncate with the long-stable pack (issue 7).
@@ -40,7 +41,7 @@ ENGINE_MODE = {
 # They span well past the pack's own tails (about 28-40 tokens) so that the
 # cost model can tell the fixed part from the per-token part.
 PROBE_SIZES = (8, 16, 32, 64, 128, 256)
-QUICK_PROBE_SIZES = (8, 32, 128)
+QUICK_PROBE_SIZES = (8, 96)  # plus the pack's typical tail size, always added
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class Workload:
     repeats: int
     quick: bool
     split_ids: frozenset[str]  # tickets also scored in mode "split" (drift reference)
+    split_criteria: int | None  # split scores the pack's first N criteria (None: all)
     probe_ids: tuple[str, ...]  # tickets whose prefix hosts the tail probe
     probe_sizes: tuple[int, ...]
     session_ids: tuple[str, ...]  # tickets of the cold-start session (issue 7)
@@ -88,6 +90,7 @@ class Workload:
             "repeats": self.repeats,
             "modes": list(self.modes),
             "split_tickets": sorted(self.split_ids),
+            "split_criteria": [c.id for c in self.pack.criteria[: self.split_criteria or None]],
             "probe_tickets": list(self.probe_ids),
             "probe_sizes": list(self.probe_sizes),
             "session_tickets": list(self.session_ids),
@@ -166,22 +169,27 @@ def make_workload(
 ) -> Workload:
     """Choose tickets and per-phase subsets for a run.
 
-    Quick (``--quick``): the two tickets flagged ``quick`` in the bench set (one
-    tweet, one short complaint; or the first two of ``--tickets``), one option
-    order per criterion (``orderings=none``: 5 prompts a ticket instead of 18)
-    unless ``orderings`` is given, one repeat, split on the first ticket only,
-    the tail probe at 3 sizes on one ticket, and the cold/warm session over both
-    tickets. The pack, its criteria, and every mode are as in a full run.
+    Quick (``--quick``): the ticket flagged ``quick`` in the bench set (a
+    tweet; or the first row of ``--tickets``), one option order per criterion
+    (``orderings=none``: 5 prompts instead of 18) unless ``orderings`` is given,
+    one repeat; split on it for the pack's first two criteria; the tail probe at
+    8 and 96 tokens and the pack's typical tail size; the warm-up is the stable
+    block's prefill only; no cold/warm restart (the cache hit rate is the steady
+    one, with the stable block resident). The pack, its criteria, and the
+    full/serial/fanout modes are those of a full run.
 
-    Default: the first two tickets of each length (6), cyclic orderings, split
-    on the first tweet and medium ticket, the tail probe at 6 sizes on the first
-    tweet and long ticket, and the cold-start session over one ticket of each
-    length. ``limit`` (or ``--tickets``) takes the first N rows instead.
+    Default: the first ticket of each length (3), cyclic orderings, split on
+    the tweet and the medium ticket for the first two criteria, the tail probe
+    at 6 sizes on the tweet and the long ticket, and the cold/warm restart
+    session over all three. ``limit`` (or ``--tickets``) takes the first N rows
+    instead.
     """
     from triage.paths import asset
 
     if repeats < 1:
         raise InputError("--repeat must be at least 1")
+    if limit is not None and limit < 1:
+        raise InputError("--limit must be at least 1")
     source = str(tickets_path) if tickets_path else f"assets/{TICKETS_ASSET}"
     rows = read_tickets(Path(tickets_path) if tickets_path else asset(TICKETS_ASSET))
     notes: list[str] = []
@@ -189,9 +197,10 @@ def make_workload(
         flagged = [t for t in rows if t.quick]
         chosen = flagged[:QUICK_LIMIT] if len(flagged) >= QUICK_LIMIT else rows[:QUICK_LIMIT]
         notes.append(
-            "quick: 2 tickets (one tweet, one short complaint), orderings=none unless --orderings is given "
-            "(one option order per criterion), 1 repeat, split on the first ticket only, tail probe at 3 sizes "
-            "on one ticket, cold/warm session over both tickets; same pack, criteria and modes as a full run"
+            "quick: 1 ticket (a tweet), orderings=none unless --orderings is given (one option order per criterion), "
+            "1 repeat, split for the first 2 criteria, tail probe at 8/96 tokens and the typical tail, warm-up = the "
+            "stable block's prefill, no cold/warm restart; same pack, criteria and modes as a full run. "
+            "With one ticket there is no spread across tickets."
         )
     elif limit is None and not tickets_path:
         chosen = _per_kind(rows, PER_KIND)
@@ -204,7 +213,7 @@ def make_workload(
     if quick:
         split_ids = frozenset(ids[:1])
         probe_ids = tuple(ids[:1])
-        session_ids = tuple(ids)
+        session_ids: tuple[str, ...] = ()
         sizes = QUICK_PROBE_SIZES
     else:
         firsts = _first_of_each_kind(tickets)
@@ -221,6 +230,7 @@ def make_workload(
         repeats=repeats,
         quick=quick,
         split_ids=split_ids,
+        split_criteria=min(SPLIT_CRITERIA, len(pack.criteria)),
         probe_ids=probe_ids,
         probe_sizes=sizes,
         session_ids=session_ids,
