@@ -93,6 +93,7 @@ def test_bench_run_writes_the_keys_and_reuse_is_exact(smollm2_path: Path, tiny: 
         assert sc[label]["warm_cache_stats"]["disk_hits"] == 1
         assert sc[label]["cold_stable_prefill_ms"] > 0
         first, second = sc[label]["session"]["per_ticket"]
+        assert (first["id"], second["id"]) == ("t1", "t2")  # results carry the bench ids
         assert first["prefix_cached"] == 0 and second["prefix_cached"] == sc[label]["stable_tokens"]
     assert sc["long_vs_short"]["long_stable_tokens"] > sc["long_vs_short"]["short_stable_tokens"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from triage.errors import InputError
-from triage.ticket import clean_text, decode_ticket_bytes, make_ticket
+from triage.ticket import clean_text, decode_ticket_bytes, jsonl_lines, make_ticket
 
 
 def test_clean_text_strips_escapes_and_controls() -> None:
@@ -33,3 +33,13 @@ def test_invalid_utf8_names_the_offset() -> None:
     with pytest.raises(InputError, match=r"not valid UTF-8 \(bad byte 0xff at offset 3\)"):
         decode_ticket_bytes(b"abc\xffdef", "stdin")
     assert decode_ticket_bytes("\ufeffhello".encode(), "x") == "hello"
+
+
+def test_jsonl_lines_one_parser_for_every_reader() -> None:
+    text = '{"id": 7, "text": "a\u2028b"}\r\n\n  \n[1, 2]\n{"text": "no id"}\n{bad\n'
+    items = list(jsonl_lines(text))
+    assert [i.line for i in items] == [1, 4, 5, 6]
+    assert items[0].obj == {"id": 7, "text": "a\u2028b"} and items[0].row_id() == "7"  # U+2028 stays inside the string
+    assert items[1].obj is None and items[1].error == 'expected a JSON object {"id": ..., "text": ...}, got list'
+    assert items[2].row_id() == "line-5"
+    assert items[3].obj is None and items[3].error.startswith("not valid JSON (")

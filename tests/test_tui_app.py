@@ -206,6 +206,12 @@ async def test_history_reopens_a_ticket_and_rescoring_keeps_both() -> None:
         assert "from history" in str(main.summary.render())
         await pilot.press("f5")  # re-score
         await wait_until(pilot, lambda: main.result is not None and main.result is not first and not main.scoring)
+        # the session hit rate counts both scorings, not the reopened copy
+        second = main.result
+        want = (first.tokens.prefix_cached + second.tokens.prefix_cached) / (first.tokens.total_input + second.tokens.total_input)
+        assert second.tokens.prefix_cached > first.tokens.prefix_cached == 0
+        assert main.summary.session_tickets == 2 and main.summary.session_hit_rate == want
+        assert f"session {want:.0%} over 2 tickets" in str(main.summary.render())
         [row] = {e.ticket_row for e in app.history.search()}
         assert len(app.history.results(row)) == 2
         await pilot.press("f2")

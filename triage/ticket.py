@@ -8,9 +8,12 @@ model sees only text and the screen is never driven by the ticket's bytes.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from triage.errors import InputError
 
@@ -91,3 +94,39 @@ def decode_ticket_bytes(data: bytes, source: str) -> str:
             f"{source} is not valid UTF-8 (bad byte 0x{data[exc.start]:02x} at offset {exc.start})",
             hint="convert it first, e.g. iconv -f latin1 -t utf-8",
         ) from None
+
+
+@dataclass(frozen=True)
+class JsonLine:
+    """One non-blank line of a JSON Lines file: an object, or why it is not one."""
+
+    line: int  # 1-based
+    obj: dict[str, Any] | None
+    error: str | None = None  # without the location; callers prefix "<file> line N: "
+
+    def row_id(self) -> str:
+        """The line's ``id`` field as text, or ``line-N`` when it has none."""
+        rid = (self.obj or {}).get("id")
+        return str(rid) if rid is not None and str(rid).strip() else f"line-{self.line}"
+
+
+def jsonl_lines(text: str, expected: str = '{"id": ..., "text": ...}') -> Iterator[JsonLine]:
+    """Parse JSON Lines text: every non-blank line as an object or an error.
+
+    Lines are split on "\\n" only: ``str.splitlines()`` would also break inside
+    JSON strings at U+2028/U+2029/U+0085, which JSON allows raw (real GitHub
+    issues contain them). A trailing "\\r" is dropped.
+    """
+    for n, raw in enumerate(text.split("\n"), 1):
+        raw = raw.removesuffix("\r")
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            yield JsonLine(n, None, f"not valid JSON ({exc.msg} at column {exc.colno})")
+            continue
+        if not isinstance(obj, dict):
+            yield JsonLine(n, None, f"expected a JSON object {expected}, got {type(obj).__name__}")
+            continue
+        yield JsonLine(n, obj)

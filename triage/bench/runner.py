@@ -282,9 +282,9 @@ class BenchRunner:
         label = "long" if pack is self.wl.long_pack else "default"
         self.run_data.stable_prefill_ms[label] = eng.hold_stable(pack)
         if not self.wl.quick:
-            eng.score_ticket(ticket.text, pack, self._options("serial_truncate", "none"))
+            eng.score_ticket(ticket.as_ticket(), pack, self._options("serial_truncate", "none"))
             eng.hold_stable(pack)
-            eng.score_ticket(ticket.text, pack, self._options("fanout", "none"))
+            eng.score_ticket(ticket.as_ticket(), pack, self._options("fanout", "none"))
         self.run_data.stable_tokens["long" if pack is self.wl.long_pack else "default"] = len(eng.builder(pack).stable_tokens)
         self._mark("warm-up")
 
@@ -303,7 +303,7 @@ class BenchRunner:
         options = self._options(mode)
         if mode == SPLIT and self.wl.split_criteria:
             options = replace(options, criteria=tuple(c.id for c in pack.criteria[: self.wl.split_criteria]))
-        result = eng.score_ticket(ticket.text, pack, options)
+        result = eng.score_ticket(ticket.as_ticket(), pack, options)
         self.run_data.samples.append(Sample(mode, ticket, rep, slot, result))
         self._mark("scoring")
 
@@ -365,7 +365,7 @@ class BenchRunner:
             self.run_data.stable.append(StableRun(label, "cold", load_ms=self._stable_engine.load_ms))
         assert self._stable_engine is not None
         run = self.run_data.stable[-1]
-        run.results.append(self._stable_engine.score_ticket(ticket.text, pack, self._options("serial_truncate")))
+        run.results.append(self._stable_engine.score_ticket(ticket.as_ticket(), pack, self._options("serial_truncate")))
         self._mark("stable cache")
 
     def _end_cold(self, label: str) -> None:
@@ -385,7 +385,7 @@ class BenchRunner:
         eng = self.spec.open(stable_store=store)
         try:
             run = StableRun(label, "warm", load_ms=eng.load_ms)
-            run.results.append(eng.score_ticket(ticket.text, pack, self._options("serial_truncate")))
+            run.results.append(eng.score_ticket(ticket.as_ticket(), pack, self._options("serial_truncate")))
             run.cache_stats = dict(vars(store.stats))
             self.run_data.stable.append(run)
         finally:

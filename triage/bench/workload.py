@@ -8,13 +8,13 @@ complaints); origins and licences are in ``assets/LICENSES/bench-tickets.md``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from triage.errors import InputError
 from triage.pack import Pack
+from triage.ticket import Ticket, jsonl_lines, make_ticket, read_text_file
 
 TICKETS_ASSET = "bench-tickets.jsonl"
 LONG_PACK_ASSET = "long-stable-pack.toml"
@@ -53,6 +53,10 @@ class BenchTicket:
     kind: str  # short | medium | long
     source: str = ""
     quick: bool = False
+
+    def as_ticket(self) -> Ticket:
+        """The ticket to score, under its bench id (results and reports name it)."""
+        return make_ticket(self.text, self.id)
 
 
 @dataclass(frozen=True)
@@ -110,25 +114,16 @@ def read_tickets(path: Path) -> list[BenchTicket]:
     Raises:
         InputError: the file is missing, or a line is not such an object.
     """
-    try:
-        lines = path.read_text(encoding="utf-8").split("\n")  # not splitlines(): JSON strings may hold U+2028
-    except FileNotFoundError:
-        raise InputError(f"ticket file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read ticket file {path}: {exc}") from None
     out: list[BenchTicket] = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path} line {n}: not valid JSON ({exc.msg})") from None
-        if not isinstance(obj, dict) or not isinstance(obj.get("text"), str) or not obj["text"].strip():
+    for item in jsonl_lines(read_text_file(path, "ticket file")):
+        n, obj = item.line, item.obj
+        if obj is None:
+            raise InputError(f"{path} line {n}: {item.error}")
+        if not isinstance(obj.get("text"), str) or not obj["text"].strip():
             raise InputError(f"{path} line {n}: expected an object with a non-empty \"text\"")
         text = obj["text"]
         out.append(BenchTicket(
-            id=str(obj.get("id", f"line-{n}")),
+            id=item.row_id(),
             text=text,
             kind=str(obj.get("kind") or kind_of(text)),
             source=str(obj.get("source", path.name)),

@@ -93,20 +93,15 @@ def _looks_jsonl(file: str | None, text: str) -> bool:
 
 
 def _jsonl_rows(text: str) -> Iterator[Row]:
-    for n, line in enumerate(text.split("\n"), 1):  # not splitlines(): U+2028 may sit inside a JSON string
-        if not line.strip():
+    from triage.ticket import jsonl_lines
+
+    for item in jsonl_lines(text):
+        n = item.line
+        if item.obj is None:
+            yield Row(n, None, None, f"line {n}: {item.error}")
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            yield Row(n, None, None, f"line {n}: not valid JSON ({exc.msg} at column {exc.colno})")
-            continue
-        if not isinstance(obj, dict):
-            yield Row(n, None, None, f"line {n}: expected a JSON object {{\"id\": ..., \"text\": ...}}, got {type(obj).__name__}")
-            continue
-        tid = obj.get("id")
-        tid = str(tid) if tid is not None else f"line-{n}"
-        body = obj.get("text")
+        tid = item.row_id()
+        body = item.obj.get("text")
         if not isinstance(body, str):
             yield Row(n, tid, None, f"line {n} (id {tid}): field 'text' is missing or not a string")
             continue

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from triage.errors import InputError
 from triage.pack import Pack
-from triage.ticket import Ticket, make_ticket, read_text_file
+from triage.ticket import Ticket, jsonl_lines, make_ticket, read_text_file
 
 SPLIT_SALT = "triage-split/1"
 
@@ -103,18 +103,12 @@ def read_labelled(path: str | Path, pack: Pack) -> LabelledSet:
     path = Path(path)
     text = read_text_file(path, "labelled ticket file")
     out = LabelledSet(str(path), [])
-    # Split on "\n" only: str.splitlines() would also break inside JSON strings at
-    # U+2028/U+2029/U+0085, which JSON allows raw (real GitHub issues contain them).
-    for n, raw in enumerate(text.split("\n"), 1):
-        raw = raw.removesuffix("\r")
-        if not raw.strip():
+    for item in jsonl_lines(text, '{"id", "text", "labels"}'):
+        n = item.line
+        if item.obj is None:
+            out.bad.append(BadRow(n, f"{path} line {n}: {item.error}"))
             continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            out.bad.append(BadRow(n, f"{path} line {n}: not valid JSON ({exc.msg} at column {exc.colno})"))
-            continue
-        row, error, ignored = parse_row(obj, n, str(path), pack)
+        row, error, ignored = parse_row(item.obj, n, str(path), pack)
         if row is None:
             out.bad.append(BadRow(n, error or f"{path} line {n}: unusable"))
             continue

@@ -17,7 +17,16 @@ class ScoreSummary(Static):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("", id=id)
+        # this session's prefix cache use, over every ticket scored (not reopened)
+        self.session_cached = 0
+        self.session_input = 0
+        self.session_tickets = 0
         self.idle()
+
+    @property
+    def session_hit_rate(self) -> float | None:
+        """Cached input tokens / input tokens over the tickets scored since the app started."""
+        return self.session_cached / self.session_input if self.session_input else None
 
     def idle(self) -> None:
         """Nothing scored yet."""
@@ -53,10 +62,17 @@ class ScoreSummary(Static):
             head += f" [dim](from history, {time.strftime('%Y-%m-%d %H:%M', time.localtime(reopened_at))})[/dim]"
         if not result.complete:
             head += " · [$warning]cancelled[/]"
+        if reopened_at is None:
+            self.session_cached += tok.prefix_cached
+            self.session_input += tok.total_input
+            self.session_tickets += 1
         line1 = (
             f"prefill {t.prefill_ms:.0f} ms · total {t.total_ms:.0f} ms · "
             f"prefix {tok.prefix} tok, {tok.prefix_cached} cached (hit rate {tok.hit_rate:.0%})"
         )
+        if self.session_hit_rate is not None:
+            n = self.session_tickets
+            line1 += f" · session {self.session_hit_rate:.0%} over {n} ticket{'' if n == 1 else 's'}"
         stand_in = f" [$warning](stand-in, not {PRODUCT_MODEL})[/]" if model.get("stand_in") else ""
         line2 = (
             f"{head} · {escape(str(model.get('name')))}{stand_in} · pack {escape(str(result.pack.get('name')))} "
