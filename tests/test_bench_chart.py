@@ -53,3 +53,21 @@ def test_chart_from_report_draws_modes_fit_and_tails() -> None:
     found = series(chart_from_report(report))
     assert {"bar-full", "bar-serial_truncate", "bar-fanout", "fit", "seed", "probe", "fresh", "serial_truncate", "fanout"} <= set(found)
     assert "serial_restore" not in found  # no data, no empty series
+
+
+def test_bars_show_the_median_ticket_and_name_a_partial_split() -> None:
+    # the parts are medians each and need not add up to the median ticket: the bar shows the ticket
+    modes = {
+        "full": {"ticket_ms_median": 9000.0, "prefill_ms_median": 0.0, "tails_ms_median": 8990.0, "other_ms_median": 10.0},
+        "serial_restore": {"ticket_ms_median": 1000.0, "prefill_ms_median": 200.0, "tails_ms_median": 900.0, "other_ms_median": 20.0},
+        "split": {"ticket_ms_median": 3000.0, "prefill_ms_median": 0.0, "tails_ms_median": 2990.0, "other_ms_median": 10.0, "criteria_scored": 2},
+    }
+    report = {"modes": modes, "speedup": {"serial_restore_vs_full": 9.0}, "cost_fit": {}, "points": {},
+              "workload": {"pack": {"criteria": 5}, "tickets": [1]}, "model": {}, "machine": {}, "summary": ""}
+    svg = chart_from_report(report)
+    bar = series(svg)["bar-serial_restore"]
+    widths = [float(r.get("width")) for r in bar.findall(f"{SVG_NS}rect")]
+    full_width = sum(float(r.get("width")) for r in series(svg)["bar-full"].findall(f"{SVG_NS}rect"))
+    assert abs(sum(widths) / full_width - 1000 / 9000) < 1e-3
+    assert "1.0 s · 9.0× faster" in svg
+    assert "split (2 criteria)" in svg

@@ -56,10 +56,17 @@ class Bar:
     tails: float
     other: float
     speedup: float | None = None
+    ticket: float | None = None  # the median ticket's ms; the parts (medians each) are scaled to it
+    label: str | None = None
 
     @property
     def total(self) -> float:
-        return self.prefill + self.tails + self.other
+        return self.ticket if self.ticket is not None else self.prefill + self.tails + self.other
+
+    def part(self, name: str) -> float:
+        """One part, scaled so that the parts add up to ``total``."""
+        parts = self.prefill + self.tails + self.other
+        return getattr(self, name) * (self.total / parts if parts > 0 else 0.0)
 
 
 @dataclass(frozen=True)
@@ -112,10 +119,10 @@ def _bars_panel(bars: Sequence[Bar], x0: float, y0: float, w: float, h: float) -
     for i, b in enumerate(bars):
         y = y0 + 10 + i * row
         out.append(f'<g class="series" data-series={quoteattr("bar-" + b.mode)}>')
-        out.append(_t(gx - 8, y + bh * 0.72, MODE_LABELS.get(b.mode, b.mode), anchor="end", size=12))
+        out.append(_t(gx - 8, y + bh * 0.72, b.label or MODE_LABELS.get(b.mode, b.mode), anchor="end", size=12))
         x = gx
         for part in ("prefill", "tails", "other"):
-            v = getattr(b, part)
+            v = b.part(part)
             if v <= 0:
                 continue
             pw = gw * v / vmax
@@ -216,10 +223,16 @@ def chart_from_report(report: dict[str, Any]) -> str:
     tails = {m: [tuple(p) for p in v] for m, v in pts.get("engine_tails", {}).items()}
     modes = report.get("modes", {})
     sp = report.get("speedup", {})
+    n_criteria = report.get("workload", {}).get("pack", {}).get("criteria")
+
+    def label(m: str) -> str | None:
+        k = modes[m].get("criteria_scored")
+        return f"split ({k} criteria)" if m == "split" and k and n_criteria and k < n_criteria else None
+
     bars = [
         Bar(m, modes[m].get("prefill_ms_median") or 0.0, modes[m].get("tails_ms_median") or 0.0,
-            max(0.0, (modes[m].get("ticket_ms_median") or 0.0) - (modes[m].get("prefill_ms_median") or 0.0) - (modes[m].get("tails_ms_median") or 0.0)),
-            sp.get(f"{m}_vs_full"))
+            max(0.0, modes[m].get("other_ms_median") or 0.0), sp.get(f"{m}_vs_full"),
+            ticket=modes[m].get("ticket_ms_median"), label=label(m))
         for m in ("full", "serial_truncate", "serial_restore", "fanout", "serial_long", "split") if modes.get(m)
     ]
     scatters: list[Scatter] = []

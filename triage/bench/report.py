@@ -165,8 +165,13 @@ def build_report(run: BenchRun, *, wait: dict[str, Any] | None = None) -> dict[s
     machine = machine_info(int(run.engine.get("threads") or 0))
     share = other_cpu_share(run.cpu_start, run.cpu_end) if run.cpu_start and run.cpu_end else None
     warnings: list[str] = []
+    notes: list[str] = []
     busy_start = is_busy(run.load_avg_start) if run.load_avg_start else False
-    if busy_start:
+    if busy_start and share is not None and share <= BUSY_OTHER_SHARE:
+        # the load average lags by minutes; what others used during the run is the direct measure
+        notes.append(f"load average {run.load_avg_start[0]:.2f} at start (earlier work fading), but other processes "
+                     f"used {share:.0%} of the CPU during the run")
+    elif busy_start:
         warnings.append(f"machine busy at start: load average {run.load_avg_start[0]:.2f} on {cores()} cores; timings are noisy")
     if share is not None and share > BUSY_OTHER_SHARE:
         warnings.append(f"other processes used {share:.0%} of the CPU during the run; timings are noisy")
@@ -180,6 +185,7 @@ def build_report(run: BenchRun, *, wait: dict[str, Any] | None = None) -> dict[s
         "busy_at_start": busy_start,
         "quiet_wait": wait,
         "warnings": warnings,
+        "notes": notes,
     })
     report["machine"] = machine
     report["model"] = {**run.model, **run.engine}

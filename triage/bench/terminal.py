@@ -115,6 +115,8 @@ def print_summary(report: dict[str, Any], console: Console) -> None:
     console.print(modes_table(report))
     console.print(bar_chart(report))
     console.print(figures_table(report))
+    for n in report["machine"].get("notes", []):
+        console.print(f"[dim]note: {n}[/]")
     for w in report["machine"].get("warnings", []):
         console.print(f"[bold yellow]warning:[/] {w}")
     console.print(Text(report["summary"], style="bold"))
