@@ -66,13 +66,13 @@ class ScoreSummary(Static):
             self.session_cached += tok.prefix_cached
             self.session_input += tok.total_input
             self.session_tickets += 1
+        session = ""
+        if self.session_hit_rate is not None and self.session_tickets > 1:  # for one ticket it is the ticket's
+            session = f"; session {self.session_hit_rate:.0%} over {self.session_tickets} tickets"
         line1 = (
             f"prefill {t.prefill_ms:.0f} ms · total {t.total_ms:.0f} ms · "
-            f"prefix {tok.prefix} tok, {tok.prefix_cached} cached (hit rate {tok.hit_rate:.0%})"
+            f"prefix {tok.prefix} tok, {tok.prefix_cached} cached (hit rate {tok.hit_rate:.0%}{session})"
         )
-        if self.session_hit_rate is not None:
-            n = self.session_tickets
-            line1 += f" · session {self.session_hit_rate:.0%} over {n} ticket{'' if n == 1 else 's'}"
         stand_in = f" [$warning](stand-in, not {PRODUCT_MODEL})[/]" if model.get("stand_in") else ""
         line2 = (
             f"{head} · {escape(str(model.get('name')))}{stand_in} · pack {escape(str(result.pack.get('name')))} "
