@@ -192,6 +192,7 @@ async def test_history_reopens_a_ticket_and_rescoring_keeps_both() -> None:
         first = main.result
         await pilot.press("ctrl+l")
         assert main.ticket.text == "" and main.result is None
+        assert "Paste the next ticket" in str(main.summary.render()) and "1 ticket," in str(main.summary.render())
         await pilot.press("f2")
         await wait_until(pilot, lambda: isinstance(app.screen, HistoryScreen))
         history = app.screen

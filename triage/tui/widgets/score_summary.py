@@ -29,8 +29,13 @@ class ScoreSummary(Static):
         return self.session_cached / self.session_input if self.session_input else None
 
     def idle(self) -> None:
-        """Nothing scored yet."""
-        self.update("[dim]No ticket scored yet. Paste a ticket and press [b]F5[/b] to score it.[/dim]")
+        """An empty form: nothing scored yet, or cleared for the next ticket."""
+        if not self.session_tickets:
+            self.update("[dim]No ticket scored yet. Paste a ticket and press [b]F5[/b] to score it.[/dim]")
+            return
+        n, rate = self.session_tickets, self.session_hit_rate or 0.0
+        self.update(f"[dim]Paste the next ticket and press [b]F5[/b]. This session: {n} ticket{'' if n == 1 else 's'}, "
+                    f"prefix hit rate {rate:.0%}.[/dim]")
 
     def queued(self, ticket_id: str) -> None:
         """Submitted while the model is still loading."""
