@@ -212,7 +212,7 @@ async def test_history_reopens_a_ticket_and_rescoring_keeps_both() -> None:
         want = (first.tokens.prefix_cached + second.tokens.prefix_cached) / (first.tokens.total_input + second.tokens.total_input)
         assert second.tokens.prefix_cached > first.tokens.prefix_cached == 0
         assert main.summary.session_tickets == 2 and main.summary.session_hit_rate == want
-        assert f"session {want:.0%} over 2 tickets" in str(main.summary.render())
+        assert f"session {want:.0%}, 2 tickets" in str(main.summary.render())
         [row] = {e.ticket_row for e in app.history.search()}
         assert len(app.history.results(row)) == 2
         await pilot.press("f2")

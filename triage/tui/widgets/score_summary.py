@@ -12,6 +12,11 @@ from triage.result import TicketResult, Tokens
 PRODUCT_MODEL = "Qwen3-0.6B"
 
 
+def _ms(ms: float) -> str:
+    """A duration as people read it: ms below 10 s, then seconds with one decimal."""
+    return f"{ms:.0f} ms" if ms < 10_000 else f"{ms / 1000:.1f} s"
+
+
 class ScoreSummary(Static):
     """Two or three short lines under the ticket box."""
 
@@ -47,7 +52,7 @@ class ScoreSummary(Static):
             self.update(f"ticket [b]{escape(ticket_id)}[/b] · [$accent]reading the ticket (prefill)…[/]  [dim]esc cancels[/dim]")
             return
         self.update(
-            f"ticket [b]{escape(ticket_id)}[/b] · prefill {prefill_ms or 0:.0f} ms · prefix {tokens.prefix} tok, "
+            f"ticket [b]{escape(ticket_id)}[/b] · prefill {_ms(prefill_ms or 0)} · prefix {tokens.prefix} tok, "
             f"{tokens.prefix_cached} cached · [$accent]{done}/{total} criteria…[/]  [dim]esc cancels[/dim]"
         )
 
@@ -73,9 +78,9 @@ class ScoreSummary(Static):
             self.session_tickets += 1
         session = ""
         if self.session_hit_rate is not None and self.session_tickets > 1:  # for one ticket it is the ticket's
-            session = f"; session {self.session_hit_rate:.0%} over {self.session_tickets} tickets"
+            session = f"; session {self.session_hit_rate:.0%}, {self.session_tickets} tickets"
         line1 = (
-            f"prefill {t.prefill_ms:.0f} ms · total {t.total_ms:.0f} ms · "
+            f"prefill {_ms(t.prefill_ms)} · total {_ms(t.total_ms)} · "
             f"prefix {tok.prefix} tok, {tok.prefix_cached} cached (hit rate {tok.hit_rate:.0%}{session})"
         )
         stand_in = f" [$warning](stand-in, not {PRODUCT_MODEL})[/]" if model.get("stand_in") else ""
