@@ -129,3 +129,22 @@ def test_stored_calibration_is_applied_and_a_mismatch_refused(monkeypatch: pytes
     other = write_cal(tmp_path / "other.json", sha="0" * 64, pack_hash=pack_hash, fmt=plain["prompt_format"], orderings="none")
     code, out, err = run(monkeypatch, capsys, [*base, "--calibration", str(other)], b"Refund me now")
     assert code == 2 and out == "" and "model sha256" in err and "fitted for another setup" in err
+
+
+def test_criteria_subset(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], smollm2_path: Path, pack: Path) -> None:
+    base = ["score", "--model", str(smollm2_path), "--pack", str(pack), "--format", "json", "--no-calibration"]
+    ticket = b"My parcel never came and nobody answers"
+    code, out, err = run(monkeypatch, capsys, base, ticket)
+    assert code == 0, err
+    whole = json.loads(out)
+    code, out, err = run(monkeypatch, capsys, [*base, "--criteria", " topic, topic,"], ticket)
+    assert code == 0, err
+    only = json.loads(out)
+    assert [c["id"] for c in only["criteria"]] == ["topic"]
+    assert only["criteria"][0]["options"] == whole["criteria"][1]["options"]  # the same numbers as a whole-pack run
+
+
+@pytest.mark.parametrize(("arg", "expected"), [("colour", "has no criterion 'colour'"), (" , ", "names no criteria")])
+def test_criteria_unknown_or_empty(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], pack: Path, arg: str, expected: str) -> None:
+    code, _, err = run(monkeypatch, capsys, ["score", "--model", "/nonexistent.gguf", "--pack", str(pack), "--criteria", arg], b"hello")
+    assert code != 0 and expected in err and "mood, topic" in err  # before any model is loaded

@@ -5,7 +5,7 @@
 #   bench/quality/run.sh NAME...           # run the named measurements (see the table below)
 #   bench/quality/run.sh all
 #
-# Every run scores with qwen2.5-coder-0.5b (the Qwen3-0.6B stand-in), one thread, at nice 10
+# Every run scores with qwen2.5-coder-0.5b (the Qwen3-0.6B stand-in), one thread (TRIAGE_EVAL_THREADS), at nice 10
 # (the machine is shared: two llama.cpp processes on two cores starve each other). Results go to
 # bench/quality/results/NAME.json; readouts are cached, so re-running a measurement is quick.
 set -euo pipefail
@@ -18,6 +18,7 @@ PACKS="bench/quality/packs"
 # Few-shot packs hold dataset rows as examples; they are generated next to the splits, not kept in the repo.
 FEWSHOT="${TRIAGE_FEWSHOT_PACKS:-$(dirname "$SPLITS")/packs}"
 MODEL="${TRIAGE_EVAL_MODEL:-qwen2.5-coder-0.5b}"
+THREADS="${TRIAGE_EVAL_THREADS:-1}"  # 2 on a quiet 2-core machine
 mkdir -p "$OUT"
 
 splits() {
@@ -41,7 +42,7 @@ ev() {
   shift 4
   echo "== $name"
   ( set -x; time nice -n 10 "$TRIAGE" eval "$SPLITS/$d/dev.jsonl" --pack "$pack" --train "$SPLITS/$d/train.jsonl" \
-      --model "$MODEL" --threads 1 --limit "$limit" --json "$OUT/$name.json" "$@" ) 2>&1 | tee "$OUT/$name.log"
+      --model "$MODEL" --threads "$THREADS" --limit "$limit" --json "$OUT/$name.json" "$@" ) 2>&1 | tee "$OUT/$name.log"
 }
 
 run() {
@@ -55,6 +56,10 @@ run() {
         # cfpb's first 30 training rows hold 2 mortgage and 0 consumer-loan labels: the default refuses to
     # calibrate; --rare-options freeze fits T and the two common options' biases (same readouts, cached).
     cfpb-default-freeze) ev cfpb-default-freeze cfpb-product 30 "$DATA/cfpb-product/criteria.toml" --rare-options freeze ;;
+    # Every row of each split (dev 145-158, train 142-155): run on a quiet machine with TRIAGE_EVAL_THREADS=2.
+    air-all)   ev air-all   airline-sentiment 1000 "$DATA/airline-sentiment/criteria.toml" ;;
+    cfpb-all)  ev cfpb-all  cfpb-product      1000 "$DATA/cfpb-product/criteria.toml" --rare-options freeze ;;
+    issue-all) ev issue-all issue-kind        1000 "$DATA/issue-kind/criteria.toml" ;;
     # Levers on airline, first 40 rows of each split (the default run's first 40 come from the cache).
     # 40 training rows hold only 4 positives, so these runs allow 3 labels per option.
     air-default-40) ev air-default-40 airline-sentiment 40 "$DATA/airline-sentiment/criteria.toml" --min-per-option 3 ;;

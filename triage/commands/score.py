@@ -27,6 +27,7 @@ status is then 1.
 
 examples:
   echo "I was charged twice, refund me now" | triage score
+  echo "Where is my parcel?" | triage score --criteria urgency,queue
   triage score tickets.jsonl --format jsonl --mode fanout > out.jsonl"""
 
 
@@ -39,6 +40,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mode", choices=("full", "serial", "fanout"), default=None, help="how to evaluate (default serial)")
     p.add_argument("--strategy", choices=("truncate", "restore"), default="truncate", help="serial mode's way back to the prefix (default truncate)")
     p.add_argument("--orderings", choices=("none", "cyclic"), default=None, help="ask options in pack order only, or in every rotation (default cyclic)")
+    p.add_argument("--criteria", metavar="ID,ID", help="score only these criteria of the pack, by id (default: all); the scores are those of a whole-pack run")
     p.add_argument("--prior", action="store_true", default=None, help="divide out the content-free prior (an 'N/A' ticket)")
     p.add_argument("--calibration", metavar="CAL.json", help="apply this calibration file (default: the stored one fitted for this model, pack and prompt format, if any)")
     p.add_argument("--no-calibration", action="store_true", help="do not apply any calibration")
@@ -108,6 +110,25 @@ def _jsonl_rows(text: str) -> Iterator[Row]:
         yield Row(n, tid, body)
 
 
+def chosen_criteria(arg: str | None, pack: Any) -> tuple[str, ...] | None:
+    """``--criteria a,b`` as ids of ``pack``, checked before the model loads.
+
+    Raises:
+        InputError: no id given, or an id the pack does not have (naming the ones it has).
+    """
+    if arg is None:
+        return None
+    ids = tuple(dict.fromkeys(part.strip() for part in arg.split(",") if part.strip()))
+    known = [c.id for c in pack.criteria]
+    if not ids:
+        raise InputError("--criteria names no criteria", hint=f"use ids of pack {pack.name!r}: {', '.join(known)}")
+    unknown = [i for i in ids if i not in known]
+    if unknown:
+        raise InputError(f"pack {pack.name!r} has no criterion {', '.join(map(repr, unknown))}",
+                         hint=f"its criteria are {', '.join(known)}")
+    return ids
+
+
 def run(args: argparse.Namespace) -> int:
     from triage.calibrate import auto_calibration, check_options, load_calibration
     from triage.config import load_config
@@ -127,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
         strategy=args.strategy,
         orderings=args.orderings or config.get("orderings", "cyclic"),
         prior=bool(args.prior if args.prior is not None else config.get("prior", False)),
+        criteria=chosen_criteria(args.criteria, pack),
     )
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     # Check every ticket before loading the model, so a bad single ticket fails fast.
