@@ -112,3 +112,16 @@ def test_store_find_and_refuse_mismatch(tmp_path: Path) -> None:
     assert cal_mod.auto_calibration(FakeEngine(), PACK) is None
     assert cal_mod.check_options(back, orderings="cyclic", prior=True) is not None
     assert cal_mod.check_options(back, orderings="cyclic", prior=False) is None
+
+
+def test_a_near_flat_direction_does_not_blow_up_the_fit() -> None:
+    """Real cfpb readouts on which an unguarded Newton step asked for log T = -1814 (OverflowError)."""
+    data = json.loads((Path(__file__).parent / "data" / "calibration-divergence.json").read_text(encoding="utf-8"))
+    x, y = np.array(data["logprobs"]), np.array(data["labels"])
+    t, b = fit_vector_scaling(x, y, frozen=data["frozen"])
+    assert np.isfinite(t) and 0 < t < 1 and np.all(np.isfinite(b)) and b[data["frozen"][0]] == 0
+
+    def nll(temp: float, bias: np.ndarray) -> float:
+        return float(-apply_vector_scaling(x, temp, bias)[np.arange(len(y)), y].mean())
+
+    assert nll(t, b) < nll(1.0, np.zeros(x.shape[1]))  # the fit improved on the identity

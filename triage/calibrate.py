@@ -36,6 +36,8 @@ HOLDOUT_FRACTION = 0.25
 HOLDOUT_SALT = "triage-holdout/1"  # not the dev/train split's salt: a different quarter
 L2_BIAS = 0.1  # weak: b lives in the scaled space, where logp / T spans many nats when T << 1
 L2_LOG_T = 0.1  # weak: cyclic readouts are flat, the fitted T is often 0.05-0.2
+MAX_NEWTON_STEP = 4.0  # largest change of log T or of a bias in one Newton step
+MAX_ABS_LOG_T = 12.0  # T stays within e^-12 .. e^12
 
 
 @dataclass
@@ -228,13 +230,23 @@ def fit_vector_scaling(
             except np.linalg.LinAlgError:
                 damp = max(1e-6, damp * 10)
         step = -np.linalg.solve(hess + damp * np.eye(len(theta)), grad)
+        # A near-flat direction can ask for an enormous step (log T of -1800 on real cfpb
+        # readouts): cap it, and never evaluate where T leaves [e^-12, e^12].
+        biggest = float(np.max(np.abs(step)))
+        if biggest > MAX_NEWTON_STEP:
+            step *= MAX_NEWTON_STEP / biggest
         t = 1.0
-        while True:
+        accepted = False
+        while t >= 1e-10:
             cand = theta + t * step
-            cv, cg, ch = _objective(cand, x, onehot, w, free, l2_bias, l2_log_t)
-            if cv <= value + 1e-4 * t * float(grad @ step) or t < 1e-8:
-                break
+            if abs(cand[0]) <= MAX_ABS_LOG_T:
+                cv, cg, ch = _objective(cand, x, onehot, w, free, l2_bias, l2_log_t)
+                if math.isfinite(cv) and cv <= value + 1e-4 * t * float(grad @ step):
+                    accepted = True
+                    break
             t *= 0.5
+        if not accepted:  # no descent left along this step: theta is as good as it gets
+            break
         done = abs(value - cv) < 1e-10 * max(1.0, abs(value)) and float(np.max(np.abs(cg))) < 1e-6
         theta, value, grad, hess = cand, cv, cg, ch
         if done or float(np.max(np.abs(grad))) < 1e-8:
