@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ import numpy as np
 
 from triage.debias import log_normalize
 from triage.errors import InputError
+from triage.files import write_json_atomic
 from triage.paths import user_dirs
 
 SCHEMA = "triage.calibration/1"
@@ -398,24 +398,8 @@ def stored_name(model_sha256: str, pack_hash: str, prompt_format: str) -> str:
 
 
 def write_calibration(cal: Calibration, path: str | Path) -> Path:
-    """Write ``cal`` as JSON, atomically (temp file, then rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(_finite(cal.to_dict()), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
-
-
-def _finite(value: Any) -> Any:
-    """NaN and infinities are not JSON: null instead (they occur in a report on a tiny holdout)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    return value
+    """Write ``cal`` as JSON, atomically; NaN (a report on a tiny holdout) as null."""
+    return write_json_atomic(path, cal.to_dict())
 
 
 def store_calibration(cal: Calibration) -> Path:

@@ -8,13 +8,13 @@ one is written, so nothing the user wrote is lost.
 
 from __future__ import annotations
 
-import os
 import time
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from triage.errors import TriageError
+from triage.files import write_text_atomic
 from triage.paths import user_dirs
 
 KNOWN_KEYS: dict[str, type | tuple[type, ...]] = {
@@ -101,8 +101,4 @@ def save_config(updates: dict[str, Any], path: Path | None = None) -> Path:
         if isinstance(value, dict | list):
             continue  # flat file: nested tables are not ours to rewrite
         lines.append(f"{key} = {_toml_value(value)}\n")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text("".join(lines), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_text_atomic(path, "".join(lines))

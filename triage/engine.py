@@ -42,6 +42,7 @@ import numpy as np
 
 from triage import debias, readout
 from triage.errors import TriageError
+from triage.files import write_text_atomic
 from triage.native import Cancelled, NativeModel, Seq
 from triage.pack import Pack
 from triage.prompt import PromptBuilder, PromptFormat, PromptSpec, TicketPrompts, detect_format
@@ -353,10 +354,7 @@ class Engine:
         data = {"model_sha256": self.sha256, "prompt_format": self.fmt.id, "pack_hash": pack.hash, "orderings": orderings,
                 "text": PRIOR_TEXT, "logprobs": {k: v.tolist() for k, v in prior.items()}}
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.tmp")
-            tmp.write_text(json.dumps(data), encoding="utf-8")
-            tmp.replace(path)
+            write_text_atomic(path, json.dumps(data))
         except OSError as exc:
             log.warning("cannot save the prior to %s: %s", path, exc)
 

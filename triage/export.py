@@ -10,10 +10,10 @@ This module is core: it must not import Textual.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
+from triage.files import write_text_atomic
 from triage.render import bar
 from triage.result import TicketResult
 
@@ -103,11 +103,4 @@ def export_result(result: TicketResult, path: str | Path, *, fmt: str | None = N
     path = Path(path).expanduser()
     kind = format_for(path, fmt)
     body = to_json(result) if kind == "json" else to_markdown(result, ticket_text)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(body, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return write_text_atomic(path, body)

@@ -25,6 +25,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
+from triage.files import write_text_atomic
+
 log = logging.getLogger(__name__)
 
 MAGIC = b"TRIAGEKV"
@@ -183,10 +185,7 @@ class StableCache:
         except (OSError, ValueError):
             prev = None
         try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".last.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(parts, sort_keys=True), encoding="utf-8")
-            os.replace(tmp, path)
+            write_text_atomic(path, json.dumps(parts, sort_keys=True))
         except OSError as exc:
             log.warning("cannot record the last stable block in %s: %s", path, exc)
         return prev

@@ -25,6 +25,7 @@ from typing import Any
 
 from triage.catalog import Catalog, CatalogEntry, load_catalog
 from triage.errors import InputError, TriageError
+from triage.files import write_text_atomic
 from triage.gguf import GGUFInfo, read_gguf_info
 from triage.modelstore import CHUNK, inspect_installed, pull_command
 from triage.paths import user_dirs
@@ -197,10 +198,7 @@ def cached_sha256(path: Path) -> str:
     cache = {k: v for k, v in cache.items() if not k.startswith(f"{real}|")}
     cache[key] = digest
     try:
-        cache_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache_path.with_name(f".{cache_path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(cache, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, cache_path)
+        write_text_atomic(cache_path, json.dumps(cache, indent=1, sort_keys=True) + "\n")
     except OSError:
         pass  # a read-only cache dir must not stop the model from running
     return digest

@@ -16,7 +16,6 @@ Definitions (also in bench/README.md):
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections import defaultdict
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from triage.bench.machine import BUSY_OTHER_SHARE, cores, is_busy, machine_info, other_cpu_share
 from triage.bench.stats import LinearFit, clean, linear_fit, median, ratio, spread, token_bound
 from triage.bench.workload import REUSE_MODES, SPLIT
+from triage.files import write_json_atomic
 
 if TYPE_CHECKING:
     from triage.bench.runner import BenchRun, Sample
@@ -507,6 +507,5 @@ def where_time_goes(report: dict[str, Any]) -> dict[str, str]:
 
 
 def write_json(report: dict[str, Any], path: Path) -> None:
-    """Write the report, creating the folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    """Write the report, creating the folder, atomically."""
+    write_json_atomic(path, report)

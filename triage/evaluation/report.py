@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+
+from triage.files import write_json_atomic
 
 COLUMNS = (
     ("n", "n", "{:d}"),
@@ -92,22 +92,6 @@ def print_confusion(options: list[str], matrix: list[list[int]], title: str, con
     console.print(table)
 
 
-def _clean(value: Any) -> Any:
-    """NaN is not JSON: write null."""
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        return None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    return value
-
-
 def write_json(report: dict[str, Any], path: str | Path) -> Path:
     """Write the report (NaN as null), atomically."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(_clean(report), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_json_atomic(path, report)
