@@ -173,7 +173,7 @@ def test_a_subset_of_criteria_scores_the_same(engine: Engine, pack: Pack) -> Non
         else:
             assert got == want, mode  # same prompts, same prefix: the same numbers
         assert only.tokens.tails < whole.tokens.tails and only.tokens.prefix == whole.tokens.prefix
-    with pytest.raises(TriageError, match="unknown criteria 'colour'.*fruit, mood"):
+    with pytest.raises(TriageError, match="has no criterion 'colour'.*fruit, mood"):
         engine.score_ticket(TICKETS[1], pack, ScoreOptions(criteria=("colour",)))
 
 

@@ -82,18 +82,6 @@ class ScoreOptions:
             raise TriageError(f"unknown orderings {self.orderings!r}; use none or cyclic", exit_code=2)
 
 
-def _chosen_criteria(pack: Pack, ids: tuple[str, ...] | None) -> list[int]:
-    """Indices of the criteria to score, in pack order (all when ``ids`` is None)."""
-    if ids is None:
-        return list(range(len(pack.criteria)))
-    known = [c.id for c in pack.criteria]
-    unknown = [i for i in ids if i not in known]
-    if unknown or not ids:
-        what = f"unknown criteria {', '.join(map(repr, unknown))}" if unknown else "no criteria chosen"
-        raise TriageError(f"{what} in pack {pack.name!r}; its criteria are {', '.join(known)}", exit_code=2)
-    return [k for k, cid in enumerate(known) if cid in ids]
-
-
 class StableStore(Protocol):
     """Persists the stable block's KV state (see :class:`triage.prefix.StableCache`)."""
 
@@ -373,7 +361,7 @@ class Engine:
         builder = self.builder(pack)
         orders = [debias.orders_for(len(c.options), options.orderings) for c in pack.criteria]
         prompts = builder.build(ticket.text, orders, n_ctx=self.n_ctx)
-        chosen = _chosen_criteria(pack, options.criteria)
+        chosen = list(range(len(pack.criteria))) if options.criteria is None else pack.criterion_indices(options.criteria)
         if len(chosen) < len(pack.criteria):
             prompts = replace(prompts, prompts=[s for s in prompts.prompts if s.criterion in chosen])
         letters = readout.letter_ids(self.tokenizer, max(len(c.options) for c in pack.criteria))
@@ -495,9 +483,9 @@ class Engine:
         spent computing it (0 when it was resident or restored).
         """
         with self._lock:
-            timing, tokens = Timing(), Tokens()
-            self._ensure_stable(self.builder(pack).stable_tokens, pack, tokens, timing, lambda: False)
-            self._resident = self.builder(pack).stable_tokens
+            timing, stable = Timing(), self.builder(pack).stable_tokens
+            self._ensure_stable(stable, pack, Tokens(), timing, lambda: False)
+            self._resident = stable
             return timing.stable_ms
 
     def clear(self) -> None:

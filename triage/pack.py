@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -117,6 +118,21 @@ class Pack:
     def hash(self) -> str:
         """sha256 of the canonical serialisation (hex, first 16 characters)."""
         return hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()[:16]
+
+    def criterion_indices(self, ids: Iterable[str]) -> list[int]:
+        """Indices, in pack order, of the criteria named by ``ids`` (any order, repeats allowed).
+
+        Raises:
+            InputError: no id given, or an id this pack does not have (naming the ones it has).
+        """
+        wanted = list(dict.fromkeys(ids))
+        known = [c.id for c in self.criteria]
+        unknown = [i for i in wanted if i not in known]
+        if unknown:
+            raise InputError(f"pack {self.name!r} has no criterion {', '.join(map(repr, unknown))}; its criteria are {', '.join(known)}")
+        if not wanted:
+            raise InputError(f"no criteria chosen from pack {self.name!r}; its criteria are {', '.join(known)}")
+        return [k for k, cid in enumerate(known) if cid in wanted]
 
     def criterion(self, criterion_id: str) -> Criterion:
         """The criterion with this id (KeyError when absent)."""

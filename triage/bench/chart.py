@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from triage.bench.report import criteria_subset
+
 W, H = 980, 590
 FONT = "font-family=\"system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif\""
 COLORS = {
@@ -223,11 +225,9 @@ def chart_from_report(report: dict[str, Any]) -> str:
     tails = {m: [tuple(p) for p in v] for m, v in pts.get("engine_tails", {}).items()}
     modes = report.get("modes", {})
     sp = report.get("speedup", {})
-    n_criteria = report.get("workload", {}).get("pack", {}).get("criteria")
-
     def label(m: str) -> str | None:
-        k = modes[m].get("criteria_scored")
-        return f"split ({k} criteria)" if m == "split" and k and n_criteria and k < n_criteria else None
+        k = criteria_subset(report, m)
+        return f"{m} ({k} criteria)" if k else None
 
     bars = [
         Bar(m, modes[m].get("prefill_ms_median") or 0.0, modes[m].get("tails_ms_median") or 0.0,

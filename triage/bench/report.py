@@ -506,6 +506,13 @@ def where_time_goes(report: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def criteria_subset(report: dict[str, Any], mode: str) -> int | None:
+    """How many criteria ``mode`` scored when it scored fewer than the pack has (split may), else None."""
+    k = (report.get("modes", {}).get(mode) or {}).get("criteria_scored")
+    n = report.get("workload", {}).get("pack", {}).get("criteria")
+    return k if k and n and k < n else None
+
+
 def write_json(report: dict[str, Any], path: Path) -> None:
     """Write the report, creating the folder, atomically."""
     write_json_atomic(path, report)

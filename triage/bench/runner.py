@@ -285,7 +285,7 @@ class BenchRunner:
             eng.score_ticket(ticket.as_ticket(), pack, self._options("serial_truncate", "none"))
             eng.hold_stable(pack)
             eng.score_ticket(ticket.as_ticket(), pack, self._options("fanout", "none"))
-        self.run_data.stable_tokens["long" if pack is self.wl.long_pack else "default"] = len(eng.builder(pack).stable_tokens)
+        self.run_data.stable_tokens[label] = len(eng.builder(pack).stable_tokens)
         self._mark("warm-up")
 
     def _score(self, mode: str, ticket: BenchTicket, rep: int, slot: int) -> None:

@@ -8,6 +8,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from triage.bench.report import criteria_subset
+
 ORDER = ("full", "serial_truncate", "serial_restore", "fanout", "serial_long", "split")
 
 
@@ -16,10 +18,8 @@ SHORT = {"full": "full", "serial_truncate": "serial/trunc", "serial_restore": "s
 
 
 def _label(report: dict[str, Any], m: str) -> str:
-    d = report["modes"].get(m) or {}
-    if m == "split" and d.get("criteria_scored") and d["criteria_scored"] < report["workload"]["pack"]["criteria"]:
-        return f"split ({d['criteria_scored']} crit.)"
-    return SHORT.get(m, m)
+    k = criteria_subset(report, m)
+    return f"{m} ({k} crit.)" if k else SHORT.get(m, m)
 
 
 def _f(v: Any, fmt: str = "{:.0f}", none: str = "–") -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from triage.errors import InputError
 from triage.pack import Pack
-from triage.ticket import Ticket, jsonl_lines, make_ticket, read_text_file
+from triage.ticket import JsonLine, Ticket, jsonl_lines, make_ticket, read_text_file
 
 SPLIT_SALT = "triage-split/1"
 
@@ -59,18 +59,15 @@ class LabelledSet:
         return LabelledSet(self.source, self.rows[:n], self.bad, self.ignored_criteria)
 
 
-def parse_row(obj: object, line: int, source: str, pack: Pack) -> tuple[LabelledRow | None, str | None, list[str]]:
-    """Validate one decoded JSON value against ``pack``.
+def parse_row(item: JsonLine, source: str, pack: Pack) -> tuple[LabelledRow | None, str | None, list[str]]:
+    """Validate one JSON Lines object (``item.obj`` is not None) against ``pack``.
 
     Returns:
         (row, None, ignored criterion ids) when usable, else (None, error message, []).
     """
-    where = f"{source} line {line}"
-    if not isinstance(obj, dict):
-        return None, f"{where}: expected a JSON object {{\"id\", \"text\", \"labels\"}}, got {type(obj).__name__}", []
-    rid = obj.get("id")
-    rid = str(rid) if rid is not None and str(rid).strip() else f"line-{line}"
-    where = f"{where} (id {rid})"
+    obj, line = item.obj or {}, item.line
+    rid = item.row_id()
+    where = f"{source} line {line} (id {rid})"
     text = obj.get("text")
     if not isinstance(text, str):
         return None, f"{where}: field 'text' is missing or not a string", []
@@ -108,7 +105,7 @@ def read_labelled(path: str | Path, pack: Pack) -> LabelledSet:
         if item.obj is None:
             out.bad.append(BadRow(n, f"{path} line {n}: {item.error}"))
             continue
-        row, error, ignored = parse_row(item.obj, n, str(path), pack)
+        row, error, ignored = parse_row(item, str(path), pack)
         if row is None:
             out.bad.append(BadRow(n, error or f"{path} line {n}: unusable"))
             continue
