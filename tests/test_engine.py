@@ -59,20 +59,22 @@ def probs(result: TicketResult) -> np.ndarray:
     return np.array([o.probability for c in result.criteria for o in c.options])
 
 
+@pytest.mark.parametrize("readout", ["label", "letter"])
 @pytest.mark.parametrize("ticket", TICKETS)
-def test_reuse_is_bit_identical_to_the_same_split(engine: Engine, pack: Pack, ticket: str) -> None:
-    split = engine.score_ticket(ticket, pack, ScoreOptions(mode="split"))
+def test_reuse_is_bit_identical_to_the_same_split(engine: Engine, pack: Pack, ticket: str, readout: str) -> None:
+    split = engine.score_ticket(ticket, pack, ScoreOptions(mode="split", readout=readout))
     for strategy in ("truncate", "restore"):
-        reused = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial", strategy=strategy))
+        reused = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial", strategy=strategy, readout=readout))
         assert np.array_equal(probs(reused), probs(split)), strategy
         assert [c.coverage for c in reused.criteria] == [c.coverage for c in split.criteria]
 
 
+@pytest.mark.parametrize("readout", ["label", "letter"])
 @pytest.mark.parametrize("ticket", TICKETS[:2])
-def test_fanout_matches_serial_and_full_drift_is_reported(engine: Engine, pack: Pack, ticket: str) -> None:
-    serial = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial"))
-    fanout = engine.score_ticket(ticket, pack, ScoreOptions(mode="fanout"))
-    full = engine.score_ticket(ticket, pack, ScoreOptions(mode="full"))
+def test_fanout_matches_serial_and_full_drift_is_reported(engine: Engine, pack: Pack, ticket: str, readout: str) -> None:
+    serial = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial", readout=readout))
+    fanout = engine.score_ticket(ticket, pack, ScoreOptions(mode="fanout", readout=readout))
+    full = engine.score_ticket(ticket, pack, ScoreOptions(mode="full", readout=readout))
     assert np.max(np.abs(probs(fanout) - probs(serial))) < FANOUT_TOL
     for f, s in zip(fanout.criteria, serial.criteria, strict=True):
         if s.margin > 2 * FANOUT_TOL:  # a near-tie may flip within the tolerance
@@ -83,17 +85,21 @@ def test_fanout_matches_serial_and_full_drift_is_reported(engine: Engine, pack: 
     assert serial.tokens.evaluated < full.tokens.evaluated == full.tokens.full_prompts
 
 
-def test_result_schema_and_probabilities(engine: Engine, pack: Pack) -> None:
-    r = engine.score_ticket(TICKETS[0], pack, ScoreOptions(orderings="cyclic"))
+@pytest.mark.parametrize("readout", ["label", "letter"])
+def test_result_schema_and_probabilities(engine: Engine, pack: Pack, readout: str) -> None:
+    r = engine.score_ticket(TICKETS[0], pack, ScoreOptions(orderings="cyclic", readout=readout))
     d = r.to_dict()
-    assert d["schema"] == "triage.result/1"
+    assert d["schema"] == "triage.result/2"
+    assert d["readout"] == readout and d["prompt_format"].endswith("/" + readout)
+    assert d["orderings"] == ("none" if readout == "label" else "cyclic")
     assert d["model"]["sha256"] == engine.sha256 and d["pack"]["hash"] == pack.hash
     assert [c["id"] for c in d["criteria"]] == ["fruit", "mood"]
     for c in d["criteria"]:
         assert abs(sum(o["probability"] for o in c["options"]) - 1) < 1e-6
         assert c["choice"] in {o["id"] for o in c["options"]}
         assert c["tail_tokens"] > 0 and c["tail_ms"] > 0 and 0 < c["coverage"] <= 1
-        assert c["orderings"] == len(c["options"])
+        assert c["orderings"] == (1 if readout == "label" else len(c["options"]))
+        assert c["readout"] == readout  # the test pack's answers are single distinct tokens
     assert d["tokens"]["prefix"] > d["tokens"]["stable"] > 0
     assert d["timing"]["total_ms"] >= d["timing"]["prefill_ms"]
 
@@ -116,8 +122,8 @@ def test_cyclic_choice_does_not_depend_on_option_order(qwen25_path: Path, tmp_pa
         return load_pack(tmp_path / name)
 
     with Engine(qwen25_path, name="qwen2.5-coder-0.5b", n_ctx=1024) as eng:
-        ab = eng.score_ticket(ticket, pack_file("ab.toml", right, wrong), ScoreOptions(orderings="cyclic"))
-        ba = eng.score_ticket(ticket, pack_file("ba.toml", wrong, right), ScoreOptions(orderings="cyclic"))
+        ab = eng.score_ticket(ticket, pack_file("ab.toml", right, wrong), ScoreOptions(orderings="cyclic", readout="letter"))
+        ba = eng.score_ticket(ticket, pack_file("ba.toml", wrong, right), ScoreOptions(orderings="cyclic", readout="letter"))
     assert ab.criteria[0].choice == ba.criteria[0].choice == right.lower()
     assert ab.criteria[0].probability(right.lower()) == pytest.approx(ba.criteria[0].probability(right.lower()), abs=1e-9)
     assert ab.criteria[0].orderings == ba.criteria[0].orderings == 2

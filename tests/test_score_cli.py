@@ -45,7 +45,7 @@ def test_one_ticket_from_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.C
     code, out, err = run(monkeypatch, capsys, ["score", "--model", str(smollm2_path), "--pack", str(pack), "--format", "json"], b"I was charged twice, refund me now")
     assert code == 0, err
     d = json.loads(out)
-    assert d["schema"] == "triage.result/1"
+    assert d["schema"] == "triage.result/2"
     assert d["model"]["path"] == str(smollm2_path) and len(d["model"]["sha256"]) == 64
     assert d["pack"]["name"] == "mini" and len(d["pack"]["hash"]) == 16
     assert [c["id"] for c in d["criteria"]] == ["mood", "topic"]

@@ -64,12 +64,20 @@ def default_threads() -> int:
 
 @dataclass(frozen=True)
 class Seq:
-    """Tokens to decode into one sequence, starting at position ``pos``."""
+    """Tokens to decode into one sequence, starting at position ``pos``.
+
+    ``also`` names more sequences the same tokens belong to (one KV cell shared
+    by several sequences, as llama.cpp's batches allow): a tail that several
+    teacher-forced answers continue is decoded once. ``every`` asks for the logits
+    of every token of the piece (rows in order), not just the last.
+    """
 
     key: object  # the caller's name for this piece; logits come back under it
     seq_id: int
     pos: int
     tokens: tuple[int, ...]
+    also: tuple[int, ...] = ()
+    every: bool = False
 
 
 class NativeModel:
@@ -193,14 +201,17 @@ class NativeModel:
             Cancelled: ``should_stop`` said so.
         """
         out: dict[object, np.ndarray] = {}
-        # (key, seq_id, pos, tokens, is_last_chunk_of_piece)
-        chunks: list[tuple[object, int, int, tuple[int, ...], bool]] = []
+        rows: dict[object, list[np.ndarray]] = {}
+        # (piece, pos, tokens, is_last_chunk_of_piece)
+        chunks: list[tuple[Seq, int, tuple[int, ...], bool]] = []
         for s in seqs:
+            if len(s.also) + 1 > self.n_seq_max:
+                raise ValueError(f"a piece belongs to {len(s.also) + 1} sequences; this context allows {self.n_seq_max}")
             for i in range(0, len(s.tokens), self.n_batch):
                 part = s.tokens[i : i + self.n_batch]
-                chunks.append((s.key, s.seq_id, s.pos + i, part, i + self.n_batch >= len(s.tokens)))
+                chunks.append((s, s.pos + i, part, i + self.n_batch >= len(s.tokens)))
         batch = self._batch
-        pending: list[tuple[object, int, int, tuple[int, ...], bool]] = []
+        pending: list[tuple[Seq, int, tuple[int, ...], bool]] = []
         used = 0
 
         def flush() -> None:
@@ -210,34 +221,42 @@ class NativeModel:
             if callable(should_stop) and should_stop():
                 raise Cancelled()
             n = 0
-            wants: list[tuple[object, int]] = []
-            for key, seq_id, pos, part, last in pending:
+            wants: list[tuple[Seq, int]] = []
+            for piece, pos, part, last in pending:
+                ids = (piece.seq_id, *piece.also)
                 for j, tok in enumerate(part):
                     batch.token[n] = tok
                     batch.pos[n] = pos + j
-                    batch.n_seq_id[n] = 1
-                    batch.seq_id[n][0] = seq_id
-                    is_out = last and j == len(part) - 1
+                    batch.n_seq_id[n] = len(ids)
+                    for m, sid in enumerate(ids):
+                        batch.seq_id[n][m] = sid
+                    is_out = piece.every or (last and j == len(part) - 1)
                     batch.logits[n] = is_out
                     if is_out:
-                        wants.append((key, n))
+                        wants.append((piece, n))
                     n += 1
             batch.n_tokens = n
             rc = llama_cpp.llama_decode(self.ctx, batch)
             if rc != 0:
                 raise TriageError(f"llama_decode failed with code {rc} ({n} tokens; the {self.n_ctx}-token KV cache may be full)", hint="raise --n-ctx")
-            for key, idx in wants:
+            for piece, idx in wants:
                 ptr = llama_cpp.llama_get_logits_ith(self.ctx, idx)
-                out[key] = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
+                row = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
+                if piece.every:
+                    rows.setdefault(piece.key, []).append(row)
+                else:
+                    out[piece.key] = row
             pending.clear()
             used = 0
 
         for chunk in chunks:
-            if used + len(chunk[3]) > self.n_batch:
+            if used + len(chunk[2]) > self.n_batch:
                 flush()
             pending.append(chunk)
-            used += len(chunk[3])
+            used += len(chunk[2])
         flush()
+        for key, got in rows.items():
+            out[key] = np.stack(got)
         return out
 
     # -- KV memory ------------------------------------------------------------------

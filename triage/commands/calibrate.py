@@ -42,7 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pack", metavar="CRITERIA.toml", help="criteria pack (default: the built-in support pack)")
     p.add_argument("-o", "--output", metavar="CAL.json", help="write the calibration here (it is also stored in the user data dir)")
     p.add_argument("--prior", action="store_true", help="fit on cyclic+prior log-probs (score must then run with --prior)")
-    p.add_argument("--orderings", choices=("cyclic", "none"), default="cyclic", help="fit for scoring with every rotation (default) or the pack order only")
+    p.add_argument("--readout", choices=("label", "letter"), default="label", help="fit for the label readout (default: options by name) or the letter readout")
+    p.add_argument("--orderings", choices=("cyclic", "none"), default="cyclic", help="letter readout: fit for scoring with every rotation (default) or the pack order only")
     p.add_argument("--limit", type=int, metavar="N", help="fit on the first N usable rows only")
     p.add_argument("--prompt", choices=("auto", "chat", "plain"), default="auto", help="prompt format (default: from the model's chat template)")
     p.add_argument("--min-per-option", type=int, default=None, metavar="N", help="fewest gold labels per option to fit a criterion (default 5)")
@@ -70,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True, width=None if sys.stderr.isatty() else 150, soft_wrap=True)
     if not args.output and args.no_store:
         raise InputError("with --no-store, give -o CAL.json: the fit would go nowhere")
-    if args.prior and args.orderings == "none":
+    orderings = "none" if args.readout == "label" else args.orderings
+    if args.prior and args.readout == "letter" and args.orderings == "none":
         raise InputError("--prior is fitted on cyclic log-probs; leave it out with --orderings none")
     holdout = cal_mod.HOLDOUT_FRACTION if args.holdout is None else args.holdout
     if not 0 <= holdout < 1:
@@ -81,14 +83,14 @@ def run(args: argparse.Namespace) -> int:
     rows = rows.limit(args.limit)
     engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: err.print(f"triage: {m}", markup=False))
     with engine:
-        run_ = score_sets(engine, pack, [("train", rows.rows)], err)
+        run_ = score_sets(engine, pack, [("train", rows.rows)], err, args.readout)
         scored = run_.sets[0]
         if not scored.rows:
             raise InputError(f"no row of {args.train} could be scored")
-        base = {c.id: readings(c, scored.outcomes, run_.prior).base(args.prior, args.orderings) for c in pack.criteria}
+        base = {c.id: readings(c, scored.outcomes, run_.prior).base(args.prior, orderings) for c in pack.criteria}
         cal, outcomes = cal_mod.fit_calibration(
             pack, base, {c.id: gold(scored.rows, c) for c in pack.criteria}, [r.id for r in scored.rows],
-            model_sha256=engine.sha256, prompt_format=engine.fmt.id, orderings=args.orderings, prior=args.prior,
+            model_sha256=engine.sha256, prompt_format=engine.format_for(args.readout).id, orderings=orderings, prior=args.prior,
             name=Path(args.output).name if args.output else "calibration",
             min_per_option=args.min_per_option or cal_mod.MIN_PER_OPTION, rare=args.rare_options, holdout=holdout, weighting=args.weighting,
         )

@@ -16,7 +16,7 @@ ORDER = 10
 HELP = "score tickets and print each decision (JSON, JSONL or a table)"
 DESCRIPTION = """\
 Score one ticket (from FILE or stdin), or many from JSON Lines, against a
-criteria pack. Each ticket prints as one object of the triage.result/1 schema
+criteria pack. Each ticket prints as one object of the triage.result/2 schema
 (docs/schema.md).
 
 Input: plain text is one ticket. JSON Lines (one {"id": ..., "text": ...}
@@ -37,9 +37,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", nargs="?", metavar="FILE", help="ticket text or JSONL file (default: stdin; - for stdin)")
     add_model_options(p)
     p.add_argument("--pack", metavar="PATH", help="criteria pack TOML (default: the built-in support pack)")
-    p.add_argument("--mode", choices=("full", "serial", "fanout"), default=None, help="how to evaluate (default serial)")
+    p.add_argument("--mode", choices=("full", "serial", "fanout"), default=None, help="how to evaluate (default fanout: all tails in one batch)")
     p.add_argument("--strategy", choices=("truncate", "restore"), default="truncate", help="serial mode's way back to the prefix (default truncate)")
-    p.add_argument("--orderings", choices=("none", "cyclic"), default=None, help="ask options in pack order only, or in every rotation (default cyclic)")
+    p.add_argument("--readout", choices=("label", "letter"), default=None, help="read options by name (default: one tail per criterion) or by letter A/B/C")
+    p.add_argument("--orderings", choices=("none", "cyclic"), default=None, help="letter readout: ask options in pack order only, or in every rotation (default cyclic)")
     p.add_argument("--criteria", metavar="ID,ID", help="score only these criteria of the pack, by id (default: all); the scores are those of a whole-pack run")
     p.add_argument("--prior", action="store_true", default=None, help="divide out the content-free prior (an 'N/A' ticket)")
     p.add_argument("--calibration", metavar="CAL.json", help="apply this calibration file (default: the stored one fitted for this model, pack and prompt format, if any)")
@@ -128,7 +129,7 @@ def chosen_criteria(arg: str | None, pack: Any) -> tuple[str, ...] | None:
 def run(args: argparse.Namespace) -> int:
     from triage.calibrate import auto_calibration, check_options, load_calibration
     from triage.config import load_config
-    from triage.engine import ScoreOptions
+    from triage.engine import DEFAULT_MODE, ScoreOptions
     from triage.loader import load_engine
     from triage.pack import resolve_pack
     from triage.render import print_table
@@ -140,8 +141,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("the input holds no tickets")
     pack = resolve_pack(args.pack or config.get("pack"))
     options = ScoreOptions(
-        mode=args.mode or config.get("mode", "serial"),
+        mode=args.mode or config.get("mode", DEFAULT_MODE),
         strategy=args.strategy,
+        readout=args.readout or config.get("readout", "label"),
         orderings=args.orderings or config.get("orderings", "cyclic"),
         prior=bool(args.prior if args.prior is not None else config.get("prior", False)),
         criteria=chosen_criteria(args.criteria, pack),
@@ -164,9 +166,9 @@ def run(args: argparse.Namespace) -> int:
     calibration = None
     explicit = args.calibration or config.get("calibration")
     if not args.no_calibration:
-        calibration = load_calibration(explicit, engine=engine, pack=pack) if explicit else auto_calibration(engine, pack)
+        calibration = load_calibration(explicit, engine=engine, pack=pack, readout=options.readout) if explicit else auto_calibration(engine, pack, options.readout)
     if calibration is not None:
-        why = check_options(calibration, orderings=options.orderings, prior=options.prior)
+        why = check_options(calibration, orderings=options.effective_orderings, prior=options.prior)
         if why and explicit:
             raise InputError(f"calibration {explicit} does not fit these options: {why}", hint="score with the options it was fitted on, or pass --no-calibration")
         if why:

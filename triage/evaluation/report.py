@@ -55,7 +55,7 @@ def print_report(report: dict[str, Any], console: Console, *, confusion: bool = 
             _print_calibration(label, crit.get(key), console)
         if base and "error" in base:
             console.print(f"baseline: {base['error']}", style="yellow")
-        shown = crit["variants"].items() if confusion else [(n, m) for n, m in crit["variants"].items() if n in ("calibrated", "cyclic+prior")][-1:]
+        shown = crit["variants"].items() if confusion else [(n, m) for n, m in crit["variants"].items() if n in ("calibrated", "cyclic+prior", "raw+prior")][-1:]
         for name, m in shown:
             print_confusion(crit["options"], m["confusion"], f"{crit['id']} · {name} · rows gold, columns predicted", console)
 

@@ -42,11 +42,11 @@ class ScoringRun:
     cache_path: str
 
 
-def score_sets(engine: Any, pack: Pack, parts: Sequence[tuple[str, Sequence[LabelledRow]]], console: Console) -> ScoringRun:
+def score_sets(engine: Any, pack: Pack, parts: Sequence[tuple[str, Sequence[LabelledRow]]], console: Console, readout: str = "label") -> ScoringRun:
     """Score each named list of rows (cache first), showing one progress bar over all of them."""
     total = sum(len(rows) for _, rows in parts) + 1  # + the content-free prior
     with ReadoutCache() as cache:
-        scorer = Scorer(engine, pack, cache)
+        scorer = Scorer(engine, pack, cache, readout)
         columns = (
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("cached {task.fields[hits]}"), TimeElapsedColumn(), TimeRemainingColumn(),

@@ -28,7 +28,7 @@ def app_commands(app: TriageApp, main: MainScreen) -> Iterator[SystemCommand]:
     yield SystemCommand("Switch model", f"Load another model (now {now})", lambda: choose_model(app, main))
     other = "none" if main.orderings == "cyclic" else "cyclic"
     yield SystemCommand("Toggle debiasing", f"Orderings {main.orderings} → {other}: ask options in every rotation, or in pack order only", main.action_toggle_debias)
-    yield SystemCommand("Export JSON", "Write the decisions as triage.result/1 JSON (F3)", lambda: main.action_export("json"))
+    yield SystemCommand("Export JSON", "Write the decisions as triage.result/2 JSON (F3)", lambda: main.action_export("json"))
     yield SystemCommand("Export Markdown", "Write the decisions as a Markdown report", lambda: main.action_export("markdown"))
     yield SystemCommand("Copy summary", "Copy a one-line summary of the decisions (F4)", main.action_copy_summary)
     yield SystemCommand("Clear", "Empty the ticket box and the cards (ctrl+l)", main.action_clear)
