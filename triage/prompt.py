@@ -241,6 +241,14 @@ class PromptBuilder:
         """Each option's answer as the tokens that would follow ``Answer:`` (with the space)."""
         return [tuple(self.tok.encode(" " + o.answer_text)) for o in criterion.options]
 
+    @property
+    def answer_room(self) -> int:
+        """Context kept free after the longest prompt: the label readout may decode an answer's
+        tokens after the tail (teacher forcing). 0 for the letter readout."""
+        if not self.label_readout:
+            return 0
+        return max(len(a) for c in self.pack.criteria for a in self.answer_tokens(c))
+
     def render(self, ticket_text: str, criterion: Criterion, order: tuple[int, ...]) -> str:
         """The whole prompt as text (for people and docs; scoring uses tokens)."""
         if self.fmt.style == "plain":
@@ -344,11 +352,8 @@ class PromptBuilder:
         """
         ticket_ids = self.tok.encode(text)
         longest_tail = max(
-            len(self.tok.encode(self.tail_text(c, tuple(range(len(c.options))))))
-            # the label readout may decode an answer's tokens after the tail (teacher forcing)
-            + (max(len(a) for a in self.answer_tokens(c)) if self.label_readout else 0)
-            for c in self.pack.criteria
-        )
+            len(self.tok.encode(self.tail_text(c, tuple(range(len(c.options)))))) for c in self.pack.criteria
+        ) + self.answer_room
         overhead = len(self.stable_tokens) + len(self.tok.encode(self.head_text(""))) + longest_tail + len(self._suffix_tokens) + 4
         budget = n_ctx - overhead
         if budget < 16:

@@ -26,8 +26,11 @@ def app_commands(app: TriageApp, main: MainScreen) -> Iterator[SystemCommand]:
     yield SystemCommand("Switch pack", f"Choose the criteria pack (now {pack.name} v{pack.version})", lambda: choose_pack(app, main))
     now = main.status.model if main.model_state == "ready" else main.model_state
     yield SystemCommand("Switch model", f"Load another model (now {now})", lambda: choose_model(app, main))
-    other = "none" if main.orderings == "cyclic" else "cyclic"
-    yield SystemCommand("Toggle debiasing", f"Orderings {main.orderings} → {other}: ask options in every rotation, or in pack order only", main.action_toggle_debias)
+    other_readout = "letter" if main.readout == "label" else "label"
+    yield SystemCommand("Switch readout", f"Readout {main.readout} → {other_readout}: read options by name (one tail per criterion), or as letters A/B/C", main.action_switch_readout)
+    if main.readout == "letter":
+        other = "none" if main.orderings == "cyclic" else "cyclic"
+        yield SystemCommand("Toggle debiasing", f"Orderings {main.orderings} → {other}: ask the letters in every rotation, or in pack order only", main.action_toggle_debias)
     yield SystemCommand("Export JSON", "Write the decisions as triage.result/2 JSON (F3)", lambda: main.action_export("json"))
     yield SystemCommand("Export Markdown", "Write the decisions as a Markdown report", lambda: main.action_export("markdown"))
     yield SystemCommand("Copy summary", "Copy a one-line summary of the decisions (F4)", main.action_copy_summary)
