@@ -107,6 +107,9 @@ class FakeEngine:
     def __init__(self) -> None:
         self.calls = 0
 
+    def format_for(self, kind: str = "label"):  # type: ignore[no-untyped-def]
+        return type("F", (), {"id": f"triage-prompt/1:chat/{kind}"})()
+
     def raw_readouts(self, ticket, pack, options):  # type: ignore[no-untyped-def]
         self.calls += 1
         content = np.array([2.0, 0.0]) if "awful" in ticket.text else np.array([0.0, 1.0])
@@ -126,7 +129,7 @@ def test_scorer_caches_and_report_has_every_variant(tmp_path: Path) -> None:
     s = read_labelled(write(tmp_path / "t.jsonl", rows), PACK)
     engine = FakeEngine()
     with ReadoutCache(tmp_path / "c.sqlite3") as cache:
-        scorer = Scorer(engine, PACK, cache)
+        scorer = Scorer(engine, PACK, cache, "letter")
         first = score_rows(scorer, s.rows)
         assert engine.calls == 16 and cache.misses == 16 and cache.hits == 0
         again = score_rows(scorer, s.rows)
@@ -136,7 +139,8 @@ def test_scorer_caches_and_report_has_every_variant(tmp_path: Path) -> None:
     report, fitted = build_report(
         PACK, first, prior=prior,
         plan=CalibrationPlan(train=again, fit_kw={"min_per_option": 5, "holdout": 0}),
-        baseline=False, engine_info={"model_sha256": engine.sha256, "prompt_format": engine.fmt.id},
+        baseline=False, engine_info={"model_sha256": engine.sha256, "prompt_format": engine.format_for("letter").id},
+        readout="letter",
     )
     crit = report["criteria"][0]
     assert set(crit["variants"]) == {"raw", "cyclic", "cyclic+prior", "calibrated", "raw+calibrated"}

@@ -19,6 +19,12 @@ Score one ticket (from FILE or stdin), or many from JSON Lines, against a
 criteria pack. Each ticket prints as one object of the triage.result/2 schema
 (docs/schema.md).
 
+Options are read by name (--readout label, the default): the probability of
+each option is the model's probability of its answer word, one short tail per
+criterion, all tails in one batch (--mode fanout, the default). --readout
+letter shows the options as A/B/C instead (with --orderings cyclic, every
+rotation).
+
 Input: plain text is one ticket. JSON Lines (one {"id": ..., "text": ...}
 object per line) is detected from a .jsonl name or a first line that is such an
 object; force either with --jsonl / --text. A bad JSONL line is reported, gets
