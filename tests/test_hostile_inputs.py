@@ -1,0 +1,149 @@
+"""Every input of the hardening issue (issue 15), run as a user would: a `triage` subprocess.
+
+Each case must end with a message and an exit status, never with a Python traceback or a
+signal (llama.cpp's GGML_ASSERT aborts the process with 134 and writes a gdb backtrace to
+stdout). Cases that need the model use the small test model, smollm2-135m, with one thread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+TRACEBACK = "Traceback (most recent call last)"
+MINI_PACK = """
+[pack]
+name = "mini"
+[[criterion]]
+id = "mood"
+question = "Is the customer angry?"
+options = [ { id = "angry", label = "Angry" }, { id = "calm", label = "Calm" } ]
+"""
+
+
+def triage(args: list[str], home: Path, *, stdin: str | bytes | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run ``triage ARGS`` in a subprocess with ``TRIAGE_HOME=home``."""
+    env = {**os.environ, "TRIAGE_HOME": str(home), "COLUMNS": "200"}
+    env.pop("TRIAGE_MODEL", None)
+    data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
+    proc = subprocess.run(
+        [sys.executable, "-m", "triage.cli", *args], input=data if data is not None else b"", capture_output=True, env=env, timeout=timeout
+    )
+    return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
+
+
+def assert_clean(proc: subprocess.CompletedProcess[str]) -> None:
+    """No traceback anywhere, and the process ended by itself (no signal, no abort)."""
+    assert TRACEBACK not in proc.stdout and TRACEBACK not in proc.stderr, proc.stderr[-3000:]
+    assert proc.returncode >= 0 and proc.returncode != 134, f"died with {proc.returncode}: {proc.stdout[-500:]} {proc.stderr[-500:]}"
+
+
+@dataclass
+class Case:
+    """One hostile input: the command, what to prepare, and what the user must see."""
+
+    name: str
+    args: list[str]
+    stdin: str | None = "Where is my parcel? It is late."
+    code: int | None = None  # expected exit status
+    stderr_has: list[str] = field(default_factory=list)
+    stdout_empty: bool = False
+    prepare: Callable[[Path, Path], None] | None = None  # (home, tmp) -> None
+    check: Callable[[subprocess.CompletedProcess[str], Path], None] | None = None
+    one_thread: bool = True  # add --threads 1 (cases about --threads leave it out)
+
+
+def config(text: str) -> Callable[[Path, Path], None]:
+    def write(home: Path, _tmp: Path) -> None:
+        (home / "config").mkdir(parents=True, exist_ok=True)
+        (home / "config" / "config.toml").write_text(text, encoding="utf-8")
+
+    return write
+
+
+SMALLEST = "the smallest is 256"
+THREADS = "must be between 1 and"
+
+CASES = [
+    # 1. Context sizes llama.cpp aborts on (GGML_ASSERT, exit 134), or silently changes.
+    *[Case(f"n-ctx-{n}", ["score", "--n-ctx", str(n)], code=2, stderr_has=[SMALLEST], stdout_empty=True) for n in (1, 16, 32, 64, 0, -5)],
+    Case("n-ctx-in-config", ["score"], code=2, stderr_has=[SMALLEST, "n_ctx = 16"], stdout_empty=True, prepare=config("n_ctx = 16\n")),
+    Case("n-ctx-eval", ["eval", "{tmp}/labels.jsonl", "--n-ctx", "32"], stdin=None, code=2, stderr_has=[SMALLEST]),
+    Case("n-ctx-above-training", ["score", "--n-ctx", "100000"], code=2, stderr_has=["trained for (8192)"], stdout_empty=True),
+    Case("n-ctx-rounded-up", ["score", "--n-ctx", "300", "--format", "json", "--orderings", "none"], code=0, stderr_has=["300 asked for", "512 tokens are used"]),
+    # 4. Threads.
+    *[Case(f"threads-{t}", ["score", "--threads", str(t)], code=2, stderr_has=[THREADS], stdout_empty=True, one_thread=False) for t in (0, -3, 999)],
+    Case("threads-in-config", ["score"], code=2, stderr_has=[THREADS, "threads = 0"], prepare=config("threads = 0\n"), one_thread=False),
+]
+
+
+@pytest.fixture(scope="module")
+def labels(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("labels")
+    rows = [
+        {"id": "r1", "text": "I am furious, refund me now", "labels": {"mood": "angry"}},
+        {"id": "r2", "text": "Thanks, all good", "labels": {"mood": "calm"}},
+        {"id": "r3", "text": "This is the third time I write!", "labels": {"mood": "angry"}},
+    ]
+    (folder / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (folder / "mini.toml").write_text(MINI_PACK, encoding="utf-8")
+    return folder
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_hostile_input(case: Case, smollm2_path: Path, triage_home: Path, tmp_path: Path, labels: Path) -> None:
+    for f in labels.iterdir():
+        (tmp_path / f.name).write_bytes(f.read_bytes())
+    if case.prepare:
+        case.prepare(triage_home, tmp_path)
+    args = [a.replace("{tmp}", str(tmp_path)) for a in case.args]
+    args += ["--model", str(smollm2_path)] + (["--threads", "1"] if case.one_thread else [])
+    if args[0] in ("score", "eval", "calibrate") and "--pack" not in args:
+        args += ["--pack", str(tmp_path / "mini.toml")]
+    proc = triage(args, triage_home, stdin=case.stdin)
+    assert_clean(proc)
+    if case.code is not None:
+        assert proc.returncode == case.code, proc.stderr[-2000:]
+    for text in case.stderr_has:
+        assert text in proc.stderr, proc.stderr[-2000:]
+    if case.stdout_empty:
+        assert proc.stdout == ""
+    if case.check:
+        case.check(proc, tmp_path)
+
+
+@pytest.mark.model
+def test_the_app_shows_a_bad_context_size_instead_of_dying(smollm2_path: Path, triage_home: Path) -> None:
+    """`triage --n-ctx 16`: the app used to abort in llama.cpp while loading, leaving the terminal raw."""
+    script = f"""
+import asyncio, sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from fake_engine import ui_options
+from triage.tui.app import make_app
+
+async def main():
+    app = make_app(ui_options(model={str(smollm2_path)!r}, n_ctx=16, threads=1))
+    async with app.run_test() as pilot:
+        for _ in range(600):
+            if app.main.model_state != "loading":
+                break
+            await pilot.pause(0.05)
+        print("STATE", app.main.model_state)
+        print("NOTICE", app.main.notices.text)
+
+asyncio.run(main())
+"""
+    env = {**os.environ, "TRIAGE_HOME": str(triage_home)}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert_clean(proc)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "STATE failed" in proc.stdout
+    assert SMALLEST in proc.stdout
