@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,7 +56,7 @@ class Case:
     code: int | None = None  # expected exit status
     stderr_has: list[str] = field(default_factory=list)
     stdout_empty: bool = False
-    prepare: Callable[[Path, Path], None] | None = None  # (home, tmp) -> None
+    prepare: Callable[[Path, Path], Any] | None = None  # (home, tmp) -> None, or something to close() after the run
     check: Callable[[subprocess.CompletedProcess[str], Path], None] | None = None
     one_thread: bool = True  # add --threads 1 (cases about --threads leave it out)
 
@@ -68,6 +69,26 @@ def config(text: str) -> Callable[[Path, Path], None]:
     return write
 
 
+def readout_cache(home: Path) -> Path:
+    folder = home / "cache" / "eval"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / "readouts.sqlite3"
+
+
+def damaged_cache(home: Path, _tmp: Path) -> None:
+    readout_cache(home).write_bytes(b"SQLite format 3\x00" + b"\xde\xad" * 3000)
+
+
+def locked_cache(home: Path, _tmp: Path) -> Any:
+    import sqlite3
+
+    path = readout_cache(home)
+    sqlite3.connect(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # held until the run ends
+    return holder
+
+
 SMALLEST = "the smallest is 256"
 THREADS = "must be between 1 and"
 
@@ -78,6 +99,10 @@ CASES = [
     Case("n-ctx-eval", ["eval", "{tmp}/labels.jsonl", "--n-ctx", "32"], stdin=None, code=2, stderr_has=[SMALLEST]),
     Case("n-ctx-above-training", ["score", "--n-ctx", "100000"], code=2, stderr_has=["trained for (8192)"], stdout_empty=True),
     Case("n-ctx-rounded-up", ["score", "--n-ctx", "300", "--format", "json", "--orderings", "none"], code=0, stderr_has=["300 asked for", "512 tokens are used"]),
+    # 2. A damaged or locked eval readout cache.
+    Case("eval-damaged-cache", ["eval", "{tmp}/labels.jsonl", "--no-baseline"], stdin=None, code=0, stderr_has=["moved aside"], prepare=damaged_cache),
+    Case("calibrate-damaged-cache", ["calibrate", "{tmp}/labels.jsonl", "--no-store", "-o", "{tmp}/cal.json", "--holdout", "0", "--min-per-option", "1"], stdin=None, stderr_has=["moved aside"], prepare=damaged_cache),
+    Case("eval-locked-cache", ["eval", "{tmp}/labels.jsonl", "--no-baseline"], stdin=None, code=1, stderr_has=["is locked by another process"], prepare=locked_cache),
     # 4. Threads.
     *[Case(f"threads-{t}", ["score", "--threads", str(t)], code=2, stderr_has=[THREADS], stdout_empty=True, one_thread=False) for t in (0, -3, 999)],
     Case("threads-in-config", ["score"], code=2, stderr_has=[THREADS, "threads = 0"], prepare=config("threads = 0\n"), one_thread=False),
@@ -102,13 +127,16 @@ def labels(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_hostile_input(case: Case, smollm2_path: Path, triage_home: Path, tmp_path: Path, labels: Path) -> None:
     for f in labels.iterdir():
         (tmp_path / f.name).write_bytes(f.read_bytes())
-    if case.prepare:
-        case.prepare(triage_home, tmp_path)
+    held = case.prepare(triage_home, tmp_path) if case.prepare else None
     args = [a.replace("{tmp}", str(tmp_path)) for a in case.args]
     args += ["--model", str(smollm2_path)] + (["--threads", "1"] if case.one_thread else [])
     if args[0] in ("score", "eval", "calibrate") and "--pack" not in args:
         args += ["--pack", str(tmp_path / "mini.toml")]
-    proc = triage(args, triage_home, stdin=case.stdin)
+    try:
+        proc = triage(args, triage_home, stdin=case.stdin)
+    finally:
+        if held is not None:
+            held.close()
     assert_clean(proc)
     if case.code is not None:
         assert proc.returncode == case.code, proc.stderr[-2000:]

@@ -29,7 +29,8 @@ are read from that one pass:
                 labels (needs scikit-learn: the `eval` extra)
 
 Readouts are cached per (model, pack, prompt format, context size, ticket) in
-the user cache dir, so a re-run does not score again. Eval's default context
+the user cache dir, so a re-run does not score again (a damaged cache file is
+moved aside and its readouts computed again). Eval's default context
 is 1024 tokens: a longer ticket has its middle cut, and the cut count is shown.
 
 --split F makes a dev/train split from TICKETS alone: a row trains when

@@ -46,6 +46,9 @@ def score_sets(engine: Any, pack: Pack, parts: Sequence[tuple[str, Sequence[Labe
     """Score each named list of rows (cache first), showing one progress bar over all of them."""
     total = sum(len(rows) for _, rows in parts) + 1  # + the content-free prior
     with ReadoutCache() as cache:
+        said = cache.notice
+        if said:
+            console.print(f"triage: {said}", style="yellow", markup=False, highlight=False)
         scorer = Scorer(engine, pack, cache)
         columns = (
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -63,6 +66,8 @@ def score_sets(engine: Any, pack: Pack, parts: Sequence[tuple[str, Sequence[Labe
                     progress.update(task, advance=1, hits=cache.hits)
 
                 out.append(score_rows(scorer, rows, tick))
+        if cache.notice != said:  # damage found while reading or writing
+            console.print(f"triage: {cache.notice}", style="yellow", markup=False, highlight=False)
         for scored in out:
             for f in scored.failed:
                 console.print(f"triage: skipped {f.message}", style="yellow", markup=False)
