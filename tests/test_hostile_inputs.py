@@ -89,6 +89,20 @@ def locked_cache(home: Path, _tmp: Path) -> Any:
     return holder
 
 
+HOSTILE_ID = "a\x1b[31mRED\x1b]0;pwned\x07[bold]x\x9b2J\rfake"
+
+
+def escapes_jsonl(_home: Path, tmp: Path) -> None:
+    rows = [{"id": HOSTILE_ID, "text": "Where is my parcel?"}, {"id": "b\x1b[2J", "text": "   "}, {"id": "c\x1b[2J", "text": 5}]
+    (tmp / "esc.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def no_terminal_escapes(proc: subprocess.CompletedProcess[str], _tmp: Path) -> None:
+    for stream in (proc.stdout, proc.stderr):
+        assert not any(ch in stream for ch in "\x1b\x07\x9b\r"), repr(stream[-800:])
+    assert "[bold]x" in proc.stdout  # markup in an id is shown as typed, not applied
+
+
 SMALLEST = "the smallest is 256"
 THREADS = "must be between 1 and"
 
@@ -103,6 +117,10 @@ CASES = [
     Case("eval-damaged-cache", ["eval", "{tmp}/labels.jsonl", "--no-baseline"], stdin=None, code=0, stderr_has=["moved aside"], prepare=damaged_cache),
     Case("calibrate-damaged-cache", ["calibrate", "{tmp}/labels.jsonl", "--no-store", "-o", "{tmp}/cal.json", "--holdout", "0", "--min-per-option", "1"], stdin=None, stderr_has=["moved aside"], prepare=damaged_cache),
     Case("eval-locked-cache", ["eval", "{tmp}/labels.jsonl", "--no-baseline"], stdin=None, code=1, stderr_has=["is locked by another process"], prepare=locked_cache),
+    # 3. Escape sequences in ticket ids reach the terminal in the table and in error lines.
+    Case("escapes-in-jsonl-ids", ["score", "{tmp}/esc.jsonl", "--format", "table", "--orderings", "none"], stdin=None, code=1,
+         stderr_has=["line 2: ticket b is empty", "line 3 (id c)"], prepare=escapes_jsonl, check=no_terminal_escapes),
+    Case("escapes-in-id-option", ["score", "--id", HOSTILE_ID, "--format", "table", "--orderings", "none"], code=0, check=no_terminal_escapes),
     # 4. Threads.
     *[Case(f"threads-{t}", ["score", "--threads", str(t)], code=2, stderr_has=[THREADS], stdout_empty=True, one_thread=False) for t in (0, -3, 999)],
     Case("threads-in-config", ["score"], code=2, stderr_has=[THREADS, "threads = 0"], prepare=config("threads = 0\n"), one_thread=False),

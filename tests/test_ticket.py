@@ -43,3 +43,11 @@ def test_jsonl_lines_one_parser_for_every_reader() -> None:
     assert items[1].obj is None and items[1].error == 'expected a JSON object {"id": ..., "text": ...}, got list'
     assert items[2].row_id() == "line-5"
     assert items[3].obj is None and items[3].error.startswith("not valid JSON (")
+
+
+def test_printable_is_clean_text_without_the_trim() -> None:
+    from triage.ticket import clean_text, printable
+
+    raw = " id\x1b[31m red\x1b]0;title\x07\x9b2J\r\nnext\tline "
+    assert printable(raw) == " id red2J\nnext\tline "
+    assert clean_text(raw) == printable(raw).strip()

@@ -62,9 +62,11 @@ def main(argv: list[str] | None = None) -> int:
             return run_app(args)
         return int(run(args) or 0)
     except TriageError as exc:
-        print(f"triage: error: {exc.message}", file=sys.stderr)
+        from triage.ticket import printable
+
+        print(f"triage: error: {printable(exc.message)}", file=sys.stderr)
         if exc.hint:
-            print(f"  {exc.hint}", file=sys.stderr)
+            print(f"  {printable(exc.hint)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("triage: interrupted", file=sys.stderr)

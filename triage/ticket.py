@@ -22,11 +22,22 @@ _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
-def clean_text(text: str) -> str:
-    """Strip escape sequences and control characters; normalise newlines; trim."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
+def printable(text: object) -> str:
+    """``text`` safe to write to a terminal: escape sequences and control characters removed.
+
+    Newlines and tabs are kept; a carriage return becomes a newline, so nothing can
+    overwrite what is already on the line. Every user string the CLI prints (ticket
+    ids, file names, messages that quote input) goes through this, as ticket text
+    does through :func:`clean_text`.
+    """
+    text = str(text).replace("\r\n", "\n").replace("\r", "\n")
     text = _ANSI.sub("", text)
-    text = _CONTROL.sub("", text)
+    return _CONTROL.sub("", text)
+
+
+def clean_text(text: str) -> str:
+    """Strip escape sequences and control characters (:func:`printable`); normalise newlines; trim."""
+    text = printable(text)
     text = text.replace("\ufffd", "")  # undecodable bytes carry no meaning for the model
     return text.strip()
 

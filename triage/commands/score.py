@@ -110,6 +110,13 @@ def _jsonl_rows(text: str) -> Iterator[Row]:
         yield Row(n, tid, body)
 
 
+def _say(line: str) -> None:
+    """One line on stderr, with any escape sequences or control characters of the input removed."""
+    from triage.ticket import printable
+
+    print(printable(line), file=sys.stderr)
+
+
 def chosen_criteria(arg: str | None, pack: Any) -> tuple[str, ...] | None:
     """``--criteria a,b`` as ids of ``pack``, checked before the model loads.
 
@@ -160,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
     if len(rows) == 1 and rows[0].error:
         raise InputError(rows[0].error)
 
-    engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: print(f"triage: {m}", file=sys.stderr))
+    engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: _say(f"triage: {m}"))
     calibration = None
     explicit = args.calibration or config.get("calibration")
     if not args.no_calibration:
@@ -170,17 +177,17 @@ def run(args: argparse.Namespace) -> int:
         if why and explicit:
             raise InputError(f"calibration {explicit} does not fit these options: {why}", hint="score with the options it was fitted on, or pass --no-calibration")
         if why:
-            print(f"triage: note: stored calibration {calibration.name} not applied: {why}", file=sys.stderr)
+            _say(f"triage: note: stored calibration {calibration.name} not applied: {why}")
             calibration = None
         else:
-            print(f"triage: applying calibration {calibration.name}", file=sys.stderr)
+            _say(f"triage: applying calibration {calibration.name}")
     failed = 0
     outputs: list[dict[str, Any]] = []
     with engine:
         for row, ticket in tickets:
             if ticket is None:
                 failed += 1
-                print(f"triage: error: {row.error}", file=sys.stderr)
+                _say(f"triage: error: {row.error}")
                 record = {"ticket_id": row.ticket_id, "line": row.line, "error": row.error}
             else:
                 try:
@@ -191,11 +198,11 @@ def run(args: argparse.Namespace) -> int:
                     )
                 except TriageError as exc:
                     failed += 1
-                    print(f"triage: error: ticket {ticket.id}: {exc.message}", file=sys.stderr)
+                    _say(f"triage: error: ticket {ticket.id}: {exc.message}")
                     record = {"ticket_id": ticket.id, "line": row.line, "error": exc.message}
                 else:
                     for w in result.warnings:
-                        print(f"triage: warning: ticket {ticket.id}: {w}", file=sys.stderr)
+                        _say(f"triage: warning: ticket {ticket.id}: {w}")
                     record = result.to_dict()
                     if fmt == "table":
                         print_table(result)

@@ -14,6 +14,7 @@ from triage.evaluation.cache import ReadoutCache
 from triage.evaluation.data import LabelledRow, LabelledSet
 from triage.evaluation.runner import Scored, Scorer, score_rows
 from triage.pack import Pack
+from triage.ticket import printable
 
 SHOW_BAD = 10
 
@@ -22,12 +23,12 @@ def report_bad(label_set: LabelledSet, console: Console) -> None:
     """Print the rows that were skipped (the first few by message) and their count."""
     if label_set.bad:
         for b in label_set.bad[:SHOW_BAD]:
-            console.print(f"triage: skipped {b.message}", style="yellow", markup=False, highlight=False)
+            console.print(f"triage: skipped {printable(b.message)}", style="yellow", markup=False, highlight=False)
         more = len(label_set.bad) - SHOW_BAD
         tail = f" ({more} more not shown)" if more > 0 else ""
-        console.print(f"triage: {len(label_set.bad)} row(s) of {label_set.source} skipped{tail}", style="yellow", markup=False, highlight=False)
+        console.print(f"triage: {len(label_set.bad)} row(s) of {printable(label_set.source)} skipped{tail}", style="yellow", markup=False, highlight=False)
     for cid, n in label_set.ignored_criteria.items():
-        console.print(f"triage: labels for {cid!r} ({n} rows) are not a criterion of the pack; ignored", style="dim", markup=False)
+        console.print(f"triage: labels for {printable(repr(cid))} ({n} rows) are not a criterion of the pack; ignored", style="dim", markup=False)
 
 
 @dataclass
@@ -70,5 +71,5 @@ def score_sets(engine: Any, pack: Pack, parts: Sequence[tuple[str, Sequence[Labe
             console.print(f"triage: {cache.notice}", style="yellow", markup=False, highlight=False)
         for scored in out:
             for f in scored.failed:
-                console.print(f"triage: skipped {f.message}", style="yellow", markup=False)
+                console.print(f"triage: skipped {printable(f.message)}", style="yellow", markup=False)
         return ScoringRun(out, prior, cache.hits, cache.misses, scorer.scoring_s, str(cache.path))
