@@ -103,6 +103,19 @@ def no_terminal_escapes(proc: subprocess.CompletedProcess[str], _tmp: Path) -> N
     assert "[bold]x" in proc.stdout  # markup in an id is shown as typed, not applied
 
 
+def one_line(text: str) -> Callable[[Path, Path], None]:
+    def write(_home: Path, tmp: Path) -> None:
+        (tmp / "one.jsonl").write_text(text + "\n", encoding="utf-8")
+
+    return write
+
+
+def one_error_record(proc: subprocess.CompletedProcess[str], _tmp: Path) -> None:
+    (line,) = proc.stdout.splitlines()
+    record = json.loads(line)
+    assert record["line"] == 1 and record["error"] in proc.stderr
+
+
 SMALLEST = "the smallest is 256"
 THREADS = "must be between 1 and"
 
@@ -121,6 +134,13 @@ CASES = [
     Case("escapes-in-jsonl-ids", ["score", "{tmp}/esc.jsonl", "--format", "table", "--orderings", "none"], stdin=None, code=1,
          stderr_has=["line 2: ticket b is empty", "line 3 (id c)"], prepare=escapes_jsonl, check=no_terminal_escapes),
     Case("escapes-in-id-option", ["score", "--id", HOSTILE_ID, "--format", "table", "--orderings", "none"], code=0, check=no_terminal_escapes),
+    # 7. A one-line JSONL whose only line is bad: an error record and exit 1, as for many lines.
+    Case("jsonl-only-line-empty", ["score", "{tmp}/one.jsonl", "--format", "jsonl"], stdin=None, code=1, stderr_has=["is empty"],
+         prepare=one_line('{"id": "x", "text": "   "}'), check=one_error_record),
+    Case("jsonl-only-line-no-text", ["score", "{tmp}/one.jsonl", "--format", "jsonl"], stdin=None, code=1, stderr_has=["field 'text'"],
+         prepare=one_line('{"id": "x", "body": "hello"}'), check=one_error_record),
+    Case("jsonl-only-line-not-object", ["score", "{tmp}/one.jsonl", "--format", "jsonl"], stdin=None, code=1, stderr_has=["expected a JSON object"],
+         prepare=one_line("[1, 2]"), check=one_error_record),
     # 4. Threads.
     *[Case(f"threads-{t}", ["score", "--threads", str(t)], code=2, stderr_has=[THREADS], stdout_empty=True, one_thread=False) for t in (0, -3, 999)],
     Case("threads-in-config", ["score"], code=2, stderr_has=[THREADS, "threads = 0"], prepare=config("threads = 0\n"), one_thread=False),
@@ -193,3 +213,47 @@ asyncio.run(main())
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "STATE failed" in proc.stdout
     assert SMALLEST in proc.stdout
+
+
+def many_tickets(folder: Path, n: int = 12) -> Path:
+    path = folder / "many.jsonl"
+    texts = ["Where is my parcel?", "I was charged twice, refund me now!", "Thanks for the quick help.", "The app crashes on login."]
+    path.write_text("".join(json.dumps({"id": f"t{i}", "text": f"{texts[i % 4]} (case {i})"}) + "\n" for i in range(n)), encoding="utf-8")
+    return path
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("fmt", [None, "json"])
+def test_interrupt_keeps_every_record_already_written(fmt: str | None, smollm2_path: Path, triage_home: Path, tmp_path: Path) -> None:
+    """Ctrl-C after the first record: what was written is whole and parses (issue 15, defect 6)."""
+    import signal
+
+    (tmp_path / "mini.toml").write_text(MINI_PACK, encoding="utf-8")
+    args = [sys.executable, "-m", "triage.cli", "score", str(many_tickets(tmp_path)), "--model", str(smollm2_path), "--threads", "1",
+            "--pack", str(tmp_path / "mini.toml"), "--orderings", "none"] + (["--format", fmt] if fmt else [])
+    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "TRIAGE_HOME": str(triage_home)})
+    assert proc.stdout is not None
+    seen = b""
+    first_done = b"\n}" if fmt is None else b"\n  }"  # the end of the first record
+    try:
+        while (b"}\n" if fmt is None else first_done) not in seen:
+            chunk = os.read(proc.stdout.fileno(), 65536)
+            if not chunk:
+                break
+            seen += chunk
+        proc.send_signal(signal.SIGINT)
+        rest, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out, stderr = (seen + rest).decode("utf-8"), err.decode("utf-8")
+    assert TRACEBACK not in stderr
+    assert proc.returncode == 130, stderr
+    if fmt is None:  # the default for JSON Lines input: one record per line
+        records = [json.loads(line) for line in out.splitlines()]
+    else:
+        records = json.loads(out)  # the array was closed
+    assert 1 <= len(records) < 12, out
+    assert [r["ticket_id"] for r in records] == [f"t{i}" for i in range(len(records))]
+    assert all(r["schema"] == "triage.result/1" and r["complete"] for r in records)
+    assert f"interrupted after {len(records)} of 12" in stderr
