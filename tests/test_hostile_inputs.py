@@ -56,13 +56,14 @@ class Case:
     code: int | None = None  # expected exit status
     stderr_has: list[str] = field(default_factory=list)
     stdout_empty: bool = False
-    prepare: Callable[[Path, Path], Any] | None = None  # (home, tmp) -> None, or something to close() after the run
+    prepare: Callable[[Path, Path, Path], Any] | None = None  # (home, tmp, model) -> None, or something to close() after the run
     check: Callable[[subprocess.CompletedProcess[str], Path], None] | None = None
     one_thread: bool = True  # add --threads 1 (cases about --threads leave it out)
+    model_path: bool = True  # add --model <the test model's path> (unless the case names a model)
 
 
 def config(text: str) -> Callable[[Path, Path], None]:
-    def write(home: Path, _tmp: Path) -> None:
+    def write(home: Path, _tmp: Path, _model: Path) -> None:
         (home / "config").mkdir(parents=True, exist_ok=True)
         (home / "config" / "config.toml").write_text(text, encoding="utf-8")
 
@@ -75,11 +76,11 @@ def readout_cache(home: Path) -> Path:
     return folder / "readouts.sqlite3"
 
 
-def damaged_cache(home: Path, _tmp: Path) -> None:
+def damaged_cache(home: Path, _tmp: Path, _model: Path) -> None:
     readout_cache(home).write_bytes(b"SQLite format 3\x00" + b"\xde\xad" * 3000)
 
 
-def locked_cache(home: Path, _tmp: Path) -> Any:
+def locked_cache(home: Path, _tmp: Path, _model: Path) -> Any:
     import sqlite3
 
     path = readout_cache(home)
@@ -92,7 +93,7 @@ def locked_cache(home: Path, _tmp: Path) -> Any:
 HOSTILE_ID = "a\x1b[31mRED\x1b]0;pwned\x07[bold]x\x9b2J\rfake"
 
 
-def escapes_jsonl(_home: Path, tmp: Path) -> None:
+def escapes_jsonl(_home: Path, tmp: Path, _model: Path) -> None:
     rows = [{"id": HOSTILE_ID, "text": "Where is my parcel?"}, {"id": "b\x1b[2J", "text": "   "}, {"id": "c\x1b[2J", "text": 5}]
     (tmp / "esc.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
@@ -104,7 +105,7 @@ def no_terminal_escapes(proc: subprocess.CompletedProcess[str], _tmp: Path) -> N
 
 
 def one_line(text: str) -> Callable[[Path, Path], None]:
-    def write(_home: Path, tmp: Path) -> None:
+    def write(_home: Path, tmp: Path, _model: Path) -> None:
         (tmp / "one.jsonl").write_text(text + "\n", encoding="utf-8")
 
     return write
@@ -114,6 +115,29 @@ def one_error_record(proc: subprocess.CompletedProcess[str], _tmp: Path) -> None
     (line,) = proc.stdout.splitlines()
     record = json.loads(line)
     assert record["line"] == 1 and record["error"] in proc.stderr
+
+
+def changed_in_place(home: Path, _tmp: Path, model: Path) -> None:
+    """smollm2-135m installed and verified as a pull leaves it, then one byte changed (same size)."""
+    import hashlib
+
+    folder = home / "data" / "models"
+    folder.mkdir(parents=True, exist_ok=True)
+    data = bytearray(model.read_bytes())
+    target = folder / "smollm2-135m.gguf"
+    target.write_bytes(bytes(data))
+    st = target.stat()
+    record = {"name": "smollm2-135m", "file": target.name, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+              "sha256": hashlib.sha256(data).hexdigest(), "sha256_verified": True, "verified_against": "catalog"}
+    (folder / "smollm2-135m.json").write_text(json.dumps(record), encoding="utf-8")
+    data[-1000] ^= 0xFF  # in the tensor data: the header still reads
+    target.write_bytes(bytes(data))
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))
+
+
+def listed_as_changed(proc: subprocess.CompletedProcess[str], _tmp: Path) -> None:
+    row = next(r for r in json.loads(proc.stdout) if r["name"] == "smollm2-135m")
+    assert row["state"] == "changed" and row["verified"] is False and row["installed_sha256"] is None
 
 
 SMALLEST = "the smallest is 256"
@@ -141,6 +165,12 @@ CASES = [
          prepare=one_line('{"id": "x", "body": "hello"}'), check=one_error_record),
     Case("jsonl-only-line-not-object", ["score", "{tmp}/one.jsonl", "--format", "jsonl"], stdin=None, code=1, stderr_has=["expected a JSON object"],
          prepare=one_line("[1, 2]"), check=one_error_record),
+    # 5. A model whose bytes changed in place (same size).
+    Case("model-changed-list", ["model", "list", "--json"], stdin=None, code=0, prepare=changed_in_place, check=listed_as_changed, model_path=False),
+    Case("model-changed-verify", ["model", "verify", "smollm2-135m"], stdin=None, code=1, prepare=changed_in_place, model_path=False,
+         check=lambda proc, _tmp: (None if "MISMATCH" in proc.stdout and "triage model pull smollm2-135m" in proc.stdout else pytest.fail(proc.stdout))),
+    Case("model-changed-score", ["score", "--model", "smollm2-135m", "--orderings", "none"], code=1, stderr_has=["sha256", "triage model pull smollm2-135m"],
+         stdout_empty=True, prepare=changed_in_place),
     # 4. Threads.
     *[Case(f"threads-{t}", ["score", "--threads", str(t)], code=2, stderr_has=[THREADS], stdout_empty=True, one_thread=False) for t in (0, -3, 999)],
     Case("threads-in-config", ["score"], code=2, stderr_has=[THREADS, "threads = 0"], prepare=config("threads = 0\n"), one_thread=False),
@@ -165,9 +195,12 @@ def labels(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_hostile_input(case: Case, smollm2_path: Path, triage_home: Path, tmp_path: Path, labels: Path) -> None:
     for f in labels.iterdir():
         (tmp_path / f.name).write_bytes(f.read_bytes())
-    held = case.prepare(triage_home, tmp_path) if case.prepare else None
+    held = case.prepare(triage_home, tmp_path, smollm2_path) if case.prepare else None
     args = [a.replace("{tmp}", str(tmp_path)) for a in case.args]
-    args += ["--model", str(smollm2_path)] + (["--threads", "1"] if case.one_thread else [])
+    if case.model_path and "--model" not in args:
+        args += ["--model", str(smollm2_path)]
+    if case.one_thread and args[0] != "model":
+        args += ["--threads", "1"]
     if args[0] in ("score", "eval", "calibrate") and "--pack" not in args:
         args += ["--pack", str(tmp_path / "mini.toml")]
     try:

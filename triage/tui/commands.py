@@ -105,7 +105,7 @@ def choose_model(app: PaletteApp, main: MainScreen) -> None:
     catalog = load_catalog()
     for entry in catalog.entries.values():
         state = inspect_installed(entry)
-        if state.ok:
+        if state.ok or state.state == "changed":  # a changed file is hashed again when it loads
             tag = "the product model" if entry.name == catalog.default else "stand-in"
             commands.append(SimpleCommand(entry.name, (lambda n=entry.name: main.load_model(n)), f"{entry.title} ({tag})"))
 
