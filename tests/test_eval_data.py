@@ -222,3 +222,20 @@ def test_baseline_without_scikit_learn_says_what_to_install(monkeypatch: pytest.
     with pytest.raises(TriageError, match="needs scikit-learn") as err:
         fit_predict(["a", "b"], [0, 1], ["a"], 2)
     assert "eval extra" in (err.value.hint or "")
+
+
+def test_progress_counts_rows_not_the_prior(tmp_path: Path) -> None:
+    """3 rows show 3/3 (the content-free prior is a step of its own, not a fourth row)."""
+    import io
+
+    from rich.console import Console
+
+    from triage.evaluation.session import score_sets
+
+    rows = [json.dumps({"id": f"r{i}", "text": f"awful service {i}", "labels": {"mood": "bad"}}) for i in range(3)]
+    s = read_labelled(write(tmp_path / "t.jsonl", rows), PACK)
+    buf = io.StringIO()
+    run = score_sets(FakeEngine(), PACK, [("dev", s.rows)], Console(file=buf, width=160, force_terminal=False))
+    text = buf.getvalue()
+    assert len(run.sets[0].rows) == 3
+    assert "3/3" in text and "4/4" not in text, text

@@ -140,6 +140,10 @@ def listed_as_changed(proc: subprocess.CompletedProcess[str], _tmp: Path) -> Non
     assert row["state"] == "changed" and row["verified"] is False and row["installed_sha256"] is None
 
 
+def pack_without_question(_home: Path, tmp: Path, _model: Path) -> None:
+    (tmp / "noq.toml").write_text('[[criterion]]\nid = "mood"\noptions = [ { id = "a", label = "A" }, { id = "b", label = "B" } ]\n', encoding="utf-8")
+
+
 SMALLEST = "the smallest is 256"
 THREADS = "must be between 1 and"
 
@@ -171,6 +175,13 @@ CASES = [
          check=lambda proc, _tmp: (None if "MISMATCH" in proc.stdout and "triage model pull smollm2-135m" in proc.stdout else pytest.fail(proc.stdout))),
     Case("model-changed-score", ["score", "--model", "smollm2-135m", "--orderings", "none"], code=1, stderr_has=["sha256", "triage model pull smollm2-135m"],
          stdout_empty=True, prepare=changed_in_place),
+    # 8. Small things: a doubled "at"; the progress bar counting the prior as a row; a missing question.
+    Case("jsonl-unterminated-string", ["score", "{tmp}/one.jsonl", "--format", "jsonl"], stdin=None, code=1,
+         stderr_has=["not valid JSON (Unterminated string starting at column 21)"], prepare=one_line('{"id": "x", "text": "unterminated}'),
+         check=lambda proc, _tmp: None if "at at" not in proc.stderr + proc.stdout else pytest.fail(proc.stderr)),
+    Case("eval-progress-counts-rows", ["eval", "{tmp}/labels.jsonl", "--no-baseline"], stdin=None, code=0, stderr_has=["3/3"],
+         check=lambda proc, _tmp: None if "4/4" not in proc.stderr else pytest.fail(proc.stderr)),
+    Case("pack-missing-question", ["score", "--pack", "{tmp}/noq.toml"], code=2, stderr_has=["'question'"], stdout_empty=True, prepare=pack_without_question),
     # 4. Threads.
     *[Case(f"threads-{t}", ["score", "--threads", str(t)], code=2, stderr_has=[THREADS], stdout_empty=True, one_thread=False) for t in (0, -3, 999)],
     Case("threads-in-config", ["score"], code=2, stderr_has=[THREADS, "threads = 0"], prepare=config("threads = 0\n"), one_thread=False),
@@ -290,3 +301,11 @@ def test_interrupt_keeps_every_record_already_written(fmt: str | None, smollm2_p
     assert [r["ticket_id"] for r in records] == [f"t{i}" for i in range(len(records))]
     assert all(r["schema"] == "triage.result/1" and r["complete"] for r in records)
     assert f"interrupted after {len(records)} of 12" in stderr
+
+
+@pytest.mark.xfail(strict=True, reason="needs a change in triage/pack.py (_text: a missing field is 'missing', not 'NoneType'), which this branch leaves alone")
+def test_a_missing_question_is_called_missing(triage_home: Path, tmp_path: Path) -> None:
+    pack_without_question(triage_home, tmp_path, tmp_path)
+    proc = triage(["score", "--pack", str(tmp_path / "noq.toml"), "--model", "/nonexistent.gguf"], triage_home, stdin="hello")
+    assert_clean(proc)
+    assert "field 'question' is missing" in proc.stderr and "NoneType" not in proc.stderr

@@ -135,7 +135,9 @@ def jsonl_lines(text: str, expected: str = '{"id": ..., "text": ...}') -> Iterat
         try:
             obj = json.loads(raw)
         except json.JSONDecodeError as exc:
-            yield JsonLine(n, None, f"not valid JSON ({exc.msg} at column {exc.colno})")
+            # Some messages end in "at" already ("Unterminated string starting at"): one "at" only.
+            where = f"column {exc.colno}" if exc.msg.endswith(" at") else f"at column {exc.colno}"
+            yield JsonLine(n, None, f"not valid JSON ({exc.msg} {where})")
             continue
         if not isinstance(obj, dict):
             yield JsonLine(n, None, f"expected a JSON object {expected}, got {type(obj).__name__}")

@@ -45,7 +45,7 @@ class ScoringRun:
 
 def score_sets(engine: Any, pack: Pack, parts: Sequence[tuple[str, Sequence[LabelledRow]]], console: Console) -> ScoringRun:
     """Score each named list of rows (cache first), showing one progress bar over all of them."""
-    total = sum(len(rows) for _, rows in parts) + 1  # + the content-free prior
+    total = sum(len(rows) for _, rows in parts)  # rows only: the prior is a step of its own
     with ReadoutCache() as cache:
         said = cache.notice
         if said:
@@ -56,15 +56,17 @@ def score_sets(engine: Any, pack: Pack, parts: Sequence[tuple[str, Sequence[Labe
             TextColumn("cached {task.fields[hits]}"), TimeElapsedColumn(), TimeRemainingColumn(),
         )
         with Progress(*columns, console=console, transient=False) as progress:
-            task = progress.add_task("prior", total=total, hits=0)
+            step = progress.add_task("content-free prior", total=1, hits=0)
             prior = scorer.prior()
-            progress.update(task, advance=1, hits=cache.hits)
+            progress.update(step, advance=1, hits=cache.hits)
+            prior_hits = cache.hits
+            task = progress.add_task(parts[0][0] if parts else "rows", total=total, hits=0)
             out = []
             for name, rows in parts:
                 progress.update(task, description=name)
 
                 def tick(hit: bool) -> None:
-                    progress.update(task, advance=1, hits=cache.hits)
+                    progress.update(task, advance=1, hits=cache.hits - prior_hits)
 
                 out.append(score_rows(scorer, rows, tick))
         if cache.notice != said:  # damage found while reading or writing
