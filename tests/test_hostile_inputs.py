@@ -52,7 +52,7 @@ class Case:
 
     name: str
     args: list[str]
-    stdin: str | None = "Where is my parcel? It is late."
+    stdin: str | bytes | None = "Where is my parcel? It is late."
     code: int | None = None  # expected exit status
     stderr_has: list[str] = field(default_factory=list)
     stdout_empty: bool = False
@@ -144,6 +144,13 @@ def pack_without_question(_home: Path, tmp: Path, _model: Path) -> None:
     (tmp / "noq.toml").write_text('[[criterion]]\nid = "mood"\noptions = [ { id = "a", label = "A" }, { id = "b", label = "B" } ]\n', encoding="utf-8")
 
 
+def damaged_stable_cache(home: Path, _tmp: Path, _model: Path) -> None:
+    folder = home / "cache" / "stable"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "last.json").write_text("{not json", encoding="utf-8")
+    (folder / "junk.kvstate").write_bytes(b"TRIAGEKV" + b"\x00" * 50)
+
+
 SMALLEST = "the smallest is 256"
 THREADS = "must be between 1 and"
 
@@ -182,6 +189,14 @@ CASES = [
     Case("eval-progress-counts-rows", ["eval", "{tmp}/labels.jsonl", "--no-baseline"], stdin=None, code=0, stderr_has=["3/3"],
          check=lambda proc, _tmp: None if "4/4" not in proc.stderr else pytest.fail(proc.stderr)),
     Case("pack-missing-question", ["score", "--pack", "{tmp}/noq.toml"], code=2, stderr_has=["'question'"], stdout_empty=True, prepare=pack_without_question),
+    # Cases the issue found handled well: they must stay so.
+    Case("bad-config-toml", ["score"], code=1, stderr_has=["is not valid TOML"], prepare=config("n_ctx = [\n")),
+    Case("invalid-utf8", ["score"], stdin=b"caf\xe9 au lait", code=2, stderr_has=["not valid UTF-8"]),
+    Case("empty-stdin", ["score"], stdin="", code=2, stderr_has=["empty"]),
+    Case("missing-ticket-file", ["score", "{tmp}/none.txt"], stdin=None, code=2, stderr_has=["does not exist"]),
+    Case("unknown-model", ["score", "--model", "no-such-model"], code=2, stderr_has=["unknown model"]),
+    Case("not-a-gguf", ["score", "--model", "{tmp}/labels.jsonl"], code=2, stderr_has=["not a GGUF"]),
+    Case("damaged-stable-cache", ["score", "--orderings", "none", "--format", "json"], code=0, prepare=damaged_stable_cache),
     # 4. Threads.
     *[Case(f"threads-{t}", ["score", "--threads", str(t)], code=2, stderr_has=[THREADS], stdout_empty=True, one_thread=False) for t in (0, -3, 999)],
     Case("threads-in-config", ["score"], code=2, stderr_has=[THREADS, "threads = 0"], prepare=config("threads = 0\n"), one_thread=False),
