@@ -297,6 +297,39 @@ def test_stable_change_is_said_once_naming_what_changed(smollm2_path: Path, pack
     assert any("pack: test v1" in w and "test v4" in w for w in new.warnings)
 
 
+def test_another_running_process_pack_switch_is_not_this_results_warning(smollm2_path: Path, tmp_path: Path) -> None:
+    """Issue 15: a pack another live process records must not show up in this result's warnings."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "stable"
+    other_parts = {"model": "other (000000000000)", "prompt format": "triage-prompt/9:chat", "pack": "elsewhere v7 (0000000000000000)"}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import sys, time; from pathlib import Path; from triage.prefix import StableCache; "
+         f"StableCache(Path({str(folder)!r})).swap_last({other_parts!r}); print('recorded', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "recorded"
+        first = load_pack_text(tmp_path, SMALL_PACK.replace('name = "test"', 'name = "test"\nversion = "5"\ninstruction = "Choose one letter."'))
+        with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, threads=1, stable_store=StableCache(folder)) as eng:
+            result = eng.score_ticket(TICKETS[2], first, ScoreOptions(orderings="none"))
+        assert result.tokens.stable_cached == 0  # a prefill was paid, but not because of the other process
+        assert not any("stable prefix changed" in w for w in result.warnings), result.warnings
+    finally:
+        holder.communicate("", timeout=30)
+    # Once that process has ended, its record is a previous run: a change since then is named.
+    done = subprocess.run(
+        [sys.executable, "-c", f"from pathlib import Path; from triage.prefix import StableCache; StableCache(Path({str(folder)!r})).swap_last({other_parts!r})"],
+        check=True,
+    )
+    assert done.returncode == 0
+    second = load_pack_text(tmp_path, SMALL_PACK.replace('name = "test"', 'name = "test"\nversion = "6"\ninstruction = "Reply with a letter."'))
+    with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, threads=1, stable_store=StableCache(folder)) as eng:
+        later = eng.score_ticket(TICKETS[2], second, ScoreOptions(orderings="none"))
+    assert any("pack: elsewhere v7" in w for w in later.warnings), later.warnings
+
+
 def load_pack_text(tmp_path: Path, text: str) -> Pack:
     path = tmp_path / "edited.toml"
     path.write_text(text, encoding="utf-8")

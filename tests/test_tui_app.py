@@ -20,7 +20,6 @@ from triage.tui.screens.export import ExportScreen
 from triage.tui.screens.help import HelpScreen
 from triage.tui.screens.history import HistoryScreen
 from triage.tui.screens.main import MainScreen
-from triage.tui.widgets.criterion_card import CriterionCard
 
 TICKET = "Hi team,\nI was charged twice for my March invoice.\nPlease refund one of the charges today!\n-- Ann"
 

@@ -169,6 +169,8 @@ def _option_dict(o: Option) -> dict[str, str]:
 def _text(value: Any, where: str, field_name: str, *, required: bool = True) -> str:
     if value is None and not required:
         return ""
+    if value is None:
+        raise PackError(f"{where}: field {field_name!r} is missing")
     if not isinstance(value, str):
         raise PackError(f"{where}: field {field_name!r} must be a string, got {type(value).__name__}")
     if required and not value.strip():

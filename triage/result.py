@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 SCHEMA = "triage.result/2"
-OLD_SCHEMAS = ("triage.result/1",)  # read back (history) with readout "letter"
+OLD_SCHEMAS = ("triage.result/2",)  # read back (history) with readout "letter"
 
 
 @dataclass

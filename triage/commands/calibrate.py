@@ -64,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     from triage.evaluation.variants import readings
     from triage.loader import load_engine
     from triage.pack import resolve_pack
+    from triage.ticket import printable
 
     # A report piped to a file or a log is read later: do not squeeze it into 80 columns.
     # soft_wrap: messages stay one line each (grep-able); tables still fit the width.
@@ -81,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     rows = read_labelled(args.train, pack)
     report_bad(rows, err)
     rows = rows.limit(args.limit)
-    engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: err.print(f"triage: {m}", markup=False))
+    engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: err.print(f"triage: {printable(m)}", markup=False))
     with engine:
         run_ = score_sets(engine, pack, [("train", rows.rows)], err, args.readout)
         scored = run_.sets[0]
@@ -98,10 +99,10 @@ def run(args: argparse.Namespace) -> int:
     err.print(f"cache: {run_.hits} hit(s), {run_.misses} scored · {scored.cut} ticket(s) cut to fit the {engine.n_ctx}-token context", markup=False, highlight=False)
     for o in outcomes:
         if o.refused:
-            err.print(f"triage: refused: {o.refused}", style="yellow", markup=False)
+            err.print(f"triage: refused: {printable(o.refused)}", style="yellow", markup=False)
             continue
         bias = ", ".join(f"{k} {v:+.2f}" for k, v in (o.bias or {}).items())
-        out.print(f"{o.criterion}: n={o.n}  T={o.temperature:.3f}  bias {bias}", markup=False, highlight=False)
+        out.print(printable(f"{o.criterion}: n={o.n}  T={o.temperature:.3f}  bias {bias}"), markup=False, highlight=False)
         if o.holdout:
             b, a = o.holdout["before"], o.holdout["after"]
             out.print(
@@ -110,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
                 markup=False, highlight=False,
             )
         for w in o.warnings:
-            err.print(f"triage: warning: {w}", style="yellow", markup=False)
+            err.print(f"triage: warning: {printable(w)}", style="yellow", markup=False)
     if not cal.criteria:
         raise InputError("no criterion could be fitted; nothing written", hint="label more rows per option, or pass --rare-options freeze")
     if args.output:

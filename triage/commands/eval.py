@@ -29,7 +29,8 @@ are read from that one pass:
                 labels (needs scikit-learn: the `eval` extra)
 
 Readouts are cached per (model, pack, prompt format, context size, ticket) in
-the user cache dir, so a re-run does not score again. Eval's default context
+the user cache dir, so a re-run does not score again (a damaged cache file is
+moved aside and its readouts computed again). Eval's default context
 is 1024 tokens: a longer ticket has its middle cut, and the cut count is shown.
 
 --split F makes a dev/train split from TICKETS alone: a row trains when
@@ -81,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
     from triage.evaluation.session import report_bad, score_sets
     from triage.loader import load_engine
     from triage.pack import resolve_pack
+    from triage.ticket import printable
 
     # A report piped to a file or a log is read later: do not squeeze it into 80 columns.
     # soft_wrap: messages stay one line each (grep-able); tables still fit the width.
@@ -109,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     train_limit = args.train_limit if args.train_limit is not None else args.limit
     train = train.limit(train_limit) if train is not None else None
 
-    engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: err.print(f"triage: {m}", markup=False))
+    engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: err.print(f"triage: {printable(m)}", markup=False))
     with engine:
         plan = CalibrationPlan(prior=args.prior, fit_kw={"min_per_option": args.min_per_option or MIN_PER_OPTION, "rare": args.rare_options, "weighting": args.cal_weighting})
         if args.calibration:
@@ -122,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
             # Eval has every base a calibration can sit on (raw, cyclic, cyclic+prior) from its one pass.
             if plan.stored.orderings != orderings_for(args.readout) and not (args.readout == "letter" and plan.stored.orderings == "none"):
                 raise InputError(f"calibration {plan.stored_path} was fitted on orderings={plan.stored.orderings}, which eval does not read")
-            err.print(f"triage: applying calibration {plan.stored_path}", markup=False)
+            err.print(f"triage: applying calibration {printable(plan.stored_path)}", markup=False)
         parts = [("dev", dev.rows)] + ([("train", train.rows)] if train is not None else [])
         t0 = time.perf_counter()
         run_ = score_sets(engine, pack, parts, err, args.readout)

@@ -18,7 +18,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from textual import work
 from textual.app import ComposeResult
@@ -53,11 +53,17 @@ from triage.tui.widgets.notice_bar import NoticeBar
 from triage.tui.widgets.score_summary import PRODUCT_MODEL, ScoreSummary
 from triage.tui.widgets.ticket_input import TicketInput
 
-if TYPE_CHECKING:
-    from triage.tui.app import TriageApp
-
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+class ModelUnavailableHook(Protocol):
+    """The app's side of a failed model load (``TriageApp.model_unavailable``).
+
+    A protocol, so this screen never imports the app (the app imports the screen).
+    """
+
+    def model_unavailable(self, failure: ModelLoadFailed) -> None: ...
 
 
 class MainScreen(Screen[None]):
@@ -116,7 +122,7 @@ class MainScreen(Screen[None]):
         return self.query_one(NoticeBar)
 
     @property
-    def triage_app(self) -> TriageApp:
+    def triage_app(self) -> ModelUnavailableHook:
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
