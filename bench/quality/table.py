@@ -2,6 +2,7 @@
 
   python bench/quality/table.py air-default cfpb-default issue-default      # main table
   python bench/quality/table.py --levers air-default-40 air-plain air-v2 air-v2-fewshot   # one line per run
+  python bench/quality/table.py --readouts airline-sentiment issue-kind cfpb-product   # label against letter (readout.sh)
 """
 
 from __future__ import annotations
@@ -29,11 +30,41 @@ def row(name: str, m: dict | None) -> str:
     )
 
 
+def bal(m: dict | None) -> str:
+    if m is None:
+        return "–"
+    ci = m.get("balanced_accuracy_ci95") or [None, None]
+    return f"{f(m['balanced_accuracy'])} ({f(ci[0], '.2f')}–{f(ci[1], '.2f')})"
+
+
+def readouts(sets: list[str]) -> None:
+    """One row per set: label against letter, zero-shot and calibrated, from readout-SET-{label,letter}.json."""
+    print("| set | dev / train n | zero-shot: by name (raw) | zero-shot: letters (cyclic) | calibrated: by name | calibrated: letters | "
+          "by name + prior | TF-IDF baseline | letter flip rate | ECE by name calibrated (floor) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name in sets:
+        lab = json.loads((RESULTS / f"readout-{name}-label.json").read_text())
+        let_path = RESULTS / f"readout-{name}-letter.json"
+        let = json.loads(let_path.read_text()) if let_path.exists() else None
+        c = lab["criteria"][0]
+        v = c["variants"]
+        lv = let["criteria"][0]["variants"] if let else {}
+        cal = v.get("calibrated")
+        ece = f"{f(cal['ece'])} ({f(cal.get('ece_floor'))})" if cal else "–"
+        print(f"| {name} | {c['n']} / {lab['train']['rows_used'] if lab.get('train') else '–'} | {bal(v.get('raw'))} | {bal(lv.get('cyclic'))} | "
+              f"{bal(cal)} | {bal(lv.get('calibrated'))} | {bal(v.get('raw+prior'))} | {bal(c.get('baseline'))} | "
+              f"{f(lv.get('cyclic', {}).get('flip_rate'), '.0%') if lv else '–'} | {ece} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("names", nargs="+")
     ap.add_argument("--levers", action="store_true", help="one line per run: its cyclic+prior and calibrated figures")
+    ap.add_argument("--readouts", action="store_true", help="label against letter per set (bench/quality/readout.sh)")
     args = ap.parse_args()
+    if args.readouts:
+        readouts(args.names)
+        return
     head = "| variant | accuracy | balanced accuracy (95% CI) | macro-F1 | ECE | ECE floor | Brier | NLL | flips |\n|---|---|---|---|---|---|---|---|---|"
     if args.levers:
         print("| run | pack | prompt | dev n | flips | cyclic+prior bal acc | calibrated bal acc | calibrated ECE (floor) | calibrated NLL | raw+calibrated bal acc | raw+calibrated NLL |")
