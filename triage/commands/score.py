@@ -125,10 +125,48 @@ def chosen_criteria(arg: str | None, pack: Any) -> tuple[str, ...] | None:
     return ids
 
 
-def run(args: argparse.Namespace) -> int:
-    from triage.calibrate import auto_calibration, check_options, load_calibration
-    from triage.config import load_config
+def score_options(args: argparse.Namespace, config: dict[str, Any], pack: Any) -> Any:
+    """The :class:`~triage.engine.ScoreOptions` of these arguments and config: one place for
+    ``triage score`` and ``--ray``, so both always score with the same options."""
     from triage.engine import ScoreOptions
+
+    return ScoreOptions(
+        mode=args.mode or config.get("mode", "serial"),
+        strategy=args.strategy,
+        orderings=args.orderings or config.get("orderings", "cyclic"),
+        prior=bool(args.prior if args.prior is not None else config.get("prior", False)),
+        criteria=chosen_criteria(args.criteria, pack),
+    )
+
+
+def choose_calibration(args: argparse.Namespace, config: dict[str, Any], engine: Any, pack: Any, options: Any) -> Any:
+    """The calibration to apply (``--calibration``, else the stored one), or None; says which.
+
+    ``engine`` needs only ``sha256`` and ``fmt.id`` (``--ray`` passes what the nodes reported).
+
+    Raises:
+        InputError: an explicit calibration that does not fit the model, pack or options.
+    """
+    from triage.calibrate import auto_calibration, check_options, load_calibration
+
+    explicit = args.calibration or config.get("calibration")
+    if args.no_calibration:
+        return None
+    calibration = load_calibration(explicit, engine=engine, pack=pack) if explicit else auto_calibration(engine, pack)
+    if calibration is None:
+        return None
+    why = check_options(calibration, orderings=options.orderings, prior=options.prior)
+    if why and explicit:
+        raise InputError(f"calibration {explicit} does not fit these options: {why}", hint="score with the options it was fitted on, or pass --no-calibration")
+    if why:
+        print(f"triage: note: stored calibration {calibration.name} not applied: {why}", file=sys.stderr)
+        return None
+    print(f"triage: applying calibration {calibration.name}", file=sys.stderr)
+    return calibration
+
+
+def run(args: argparse.Namespace) -> int:
+    from triage.config import load_config
     from triage.loader import load_engine
     from triage.pack import resolve_pack
     from triage.render import print_table
@@ -139,13 +177,7 @@ def run(args: argparse.Namespace) -> int:
     if not rows:
         raise InputError("the input holds no tickets")
     pack = resolve_pack(args.pack or config.get("pack"))
-    options = ScoreOptions(
-        mode=args.mode or config.get("mode", "serial"),
-        strategy=args.strategy,
-        orderings=args.orderings or config.get("orderings", "cyclic"),
-        prior=bool(args.prior if args.prior is not None else config.get("prior", False)),
-        criteria=chosen_criteria(args.criteria, pack),
-    )
+    options = score_options(args, config, pack)
     fmt = args.format or ("table" if sys.stdout.isatty() else "json")
     # Check every ticket before loading the model, so a bad single ticket fails fast.
     tickets: list[tuple[Row, Any]] = []
@@ -161,19 +193,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(rows[0].error)
 
     engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: print(f"triage: {m}", file=sys.stderr))
-    calibration = None
-    explicit = args.calibration or config.get("calibration")
-    if not args.no_calibration:
-        calibration = load_calibration(explicit, engine=engine, pack=pack) if explicit else auto_calibration(engine, pack)
-    if calibration is not None:
-        why = check_options(calibration, orderings=options.orderings, prior=options.prior)
-        if why and explicit:
-            raise InputError(f"calibration {explicit} does not fit these options: {why}", hint="score with the options it was fitted on, or pass --no-calibration")
-        if why:
-            print(f"triage: note: stored calibration {calibration.name} not applied: {why}", file=sys.stderr)
-            calibration = None
-        else:
-            print(f"triage: applying calibration {calibration.name}", file=sys.stderr)
+    calibration = choose_calibration(args, config, engine, pack, options)
     failed = 0
     outputs: list[dict[str, Any]] = []
     with engine:
