@@ -25,10 +25,16 @@ object; force either with --jsonl / --text. A bad JSONL line is reported, gets
 an error record in the output, and the other tickets are still scored; the exit
 status is then 1.
 
+A backlog runs on Ray with --ray (a local cluster) or --ray ADDRESS (an existing
+one): the same scoring and options, JSON Lines or Parquet in (a file, folder or
+glob) and out (--output), --resume to continue a stopped run (docs/scale.md).
+Needs the ray extra: pip install 'triage[ray]'.
+
 examples:
   echo "I was charged twice, refund me now" | triage score
   echo "Where is my parcel?" | triage score --criteria urgency,queue
-  triage score tickets.jsonl --format jsonl --mode fanout > out.jsonl"""
+  triage score tickets.jsonl --format jsonl --mode fanout > out.jsonl
+  triage score backlog/ --ray --output scored.jsonl --resume"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -50,6 +56,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     kind = p.add_mutually_exclusive_group()
     kind.add_argument("--jsonl", action="store_true", help="treat input as JSON Lines")
     kind.add_argument("--text", action="store_true", help="treat input as one plain-text ticket")
+    ray = p.add_argument_group("backlog on Ray (docs/scale.md)")
+    ray.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS", help="score on Ray: a local cluster, or join ADDRESS (auto, ray://host:10001)")
+    ray.add_argument("--output", "-o", metavar="PATH", help="with --ray: write here (.parquet: a folder of Parquet parts; else JSON Lines; default stdout)")
+    ray.add_argument("--workers", type=int, metavar="N", help="with --ray: scoring actors of --threads threads each (with --ray, --threads defaults to 1 and --workers to the cluster's CPUs / threads)")
+    ray.add_argument("--batch-size", type=int, metavar="N", help="with --ray: tickets per batch, the most a dead worker loses (default 16)")
+    ray.add_argument("--resume", action="store_true", help="with --ray: skip tickets --output already holds for this model, pack, prompt format and options")
 
 
 @dataclass
@@ -172,6 +184,13 @@ def run(args: argparse.Namespace) -> int:
     from triage.render import print_table
     from triage.ticket import make_ticket
 
+    if args.ray is not None:
+        from triage.backlog.ray_score import run_ray
+
+        return run_ray(args)
+    for flag, given in (("--output", args.output), ("--workers", args.workers), ("--batch-size", args.batch_size), ("--resume", args.resume)):
+        if given:
+            raise InputError(f"{flag} works only with --ray", hint="add --ray to score a backlog on a (local) Ray cluster")
     config = load_config()
     rows = read_input(args.file, force_jsonl=args.jsonl, force_text=args.text, ticket_id=args.ticket_id)
     if not rows:
