@@ -76,8 +76,7 @@ def run_ray(args: argparse.Namespace, *, on_batch: OnBatch | None = None) -> int
 
     address, source = _address_and_input(args)
     threads = args.threads or default_threads()
-    batch_size = args.batch_size or DEFAULT_BATCH
-    for flag, value in (("--workers", args.workers), ("--batch-size", batch_size), ("--threads", threads)):
+    for flag, value in (("--workers", args.workers), ("--batch-size", args.batch_size), ("--threads", threads)):
         if value is not None and value < 1:
             raise InputError(f"{flag} must be at least 1")
     if args.format not in (None, "jsonl"):
@@ -100,7 +99,7 @@ def run_ray(args: argparse.Namespace, *, on_batch: OnBatch | None = None) -> int
         scorer = ScorerConfig(spec, identity.sha256, pack, options, calibration, engine_settings(args.n_ctx, None, config)["n_ctx"], threads, args.prompt)
         output = Path(args.output).expanduser() if args.output else None
         summary = score_backlog(ray, rows, scorer, output=output, signature=signature, resume=args.resume,
-                                workers=args.workers, batch_size=batch_size, on_batch=on_batch)
+                                workers=args.workers, batch_size=args.batch_size, on_batch=on_batch)
     finally:
         if owned:
             ray.shutdown()
@@ -180,7 +179,13 @@ def check_nodes(ray: Any, spec: str, expected: str | None, prompt_style: str) ->
         raise TriageError("the Ray cluster has no node with a free CPU to run a worker")
     task = ray.remote(num_cpus=1, max_retries=0)(probe)
     refs = [task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(spec, expected, prompt_style) for n in nodes]
-    reports = ray.get(refs)
+    reports = []
+    for node, ref in zip(nodes, refs, strict=True):
+        try:
+            reports.append(ray.get(ref))
+        except Exception as exc:  # the check crashed the worker (e.g. a llama.cpp build this CPU cannot run)
+            first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+            reports.append({"ok": False, "error": f"node {node.get('NodeManagerHostname', '?')} ({node.get('NodeManagerAddress', '?')}): the model check failed: {first}"})
     bad = [r["error"] for r in reports if not r["ok"]]
     if bad:
         raise NodeModelError("; ".join(bad), hint="fix the model on the nodes named; nothing was scored")
@@ -205,10 +210,12 @@ def score_backlog(
     signature: RunSignature | None,
     resume: bool,
     workers: int | None,
-    batch_size: int,
+    batch_size: int | None,
     on_batch: OnBatch | None = None,
 ) -> Summary:
     """Score ``rows`` on the cluster and write each ticket once; see the module docstring.
+
+    ``batch_size`` None: :data:`DEFAULT_BATCH`, or less when that would leave workers idle.
 
     ``on_batch`` is called after each block is written (tests stop or disturb a run with it).
     """
@@ -219,9 +226,16 @@ def score_backlog(
     todo = [r for r in rows if r.key not in done and r.error is None]
     bad = [r for r in rows if r.key not in done and r.error is not None]
     summary.to_score = len(todo)
-    n_blocks = -(-len(todo) // batch_size)
     cpus = int(ray.cluster_resources().get("CPU", 1))
-    summary.workers = max(1, min(workers or max(1, cpus // scorer.threads), n_blocks or 1))
+    want = workers or max(1, cpus // scorer.threads)
+    batch_size = batch_size or max(1, min(DEFAULT_BATCH, -(-len(todo) // want)))
+    n_blocks = -(-len(todo) // batch_size)
+    if workers is not None and workers * scorer.threads > cpus:
+        raise InputError(
+            f"--workers {workers} × --threads {scorer.threads} needs {workers * scorer.threads} CPUs; the Ray cluster has {cpus}",
+            hint="lower --workers or --threads (llama.cpp threads spin: more threads than cores slow every worker down)",
+        )
+    summary.workers = max(1, min(want, n_blocks or 1))
     if summary.skipped:
         print(f"triage: resuming {output}: {summary.skipped} of {summary.total} rows are already there; {len(todo) + len(bad)} to go", file=sys.stderr)
     writer = open_writer(output, signature, resume=resume)
@@ -296,7 +310,8 @@ def _scored_blocks(ray: Any, todo: list[BacklogRow], scorer: ScorerConfig, worke
         scorer_class(scorer),
         batch_size=batch_size,
         batch_format="pyarrow",
-        compute=ray.data.ActorPoolStrategy(size=workers),
+        # One block at a time per actor: a queued block waits for a free actor, not behind a busy one.
+        compute=ray.data.ActorPoolStrategy(size=workers, max_tasks_in_flight_per_actor=1),
         num_cpus=scorer.threads,
     )
     it = iter(scored.iter_batches(batch_size=None, batch_format="pyarrow"))

@@ -127,7 +127,8 @@ def probe(spec: str, expected_sha256: str | None, prompt_style: str) -> dict[str
         finally:
             engine.close()
     except TriageError as exc:
-        return {"ok": False, "node": node_name(), "error": exc.message}
+        node = node_name()
+        return {"ok": False, "node": node, "error": exc.message if exc.message.startswith("node ") else f"node {node}: {exc.message}"}
     return {"ok": True, "identity": identity}
 
 
