@@ -131,6 +131,26 @@ def test_parquet_parts_have_one_schema_and_read_back(tmp_path: Path) -> None:
     assert read_existing(out, signature()).keys == {record_key(result), record_key({"line": 4, "error": "x"})}
 
 
+def test_a_node_pulls_a_missing_catalog_model_once_and_checks_it(monkeypatch: pytest.MonkeyPatch, smollm2_path: Path) -> None:
+    from triage import modelstore
+    from triage.backlog.worker import NodeModelError, ensure_model
+
+    pulls: list[str] = []
+
+    def fake_pull(entry: Any) -> None:  # stands in for the download: installs the file with its sidecar
+        pulls.append(entry.name)
+        modelstore.models_dir().mkdir(parents=True, exist_ok=True)
+        modelstore.model_file(entry.name).symlink_to(smollm2_path)
+        modelstore._write_sidecar(entry, smollm2_path.stat().st_size, entry.sha256, "catalog")
+
+    monkeypatch.setattr(modelstore, "pull", fake_pull)
+    ref = ensure_model("smollm2-135m", None)
+    assert pulls == ["smollm2-135m"] and ref.path == modelstore.model_file("smollm2-135m")
+    assert ensure_model("smollm2-135m", ref.sha256).sha256 == ref.sha256 and pulls == ["smollm2-135m"]  # installed: no second pull
+    with pytest.raises(NodeModelError, match=f"node {socket.gethostname()}: model smollm2-135m .* but the driver expects ffff"):
+        ensure_model("smollm2-135m", "f" * 64)
+
+
 # -- on a local Ray cluster with the real model --------------------------------------------------
 
 

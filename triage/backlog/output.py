@@ -35,6 +35,7 @@ from triage.files import write_json_atomic
 RUN_SCHEMA = "triage.backlog-run/1"
 PART_ROWS = 1000  # rows per Parquet part (and at most a minute between parts)
 PART_SECONDS = 60.0
+ERROR_COLUMNS = ("ticket_id", "line", "error", "source", "ticket_sha256")  # an error record's fields
 
 
 @dataclass(frozen=True)
@@ -178,9 +179,6 @@ def _parquet_records(path: Path) -> Iterable[dict[str, Any]]:
     for part in sorted(path.glob("part-*.parquet")):
         for record in pq.read_table(part).to_pylist():
             yield _from_parquet(record)
-
-
-ERROR_COLUMNS = ("ticket_id", "line", "error", "source", "ticket_sha256")
 
 
 def _from_parquet(record: dict[str, Any]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from triage.backlog.output import RunSignature, Writer, open_writer, read_existing
+from triage.backlog.output import RunSignature, open_writer, read_existing
 from triage.backlog.rows import BacklogRow, read_rows
 from triage.backlog.worker import ModelIdentity, NodeModelError, ScorerConfig, cores, default_threads, probe, scorer_class
 from triage.errors import InputError, TriageError
