@@ -188,6 +188,16 @@ def _from_parquet(record: dict[str, Any]) -> dict[str, Any]:
     return {k: record.get(k) for k in ERROR_COLUMNS if record.get(k) is not None or k in ("ticket_id", "line")}
 
 
+def check_output(path: Path, *, resume: bool) -> None:
+    """Refuse to write over an output that holds records, unless resuming it.
+
+    Raises:
+        InputError: ``path`` holds something and ``resume`` is off.
+    """
+    if path.exists() and not resume and (path.is_dir() and any(path.iterdir()) or path.is_file() and path.stat().st_size):
+        raise InputError(f"{path} already exists", hint="pass --resume to continue it, or choose a new --output")
+
+
 def open_writer(path: Path | None, signature: RunSignature | None, *, resume: bool) -> Writer:
     """A writer for ``path`` (None: standard output, JSON Lines).
 
@@ -196,8 +206,7 @@ def open_writer(path: Path | None, signature: RunSignature | None, *, resume: bo
     """
     if path is None:
         return JsonlWriter(sys.stdout)
-    if path.exists() and not resume and (path.is_dir() and any(path.iterdir()) or path.is_file() and path.stat().st_size):
-        raise InputError(f"{path} already exists", hint="pass --resume to continue it, or choose a new --output")
+    check_output(path, resume=resume)
     if signature is not None:
         write_json_atomic(run_file(path), {**signature.to_dict(), "updated_at": time.time()})  # creates the folder
     if is_parquet(str(path)):

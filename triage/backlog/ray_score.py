@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from triage.backlog.output import RunSignature, open_writer, read_existing
+from triage.backlog.output import RunSignature, check_output, open_writer, read_existing
 from triage.backlog.rows import BacklogRow, read_rows
 from triage.backlog.worker import ModelIdentity, NodeModelError, ScorerConfig, cores, default_threads, probe, scorer_class
 from triage.errors import InputError, TriageError
@@ -72,6 +72,7 @@ def run_ray(args: argparse.Namespace, *, on_batch: OnBatch | None = None) -> int
     """
     from triage.commands.score import choose_calibration, score_options
     from triage.config import load_config
+    from triage.loader import engine_settings
     from triage.pack import resolve_pack
 
     address, source = _address_and_input(args)
@@ -83,6 +84,9 @@ def run_ray(args: argparse.Namespace, *, on_batch: OnBatch | None = None) -> int
         raise InputError("--ray writes JSON Lines or Parquet", hint="leave out --format; name the output with --output (.parquet for Parquet)")
     if args.resume and not args.output:
         raise InputError("--resume needs --output", hint="resume continues the file or folder a stopped run was writing")
+    output = Path(args.output).expanduser() if args.output else None
+    if output is not None:
+        check_output(output, resume=args.resume)  # before the cluster starts
     config = load_config()
     pack = resolve_pack(args.pack or config.get("pack"))
     options = score_options(args, config, pack)
@@ -94,10 +98,8 @@ def run_ray(args: argparse.Namespace, *, on_batch: OnBatch | None = None) -> int
         identity = check_nodes(ray, spec, expected, args.prompt)
         calibration = choose_calibration(args, config, identity, pack, options)
         signature = RunSignature.of(identity.sha256, pack.hash, identity.prompt_format, options, calibration.name if calibration else None)
-        from triage.loader import engine_settings
-
-        scorer = ScorerConfig(spec, identity.sha256, pack, options, calibration, engine_settings(args.n_ctx, None, config)["n_ctx"], threads, args.prompt)
-        output = Path(args.output).expanduser() if args.output else None
+        n_ctx = engine_settings(args.n_ctx, None, config)["n_ctx"]
+        scorer = ScorerConfig(spec, identity.sha256, pack, options, calibration, n_ctx, threads, args.prompt)
         summary = score_backlog(ray, rows, scorer, output=output, signature=signature, resume=args.resume,
                                 workers=args.workers, batch_size=args.batch_size, on_batch=on_batch)
     finally:
