@@ -232,9 +232,9 @@ def score_backlog(
     want = workers or max(1, cpus // scorer.threads)
     batch_size = batch_size or max(1, min(DEFAULT_BATCH, -(-len(todo) // want)))
     n_blocks = -(-len(todo) // batch_size)
-    if workers is not None and workers * scorer.threads > cpus:
+    if want * scorer.threads > cpus:  # Ray would wait for CPUs that never come
         raise InputError(
-            f"--workers {workers} × --threads {scorer.threads} needs {workers * scorer.threads} CPUs; the Ray cluster has {cpus}",
+            f"{want} worker(s) × --threads {scorer.threads} need {want * scorer.threads} CPUs; the Ray cluster has {cpus}",
             hint="lower --workers or --threads (llama.cpp threads spin: more threads than cores slow every worker down)",
         )
     summary.workers = max(1, min(want, n_blocks or 1))
