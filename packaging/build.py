@@ -8,7 +8,7 @@
 Steps, each skipped when its result is already there:
 
 1. Choose llama.cpp's CMake flags for the CPU class (never -march=native, never
-   AMX; see /work/shared/NOTES.md and triage/cpuflags.py).
+   AMX; see docs/build.md and triage/cpuflags.py).
 2. Build the llama-cpp-python wheel for exactly those flags, or reuse it from the
    cache that scripts/setup also uses: ``$TRIAGE_WHEELS/llama-cpp-python/<key>/``
    (default ``~/.cache/triage-build``), so the ~8 minute compile happens once per
@@ -35,7 +35,6 @@ import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tarfile
 import time
 import tomllib

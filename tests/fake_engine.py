@@ -99,10 +99,13 @@ class FakeEngine:
     def model_info(self) -> dict[str, Any]:
         return {"name": self.name, "path": str(self.model_path), "sha256": self.sha256, "stand_in": self.stand_in}
 
-    def builder(self, pack: Pack) -> PromptBuilder:
-        b = self._builders.get(pack.hash)
+    def format_for(self, kind: str = "label") -> PromptFormat:
+        return self.fmt.with_readout(kind)
+
+    def builder(self, pack: Pack, kind: str = "label") -> PromptBuilder:
+        b = self._builders.get((pack.hash, kind))
         if b is None:
-            b = self._builders[pack.hash] = PromptBuilder(pack, self.fmt, self.tokenizer)
+            b = self._builders[(pack.hash, kind)] = PromptBuilder(pack, self.fmt.with_readout(kind), self.tokenizer)
         return b
 
     def close(self) -> None:
@@ -169,7 +172,7 @@ class FakeEngine:
                 TicketResult(
                     ticket_id=ticket.id, ticket_sha256=ticket.sha256, model=self.model_info,
                     pack={"name": pack.name, "version": pack.version, "hash": pack.hash},
-                    prompt_format=self.fmt.id, mode=f"{options.mode}/{options.strategy}", orderings=options.orderings,
+                    prompt_format=self.fmt.with_readout(options.readout).id, mode=f"{options.mode}/{options.strategy}", orderings=options.effective_orderings, readout=options.readout,
                     prior=options.prior, criteria=results, timing=timing, tokens=tokens, warnings=warnings,
                     calibration=calibration_name, complete=complete,
                     created_at=FIXED_TIME if self.fixed_time else time.time(),

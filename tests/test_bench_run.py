@@ -65,8 +65,19 @@ def test_bench_run_writes_the_keys_and_reuse_is_exact(smollm2_path: Path, tiny: 
     back = json.loads(out.read_text(encoding="utf-8"))
 
     assert back["schema"] == "triage.bench/1"
-    for mode in ("full", "serial_truncate", "serial_restore", "fanout", "serial_long", "split"):
+    for mode in ("full", "serial_truncate", "serial_restore", "fanout", "letter_serial", "serial_long", "split"):
         assert back["modes"][mode]["ticket_ms_median"] > 0
+    # the label readout (every mode but letter_serial) against letters in every rotation, in the same run
+    rd = back["readout"]
+    assert rd["readout"] == "label" and rd["baseline"] == "letter_serial"
+    assert set(rd["speedup_vs_letter_serial"]) == {"serial_truncate", "serial_restore", "fanout"}
+    assert all(v > 0 for v in rd["speedup_vs_letter_serial"].values())
+    assert set(rd["vs_raw"]) == {"serial_truncate", "serial_restore", "fanout", "letter_serial"} and all(v > 0 for v in rd["vs_raw"].values())
+    letter = [s.result for s in data.samples if s.mode == "letter_serial"]
+    label = [s.result for s in data.samples if s.mode == "fanout"]
+    assert all(r.readout == "letter" and r.orderings == "cyclic" for r in letter)
+    assert all(r.readout == "label" for r in label)
+    assert rd["per_ticket"]["t1"]["fanout"]["tokens_evaluated"] == next(r for r in label if r.ticket_id == "t1").tokens.evaluated
     for key in ("serial_truncate_vs_full", "serial_restore_vs_full", "fanout_vs_full", "serial_vs_full"):
         assert back["speedup"][key] > 0
     assert back["token_bound"] > 1
@@ -99,7 +110,7 @@ def test_bench_run_writes_the_keys_and_reuse_is_exact(smollm2_path: Path, tiny: 
 
     # every reuse mode started from the stable block alone: it was cached, the ticket was not
     for s in data.samples:
-        if s.mode in ("serial_truncate", "serial_restore", "fanout", "serial_long"):
+        if s.mode in ("serial_truncate", "serial_restore", "fanout", "letter_serial", "serial_long"):
             assert s.result.tokens.prefix_cached == s.result.tokens.stable
 
     assert back["points"]["probe_tails"] and back["points"]["engine_tails"]["serial_truncate"]

@@ -105,7 +105,9 @@ def test_store_find_and_refuse_mismatch(tmp_path: Path) -> None:
 
     class FakeEngine:
         sha256 = "c" * 64
-        fmt = type("F", (), {"id": "triage-prompt/1:chat"})()
+
+        def format_for(self, kind: str = "label"):  # type: ignore[no-untyped-def]
+            return type("F", (), {"id": f"triage-prompt/1:chat/{kind}"})()
 
     with pytest.raises(cal_mod.InputError, match="fitted for another setup: model sha256"):
         cal_mod.load_calibration(other, engine=FakeEngine(), pack=PACK)

@@ -59,20 +59,22 @@ def probs(result: TicketResult) -> np.ndarray:
     return np.array([o.probability for c in result.criteria for o in c.options])
 
 
+@pytest.mark.parametrize("readout", ["label", "letter"])
 @pytest.mark.parametrize("ticket", TICKETS)
-def test_reuse_is_bit_identical_to_the_same_split(engine: Engine, pack: Pack, ticket: str) -> None:
-    split = engine.score_ticket(ticket, pack, ScoreOptions(mode="split"))
+def test_reuse_is_bit_identical_to_the_same_split(engine: Engine, pack: Pack, ticket: str, readout: str) -> None:
+    split = engine.score_ticket(ticket, pack, ScoreOptions(mode="split", readout=readout))
     for strategy in ("truncate", "restore"):
-        reused = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial", strategy=strategy))
+        reused = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial", strategy=strategy, readout=readout))
         assert np.array_equal(probs(reused), probs(split)), strategy
         assert [c.coverage for c in reused.criteria] == [c.coverage for c in split.criteria]
 
 
+@pytest.mark.parametrize("readout", ["label", "letter"])
 @pytest.mark.parametrize("ticket", TICKETS[:2])
-def test_fanout_matches_serial_and_full_drift_is_reported(engine: Engine, pack: Pack, ticket: str) -> None:
-    serial = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial"))
-    fanout = engine.score_ticket(ticket, pack, ScoreOptions(mode="fanout"))
-    full = engine.score_ticket(ticket, pack, ScoreOptions(mode="full"))
+def test_fanout_matches_serial_and_full_drift_is_reported(engine: Engine, pack: Pack, ticket: str, readout: str) -> None:
+    serial = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial", readout=readout))
+    fanout = engine.score_ticket(ticket, pack, ScoreOptions(mode="fanout", readout=readout))
+    full = engine.score_ticket(ticket, pack, ScoreOptions(mode="full", readout=readout))
     assert np.max(np.abs(probs(fanout) - probs(serial))) < FANOUT_TOL
     for f, s in zip(fanout.criteria, serial.criteria, strict=True):
         if s.margin > 2 * FANOUT_TOL:  # a near-tie may flip within the tolerance
@@ -83,17 +85,21 @@ def test_fanout_matches_serial_and_full_drift_is_reported(engine: Engine, pack: 
     assert serial.tokens.evaluated < full.tokens.evaluated == full.tokens.full_prompts
 
 
-def test_result_schema_and_probabilities(engine: Engine, pack: Pack) -> None:
-    r = engine.score_ticket(TICKETS[0], pack, ScoreOptions(orderings="cyclic"))
+@pytest.mark.parametrize("readout", ["label", "letter"])
+def test_result_schema_and_probabilities(engine: Engine, pack: Pack, readout: str) -> None:
+    r = engine.score_ticket(TICKETS[0], pack, ScoreOptions(orderings="cyclic", readout=readout))
     d = r.to_dict()
-    assert d["schema"] == "triage.result/1"
+    assert d["schema"] == "triage.result/2"
+    assert d["readout"] == readout and d["prompt_format"].endswith("/" + readout)
+    assert d["orderings"] == ("none" if readout == "label" else "cyclic")
     assert d["model"]["sha256"] == engine.sha256 and d["pack"]["hash"] == pack.hash
     assert [c["id"] for c in d["criteria"]] == ["fruit", "mood"]
     for c in d["criteria"]:
         assert abs(sum(o["probability"] for o in c["options"]) - 1) < 1e-6
         assert c["choice"] in {o["id"] for o in c["options"]}
         assert c["tail_tokens"] > 0 and c["tail_ms"] > 0 and 0 < c["coverage"] <= 1
-        assert c["orderings"] == len(c["options"])
+        assert c["orderings"] == (1 if readout == "label" else len(c["options"]))
+        assert c["readout"] == readout  # the test pack's answers are single distinct tokens
     assert d["tokens"]["prefix"] > d["tokens"]["stable"] > 0
     assert d["timing"]["total_ms"] >= d["timing"]["prefill_ms"]
 
@@ -116,8 +122,8 @@ def test_cyclic_choice_does_not_depend_on_option_order(qwen25_path: Path, tmp_pa
         return load_pack(tmp_path / name)
 
     with Engine(qwen25_path, name="qwen2.5-coder-0.5b", n_ctx=1024) as eng:
-        ab = eng.score_ticket(ticket, pack_file("ab.toml", right, wrong), ScoreOptions(orderings="cyclic"))
-        ba = eng.score_ticket(ticket, pack_file("ba.toml", wrong, right), ScoreOptions(orderings="cyclic"))
+        ab = eng.score_ticket(ticket, pack_file("ab.toml", right, wrong), ScoreOptions(orderings="cyclic", readout="letter"))
+        ba = eng.score_ticket(ticket, pack_file("ba.toml", wrong, right), ScoreOptions(orderings="cyclic", readout="letter"))
     assert ab.criteria[0].choice == ba.criteria[0].choice == right.lower()
     assert ab.criteria[0].probability(right.lower()) == pytest.approx(ba.criteria[0].probability(right.lower()), abs=1e-9)
     assert ab.criteria[0].orderings == ba.criteria[0].orderings == 2
@@ -289,6 +295,39 @@ def test_stable_change_is_said_once_naming_what_changed(smollm2_path: Path, pack
         new = eng3.score_ticket(TICKETS[2], other, ScoreOptions(orderings="none"))
     assert new.tokens.stable_cached == 0
     assert any("pack: test v1" in w and "test v4" in w for w in new.warnings)
+
+
+def test_another_running_process_pack_switch_is_not_this_results_warning(smollm2_path: Path, tmp_path: Path) -> None:
+    """Issue 15: a pack another live process records must not show up in this result's warnings."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "stable"
+    other_parts = {"model": "other (000000000000)", "prompt format": "triage-prompt/9:chat", "pack": "elsewhere v7 (0000000000000000)"}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import sys, time; from pathlib import Path; from triage.prefix import StableCache; "
+         f"StableCache(Path({str(folder)!r})).swap_last({other_parts!r}); print('recorded', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "recorded"
+        first = load_pack_text(tmp_path, SMALL_PACK.replace('name = "test"', 'name = "test"\nversion = "5"\ninstruction = "Choose one letter."'))
+        with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, threads=1, stable_store=StableCache(folder)) as eng:
+            result = eng.score_ticket(TICKETS[2], first, ScoreOptions(orderings="none"))
+        assert result.tokens.stable_cached == 0  # a prefill was paid, but not because of the other process
+        assert not any("stable prefix changed" in w for w in result.warnings), result.warnings
+    finally:
+        holder.communicate("", timeout=30)
+    # Once that process has ended, its record is a previous run: a change since then is named.
+    done = subprocess.run(
+        [sys.executable, "-c", f"from pathlib import Path; from triage.prefix import StableCache; StableCache(Path({str(folder)!r})).swap_last({other_parts!r})"],
+        check=True,
+    )
+    assert done.returncode == 0
+    second = load_pack_text(tmp_path, SMALL_PACK.replace('name = "test"', 'name = "test"\nversion = "6"\ninstruction = "Reply with a letter."'))
+    with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, threads=1, stable_store=StableCache(folder)) as eng:
+        later = eng.score_ticket(TICKETS[2], second, ScoreOptions(orderings="none"))
+    assert any("pack: elsewhere v7" in w for w in later.warnings), later.warnings
 
 
 def load_pack_text(tmp_path: Path, text: str) -> Pack:

@@ -31,7 +31,14 @@ TRAIN = [
 ]
 
 
-def test_eval_and_calibrate_end_to_end(smollm2_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+VARIANTS = {
+    "letter": {"raw", "cyclic", "cyclic+prior", "calibrated", "raw+calibrated"},
+    "label": {"raw", "raw+prior", "calibrated"},  # one readout per criterion: no rotations to combine
+}
+
+
+@pytest.mark.parametrize("readout", ["label", "letter"])
+def test_eval_and_calibrate_end_to_end(smollm2_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], readout: str) -> None:
     pack = tmp_path / "criteria.toml"
     pack.write_text(PACK_TOML, encoding="utf-8")
     dev = tmp_path / "dev.jsonl"
@@ -39,7 +46,7 @@ def test_eval_and_calibrate_end_to_end(smollm2_path: Path, tmp_path: Path, capsy
     train = tmp_path / "train.jsonl"
     train.write_text("\n".join(json.dumps(r) for r in TRAIN) + "\n", encoding="utf-8")
     out_json, cal_json = tmp_path / "out.json", tmp_path / "cal.json"
-    model = ["--model", str(smollm2_path), "--n-ctx", "512", "--pack", str(pack)]
+    model = ["--model", str(smollm2_path), "--n-ctx", "512", "--pack", str(pack), "--readout", readout]
     args = ["eval", str(dev), "--train", str(train), *model, "--min-per-option", "1", "--json", str(out_json)]
 
     assert main(args) == 0
@@ -50,7 +57,8 @@ def test_eval_and_calibrate_end_to_end(smollm2_path: Path, tmp_path: Path, capsy
     assert report["schema"] == "triage.eval/1" and report["tickets"]["skipped"] == 1
     crit = report["criteria"][0]
     assert crit["n"] == 2
-    assert set(crit["variants"]) == {"raw", "cyclic", "cyclic+prior", "calibrated", "raw+calibrated"}
+    assert report["readout"] == readout and report["prompt_format"].endswith("/" + readout)
+    assert set(crit["variants"]) == VARIANTS[readout]
     for v in crit["variants"].values():
         for key in ("accuracy", "balanced_accuracy", "macro_f1", "ece", "brier", "flip_rate", "coverage", "confusion"):
             assert key in v

@@ -96,6 +96,49 @@ def test_cache_round_trip_and_keys(tmp_path: Path) -> None:
         assert (cache.hits, cache.misses) == (1, 2)
 
 
+@pytest.mark.parametrize("damage", ["not a database", "torn pages"])
+def test_damaged_cache_is_moved_aside_and_recomputed(tmp_path: Path, damage: str) -> None:
+    key = CacheKey("m" * 64, "packhash", "triage-prompt/1:chat", 1024, "cyclic")
+    out = Outcome({"mood": [((0, 1), np.log(np.array([0.3, 0.7])), 0.9)]})
+    path = tmp_path / "c.sqlite3"
+    if damage == "not a database":
+        path.write_bytes(b"this is no SQLite file" * 100)
+    else:
+        with ReadoutCache(path) as cache:
+            for i in range(300):
+                cache.put(key, f"t{i}", out)
+        data = bytearray(path.read_bytes())
+        data[4096:12288] = b"\xff" * 8192  # scribble over pages past the header
+        path.write_bytes(bytes(data))
+    with ReadoutCache(path) as cache:
+        assert cache.notice and "moved aside" in cache.notice
+        assert cache.get(key, "t1") is None  # a miss: computed again
+        cache.put(key, "t1", out)
+        assert cache.get(key, "t1") is not None
+    assert list(tmp_path.glob("c.sqlite3.bad-*"))
+
+
+def test_locked_cache_is_waited_for_then_named(tmp_path: Path) -> None:
+    import sqlite3
+
+    from triage.evaluation.cache import CacheLockedError
+
+    path = tmp_path / "c.sqlite3"
+    ReadoutCache(path).close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(CacheLockedError) as info:
+            ReadoutCache(path, busy_wait_s=0.2)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert "locked by another process" in info.value.message and str(path) in info.value.message
+    assert not list(tmp_path.glob("c.sqlite3.bad-*"))  # a locked file is never moved aside
+    with ReadoutCache(path) as cache:
+        assert cache.notice is None
+
+
 class FakeEngine:
     """Stands in for Engine.raw_readouts: 'bad' tickets contain 'awful'; letter A is favoured."""
 
@@ -106,6 +149,9 @@ class FakeEngine:
 
     def __init__(self) -> None:
         self.calls = 0
+
+    def format_for(self, kind: str = "label"):  # type: ignore[no-untyped-def]
+        return type("F", (), {"id": f"triage-prompt/1:chat/{kind}"})()
 
     def raw_readouts(self, ticket, pack, options):  # type: ignore[no-untyped-def]
         self.calls += 1
@@ -126,7 +172,7 @@ def test_scorer_caches_and_report_has_every_variant(tmp_path: Path) -> None:
     s = read_labelled(write(tmp_path / "t.jsonl", rows), PACK)
     engine = FakeEngine()
     with ReadoutCache(tmp_path / "c.sqlite3") as cache:
-        scorer = Scorer(engine, PACK, cache)
+        scorer = Scorer(engine, PACK, cache, "letter")
         first = score_rows(scorer, s.rows)
         assert engine.calls == 16 and cache.misses == 16 and cache.hits == 0
         again = score_rows(scorer, s.rows)
@@ -136,7 +182,8 @@ def test_scorer_caches_and_report_has_every_variant(tmp_path: Path) -> None:
     report, fitted = build_report(
         PACK, first, prior=prior,
         plan=CalibrationPlan(train=again, fit_kw={"min_per_option": 5, "holdout": 0}),
-        baseline=False, engine_info={"model_sha256": engine.sha256, "prompt_format": engine.fmt.id},
+        baseline=False, engine_info={"model_sha256": engine.sha256, "prompt_format": engine.format_for("letter").id},
+        readout="letter",
     )
     crit = report["criteria"][0]
     assert set(crit["variants"]) == {"raw", "cyclic", "cyclic+prior", "calibrated", "raw+calibrated"}
@@ -179,3 +226,20 @@ def test_baseline_without_scikit_learn_says_what_to_install(monkeypatch: pytest.
     with pytest.raises(TriageError, match="needs scikit-learn") as err:
         fit_predict(["a", "b"], [0, 1], ["a"], 2)
     assert "eval extra" in (err.value.hint or "")
+
+
+def test_progress_counts_rows_not_the_prior(tmp_path: Path) -> None:
+    """3 rows show 3/3 (the content-free prior is a step of its own, not a fourth row)."""
+    import io
+
+    from rich.console import Console
+
+    from triage.evaluation.session import score_sets
+
+    rows = [json.dumps({"id": f"r{i}", "text": f"awful service {i}", "labels": {"mood": "bad"}}) for i in range(3)]
+    s = read_labelled(write(tmp_path / "t.jsonl", rows), PACK)
+    buf = io.StringIO()
+    run = score_sets(FakeEngine(), PACK, [("dev", s.rows)], Console(file=buf, width=160, force_terminal=False))
+    text = buf.getvalue()
+    assert len(run.sets[0].rows) == 3
+    assert "3/3" in text and "4/4" not in text, text

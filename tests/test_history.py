@@ -58,12 +58,12 @@ def test_round_trip_keeps_the_result_schema() -> None:
 def test_rescoring_keeps_both_results() -> None:
     with History.open() as h:
         row1, sid1, first = save_scored(h)
-        again = FakeEngine().score_ticket(TEXT, default_pack(), ScoreOptions(orderings="none"))
+        again = FakeEngine().score_ticket(TEXT, default_pack(), ScoreOptions(readout="letter", orderings="cyclic"))
         row2 = h.save_ticket(make_ticket(TEXT))
         sid2 = h.start_score(row2, model=again.model, pack=again.pack, orderings=again.orderings)
         h.finish_score(sid2, again)
         assert row1 == row2 and sid1 != sid2
-        assert [r.orderings for r in h.results(row1)] == ["cyclic", "none"]
+        assert [(r.readout, r.orderings) for r in h.results(row1)] == [("label", "none"), ("letter", "cyclic")]
         assert [e.score_id for e in h.search()] == [sid2, sid1]
         assert h.load_ticket(row1).score_id == sid2
 

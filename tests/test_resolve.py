@@ -32,7 +32,8 @@ def install(name: str, *, sidecar: bool = True, size_delta: int = 0) -> Path:
     with path.open("wb") as fh:
         fh.truncate(entry.size + size_delta)  # sparse: the exact size, no disk cost
     if sidecar:
-        record = {"name": name, "size": entry.size, "sha256": entry.sha256, "sha256_verified": True, "source": entry.source_description, "pulled_at": "2025-01-01T00:00:00Z"}
+        record = {"name": name, "size": entry.size, "mtime_ns": path.stat().st_mtime_ns, "sha256": entry.sha256, "sha256_verified": True,
+                  "source": entry.source_description, "pulled_at": "2025-01-01T00:00:00Z"}
         (folder / f"{name}.json").write_text(json.dumps(record))
     return path
 

@@ -45,7 +45,7 @@ def test_one_ticket_from_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.C
     code, out, err = run(monkeypatch, capsys, ["score", "--model", str(smollm2_path), "--pack", str(pack), "--format", "json"], b"I was charged twice, refund me now")
     assert code == 0, err
     d = json.loads(out)
-    assert d["schema"] == "triage.result/1"
+    assert d["schema"] == "triage.result/2"
     assert d["model"]["path"] == str(smollm2_path) and len(d["model"]["sha256"]) == 64
     assert d["pack"]["name"] == "mini" and len(d["pack"]["hash"]) == 16
     assert [c["id"] for c in d["criteria"]] == ["mood", "topic"]
@@ -148,3 +148,17 @@ def test_criteria_subset(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capture
 def test_criteria_unknown_or_empty(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], pack: Path, arg: str, expected: str) -> None:
     code, _, err = run(monkeypatch, capsys, ["score", "--model", "/nonexistent.gguf", "--pack", str(pack), "--criteria", arg], b"hello")
     assert code != 0 and expected in err and "mood, topic" in err  # before any model is loaded
+
+
+def test_jsonl_input_streams_records_and_json_is_a_closed_array(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], smollm2_path: Path, pack: Path, tmp_path: Path) -> None:
+    f = tmp_path / "t.jsonl"
+    f.write_text('{"id": "a", "text": "Where is my parcel?"}\n{"id": "b", "text": "Refund!"}\n', encoding="utf-8")
+    base = ["score", str(f), "--model", str(smollm2_path), "--pack", str(pack), "--orderings", "none", "--threads", "1"]
+    code, out, err = run(monkeypatch, capsys, base, None)  # stdout is not a terminal: jsonl for JSONL input
+    assert code == 0, err
+    assert [json.loads(line)["ticket_id"] for line in out.splitlines()] == ["a", "b"]
+    code, out, err = run(monkeypatch, capsys, [*base, "--format", "json"], None)
+    assert code == 0, err
+    assert [r["ticket_id"] for r in json.loads(out)] == ["a", "b"]
+    code, out, err = run(monkeypatch, capsys, ["score", "--model", str(smollm2_path), "--pack", str(pack), "--orderings", "none", "--threads", "1"], b"Refund!")
+    assert code == 0 and json.loads(out)["schema"] == "triage.result/2"  # one plain-text ticket: one object

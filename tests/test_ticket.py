@@ -43,3 +43,25 @@ def test_jsonl_lines_one_parser_for_every_reader() -> None:
     assert items[1].obj is None and items[1].error == 'expected a JSON object {"id": ..., "text": ...}, got list'
     assert items[2].row_id() == "line-5"
     assert items[3].obj is None and items[3].error.startswith("not valid JSON (")
+
+
+def test_printable_is_clean_text_without_the_trim() -> None:
+    from triage.ticket import clean_text, printable
+
+    raw = " id\x1b[31m red\x1b]0;title\x07\x9b2J\r\nnext\tline "
+    assert printable(raw) == " id red2J\nnext\tline "
+    assert clean_text(raw) == printable(raw).strip()
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ('{"id": "x", "text": "unterminated}', "not valid JSON (Unterminated string starting at column 21)"),
+        ('{"id": "x" "text": 1}', "not valid JSON (Expecting ',' delimiter at column 12)"),
+    ],
+)
+def test_json_errors_say_where_once(line: str, expected: str) -> None:
+    from triage.ticket import jsonl_lines
+
+    (item,) = jsonl_lines(line)
+    assert item.error == expected

@@ -20,7 +20,6 @@ from triage.tui.screens.export import ExportScreen
 from triage.tui.screens.help import HelpScreen
 from triage.tui.screens.history import HistoryScreen
 from triage.tui.screens.main import MainScreen
-from triage.tui.widgets.criterion_card import CriterionCard
 
 TICKET = "Hi team,\nI was charged twice for my March invoice.\nPlease refund one of the charges today!\n-- Ann"
 
@@ -264,14 +263,23 @@ async def test_palette_commands_and_debias_toggle() -> None:
         await ready(app, pilot)
         main = app.main
         commands = {c.title: c for c in app.get_system_commands(main)}
-        for name in ("Switch pack", "Switch model", "Toggle debiasing", "Export JSON", "Export Markdown", "Clear", "Theme", "History", "Copy summary"):
+        for name in ("Switch pack", "Switch model", "Switch readout", "Export JSON", "Export Markdown", "Clear", "Theme", "History", "Copy summary"):
             assert name in commands, name
-        commands["Toggle debiasing"].callback()
-        assert main.orderings == "none" and "debias none" in str(main.status.render())
+        assert "Toggle debiasing" not in commands  # the label readout has no option order
+        assert main.readout == "label" and "by name" in str(main.status.render())
         await paste(app, pilot, TICKET)
         await pilot.press("f5")
         await wait_until(pilot, lambda: main.result is not None)
-        assert main.result is not None and main.result.orderings == "none"
+        assert main.result is not None and main.result.readout == "label" and main.result.orderings == "none"
+        commands["Switch readout"].callback()
+        assert main.readout == "letter" and "letters, cyclic" in str(main.status.render())
+        commands = {c.title: c for c in app.get_system_commands(main)}
+        commands["Toggle debiasing"].callback()
+        assert main.orderings == "none" and "letters, none" in str(main.status.render())
+        main.result = None
+        await pilot.press("f5")
+        await wait_until(pilot, lambda: main.result is not None)
+        assert main.result is not None and main.result.readout == "letter" and main.result.orderings == "none"
         commands["Switch model"].callback()
         await wait_until(pilot, lambda: app.screen is not main, what="the model list")
         await pilot.press("escape")

@@ -33,14 +33,16 @@ def test_count_stops_when_cancelled() -> None:
     assert count_tokens(CharTokenizer(), TEXT, cancelled=lambda: True) is None
 
 
+@pytest.mark.parametrize("readout", ["label", "letter"])
 @pytest.mark.parametrize("n_ctx", [2048, 4096])
-def test_budget_matches_where_the_builder_starts_cutting(n_ctx: int) -> None:
-    builder = PromptBuilder(default_pack(), PromptFormat("plain"), CharTokenizer())
-    budget = ticket_budget(builder, orders(), n_ctx)
+def test_budget_matches_where_the_builder_starts_cutting(n_ctx: int, readout: str) -> None:
+    builder = PromptBuilder(default_pack(), PromptFormat("plain", readout=readout), CharTokenizer())
+    asked = orders("none" if readout == "label" else "cyclic")
+    budget = ticket_budget(builder, asked, n_ctx)
     fits = "x" * budget
     over = "x" * (budget + 1)
-    assert builder.build(fits, orders(), n_ctx=n_ctx).cut_chars == 0
-    assert builder.build(over, orders(), n_ctx=n_ctx).cut_chars > 0
+    assert builder.build(fits, asked, n_ctx=n_ctx).cut_chars == 0
+    assert builder.build(over, asked, n_ctx=n_ctx).cut_chars > 0
 
 
 def test_estimate_before_the_model_uses_qwen3_and_the_engine_after() -> None:
@@ -51,4 +53,4 @@ def test_estimate_before_the_model_uses_qwen3_and_the_engine_after() -> None:
     engine = FakeEngine(n_ctx=100_000)
     after = count_ticket(TEXT, pack, orders(), builder=engine.builder(pack), n_ctx=engine.n_ctx)
     assert after is not None and not after.estimated and after.tokens == len(TEXT) and not after.over
-    assert QWEN3_FORMAT.id.endswith("chat+nothink")
+    assert QWEN3_FORMAT.id.endswith("chat+nothink/label")

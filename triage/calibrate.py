@@ -122,14 +122,14 @@ def check_match(cal: Calibration, *, model_sha256: str, pack_hash: str, prompt_f
     return "; ".join(problems) or None
 
 
-def load_calibration(path: str | Path, *, engine: Any, pack: Any) -> Calibration:
-    """Read a calibration file and check that it was fitted for this engine and pack.
+def load_calibration(path: str | Path, *, engine: Any, pack: Any, readout: str = "label") -> Calibration:
+    """Read a calibration file and check that it was fitted for this engine, pack and readout.
 
     Raises:
         InputError: the file does not match (naming what differs), or cannot be read.
     """
     cal = read_calibration(path)
-    why = check_match(cal, model_sha256=engine.sha256, pack_hash=pack.hash, prompt_format=engine.fmt.id)
+    why = check_match(cal, model_sha256=engine.sha256, pack_hash=pack.hash, prompt_format=engine.format_for(readout).id)
     if why:
         raise InputError(f"calibration {path} was fitted for another setup: {why}", hint="re-run `triage calibrate` for this model and pack, or leave out --calibration")
     cal._option_ids = {c.id: [o.id for o in c.options] for c in pack.criteria}
@@ -429,15 +429,15 @@ def find_calibration(model_sha256: str, pack_hash: str, prompt_format: str) -> P
     return None
 
 
-def auto_calibration(engine: Any, pack: Any) -> Calibration | None:
-    """The stored calibration for this engine and pack, loaded and checked, or None.
+def auto_calibration(engine: Any, pack: Any, readout: str = "label") -> Calibration | None:
+    """The stored calibration for this engine, pack and readout, loaded and checked, or None.
 
     What ``triage score`` and the TUI call when no ``--calibration`` is given.
     The caller should score with ``cal.orderings`` and ``cal.prior`` (see
     :func:`check_options`), since the fit was made on those log-probs.
     """
-    path = find_calibration(engine.sha256, pack.hash, engine.fmt.id)
-    return load_calibration(path, engine=engine, pack=pack) if path else None
+    path = find_calibration(engine.sha256, pack.hash, engine.format_for(readout).id)
+    return load_calibration(path, engine=engine, pack=pack, readout=readout) if path else None
 
 
 def check_options(cal: Calibration, *, orderings: str, prior: bool) -> str | None:

@@ -29,8 +29,8 @@ def _command_modules() -> list[ModuleType]:
 def add_model_options(parser: argparse.ArgumentParser) -> None:
     """Options shared by every command that runs a model."""
     parser.add_argument("--model", metavar="NAME|PATH", help="model to run: a catalog name or a .gguf path")
-    parser.add_argument("--n-ctx", type=int, metavar="N", help="context size in tokens (default 4096)")
-    parser.add_argument("--threads", type=int, metavar="N", help="CPU threads for llama.cpp (default: all cores)")
+    parser.add_argument("--n-ctx", type=int, metavar="N", help="context size in tokens, at least 256; llama.cpp rounds it up to a multiple of 256 (default 4096)")
+    parser.add_argument("--threads", type=int, metavar="N", help="CPU threads for llama.cpp, 1 to twice the cores (default: all cores)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,9 +62,11 @@ def main(argv: list[str] | None = None) -> int:
             return run_app(args)
         return int(run(args) or 0)
     except TriageError as exc:
-        print(f"triage: error: {exc.message}", file=sys.stderr)
+        from triage.ticket import printable
+
+        print(f"triage: error: {printable(exc.message)}", file=sys.stderr)
         if exc.hint:
-            print(f"  {exc.hint}", file=sys.stderr)
+            print(f"  {printable(exc.hint)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("triage: interrupted", file=sys.stderr)

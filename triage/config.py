@@ -1,7 +1,7 @@
 """The user's config file: a flat TOML table of defaults.
 
 Known keys: ``model``, ``pack``, ``theme``, ``n_ctx``, ``threads``, ``mode``,
-``orderings``, ``prior``, ``auto_score``. A config file that cannot be read is
+``orderings``, ``readout``, ``prior``, ``auto_score``. A config file that cannot be read is
 never overwritten: it is set aside as ``config.toml.bad-<time>`` before a new
 one is written, so nothing the user wrote is lost.
 """
@@ -25,6 +25,7 @@ KNOWN_KEYS: dict[str, type | tuple[type, ...]] = {
     "threads": int,
     "mode": str,
     "orderings": str,
+    "readout": str,
     "prior": bool,
     "auto_score": bool,
     "calibration": str,

@@ -4,6 +4,11 @@ A ticket's prompts share a long prefix (stable block + ticket) and differ only
 in their short tails (criterion + options in one order). The engine prefills
 the prefix once into sequence 0 and then, per mode:
 
+A criterion is read by name (``label``, the default: one tail per criterion,
+the options' answer words listed in the stable block) or by letter (``letter``:
+the tail lists the options as A/B/C, optionally in every rotation); see
+:mod:`triage.readout`.
+
 * ``full``: evaluates every prompt whole, from an empty cache. The baseline.
 * ``serial``: runs each tail after the prefix, then goes back to the prefix by
   ``truncate`` (drop the tail's cells, ``llama_memory_seq_rm``) or ``restore``
@@ -45,13 +50,14 @@ from triage.errors import TriageError
 from triage.files import write_text_atomic
 from triage.native import Cancelled, NativeModel, Seq
 from triage.pack import Pack
-from triage.prompt import PromptBuilder, PromptFormat, PromptSpec, TicketPrompts, detect_format
+from triage.prompt import DEFAULT_READOUT, PromptBuilder, PromptFormat, PromptSpec, TicketPrompts, check_readout, detect_format
 from triage.result import CriterionResult, OptionScore, TicketResult, Timing, Tokens
 from triage.ticket import Ticket, make_ticket
 
 log = logging.getLogger(__name__)
 
 MODES = ("full", "serial", "fanout")
+DEFAULT_MODE = "fanout"  # measured faster than serial with the label readout (bench/README.md)
 ALL_MODES = (*MODES, "split")
 STRATEGIES = ("truncate", "restore")
 DEFAULT_N_CTX = 4096
@@ -60,7 +66,12 @@ PRIOR_TEXT = "N/A"
 
 @dataclass(frozen=True)
 class ScoreOptions:
-    """How to score: the mode, serial's way back to the prefix, orderings, prior.
+    """How to score: the readout, the mode, serial's way back to the prefix, orderings, prior.
+
+    ``readout`` is ``label`` (options by name, one tail per criterion) or ``letter``
+    (A/B/C; ``orderings`` then says whether every rotation is asked). The label
+    readout has no option order, so ``orderings`` does not apply to it
+    (:attr:`effective_orderings` is ``none``).
 
     ``criteria`` scores only those criteria (ids, any order; results come in pack
     order). The prompts, and so the shared prefix and the scores, are those of the
@@ -72,8 +83,15 @@ class ScoreOptions:
     orderings: str = "cyclic"
     prior: bool = False
     criteria: tuple[str, ...] | None = None
+    readout: str = DEFAULT_READOUT
+
+    @property
+    def effective_orderings(self) -> str:
+        """The orderings actually asked: ``none`` for the label readout."""
+        return "none" if self.readout == "label" else self.orderings
 
     def __post_init__(self) -> None:
+        check_readout(self.readout)
         if self.mode not in ALL_MODES:
             raise TriageError(f"unknown mode {self.mode!r}; use one of {', '.join(MODES)}", exit_code=2)
         if self.strategy not in STRATEGIES:
@@ -130,6 +148,66 @@ class _Readouts:
     reads: list[readout.Readout] = field(default_factory=list)
     ms: float = 0.0
     tokens: int = 0
+
+
+@dataclass(frozen=True)
+class _Reader:
+    """How this ticket's tails are decoded and read: by letter, or by name.
+
+    A tail is one :class:`~triage.native.Seq` in its own sequence, except for a
+    criterion whose answers need whole-answer scoring: its tail then belongs to
+    one sequence per option (one KV cell each token, shared), and each option's
+    answer tokens but the last follow in that option's sequence, in the same
+    batch (teacher forcing).
+    """
+
+    letters: list[int] | None  # letter readout
+    plans: list[readout.AnswerPlan] | None  # label readout, per criterion
+
+    def kind(self, ci: int) -> str:
+        """What the result schema calls this criterion's readout."""
+        if self.plans is None:
+            return "letter"
+        return "label-whole" if self.plans[ci].whole else "label"
+
+    def _plan(self, spec: PromptSpec) -> readout.AnswerPlan | None:
+        return None if self.plans is None else self.plans[spec.criterion]
+
+    def width(self, spec: PromptSpec) -> int:
+        """How many sequences the tail of ``spec`` occupies."""
+        plan = self._plan(spec)
+        return len(plan.tokens) if plan is not None and plan.whole else 1
+
+    def extra_tokens(self, spec: PromptSpec) -> int:
+        """Answer tokens decoded after the tail (teacher forcing)."""
+        plan = self._plan(spec)
+        return plan.extra_tokens if plan is not None else 0
+
+    def pieces(self, key: object, spec: PromptSpec, tail: tuple[int, ...], pos: int, seq: int) -> tuple[list[Seq], int]:
+        """What to decode for ``spec``'s tail at ``pos`` in sequences ``seq``, ``seq + 1``, ...
+
+        Returns:
+            (pieces, how many sequences they use).
+        """
+        plan = self._plan(spec)
+        if plan is None or not plan.whole:
+            return [Seq((key, "t"), seq, pos, tail)], 1
+        width = len(plan.tokens)
+        out = [Seq((key, "t"), seq, pos, tail, also=tuple(range(seq + 1, seq + width)))]
+        end = pos + len(tail)
+        for o, toks in enumerate(plan.tokens):
+            if len(toks) > 1:
+                out.append(Seq((key, "c", o), seq + o, end, toks[:-1], every=True))
+        return out, width
+
+    def read(self, key: object, spec: PromptSpec, out: dict[object, np.ndarray]) -> readout.Readout:
+        """The readout of ``spec`` from the logits that :meth:`pieces` asked for."""
+        if self.letters is not None:
+            return readout.read(out[(key, "t")], self.letters[: len(spec.order)])
+        plan = self.plans[spec.criterion]  # type: ignore[index]
+        if not plan.whole:
+            return readout.read_first(out[(key, "t")], plan)
+        return readout.read_whole(out[(key, "t")], [out.get((key, "c", o)) for o in range(len(plan.tokens))], plan)
 
 
 def file_sha256(path: Path) -> str:
@@ -204,9 +282,10 @@ class Engine:
         self.stable_store = stable_store
         self.prior_dir = prior_dir
         self._lock = threading.Lock()
-        self._builders: dict[str, PromptBuilder] = {}
+        self._builders: dict[tuple[str, str], PromptBuilder] = {}
+        self._plans: dict[str, list[readout.AnswerPlan]] = {}  # by pack hash, per criterion
         self._resident: tuple[int, ...] = ()  # what sequence 0 holds now
-        self._priors: dict[tuple[str, str], dict[str, np.ndarray]] = {}
+        self._priors: dict[tuple[str, str, str], dict[str, np.ndarray]] = {}
         self._last_stable: dict[str, str] | None = None
         self.stable_change: str | None = None  # why the stable block last changed, said once
 
@@ -235,17 +314,45 @@ class Engine:
         """The context size in tokens."""
         return self.native.n_ctx
 
-    def builder(self, pack: Pack) -> PromptBuilder:
-        """The prompt builder for ``pack`` with this model's format and tokenizer."""
-        b = self._builders.get(pack.hash)
+    def format_for(self, kind: str = DEFAULT_READOUT) -> PromptFormat:
+        """This model's prompt format with readout ``kind`` (its id keys prefixes, priors, calibrations)."""
+        return self.fmt.with_readout(kind)
+
+    def builder(self, pack: Pack, kind: str = DEFAULT_READOUT) -> PromptBuilder:
+        """The prompt builder for ``pack`` and readout ``kind`` with this model's format and tokenizer.
+
+        Raises:
+            TriageError: the pack cannot be read this way with this model (a letter
+                that is not one token; answers that cannot be told apart).
+        """
+        b = self._builders.get((pack.hash, kind))
         if b is None:
-            b = self._builders[pack.hash] = PromptBuilder(pack, self.fmt, self.tokenizer)
-            readout.letter_ids(self.tokenizer, max(len(c.options) for c in pack.criteria))
+            b = PromptBuilder(pack, self.format_for(kind), self.tokenizer)
+            if kind == "letter":
+                readout.letter_ids(self.tokenizer, max(len(c.options) for c in pack.criteria))
+            else:
+                self.answer_plans(pack, b)
+            self._builders[(pack.hash, kind)] = b
         return b
 
-    def stable_key(self, pack: Pack) -> str:
-        """Names the stable block's cached state: model sha256, prompt format, pack hash."""
-        return f"{self.sha256[:16]}-{self.fmt.id.replace('/', '_').replace(':', '_')}-{pack.hash}"
+    def answer_plans(self, pack: Pack, builder: PromptBuilder | None = None) -> list[readout.AnswerPlan]:
+        """Per criterion, how the label readout reads its options (first token or whole answer)."""
+        plans = self._plans.get(pack.hash)
+        if plans is None:
+            b = builder or self.builder(pack, "label")
+            plans = []
+            for c in pack.criteria:
+                try:
+                    plans.append(readout.answer_plan(b.answer_tokens(c), [o.answer_text for o in c.options]))
+                except TriageError as exc:
+                    raise TriageError(f"pack {pack.name!r}, criterion {c.id!r}: {exc.message}", hint=exc.hint) from None
+            self._plans[pack.hash] = plans
+        return plans
+
+    def stable_key(self, pack: Pack, kind: str = DEFAULT_READOUT) -> str:
+        """Names the stable block's cached state: model sha256, prompt format (with readout), pack hash."""
+        fid = self.format_for(kind).id
+        return f"{self.sha256[:16]}-{fid.replace('/', '_').replace(':', '_')}-{pack.hash}"
 
     # -- public API ---------------------------------------------------------------
     def score(
@@ -268,7 +375,7 @@ class Engine:
         options = options or ScoreOptions()
         if isinstance(ticket, str):
             ticket = make_ticket(ticket)
-        prior = self.prior(pack, options.orderings) if options.prior else None
+        prior = self.prior(pack, options.effective_orderings, options.readout) if options.prior else None
         with self._lock:
             yield from self._score_locked(ticket, pack, options, cancel, calibrator, calibration_name, prior)
 
@@ -298,35 +405,37 @@ class Engine:
 
     _capture: dict[str, list[tuple[tuple[int, ...], np.ndarray, float]]] | None = None
 
-    def prior(self, pack: Pack, orderings: str) -> dict[str, np.ndarray]:
+    def prior(self, pack: Pack, orderings: str, kind: str = DEFAULT_READOUT) -> dict[str, np.ndarray]:
         """Content-free prior: each criterion's option log-probs for an "N/A" ticket.
 
-        Computed once per (pack, orderings) for this model, then kept.
+        Computed once per (pack, readout, orderings) for this model, then kept.
         """
-        key = (pack.hash, orderings)
+        orderings = "none" if kind == "label" else orderings
+        key = (pack.hash, kind, orderings)
         if key not in self._priors:
-            prior = self._load_prior(pack, orderings)
+            prior = self._load_prior(pack, orderings, kind)
             if prior is None:
-                _, raw = self.raw_readouts(make_ticket(PRIOR_TEXT, "prior"), pack, ScoreOptions(mode="serial", orderings=orderings))
+                opts = ScoreOptions(mode="serial", orderings=orderings, readout=kind)
+                _, raw = self.raw_readouts(make_ticket(PRIOR_TEXT, "prior"), pack, opts)
                 prior = {
                     cid: debias.combine([debias.to_option_space(lp, order) for order, lp, _ in reads])
                     for cid, reads in raw.items()
                 }
-                self._save_prior(pack, orderings, prior)
+                self._save_prior(pack, orderings, kind, prior)
             self._priors[key] = prior
         return self._priors[key]
 
-    def _prior_file(self, pack: Pack, orderings: str) -> Path | None:
-        return None if self.prior_dir is None else self.prior_dir / f"{self.stable_key(pack)}-{orderings}.json"
+    def _prior_file(self, pack: Pack, orderings: str, kind: str) -> Path | None:
+        return None if self.prior_dir is None else self.prior_dir / f"{self.stable_key(pack, kind)}-{orderings}.json"
 
-    def _load_prior(self, pack: Pack, orderings: str) -> dict[str, np.ndarray] | None:
+    def _load_prior(self, pack: Pack, orderings: str, kind: str) -> dict[str, np.ndarray] | None:
         """A prior saved by an earlier run, if it matches this model, format and pack exactly."""
-        path = self._prior_file(pack, orderings)
+        path = self._prior_file(pack, orderings, kind)
         if path is None:
             return None
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            if data["model_sha256"] != self.sha256 or data["prompt_format"] != self.fmt.id or data["pack_hash"] != pack.hash:
+            if data["model_sha256"] != self.sha256 or data["prompt_format"] != self.format_for(kind).id or data["pack_hash"] != pack.hash:
                 return None
             prior = {c.id: np.array(data["logprobs"][c.id], dtype=np.float64) for c in pack.criteria}
             if any(len(prior[c.id]) != len(c.options) or not np.all(np.isfinite(prior[c.id])) for c in pack.criteria):
@@ -335,11 +444,11 @@ class Engine:
         except (OSError, ValueError, KeyError, TypeError):
             return None  # missing or damaged: recompute
 
-    def _save_prior(self, pack: Pack, orderings: str, prior: dict[str, np.ndarray]) -> None:
-        path = self._prior_file(pack, orderings)
+    def _save_prior(self, pack: Pack, orderings: str, kind: str, prior: dict[str, np.ndarray]) -> None:
+        path = self._prior_file(pack, orderings, kind)
         if path is None:
             return
-        data = {"model_sha256": self.sha256, "prompt_format": self.fmt.id, "pack_hash": pack.hash, "orderings": orderings,
+        data = {"model_sha256": self.sha256, "prompt_format": self.format_for(kind).id, "pack_hash": pack.hash, "orderings": orderings,
                 "text": PRIOR_TEXT, "logprobs": {k: v.tolist() for k, v in prior.items()}}
         try:
             write_text_atomic(path, json.dumps(data))
@@ -358,30 +467,34 @@ class Engine:
         prior: dict[str, np.ndarray] | None,
     ) -> Iterator[ScoreEvent]:
         t_start = time.perf_counter()
-        builder = self.builder(pack)
-        orders = [debias.orders_for(len(c.options), options.orderings) for c in pack.criteria]
+        kind = options.readout
+        builder = self.builder(pack, kind)
+        orders = [debias.orders_for(len(c.options), options.effective_orderings) for c in pack.criteria]
         prompts = builder.build(ticket.text, orders, n_ctx=self.n_ctx)
         chosen = list(range(len(pack.criteria))) if options.criteria is None else pack.criterion_indices(options.criteria)
         if len(chosen) < len(pack.criteria):
             prompts = replace(prompts, prompts=[s for s in prompts.prompts if s.criterion in chosen])
-        letters = readout.letter_ids(self.tokenizer, max(len(c.options) for c in pack.criteria))
+        if kind == "letter":
+            reader = _Reader(readout.letter_ids(self.tokenizer, max(len(c.options) for c in pack.criteria)), None)
+        else:
+            reader = _Reader(None, self.answer_plans(pack, builder))
         tokens = Tokens(
             prefix=len(prompts.prefix),
             stable=len(prompts.stable),
             ticket=prompts.ticket_tokens,
-            tails=sum(len(prompts.tail(s)) for s in prompts.prompts),
+            tails=sum(len(prompts.tail(s)) + reader.extra_tokens(s) for s in prompts.prompts),
             full_prompts=prompts.full_tokens,
         )
         timing = Timing()
         warnings = list(prompts.warnings)
-        stable_note = self._note_stable_change(pack)
+        stable_note = self._note_stable_change(pack, kind)
         by_crit: list[_Readouts] = [_Readouts() for _ in pack.criteria]
         results: list[CriterionResult | None] = [None] * len(pack.criteria)
         complete = True
         stop = cancel or (lambda: False)
         try:
             if options.mode in ("serial", "fanout"):
-                self._ensure_prefix(prompts, pack, tokens, timing, stop)
+                self._ensure_prefix(prompts, pack, kind, tokens, timing, stop)
                 tokens.evaluated = (tokens.prefix - tokens.prefix_cached) + tokens.tails
                 if stable_note and tokens.stable_cached < tokens.stable:  # only when it cost a prefill
                     warnings.append(stable_note)
@@ -391,9 +504,9 @@ class Engine:
             yield Prefilled(prompts, tokens, timing.prefill_ms, len(chosen))
 
             if options.mode == "fanout":
-                self._fanout(prompts, letters, by_crit, stop)
+                self._fanout(prompts, reader, by_crit, stop)
                 for ci in chosen:
-                    results[ci] = self._criterion_result(ci, pack, by_crit[ci], prior, calibrator)
+                    results[ci] = self._criterion_result(ci, pack, by_crit[ci], prior, calibrator, reader)
                     yield CriterionScored(results[ci])  # type: ignore[arg-type]
             else:
                 per_crit: dict[int, list[PromptSpec]] = {}
@@ -406,15 +519,15 @@ class Engine:
                         if stop():
                             raise Cancelled()
                         t0 = time.perf_counter()
-                        logits = self._run_one(options.mode, prompts, spec, saved, first, stop)
+                        read = self._run_one(options.mode, prompts, spec, reader, saved, first, stop)
                         first = False
                         ms = (time.perf_counter() - t0) * 1000
                         acc = by_crit[ci]
                         acc.orders.append(spec.order)
-                        acc.reads.append(readout.read(logits, letters[: len(spec.order)]))
+                        acc.reads.append(read)
                         acc.ms += ms
-                        acc.tokens += len(spec.tokens) if options.mode in ("full", "split") else len(prompts.tail(spec))
-                    results[ci] = self._criterion_result(ci, pack, by_crit[ci], prior, calibrator)
+                        acc.tokens += reader.extra_tokens(spec) + (len(spec.tokens) if options.mode in ("full", "split") else len(prompts.tail(spec)))
+                    results[ci] = self._criterion_result(ci, pack, by_crit[ci], prior, calibrator, reader)
                     yield CriterionScored(results[ci])  # type: ignore[arg-type]
                 if options.mode == "serial":
                     self._back_to_prefix(prompts)
@@ -436,9 +549,10 @@ class Engine:
             ticket_sha256=ticket.sha256,
             model=self.model_info,
             pack={"name": pack.name, "version": pack.version, "hash": pack.hash},
-            prompt_format=self.fmt.id,
+            prompt_format=builder.fmt.id,
             mode=options.mode if options.mode != "serial" else f"serial/{options.strategy}",
-            orderings=options.orderings,
+            orderings=options.effective_orderings,
+            readout=kind,
             prior=options.prior,
             criteria=[r for r in results if r is not None],
             timing=timing,
@@ -450,17 +564,17 @@ class Engine:
         )
         yield TicketScored(final)
 
-    def stable_parts(self, pack: Pack) -> dict[str, str]:
+    def stable_parts(self, pack: Pack, kind: str = DEFAULT_READOUT) -> dict[str, str]:
         """What identifies the stable block, by name (for saying what changed)."""
-        return {"model": f"{self.name} ({self.sha256[:12]})", "prompt format": self.fmt.id, "pack": f"{pack.name} v{pack.version} ({pack.hash})"}
+        return {"model": f"{self.name} ({self.sha256[:12]})", "prompt format": self.format_for(kind).id, "pack": f"{pack.name} v{pack.version} ({pack.hash})"}
 
-    def _note_stable_change(self, pack: Pack) -> str | None:
+    def _note_stable_change(self, pack: Pack, kind: str = DEFAULT_READOUT) -> str | None:
         """Say once, naming what changed, when the stable block differs from the last one.
 
         The last one is this engine's previous ticket, or, for the first ticket of a
         process, the last one recorded by the stable store (the previous run).
         """
-        parts = self.stable_parts(pack)
+        parts = self.stable_parts(pack, kind)
         prev = self._last_stable
         if prev != parts and self.stable_store is not None:
             recorded = self.stable_store.swap_last(parts)
@@ -475,7 +589,7 @@ class Engine:
         self.native.seq_rm(0, -1, -1)
         self._resident = ()
 
-    def hold_stable(self, pack: Pack) -> float:
+    def hold_stable(self, pack: Pack, kind: str = DEFAULT_READOUT) -> float:
         """Leave exactly ``pack``'s stable block in the cache, as between two tickets.
 
         Keeps it when resident (dropping the last ticket's cells), else restores it
@@ -483,8 +597,8 @@ class Engine:
         spent computing it (0 when it was resident or restored).
         """
         with self._lock:
-            timing, stable = Timing(), self.builder(pack).stable_tokens
-            self._ensure_stable(stable, pack, Tokens(), timing, lambda: False)
+            timing, stable = Timing(), self.builder(pack, kind).stable_tokens
+            self._ensure_stable(stable, pack, kind, Tokens(), timing, lambda: False)
             self._resident = stable
             return timing.stable_ms
 
@@ -493,14 +607,14 @@ class Engine:
         with self._lock:
             self._drop_resident()
 
-    def _ensure_stable(self, stable: tuple[int, ...], pack: Pack, tokens: Tokens, timing: Timing, stop: Callable[[], bool]) -> None:
+    def _ensure_stable(self, stable: tuple[int, ...], pack: Pack, kind: str, tokens: Tokens, timing: Timing, stop: Callable[[], bool]) -> None:
         """Make sequence 0 start with the stable block and hold nothing after it."""
         if self._resident[: len(stable)] == stable and len(self._resident) >= len(stable):
             self.native.seq_rm(0, len(stable), -1)
             tokens.stable_cached = len(stable)
             return
         self._drop_resident()
-        key = self.stable_key(pack)
+        key = self.stable_key(pack, kind)
         state = self.stable_store.get(key, stable) if self.stable_store else None
         if state is not None:
             try:
@@ -516,7 +630,7 @@ class Engine:
         if self.stable_store:
             self.stable_store.put(key, stable, self.native.state_get(0))
 
-    def _ensure_prefix(self, prompts: TicketPrompts, pack: Pack, tokens: Tokens, timing: Timing, stop: Callable[[], bool]) -> None:
+    def _ensure_prefix(self, prompts: TicketPrompts, pack: Pack, kind: str, tokens: Tokens, timing: Timing, stop: Callable[[], bool]) -> None:
         """Make sequence 0 hold exactly the prefix, reusing what is resident or stored."""
         prefix, stable = prompts.prefix, prompts.stable
         t0 = time.perf_counter()
@@ -524,7 +638,7 @@ class Engine:
             tokens.prefix_cached = len(prefix)
             tokens.stable_cached = len(stable)
             return
-        self._ensure_stable(stable, pack, tokens, timing, stop)
+        self._ensure_stable(stable, pack, kind, tokens, timing, stop)
         self._resident = ()  # until the prefix is complete
         rest = prefix[len(stable):]
         self.native.decode([Seq("prefix", 0, len(stable), rest)], should_stop=stop)
@@ -532,69 +646,91 @@ class Engine:
         tokens.prefix_cached = tokens.stable_cached
         timing.prefill_ms = (time.perf_counter() - t0) * 1000
 
-    def _run_one(self, mode: str, prompts: TicketPrompts, spec: PromptSpec, saved: bytearray | None, first: bool, stop: Callable[[], bool]) -> np.ndarray:
-        """Evaluate one prompt in ``full``, ``split`` or ``serial`` mode; return its last logits."""
+    def _run_one(self, mode: str, prompts: TicketPrompts, spec: PromptSpec, reader: _Reader, saved: bytearray | None, first: bool, stop: Callable[[], bool]) -> readout.Readout:
+        """Evaluate one prompt in ``full``, ``split`` or ``serial`` mode; return its readout."""
         n = self.native
         p = len(prompts.prefix)
         if mode == "full":
             n.seq_rm(0, -1, -1)
-            return n.decode([Seq("p", 0, 0, spec.tokens)], should_stop=stop)["p"]
+            return self._decode_tail(reader, spec, spec.tokens, 0, stop)
         if mode == "split":
             n.seq_rm(0, -1, -1)
             s = len(prompts.stable)
             n.decode([Seq("s", 0, 0, prompts.stable)], should_stop=stop)
             n.decode([Seq("r", 0, s, prompts.prefix[s:])], should_stop=stop)
-            return n.decode([Seq("t", 0, p, prompts.tail(spec))])["t"]
+            return self._decode_tail(reader, spec, prompts.tail(spec), p, None)
         if saved is not None:
             if not first:
                 n.seq_rm(0, -1, -1)
                 n.state_set(0, saved)
-            return n.decode([Seq("t", 0, p, prompts.tail(spec))])["t"]
-        logits = n.decode([Seq("t", 0, p, prompts.tail(spec))])["t"]
+            return self._decode_tail(reader, spec, prompts.tail(spec), p, None)
+        read = self._decode_tail(reader, spec, prompts.tail(spec), p, None)
         n.seq_rm(0, p, -1)
-        return logits
+        return read
+
+    def _decode_tail(self, reader: _Reader, spec: PromptSpec, tail: tuple[int, ...], pos: int, stop: Callable[[], bool] | None) -> readout.Readout:
+        """Decode one tail into sequence 0 after ``pos`` cells (plus, for whole-answer
+        reads, one more sequence per option sharing the prefix) and read it."""
+        n = self.native
+        pieces, width = reader.pieces("x", spec, tail, pos, 0)
+        for k in range(1, width):
+            n.seq_cp(0, k, -1, -1)
+        try:
+            out = n.decode(pieces, should_stop=stop)
+        finally:
+            for k in range(1, width):
+                n.seq_rm(k, -1, -1)
+        return reader.read("x", spec, out)
 
     def _back_to_prefix(self, prompts: TicketPrompts) -> None:
         self.native.seq_rm(0, len(prompts.prefix), -1)
         self._resident = prompts.prefix
 
-    def _fanout(self, prompts: TicketPrompts, letters: list[int], by_crit: list[_Readouts], stop: Callable[[], bool]) -> None:
-        """All tails in as few batches as fit, each in its own sequence sharing the prefix."""
+    def _fanout(self, prompts: TicketPrompts, reader: _Reader, by_crit: list[_Readouts], stop: Callable[[], bool]) -> None:
+        """All tails in as few batches as fit, each in its own sequence(s) sharing the prefix."""
         n = self.native
         p = len(prompts.prefix)
         specs = prompts.prompts
         groups: list[list[int]] = [[]]
         room = n.n_ctx - p
-        used = 0
+        used = seqs_used = 0
         for i, spec in enumerate(specs):
-            t = len(prompts.tail(spec))
-            if groups[-1] and (used + t > room or len(groups[-1]) >= n.n_seq_max - 1):
+            t = len(prompts.tail(spec)) + reader.extra_tokens(spec)
+            w = reader.width(spec)
+            if groups[-1] and (used + t > room or seqs_used + w > n.n_seq_max - 1):
                 groups.append([])
-                used = 0
+                used = seqs_used = 0
             groups[-1].append(i)
             used += t
+            seqs_used += w
         for group in groups:
             if stop():
                 raise Cancelled()
             t0 = time.perf_counter()
-            seqs = []
-            for k, i in enumerate(group, start=1):
-                n.seq_cp(0, k, -1, -1)
-                seqs.append(Seq(i, k, p, prompts.tail(specs[i])))
+            pieces: list[Seq] = []
+            sizes: dict[int, int] = {}
+            k = 1
+            for i in group:
+                got, width = reader.pieces(i, specs[i], prompts.tail(specs[i]), p, k)
+                for j in range(k, k + width):
+                    n.seq_cp(0, j, -1, -1)
+                pieces += got
+                sizes[i] = sum(len(g.tokens) for g in got)
+                k += width
             try:
-                out = n.decode(seqs)
+                out = n.decode(pieces)
             finally:
-                for k in range(1, len(group) + 1):
-                    n.seq_rm(k, -1, -1)
+                for j in range(1, k):
+                    n.seq_rm(j, -1, -1)
             ms = (time.perf_counter() - t0) * 1000
-            total = sum(len(s.tokens) for s in seqs)
-            for s in seqs:
-                spec = specs[s.key]  # type: ignore[index]
+            total = sum(sizes.values())
+            for i in group:
+                spec = specs[i]
                 acc = by_crit[spec.criterion]
                 acc.orders.append(spec.order)
-                acc.reads.append(readout.read(out[s.key], letters[: len(spec.order)]))
-                acc.ms += ms * len(s.tokens) / total  # one batch: time shared by tokens
-                acc.tokens += len(s.tokens)
+                acc.reads.append(reader.read(i, spec, out))
+                acc.ms += ms * sizes[i] / total  # one batch: time shared by tokens
+                acc.tokens += sizes[i]
 
     def _criterion_result(
         self,
@@ -603,6 +739,7 @@ class Engine:
         acc: _Readouts,
         prior: dict[str, np.ndarray] | None,
         calibrator: Calibrator | None,
+        reader: _Reader,
     ) -> CriterionResult:
         crit = pack.criteria[ci]
         per_order = [debias.to_option_space(r.position_logprobs, o) for o, r in zip(acc.orders, acc.reads, strict=True)]
@@ -620,7 +757,8 @@ class Engine:
         coverage = float(np.mean([r.coverage for r in acc.reads]))
         warnings = []
         if coverage < readout.LOW_COVERAGE:
-            warnings.append(f"low coverage: only {coverage:.0%} of the model's next-token mass is on the option letters")
+            what = "the option letters" if reader.letters is not None else "the options' answers"
+            warnings.append(f"low coverage: only {coverage:.0%} of the model's next-token mass is on {what}")
         top = acc.reads[0].top_token
         return CriterionResult(
             id=crit.id,
@@ -635,6 +773,7 @@ class Engine:
             top_token=self.tokenizer.decode([top]),
             raw_choice=crit.options[first_argmax].id,
             order_flips=flips,
+            readout=reader.kind(ci),
             index=ci,
             warnings=warnings,
         )

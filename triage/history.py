@@ -152,10 +152,10 @@ class History:
             log.warning("history %s left alone: %s", path, exc)
             return cls(_connect(None), None, f"history {path} {exc}; this session's history is kept in memory only")
         except (sqlite3.DatabaseError, OSError) as exc:
-            if _is_busy(exc):
+            if is_busy(exc):
                 log.warning("history %s is busy: %s", path, exc)
                 return cls(_connect(None), None, f"history {path} is locked by another process; this session's history is kept in memory only")
-            reason = _describe(exc)
+            reason = describe_error(exc)
         try:
             aside = move_aside(path)
         except OSError as exc:
@@ -166,7 +166,7 @@ class History:
         try:
             return cls(_connect(path), path, notice)
         except (sqlite3.DatabaseError, OSError, HistoryUnavailable) as exc:
-            return cls(_connect(None), None, f"{notice}, but the new one failed too ({_describe(exc)}); this session's history is kept in memory only")
+            return cls(_connect(None), None, f"{notice}, but the new one failed too ({describe_error(exc)}); this session's history is kept in memory only")
 
     def close(self) -> None:
         """Close the database (pending work is already committed)."""
@@ -390,12 +390,12 @@ def move_aside(path: Path) -> Path:
     return aside
 
 
-def _is_busy(exc: BaseException) -> bool:
+def is_busy(exc: BaseException) -> bool:
     code = getattr(exc, "sqlite_errorcode", None)
     return code is not None and (code & 0xFF) in (_BUSY, _LOCKED)
 
 
-def _describe(exc: BaseException) -> str:
+def describe_error(exc: BaseException) -> str:
     code = getattr(exc, "sqlite_errorcode", None)
     if code is not None and (code & 0xFF) == _NOTADB:
         return "not a database file"

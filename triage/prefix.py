@@ -37,6 +37,24 @@ DEFAULT_TTL_DAYS = 14.0
 MEMORY_ENTRIES = 4
 
 
+WRITER = "_pid"  # last.json: the process that wrote the record
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` exists (POSIX; elsewhere we cannot tell cheaply, so no)."""
+    if os.name != "posix" or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    except OSError:
+        return False
+    return True
+
+
 def tokens_digest(tokens: tuple[int, ...]) -> bytes:
     """sha256 of token ids (little-endian int32s)."""
     return hashlib.sha256(struct.pack(f"<{len(tokens)}i", *tokens)).digest()
@@ -173,7 +191,9 @@ class StableCache:
         """Record ``parts`` as the last stable block used; return the previous record.
 
         Lets the first ticket after a restart say what changed since the last run
-        (another pack version, another model). Unreadable records count as none.
+        (another pack version, another model). Unreadable records count as none,
+        and so does one written by another process that is still running: its
+        pack switch is not this process's, and not a previous run.
         """
         import json
 
@@ -185,9 +205,13 @@ class StableCache:
         except (OSError, ValueError):
             prev = None
         try:
-            write_text_atomic(path, json.dumps(parts, sort_keys=True))
+            write_text_atomic(path, json.dumps({**parts, WRITER: os.getpid()}, sort_keys=True))
         except OSError as exc:
             log.warning("cannot record the last stable block in %s: %s", path, exc)
+        if prev is not None:
+            writer = prev.pop(WRITER, None)
+            if isinstance(writer, int) and writer != os.getpid() and _running(writer):
+                return None
         return prev
 
     def _remember(self, key: str, digest: bytes, state: bytearray) -> None:

@@ -5,9 +5,16 @@ Layout, most stable first so that caches hit:
 * **stable block**: the pack's instruction, context and examples. The same for
   every ticket of a pack; it ends on a hard tokenization boundary (a control
   token in the chat format), so its token ids never depend on the ticket.
-* **head**: ``Evidence:`` and the ticket. The same for every criterion.
-* **tail**: the criterion, its options in one order as ``A.``, ``B.``, ..., and
-  ``Answer:``. The answer is read from the next token (`` A``, `` B``, ...).
+* **head**: ``Ticket:`` and the ticket. The same for every criterion.
+* **tail**: what differs per criterion, then ``Answer:``. Two readouts:
+
+  - ``label`` (the default): the stable block lists every criterion with its
+    options' answer words and what they mean; the tail is only ``Question: ...``.
+    The answer is read as the model's probability of each option's answer word
+    (:mod:`triage.readout`). One tail per criterion, no option order.
+  - ``letter``: the tail lists the options in one order as ``A.``, ``B.``, ...;
+    the answer is read from the next token (`` A``, `` B``, ...). Every rotation
+    of the options may be asked (:mod:`triage.debias`).
 
 Ticket and tail are tokenized together, as the model would see them, because
 BPE merges across that seam (a ticket ending in ``.`` merges with the tail's
@@ -19,17 +26,19 @@ and every prompt is checked to start with it.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from triage.errors import TriageError
-from triage.pack import LETTERS, Criterion, Pack
+from triage.pack import LETTERS, Criterion, Option, Pack
 from triage.tokenizer import Tokenizer
 
 # Bump on any change to the wording or layout below: it names cached prefixes.
-PROMPT_VERSION = 2
+PROMPT_VERSION = 3
 
 Style = Literal["chat", "plain"]
+READOUTS = ("label", "letter")
+DEFAULT_READOUT = "label"
 
 IM_START, IM_END, THINK, END_THINK = "<|im_start|>", "<|im_end|>", "<think>", "</think>"
 ANSWER_CUE = "Answer:"
@@ -49,11 +58,32 @@ class PromptFormat:
 
     style: Style
     think: bool = False
+    readout: str = DEFAULT_READOUT
 
     @property
     def id(self) -> str:
-        """Versioned name, e.g. ``triage-prompt/1:chat+nothink``: part of every cache key."""
-        return f"triage-prompt/{PROMPT_VERSION}:{self.style}{'+nothink' if self.think else ''}"
+        """Versioned name, e.g. ``triage-prompt/3:chat+nothink/label``: part of every cache key.
+
+        The readout is part of it: the two readouts have different stable blocks and
+        tails, so their prefixes, priors and calibrations must never be mixed.
+        """
+        return f"triage-prompt/{PROMPT_VERSION}:{self.style}{'+nothink' if self.think else ''}/{self.readout}"
+
+    def with_readout(self, readout: str) -> PromptFormat:
+        """The same format with another readout (``label`` or ``letter``)."""
+        check_readout(readout)
+        return replace(self, readout=readout)
+
+
+def check_readout(readout: str) -> str:
+    """``readout`` when it is ``label`` or ``letter``.
+
+    Raises:
+        TriageError: any other value (exit code 2).
+    """
+    if readout not in READOUTS:
+        raise TriageError(f"unknown readout {readout!r}; use label (options by name) or letter (A/B/C)", exit_code=2)
+    return readout
 
 
 def detect_format(chat_template: str | None, tokenizer: Tokenizer, prefer: str = "auto") -> PromptFormat:
@@ -114,6 +144,19 @@ class TicketPrompts:
         return len(self.prefix) + sum(len(p.tokens) - len(self.prefix) for p in self.prompts)
 
 
+def option_meaning(option: Option) -> str:
+    """What an option covers, for the label readout's stable block: its description,
+    else its label when that says more than the answer word (``Negative: upset`` -> ``upset``)."""
+    if option.description:
+        return option.description
+    label, answer = option.label.strip(), option.answer_text
+    if label.casefold() == answer.casefold():
+        return ""
+    if label.casefold().startswith(answer.casefold()) and label[len(answer):].lstrip().startswith(":"):
+        return label[len(answer):].lstrip()[1:].strip()
+    return label
+
+
 def common_prefix(seqs: list[tuple[int, ...]]) -> tuple[int, ...]:
     """Longest common prefix of token sequences."""
     if not seqs:
@@ -138,41 +181,73 @@ class PromptBuilder:
         self._suffix: tuple[int, ...] | None = None
 
     # -- text ---------------------------------------------------------------
+    @property
+    def label_readout(self) -> bool:
+        """True for the label readout (options by name), False for letters."""
+        return self.fmt.readout == "label"
+
     def system_text(self) -> str:
-        """The stable block's text: instruction, context, option definitions, examples."""
+        """The stable block's text: instruction, context, what the options mean, examples."""
         parts = [self.pack.instruction]
         if self.pack.context:
             parts.append(self.pack.context)
-        described = [c for c in self.pack.criteria if any(o.description for o in c.options)]
-        if described:
-            lines = ["What the options mean:"]
-            for crit in described:
+        if self.label_readout:
+            lines = ["The questions, and the answers allowed for each:"]
+            for crit in self.pack.criteria:
                 lines.append(f"\n{crit.question}")
-                lines += [f"- {o.label}: {o.description}" if o.description else f"- {o.label}" for o in crit.options]
+                lines += [f"- {o.answer_text}: {meaning}" if (meaning := option_meaning(o)) else f"- {o.answer_text}" for o in crit.options]
+            lines.append("\nAnswer each question with one of its answers, exactly as written above.")
             parts.append("\n".join(lines))
+        else:
+            described = [c for c in self.pack.criteria if any(o.description for o in c.options)]
+            if described:
+                lines = ["What the options mean:"]
+                for crit in described:
+                    lines.append(f"\n{crit.question}")
+                    lines += [f"- {o.label}: {o.description}" if o.description else f"- {o.label}" for o in crit.options]
+                parts.append("\n".join(lines))
+            parts.append("Answer each question with the letter of the best option.")
         if self.pack.examples:
             lines = ["Examples of tickets and the right answers:"]
             for ex in self.pack.examples:
                 lines.append(f"\nTicket: {ex.text}")
                 for cid, oid in ex.labels.items():
                     crit = self.pack.criterion(cid)
-                    lines.append(f"{crit.question} {crit.option(oid).label}")
+                    opt = crit.option(oid)
+                    lines.append(f"{crit.question} {opt.answer_text if self.label_readout else opt.label}")
             parts.append("\n".join(lines))
         return "\n\n".join(parts)
 
     def head_text(self, ticket_text: str) -> str:
-        """The head after the stable block: ``Evidence:`` and the ticket."""
+        """The head after the stable block: ``Ticket:`` and the ticket."""
         lead = "user\n" if self.fmt.style == "chat" else ""
-        return f"{lead}Evidence:\n{ticket_text}\n\n"
+        return f"{lead}Ticket:\n{ticket_text}\n\n"
 
     def tail_text(self, criterion: Criterion, order: tuple[int, ...]) -> str:
-        """The criterion, its options in ``order`` as lettered lines (and, plain, ``Answer:``)."""
+        """What differs per criterion (and, plain, ``Answer:``).
+
+        Label readout: only the question (its answers are in the stable block).
+        Letter readout: the question and the options in ``order`` as lettered lines.
+        """
         lines = [f"Question: {criterion.question}"]
-        for j, idx in enumerate(order):
-            lines.append(f"{LETTERS[j]}. {criterion.options[idx].label}")
+        if not self.label_readout:
+            for j, idx in enumerate(order):
+                lines.append(f"{LETTERS[j]}. {criterion.options[idx].label}")
         if self.fmt.style == "plain":
             lines.append(ANSWER_CUE)  # in chat, the assistant turn opens with it instead
         return "\n".join(lines)
+
+    def answer_tokens(self, criterion: Criterion) -> list[tuple[int, ...]]:
+        """Each option's answer as the tokens that would follow ``Answer:`` (with the space)."""
+        return [tuple(self.tok.encode(" " + o.answer_text)) for o in criterion.options]
+
+    @property
+    def answer_room(self) -> int:
+        """Context kept free after the longest prompt: the label readout may decode an answer's
+        tokens after the tail (teacher forcing). 0 for the letter readout."""
+        if not self.label_readout:
+            return 0
+        return max(len(a) for c in self.pack.criteria for a in self.answer_tokens(c))
 
     def render(self, ticket_text: str, criterion: Criterion, order: tuple[int, ...]) -> str:
         """The whole prompt as text (for people and docs; scoring uses tokens)."""
@@ -278,7 +353,7 @@ class PromptBuilder:
         ticket_ids = self.tok.encode(text)
         longest_tail = max(
             len(self.tok.encode(self.tail_text(c, tuple(range(len(c.options)))))) for c in self.pack.criteria
-        )
+        ) + self.answer_room
         overhead = len(self.stable_tokens) + len(self.tok.encode(self.head_text(""))) + longest_tail + len(self._suffix_tokens) + 4
         budget = n_ctx - overhead
         if budget < 16:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from triage.result import TicketResult
+from triage.ticket import printable
 
 BAR_WIDTH = 20
 
@@ -18,12 +20,17 @@ def bar(p: float, width: int = BAR_WIDTH) -> str:
     return ("█" * full + partial).ljust(width)
 
 
+def safe(text: object) -> str:
+    """A user string (an id, a name) for Rich markup: no terminal escapes, no markup of its own."""
+    return escape(printable(text))
+
+
 def print_table(result: TicketResult, console: Console | None = None) -> None:
     """Print one ticket's decisions as a table with bars."""
     console = console or Console()
     t = result.timing
     tok = result.tokens
-    title = (
+    title = safe(
         f"ticket {result.ticket_id} · {result.model['name']} · pack {result.pack['name']} v{result.pack['version']} · "
         f"{result.mode}, {result.orderings}"
     )
@@ -39,15 +46,15 @@ def print_table(result: TicketResult, console: Console | None = None) -> None:
             chosen = opt.id == crit.choice
             style = "bold green" if chosen else ""
             table.add_row(
-                crit.id if first else "",
-                f"[{style}]{opt.id}[/]" if style else opt.id,
+                safe(crit.id) if first else "",
+                f"[{style}]{safe(opt.id)}[/]" if style else safe(opt.id),
                 f"{opt.probability:6.1%}",
                 f"[{style or 'dim'}]{bar(opt.probability)}[/]",
                 f"{crit.tail_ms:.0f} ms · {crit.tail_tokens} tok" if first else "",
             )
             first = False
         if crit.warnings:
-            table.add_row("", f"[yellow]{'; '.join(crit.warnings)}[/]", "", "", "")
+            table.add_row("", f"[yellow]{safe('; '.join(crit.warnings))}[/]", "", "", "")
     console.print(table)
     console.print(
         f"prefill {t.prefill_ms:.0f} ms · total {t.total_ms:.0f} ms · prefix {tok.prefix} tokens, "
@@ -55,4 +62,4 @@ def print_table(result: TicketResult, console: Console | None = None) -> None:
         style="dim",
     )
     for w in result.warnings:
-        console.print(f"warning: {w}", style="yellow")
+        console.print(f"warning: {printable(w)}", style="yellow", markup=False)

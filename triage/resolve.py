@@ -27,7 +27,7 @@ from triage.catalog import Catalog, CatalogEntry, load_catalog
 from triage.errors import InputError, TriageError
 from triage.files import write_text_atomic
 from triage.gguf import GGUFInfo, read_gguf_info
-from triage.modelstore import CHUNK, inspect_installed, pull_command
+from triage.modelstore import CHUNK, inspect_installed, pull_command, verify_installed
 from triage.paths import user_dirs
 
 ENV_VAR = "TRIAGE_MODEL"
@@ -65,6 +65,8 @@ def _catalog_ref(entry: CatalogEntry, catalog: Catalog, notice: str | None = Non
         if entry.source == "huggingface":
             hint += " (needs Hugging Face), or pass --model PATH to a .gguf downloaded elsewhere"
         raise TriageError(f"model {entry.name} is not installed", hint=hint)
+    if state.state == "changed":  # modified since it was hashed: hash it again before trusting its sha256
+        state = verify_installed(entry)  # a mismatch raises, naming both hashes
     if not state.ok:
         raise TriageError(f"model {entry.name} cannot be used: {state.problem}", hint=f"run `{pull_command(entry.name)}` to download and verify it again")
     assert state.sha256 is not None
@@ -174,12 +176,13 @@ def _load_cache(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def cached_sha256(path: Path) -> str:
+def cached_sha256(path: Path, *, refresh: bool = False) -> str:
     """sha256 of ``path``, cached in ``<cache>/sha256.json`` by (realpath, size, mtime_ns).
 
     A model file is hundreds of MB; hashing it on every run would cost
     seconds. The cache entry is reused only while the file's size and
-    modification time are unchanged.
+    modification time are unchanged; ``refresh`` hashes the file regardless
+    (``triage model verify PATH``).
     """
     real = os.path.realpath(path)
     st = os.stat(real)
@@ -187,7 +190,7 @@ def cached_sha256(path: Path) -> str:
     cache_path = _cache_file()
     cache = _load_cache(cache_path)
     hit = cache.get(key)
-    if isinstance(hit, str) and len(hit) == 64:
+    if isinstance(hit, str) and len(hit) == 64 and not refresh:
         return hit
     h = hashlib.sha256()
     with open(real, "rb") as fh:

@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-SCHEMA = "triage.result/1"
+SCHEMA = "triage.result/2"
+OLD_SCHEMAS = ("triage.result/2",)  # read back (history) with readout "letter"
 
 
 @dataclass
@@ -31,13 +32,14 @@ class CriterionResult:
     choice: str  # option id with the highest probability
     options: list[OptionScore]
     margin: float  # probability of the choice minus the runner-up's
-    coverage: float  # mean share of next-token mass on the option letters
-    tail_tokens: int  # tokens evaluated for this criterion's tails (all orderings)
+    coverage: float  # mean share of next-token mass on the options' first tokens (letters or answers)
+    tail_tokens: int  # tokens evaluated for this criterion's tails (all orderings; answer tokens too)
     tail_ms: float  # time spent on those tails
-    orderings: int  # how many option orders were asked
+    orderings: int  # how many option orders were asked (1 for the label readout)
     top_token: str  # the most likely next token overall, first ordering
     raw_choice: str  # argmax of the first ordering alone, before debiasing
-    order_flips: int  # orderings whose own argmax differs from the debiased choice
+    order_flips: int  # orderings whose own argmax differs from the first ordering's
+    readout: str = "letter"  # "label" (first answer tokens), "label-whole" (whole answers), "letter"
     index: int = 0  # position in the pack
     warnings: list[str] = field(default_factory=list)
 
@@ -102,11 +104,12 @@ class TicketResult:
     tokens: Tokens
     warnings: list[str] = field(default_factory=list)
     calibration: str | None = None
+    readout: str = "letter"  # "label" (options by name) or "letter" (A/B/C)
     complete: bool = True  # False when cancelled part-way
     created_at: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form (``triage.result/1``)."""
+        """The JSON form (``triage.result/2``)."""
         d = asdict(self)
         for crit, raw in zip(self.criteria, d["criteria"], strict=True):
             raw["choice_label"] = crit.choice_label
@@ -123,7 +126,7 @@ class TicketResult:
 
 def ticket_result_from_dict(d: dict[str, Any]) -> TicketResult:
     """Rebuild a :class:`TicketResult` from its JSON form."""
-    if d.get("schema") != SCHEMA:
+    if d.get("schema") != SCHEMA and d.get("schema") not in OLD_SCHEMAS:
         raise ValueError(f"unknown result schema {d.get('schema')!r}; expected {SCHEMA}")
     crits = []
     for i, c in enumerate(d["criteria"]):

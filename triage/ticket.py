@@ -22,11 +22,22 @@ _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
-def clean_text(text: str) -> str:
-    """Strip escape sequences and control characters; normalise newlines; trim."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
+def printable(text: object) -> str:
+    """``text`` safe to write to a terminal: escape sequences and control characters removed.
+
+    Newlines and tabs are kept; a carriage return becomes a newline, so nothing can
+    overwrite what is already on the line. Every user string the CLI prints (ticket
+    ids, file names, messages that quote input) goes through this, as ticket text
+    does through :func:`clean_text`.
+    """
+    text = str(text).replace("\r\n", "\n").replace("\r", "\n")
     text = _ANSI.sub("", text)
-    text = _CONTROL.sub("", text)
+    return _CONTROL.sub("", text)
+
+
+def clean_text(text: str) -> str:
+    """Strip escape sequences and control characters (:func:`printable`); normalise newlines; trim."""
+    text = printable(text)
     text = text.replace("\ufffd", "")  # undecodable bytes carry no meaning for the model
     return text.strip()
 
@@ -124,7 +135,9 @@ def jsonl_lines(text: str, expected: str = '{"id": ..., "text": ...}') -> Iterat
         try:
             obj = json.loads(raw)
         except json.JSONDecodeError as exc:
-            yield JsonLine(n, None, f"not valid JSON ({exc.msg} at column {exc.colno})")
+            # Some messages end in "at" already ("Unterminated string starting at"): one "at" only.
+            where = f"column {exc.colno}" if exc.msg.endswith(" at") else f"at column {exc.colno}"
+            yield JsonLine(n, None, f"not valid JSON ({exc.msg} {where})")
             continue
         if not isinstance(obj, dict):
             yield JsonLine(n, None, f"expected a JSON object {expected}, got {type(obj).__name__}")

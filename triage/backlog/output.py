@@ -47,20 +47,28 @@ class RunSignature:
     prompt_format: str
     options: dict[str, Any]
     calibration: str | None
+    # What a result record of this run says of its options (orderings as asked, readout...).
+    record_options: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @classmethod
     def of(cls, model_sha256: str, pack_hash: str, prompt_format: str, options: Any, calibration: str | None) -> RunSignature:
         """The signature of these scoring options (every field of ``ScoreOptions``, whatever they are)."""
         opts = json.loads(json.dumps(dataclasses.asdict(options), default=list))
-        return cls(model_sha256, pack_hash, prompt_format, opts, calibration)
+        in_record = {"orderings": getattr(options, "effective_orderings", options.orderings), "prior": options.prior}
+        if hasattr(options, "readout"):
+            in_record["readout"] = options.readout
+        return cls(model_sha256, pack_hash, prompt_format, opts, calibration, in_record)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``run.json`` form."""
-        return {"schema": RUN_SCHEMA, **dataclasses.asdict(self)}
+        d = dataclasses.asdict(self)
+        d.pop("record_options")
+        return {"schema": RUN_SCHEMA, **d}
 
     def differences(self, other: dict[str, Any]) -> list[str]:
         """What ``other`` (a ``run.json``) has that differs from this signature."""
-        mine = dataclasses.asdict(self)
+        mine = self.to_dict()
+        mine.pop("schema")
         diffs = []
         for k, v in mine.items():
             if k == "options":
@@ -79,9 +87,9 @@ class RunSignature:
             diffs.append(f"pack hash {(record.get('pack') or {}).get('hash')} → {self.pack_hash}")
         if record.get("prompt_format") != self.prompt_format:
             diffs.append(f"prompt format {record.get('prompt_format')} → {self.prompt_format}")
-        for opt in ("orderings", "prior"):
-            if opt in self.options and record.get(opt) != self.options[opt]:
-                diffs.append(f"option {opt}: {record.get(opt)!r} → {self.options[opt]!r}")
+        for opt, want in self.record_options.items():
+            if opt in record and record[opt] != want:
+                diffs.append(f"option {opt}: {record[opt]!r} → {want!r}")
         if record.get("calibration") != self.calibration:
             diffs.append(f"calibration {record.get('calibration')} → {self.calibration}")
         return diffs

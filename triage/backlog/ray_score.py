@@ -97,7 +97,8 @@ def run_ray(args: argparse.Namespace, *, on_batch: OnBatch | None = None) -> int
     try:
         identity = check_nodes(ray, spec, expected, args.prompt)
         calibration = choose_calibration(args, config, identity, pack, options)
-        signature = RunSignature.of(identity.sha256, pack.hash, identity.prompt_format, options, calibration.name if calibration else None)
+        prompt_format = identity.format_for(options.readout).id  # what each result record will say
+        signature = RunSignature.of(identity.sha256, pack.hash, prompt_format, options, calibration.name if calibration else None)
         n_ctx = engine_settings(args.n_ctx, None, config)["n_ctx"]
         scorer = ScorerConfig(spec, identity.sha256, pack, options, calibration, n_ctx, threads, args.prompt)
         summary = score_backlog(ray, rows, scorer, output=output, signature=signature, resume=args.resume,

@@ -40,23 +40,26 @@ def node_name() -> str:
 
 @dataclass(frozen=True)
 class ModelIdentity:
-    """What a node reported about the model it runs: enough to pick a calibration and to resume."""
+    """What a node reported about the model it runs: enough to pick a calibration and to resume.
+
+    It answers ``sha256`` and ``format_for(readout)`` as an :class:`~triage.engine.Engine`
+    does, which is all that calibration lookups read.
+    """
 
     node: str
     name: str
     sha256: str
-    prompt_format: str
+    fmt: Any  # the model's triage.prompt.PromptFormat
     triage_version: str
 
     @property
-    def fmt(self) -> Any:
-        """``fmt.id`` as on an :class:`~triage.engine.Engine` (what calibration lookups read)."""
-        return _Fmt(self.prompt_format)
+    def prompt_format(self) -> str:
+        """The prompt format's id (with its default readout): what nodes must agree on."""
+        return str(self.fmt.id)
 
-
-@dataclass(frozen=True)
-class _Fmt:
-    id: str
+    def format_for(self, kind: str) -> Any:
+        """The prompt format with readout ``kind``, as ``Engine.format_for``."""
+        return self.fmt.with_readout(kind)
 
 
 @contextlib.contextmanager
@@ -123,7 +126,7 @@ def probe(spec: str, expected_sha256: str | None, prompt_style: str) -> dict[str
         ref = ensure_model(spec, expected_sha256)
         engine = Engine.from_ref(ref, n_ctx=PROBE_N_CTX, threads=1, prompt_style=prompt_style)
         try:
-            identity = ModelIdentity(node_name(), engine.name, engine.sha256, engine.fmt.id, __version__)
+            identity = ModelIdentity(node_name(), engine.name, engine.sha256, engine.fmt, __version__)
         finally:
             engine.close()
     except TriageError as exc:
@@ -150,7 +153,7 @@ class TicketScorer:
     """A Ray Data callable class: one engine per actor, a batch of tickets per call.
 
     The batch has columns ``key``, ``ticket_id``, ``text``, ``line``, ``source``;
-    the output has ``key`` and ``record`` (the record as JSON text: a ``triage.result/1``
+    the output has ``key`` and ``record`` (the record as JSON text: a ``triage.result``
     result, or an error record as ``triage score`` writes).
     """
 
@@ -164,7 +167,7 @@ class TicketScorer:
         self.engine = load_engine(config.model, n_ctx=config.n_ctx, threads=config.threads, prompt_style=config.prompt_style)
         if self.engine.sha256 != config.expected_sha256:
             raise NodeModelError(f"node {node_name()}: model {config.model} loaded with sha256 {self.engine.sha256}, expected {config.expected_sha256}")
-        self.engine.hold_stable(config.pack)  # computed (or restored) once; stays resident between tickets
+        self.engine.hold_stable(config.pack, config.options.readout)  # computed (or restored) once; stays resident between tickets
 
     def __call__(self, batch: Any) -> dict[str, list[Any]]:
         """Score one batch (a ``pyarrow.Table``), in order."""

@@ -38,6 +38,7 @@ COLORS = {
     "serial_restore": "#b279a2",
     "fanout": "#4c78a8",
     "serial_long": "#eeca3b",
+    "letter_serial": "#9d755d",
 }
 MODE_LABELS = {
     "full": "full",
@@ -46,6 +47,7 @@ MODE_LABELS = {
     "fanout": "fanout",
     "serial_long": "serial · long pack",
     "split": "split (reference)",
+    "letter_serial": "letter · cyclic · serial",
 }
 
 
@@ -233,7 +235,7 @@ def chart_from_report(report: dict[str, Any]) -> str:
         Bar(m, modes[m].get("prefill_ms_median") or 0.0, modes[m].get("tails_ms_median") or 0.0,
             max(0.0, modes[m].get("other_ms_median") or 0.0), sp.get(f"{m}_vs_full"),
             ticket=modes[m].get("ticket_ms_median"), label=label(m))
-        for m in ("full", "serial_truncate", "serial_restore", "fanout", "serial_long", "split") if modes.get(m)
+        for m in ("full", "serial_truncate", "serial_restore", "fanout", "letter_serial", "serial_long", "split") if modes.get(m)
     ]
     scatters: list[Scatter] = []
     lines: list[Line] = []

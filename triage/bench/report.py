@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from triage.bench.machine import BUSY_OTHER_SHARE, cores, is_busy, machine_info, other_cpu_share
 from triage.bench.stats import LinearFit, clean, linear_fit, median, ratio, spread, token_bound
-from triage.bench.workload import REUSE_MODES, SPLIT
+from triage.bench.workload import LETTER_MODE, REUSE_MODES, SPLIT
 from triage.files import write_json_atomic
 
 if TYPE_CHECKING:
@@ -158,7 +158,7 @@ def build_report(run: BenchRun, *, wait: dict[str, Any] | None = None) -> dict[s
     modes = [*wl.modes, SPLIT]
     report: dict[str, Any] = {"schema": SCHEMA, "created_at": run.started_at, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(run.started_at))}
     report["workload"] = wl.describe()
-    n_prompts = sum(len(c.options) if wl.orderings == "cyclic" else 1 for c in wl.pack.criteria)
+    n_prompts = sum(len(c.options) if wl.mode_readout("serial_truncate")[1] == "cyclic" else 1 for c in wl.pack.criteria)
     report["workload"]["pack"]["prompts_per_ticket"] = n_prompts
 
     # -- machine and noise ------------------------------------------------------------
@@ -260,6 +260,9 @@ def build_report(run: BenchRun, *, wait: dict[str, Any] | None = None) -> dict[s
     # -- cost model and the raw reference --------------------------------------------------
     report["cost_fit"], report["raw_throughput"] = _cost_and_raw(run, run.readout_ms)
 
+    # -- the label readout against the letter readout --------------------------------------------
+    report["readout"] = _readout_comparison(run, ms)
+
     # -- drift -------------------------------------------------------------------------------
     report["drift"] = _drift(run)
 
@@ -285,6 +288,38 @@ def build_report(run: BenchRun, *, wait: dict[str, Any] | None = None) -> dict[s
     report["time_goes"] = where_time_goes(report)
     report["summary"] = summary_line(report)
     return report
+
+
+def _readout_comparison(run: BenchRun, ms: dict[str, dict[str, float]]) -> dict[str, Any]:
+    """Each reuse mode against letter_serial (the default before the label readout), ticket by
+    ticket, and against llama.cpp's raw prompt processing of the same number of tokens."""
+    raw = {(p.ticket_id, p.kind.split(":", 1)[1]): p.ms for p in run.probe if p.kind.startswith("raw:")}
+    raw_tokens = {(p.ticket_id, p.kind.split(":", 1)[1]): p.tokens for p in run.probe if p.kind.startswith("raw:")}
+    out: dict[str, Any] = {
+        "readout": run.workload.readout,
+        "baseline": LETTER_MODE,
+        "what": ("speedup_vs_letter_serial: per ticket, letter_serial's ms / the mode's ms, median over tickets. "
+                 "vs_raw: per ticket, the mode's ms / llama.cpp's ms to decode the same number of tokens as one fresh "
+                 "sequence in an empty cache (the machine's physical limit for that work), median over tickets; 1.0 = at the limit."),
+        "speedup_vs_letter_serial": {},
+        "vs_raw": {},
+        "per_ticket": {},
+    }
+    base = ms.get(LETTER_MODE, {})
+    for m in REUSE_MODES:
+        if m not in ms:
+            continue
+        sp = [base[t] / ms[m][t] for t in ms[m] if t in base and ms[m][t] > 0]
+        vr = [ms[m][t] / raw[(t, m)] for t in ms[m] if (t, m) in raw and raw[(t, m)] > 0]
+        if m != LETTER_MODE and sp:
+            out["speedup_vs_letter_serial"][m] = clean(median(sp), 3)
+        if vr:
+            out["vs_raw"][m] = clean(median(vr), 3)
+        for t in ms[m]:
+            row = out["per_ticket"].setdefault(t, {})
+            row[m] = {"ms": clean(ms[m][t], 1), "tokens_evaluated": raw_tokens.get((t, m)),
+                      "raw_ms": clean(raw.get((t, m), math.nan), 1)}
+    return out
 
 
 def _by_kind(per_ticket: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -486,6 +521,11 @@ def summary_line(report: dict[str, Any]) -> str:
         f"and {_x(sp.get('fanout_vs_full'))} in fanout (token bound {_x(report.get('token_bound'))}, "
         f"{_x(report.get('token_bound_resident'))} with the stable block resident)"
     )
+    rd = report.get("readout") or {}
+    fan = (rd.get("speedup_vs_letter_serial") or {}).get("fanout")
+    if fan is not None:
+        line += (f"; {rd.get('readout')}/fanout is {_x(fan)} faster than letters in every rotation, serial, "
+                 f"at {_x((rd.get('vs_raw') or {}).get('fanout'))} llama.cpp's raw time for its tokens")
     return line
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triage.bench.machine import CpuSnapshot, cpu_snapshot, load_average
-from triage.bench.workload import ENGINE_MODE, REUSE_MODES, SPLIT, BenchTicket, Workload
+from triage.bench.workload import ENGINE_MODE, LETTER_MODE, REUSE_MODES, SPLIT, BenchTicket, Workload
 
 if TYPE_CHECKING:
     from triage.engine import Engine
@@ -198,6 +198,8 @@ class BenchRunner:
                     order.append(SPLIT)
                 for slot, mode in enumerate(order):
                     steps.append((f"{ticket.id} {mode}", lambda m=mode, t=ticket, r=rep, s=slot: self._score(m, t, r, s)))
+                if rep == 0:
+                    steps.append((f"{ticket.id} raw reference", lambda t=ticket: self._raw_reference(t)))
                 if rep == 0 and ticket.id in wl.probe_ids:
                     steps.append((f"{ticket.id} tail probe", lambda t=ticket: self._probe(t)))
         steps.append(("closing the model", self._close_main))
@@ -255,7 +257,8 @@ class BenchRunner:
         from triage.engine import ScoreOptions
 
         engine_mode, strategy = ENGINE_MODE[mode]
-        return ScoreOptions(mode=engine_mode, strategy=strategy, orderings=orderings or self.wl.orderings)
+        kind, asked = self.wl.mode_readout(mode)
+        return ScoreOptions(mode=engine_mode, strategy=strategy, orderings=orderings or asked, readout=kind)
 
     def _mark(self, phase: str) -> None:
         now = time.perf_counter()
@@ -280,12 +283,14 @@ class BenchRunner:
     def _warm_up(self, pack: Pack, ticket: BenchTicket) -> None:
         eng = self._main()
         label = "long" if pack is self.wl.long_pack else "default"
-        self.run_data.stable_prefill_ms[label] = eng.hold_stable(pack)
+        self.run_data.stable_prefill_ms[label] = eng.hold_stable(pack, self.wl.readout)
+        if LETTER_MODE in self.wl.modes and label == "default":
+            eng.hold_stable(pack, "letter")  # computed and stored once, restored before each letter_serial
         if not self.wl.quick:
             eng.score_ticket(ticket.as_ticket(), pack, self._options("serial_truncate", "none"))
-            eng.hold_stable(pack)
+            eng.hold_stable(pack, self.wl.readout)
             eng.score_ticket(ticket.as_ticket(), pack, self._options("fanout", "none"))
-        self.run_data.stable_tokens[label] = len(eng.builder(pack).stable_tokens)
+        self.run_data.stable_tokens[label] = len(eng.builder(pack, self.wl.readout).stable_tokens)
         self._mark("warm-up")
 
     def _score(self, mode: str, ticket: BenchTicket, rep: int, slot: int) -> None:
@@ -293,12 +298,13 @@ class BenchRunner:
 
         eng = self._main()
         pack = self._pack_for(mode)
+        kind, asked = self.wl.mode_readout(mode)
         if mode == "serial_long" or mode in REUSE_MODES:
-            eng.hold_stable(pack)
+            eng.hold_stable(pack, kind)
         if rep == 0 and mode == "full":  # prompt building is part of every mode's "other" time
-            orders = [orders_for(len(c.options), self.wl.orderings) for c in pack.criteria]
+            orders = [orders_for(len(c.options), asked) for c in pack.criteria]
             t0 = time.perf_counter()
-            eng.builder(pack).build(ticket.text, orders, n_ctx=eng.n_ctx)
+            eng.builder(pack, kind).build(ticket.text, orders, n_ctx=eng.n_ctx)
             self.run_data.prompt_build_ms[ticket.id] = (time.perf_counter() - t0) * 1000
         options = self._options(mode)
         if mode == SPLIT and self.wl.split_criteria:
@@ -315,8 +321,9 @@ class BenchRunner:
         eng = self._main()
         n = eng.native
         pack = self.wl.pack
-        orders = [orders_for(len(c.options), self.wl.orderings) for c in pack.criteria]
-        prompts = eng.builder(pack).build(ticket.text, orders, n_ctx=eng.n_ctx)
+        readout_kind, asked = self.wl.mode_readout("serial_truncate")
+        orders = [orders_for(len(c.options), asked) for c in pack.criteria]
+        prompts = eng.builder(pack, readout_kind).build(ticket.text, orders, n_ctx=eng.n_ctx)
         tails = [prompts.tail(s) for s in prompts.prompts]
         filler = tuple(tok for t in tails for tok in t)
         while len(filler) < max(self.wl.probe_sizes):
@@ -335,7 +342,7 @@ class BenchRunner:
                 ms = (time.perf_counter() - t0) * 1000
                 n.seq_rm(FRESH_SEQ, -1, -1)
                 pts.append(ProbePoint(ticket.id, kind, size, 0, ms))
-            eng.hold_stable(pack)
+            eng.hold_stable(pack, readout_kind)
             n.seq_cp(0, PROBE_SEQ, -1, -1)
             n.decode([Seq("rest", PROBE_SEQ, s, prompts.prefix[s:])])
             for size in sizes:
@@ -346,6 +353,27 @@ class BenchRunner:
                 pts.append(ProbePoint(ticket.id, "tail", size, p, (time.perf_counter() - t0) * 1000))
             n.seq_rm(PROBE_SEQ, -1, -1)
         self._mark("tail probe")
+
+    def _raw_reference(self, ticket: BenchTicket) -> None:
+        """llama.cpp's raw prompt processing for exactly the tokens each reuse mode evaluated on this
+        ticket: one fresh sequence of that many tokens in an empty cache, one decode (the physical limit)."""
+        from triage.native import Seq
+
+        eng = self._main()
+        n = eng.native
+        done = {s.mode: s.result.tokens.evaluated for s in self.run_data.samples if s.ticket.id == ticket.id and s.rep == 0 and s.mode in REUSE_MODES}
+        filler = tuple(eng.builder(self.wl.pack, self.wl.readout).stable_tokens) or (0,)
+        eng.clear()
+        for mode, size in sorted(done.items()):
+            if size <= 0:
+                continue
+            toks = (filler * (1 + size // len(filler)))[:size]
+            t0 = time.perf_counter()
+            n.decode([Seq("f", FRESH_SEQ, 0, toks)])
+            ms = (time.perf_counter() - t0) * 1000
+            n.seq_rm(FRESH_SEQ, -1, -1)
+            self.run_data.probe.append(ProbePoint(ticket.id, f"raw:{mode}", size, 0, ms))
+        self._mark("raw reference")
 
     def _close_main(self) -> None:
         if self.engine is not None:

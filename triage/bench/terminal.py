@@ -10,11 +10,11 @@ from rich.text import Text
 
 from triage.bench.report import criteria_subset
 
-ORDER = ("full", "serial_truncate", "serial_restore", "fanout", "serial_long", "split")
+ORDER = ("full", "serial_truncate", "serial_restore", "fanout", "letter_serial", "serial_long", "split")
 
 
 SHORT = {"full": "full", "serial_truncate": "serial/trunc", "serial_restore": "serial/restore", "fanout": "fanout",
-         "serial_long": "serial/long", "split": "split (ref)"}
+         "serial_long": "serial/long", "split": "split (ref)", "letter_serial": "letter/cyclic/serial"}
 
 
 def _label(report: dict[str, Any], m: str) -> str:
@@ -61,6 +61,14 @@ def figures_table(report: dict[str, Any]) -> Table:
     if sizes:
         t.add_row("raw llama.cpp", ", ".join(f"{s['tokens']} tok {_f(s['fresh_tokens_per_s'])}/s" for s in sizes)
                   + (f"; fanout batch {_f(raw['fanout_batch']['tokens'])} tok {_f(raw['fanout_batch']['fresh_tokens_per_s'])}/s" if raw.get("fanout_batch") else ""))
+    rd = report.get("readout") or {}
+    if rd.get("speedup_vs_letter_serial"):
+        t.add_row(f"{rd.get('readout')} vs letters", "; ".join(
+            f"{SHORT.get(k, k)} {_f(v, '{:.2f}×')} faster" for k, v in rd["speedup_vs_letter_serial"].items())
+            + " than letter/cyclic/serial (per ticket, median)")
+    if rd.get("vs_raw"):
+        t.add_row("vs raw, same tokens", ", ".join(f"{SHORT.get(k, k)} {_f(v, '{:.2f}×')}" for k, v in rd["vs_raw"].items())
+                  + " llama.cpp's time to decode the tokens the mode evaluated (1.0 = the physical limit)")
     ratios = raw.get("tails_vs_raw", {})
     if ratios:
         t.add_row("tails vs raw tok/s", ", ".join(f"{SHORT.get(k, k)} {_f(v, '{:.2f}')}" for k, v in ratios.items()))

@@ -25,10 +25,14 @@ SPLIT_CRITERIA = 2  # split (as costly as full) scores the pack's first two crit
 
 # Timed modes, interleaved ticket by ticket. Keys are the JSON's mode keys.
 # serial_long is serial/truncate with the long-stable pack (issue 7).
-MODE_KEYS = ("full", "serial_truncate", "serial_restore", "fanout", "serial_long")
+# letter_serial is the letter readout, every rotation, serial/truncate: triage's
+# default before the label readout, timed beside it in the same run.
+MODE_KEYS = ("full", "serial_truncate", "serial_restore", "fanout", "letter_serial", "serial_long")
 SPLIT = "split"  # the exactness reference; also timed, but only on some tickets
-REUSE_MODES = ("serial_truncate", "serial_restore", "fanout")
+REUSE_MODES = ("serial_truncate", "serial_restore", "fanout", "letter_serial")
+LETTER_MODE = "letter_serial"
 ENGINE_MODE = {
+    "letter_serial": ("serial", "truncate"),
     "full": ("full", "truncate"),
     "serial_truncate": ("serial", "truncate"),
     "serial_restore": ("serial", "restore"),
@@ -76,6 +80,13 @@ class Workload:
     session_ids: tuple[str, ...]  # tickets of the cold-start session (issue 7)
     tickets_source: str
     notes: list[str] = field(default_factory=list)
+    readout: str = "label"  # the readout of every mode but letter_serial
+
+    def mode_readout(self, mode: str) -> tuple[str, str]:
+        """(readout, orderings) a mode scores with: letter_serial is always letters in every rotation."""
+        if mode == LETTER_MODE:
+            return "letter", "cyclic"
+        return self.readout, ("none" if self.readout == "label" else self.orderings)
 
     @property
     def modes(self) -> tuple[str, ...]:
@@ -90,7 +101,9 @@ class Workload:
             "tickets": [{"id": t.id, "kind": t.kind, "source": t.source, "chars": len(t.text)} for t in self.tickets],
             "pack": {"name": self.pack.name, "version": self.pack.version, "hash": self.pack.hash, "criteria": len(self.pack.criteria)},
             "long_pack": None if self.long_pack is None else {"name": self.long_pack.name, "version": self.long_pack.version, "hash": self.long_pack.hash},
-            "orderings": self.orderings,
+            "readout": self.readout,
+            "orderings": self.orderings if self.readout == "letter" else "none",
+            "letter_serial": "letter readout, cyclic orderings, serial/truncate (the default before the label readout)",
             "repeats": self.repeats,
             "modes": list(self.modes),
             "split_tickets": sorted(self.split_ids),
@@ -161,6 +174,7 @@ def make_workload(
     limit: int | None = None,
     repeats: int = 1,
     orderings: str | None = None,
+    readout: str = "label",
 ) -> Workload:
     """Choose tickets and per-phase subsets for a run.
 
@@ -231,4 +245,5 @@ def make_workload(
         session_ids=session_ids,
         tickets_source=source,
         notes=notes,
+        readout=readout,
     )

@@ -42,7 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pack", metavar="CRITERIA.toml", help="criteria pack (default: the built-in support pack)")
     p.add_argument("-o", "--output", metavar="CAL.json", help="write the calibration here (it is also stored in the user data dir)")
     p.add_argument("--prior", action="store_true", help="fit on cyclic+prior log-probs (score must then run with --prior)")
-    p.add_argument("--orderings", choices=("cyclic", "none"), default="cyclic", help="fit for scoring with every rotation (default) or the pack order only")
+    p.add_argument("--readout", choices=("label", "letter"), default="label", help="fit for the label readout (default: options by name) or the letter readout")
+    p.add_argument("--orderings", choices=("cyclic", "none"), default="cyclic", help="letter readout: fit for scoring with every rotation (default) or the pack order only")
     p.add_argument("--limit", type=int, metavar="N", help="fit on the first N usable rows only")
     p.add_argument("--prompt", choices=("auto", "chat", "plain"), default="auto", help="prompt format (default: from the model's chat template)")
     p.add_argument("--min-per-option", type=int, default=None, metavar="N", help="fewest gold labels per option to fit a criterion (default 5)")
@@ -63,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     from triage.evaluation.variants import readings
     from triage.loader import load_engine
     from triage.pack import resolve_pack
+    from triage.ticket import printable
 
     # A report piped to a file or a log is read later: do not squeeze it into 80 columns.
     # soft_wrap: messages stay one line each (grep-able); tables still fit the width.
@@ -70,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True, width=None if sys.stderr.isatty() else 150, soft_wrap=True)
     if not args.output and args.no_store:
         raise InputError("with --no-store, give -o CAL.json: the fit would go nowhere")
-    if args.prior and args.orderings == "none":
+    orderings = "none" if args.readout == "label" else args.orderings
+    if args.prior and args.readout == "letter" and args.orderings == "none":
         raise InputError("--prior is fitted on cyclic log-probs; leave it out with --orderings none")
     holdout = cal_mod.HOLDOUT_FRACTION if args.holdout is None else args.holdout
     if not 0 <= holdout < 1:
@@ -79,16 +82,16 @@ def run(args: argparse.Namespace) -> int:
     rows = read_labelled(args.train, pack)
     report_bad(rows, err)
     rows = rows.limit(args.limit)
-    engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: err.print(f"triage: {m}", markup=False))
+    engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: err.print(f"triage: {printable(m)}", markup=False))
     with engine:
-        run_ = score_sets(engine, pack, [("train", rows.rows)], err)
+        run_ = score_sets(engine, pack, [("train", rows.rows)], err, args.readout)
         scored = run_.sets[0]
         if not scored.rows:
             raise InputError(f"no row of {args.train} could be scored")
-        base = {c.id: readings(c, scored.outcomes, run_.prior).base(args.prior, args.orderings) for c in pack.criteria}
+        base = {c.id: readings(c, scored.outcomes, run_.prior).base(args.prior, orderings) for c in pack.criteria}
         cal, outcomes = cal_mod.fit_calibration(
             pack, base, {c.id: gold(scored.rows, c) for c in pack.criteria}, [r.id for r in scored.rows],
-            model_sha256=engine.sha256, prompt_format=engine.fmt.id, orderings=args.orderings, prior=args.prior,
+            model_sha256=engine.sha256, prompt_format=engine.format_for(args.readout).id, orderings=orderings, prior=args.prior,
             name=Path(args.output).name if args.output else "calibration",
             min_per_option=args.min_per_option or cal_mod.MIN_PER_OPTION, rare=args.rare_options, holdout=holdout, weighting=args.weighting,
         )
@@ -96,10 +99,10 @@ def run(args: argparse.Namespace) -> int:
     err.print(f"cache: {run_.hits} hit(s), {run_.misses} scored · {scored.cut} ticket(s) cut to fit the {engine.n_ctx}-token context", markup=False, highlight=False)
     for o in outcomes:
         if o.refused:
-            err.print(f"triage: refused: {o.refused}", style="yellow", markup=False)
+            err.print(f"triage: refused: {printable(o.refused)}", style="yellow", markup=False)
             continue
         bias = ", ".join(f"{k} {v:+.2f}" for k, v in (o.bias or {}).items())
-        out.print(f"{o.criterion}: n={o.n}  T={o.temperature:.3f}  bias {bias}", markup=False, highlight=False)
+        out.print(printable(f"{o.criterion}: n={o.n}  T={o.temperature:.3f}  bias {bias}"), markup=False, highlight=False)
         if o.holdout:
             b, a = o.holdout["before"], o.holdout["after"]
             out.print(
@@ -108,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
                 markup=False, highlight=False,
             )
         for w in o.warnings:
-            err.print(f"triage: warning: {w}", style="yellow", markup=False)
+            err.print(f"triage: warning: {printable(w)}", style="yellow", markup=False)
     if not cal.criteria:
         raise InputError("no criterion could be fitted; nothing written", hint="label more rows per option, or pass --rare-options freeze")
     if args.output:

@@ -29,7 +29,8 @@ are read from that one pass:
                 labels (needs scikit-learn: the `eval` extra)
 
 Readouts are cached per (model, pack, prompt format, context size, ticket) in
-the user cache dir, so a re-run does not score again. Eval's default context
+the user cache dir, so a re-run does not score again (a damaged cache file is
+moved aside and its readouts computed again). Eval's default context
 is 1024 tokens: a longer ticket has its middle cut, and the cut count is shown.
 
 --split F makes a dev/train split from TICKETS alone: a row trains when
@@ -56,7 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, metavar="N", help="evaluate the first N usable rows only (file order)")
     p.add_argument("--train-limit", type=int, metavar="N", help="train on the first N usable training rows (default: --limit)")
     p.add_argument("--prompt", choices=("auto", "chat", "plain"), default="auto", help="prompt format (default: from the model's chat template)")
-    p.add_argument("--prior", action="store_true", help="fit the calibration on cyclic+prior rather than cyclic log-probs")
+    p.add_argument("--readout", choices=("label", "letter"), default="label", help="read options by name (default; one tail per criterion) or by letter in every rotation")
+    p.add_argument("--prior", action="store_true", help="fit the calibration on prior-corrected log-probs (cyclic+prior for letters)")
     p.add_argument("--calibration", metavar="CAL.json", help="apply this calibration file (without --train)")
     p.add_argument("--no-calibration", action="store_true", help="do not apply a stored calibration automatically")
     p.add_argument("--min-per-option", type=int, default=None, metavar="N", help="fewest training labels per option to fit a criterion (default 5)")
@@ -76,10 +78,11 @@ def run(args: argparse.Namespace) -> int:
     from triage.errors import InputError
     from triage.evaluation.data import read_labelled, split_by_id, write_jsonl
     from triage.evaluation.report import print_report, write_json
-    from triage.evaluation.runner import ORDERINGS, CalibrationPlan, build_report, set_summary
+    from triage.evaluation.runner import CalibrationPlan, build_report, orderings_for, set_summary
     from triage.evaluation.session import report_bad, score_sets
     from triage.loader import load_engine
     from triage.pack import resolve_pack
+    from triage.ticket import printable
 
     # A report piped to a file or a log is read later: do not squeeze it into 80 columns.
     # soft_wrap: messages stay one line each (grep-able); tables still fit the width.
@@ -108,33 +111,34 @@ def run(args: argparse.Namespace) -> int:
     train_limit = args.train_limit if args.train_limit is not None else args.limit
     train = train.limit(train_limit) if train is not None else None
 
-    engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: err.print(f"triage: {m}", markup=False))
+    engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: err.print(f"triage: {printable(m)}", markup=False))
     with engine:
         plan = CalibrationPlan(prior=args.prior, fit_kw={"min_per_option": args.min_per_option or MIN_PER_OPTION, "rare": args.rare_options, "weighting": args.cal_weighting})
         if args.calibration:
-            plan.stored = load_calibration(args.calibration, engine=engine, pack=pack)
+            plan.stored = load_calibration(args.calibration, engine=engine, pack=pack, readout=args.readout)
             plan.stored_path = str(args.calibration)
         elif train is None and not args.no_calibration:
-            plan.stored = auto_calibration(engine, pack)
+            plan.stored = auto_calibration(engine, pack, args.readout)
             plan.stored_path = plan.stored.name if plan.stored else None
         if plan.stored is not None:
             # Eval has every base a calibration can sit on (raw, cyclic, cyclic+prior) from its one pass.
-            if plan.stored.orderings not in (ORDERINGS, "none"):
+            if plan.stored.orderings != orderings_for(args.readout) and not (args.readout == "letter" and plan.stored.orderings == "none"):
                 raise InputError(f"calibration {plan.stored_path} was fitted on orderings={plan.stored.orderings}, which eval does not read")
-            err.print(f"triage: applying calibration {plan.stored_path}", markup=False)
+            err.print(f"triage: applying calibration {printable(plan.stored_path)}", markup=False)
         parts = [("dev", dev.rows)] + ([("train", train.rows)] if train is not None else [])
         t0 = time.perf_counter()
-        run_ = score_sets(engine, pack, parts, err)
+        run_ = score_sets(engine, pack, parts, err, args.readout)
         wall = time.perf_counter() - t0
         dev_scored = run_.sets[0]
         plan.train = run_.sets[1] if train is not None else None
         report, _ = build_report(
             pack, dev_scored, prior=run_.prior, plan=plan, baseline=not args.no_baseline,
-            engine_info={"model_sha256": engine.sha256, "prompt_format": engine.fmt.id},
+            engine_info={"model_sha256": engine.sha256, "prompt_format": engine.format_for(args.readout).id},
+            readout=args.readout,
         )
         report.update({
             "model": engine.model_info,
-            "prompt_format": engine.fmt.id,
+            "prompt_format": engine.format_for(args.readout).id,
             "n_ctx": engine.n_ctx,
             "tickets": set_summary(tickets, dev_scored, args.limit),
             "train": set_summary(train, plan.train, train_limit) if train is not None and plan.train is not None else None,
@@ -150,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
         + (f", {plan.train.cut} training" if plan.train is not None else ""),
         markup=False, highlight=False,
     )
-    head = f"{engine.name} · {engine.fmt.id} · pack {pack.name} {pack.hash} · n_ctx {engine.n_ctx}"
+    head = f"{engine.name} · {engine.format_for(args.readout).id} · pack {pack.name} {pack.hash} · n_ctx {engine.n_ctx}"
     out.print(head, style="bold", markup=False, highlight=False)
     print_report(report, out, confusion=args.confusion)
     if args.json_path:

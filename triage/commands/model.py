@@ -13,14 +13,20 @@ import sys
 from typing import Any
 
 NAME = "model"
-HELP = "list, download (pull) and locate models"
+HELP = "list, download (pull), verify and locate models"
 ORDER = 60
 DESCRIPTION = """\
 Manage the models triage runs.
 
   triage model list [--json]     the catalog, and what is installed
   triage model pull NAME         download NAME, verify its sha256, install it
+  triage model verify [NAME|PATH]  hash installed models (or a file) again;
+                                 exit 1 when one does not match
   triage model path NAME         print the installed file's path
+
+A model whose file changed since it was hashed (another size or modification
+time) is not listed as verified until it is hashed again: `model verify` does
+that, and so does loading it.
 
 Models live in the user data folder (see docs/models.md). Any other GGUF
 file can be used without installing it: triage --model PATH."""
@@ -34,13 +40,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("pull", help="download a model, verify it, install it")
     p.add_argument("name", metavar="NAME", help="catalog name (see `triage model list`)")
     p.add_argument("--force", action="store_true", help="download again even if a verified copy is installed")
+    p = sub.add_parser("verify", help="hash installed models (or a .gguf file) again and compare")
+    p.add_argument("name", nargs="?", metavar="NAME|PATH", help="a catalog name or a .gguf path (default: every installed catalog model)")
     p = sub.add_parser("path", help="print the installed model file's path")
     p.add_argument("name", metavar="NAME", help="catalog name")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the chosen action; returns the exit status."""
-    action = {"list": _list, "pull": _pull, "path": _path}[args.action]
+    action = {"list": _list, "pull": _pull, "verify": _verify, "path": _path}[args.action]
     return action(args)
 
 
@@ -104,6 +112,8 @@ def _list(args: argparse.Namespace) -> int:
     for r in rows:
         if r["state"] == "ok":
             installed = "[green]verified[/]"
+        elif r["state"] == "changed":
+            installed = "[yellow]changed[/] (verify)"
         elif r["installed"]:
             installed = f"[red]re-pull[/] ({r['state']})"
         else:
@@ -114,7 +124,9 @@ def _list(args: argparse.Namespace) -> int:
     console = Console()
     console.print(table)
     for r in rows:
-        if r["problem"]:
+        if r["state"] == "changed":
+            console.print(f"[yellow]{r['name']}[/]: {r['problem']}", highlight=False)
+        elif r["problem"]:
             console.print(f"[red]{r['name']}[/]: {r['problem']}: `triage model pull {r['name']}`", highlight=False)
     return 0
 
@@ -160,15 +172,75 @@ def _pull(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify(args: argparse.Namespace) -> int:
+    """Hash models again: every installed catalog model, one by name, or a file."""
+    from pathlib import Path
+
+    from triage.catalog import load_catalog
+    from triage.errors import InputError
+    from triage.modelstore import VerifyMismatch, inspect_installed, model_file, verify_installed
+    from triage.ticket import printable
+
+    catalog = load_catalog()
+    if args.name and args.name not in catalog.entries:
+        path = Path(args.name).expanduser()
+        if not path.is_file():
+            raise InputError(f"{args.name} is neither a catalog model ({', '.join(catalog.names)}) nor a file")
+        named = [e for e in catalog.entries.values() if model_file(e.name).exists() and model_file(e.name).samefile(path)]
+        if not named:
+            return _verify_file(path, catalog)
+        entries = named
+    elif args.name:
+        entries = [catalog.entries[args.name]]
+    else:
+        entries = [e for e in catalog.entries.values() if inspect_installed(e).present]
+        if not entries:
+            print("no catalog model is installed; nothing to verify")
+            return 0
+    bad = 0
+    for entry in entries:
+        try:
+            state = verify_installed(entry, progress=_RichProgress())
+        except VerifyMismatch as exc:
+            bad += 1
+            print(f"{entry.name}: MISMATCH: {printable(exc.message)}")
+            print(f"  {exc.hint}")
+            continue
+        if state.state == "missing":
+            if args.name:
+                bad += 1
+            print(f"{entry.name}: not installed")
+            continue
+        print(f"{entry.name}: verified (sha256 {state.sha256}, {state.size:,} bytes): {state.path}")
+    return 1 if bad else 0
+
+
+def _verify_file(path: Any, catalog: Any) -> int:
+    """A .gguf that is no installed catalog model: hash it, and name the catalog entry it is, if any."""
+    from triage.resolve import cached_sha256
+    from triage.ticket import printable
+
+    sha = cached_sha256(path, refresh=True)
+    same = [e.name for e in catalog.entries.values() if e.sha256 == sha]
+    where = printable(str(path))
+    if same:
+        print(f"{where}: verified: sha256 {sha} is catalog model {same[0]}'s")
+        return 0
+    print(f"{where}: sha256 {sha}; no catalog model has it, so there is nothing to compare it with")
+    return 0
+
+
 def _path(args: argparse.Namespace) -> int:
     from triage.catalog import get_entry
     from triage.errors import TriageError
-    from triage.modelstore import inspect_installed, pull_command
+    from triage.modelstore import inspect_installed, pull_command, verify_installed
 
     entry = get_entry(args.name)  # unknown name: InputError listing the known ones
     inst = inspect_installed(entry)
     if inst.state == "missing":
         raise TriageError(f"model {entry.name} is not installed", hint=f"install it with: {pull_command(entry.name)}")
+    if inst.state == "changed":
+        inst = verify_installed(entry)  # modified since it was hashed: hash it again (a mismatch raises)
     if not inst.ok:
         raise TriageError(f"model {entry.name} needs a re-pull: {inst.problem}", hint=f"run: {pull_command(entry.name)}")
     print(inst.path)

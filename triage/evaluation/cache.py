@@ -9,11 +9,19 @@ Key: model sha256, pack hash, prompt-format version, context size (it decides
 whether and where a long ticket is cut), orderings kind, ticket sha256. Anything
 that can change the readout is in the key; a changed pack or prompt simply
 misses. The store is one SQLite file under ``user_dirs().cache / "eval"``.
+
+The file is a cache, so it is treated like the stable cache and the history: a
+file that is not a database or is damaged (at open, or found so while reading or
+writing) is moved aside as ``readouts.sqlite3.bad-<time>`` and a new one started,
+with :attr:`ReadoutCache.notice` saying so; its readouts are simply computed
+again. One that another process holds locked is waited for (:data:`BUSY_WAIT_S`),
+then :class:`CacheLockedError` says which file and what to do.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -21,9 +29,15 @@ from pathlib import Path
 
 import numpy as np
 
+from triage.errors import TriageError
+from triage.history import describe_error, is_busy, move_aside
 from triage.paths import user_dirs
 
+log = logging.getLogger(__name__)
+
 FORMAT = 1
+BUSY_WAIT_S = 15.0  # how long to wait for another process's lock before saying so
+_DAMAGED = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB (primary result codes)
 
 Reads = list[tuple[tuple[int, ...], np.ndarray, float]]  # (order, position log-probs, coverage)
 
@@ -73,34 +87,100 @@ class CacheKey:
     orderings: str
 
 
+class CacheLockedError(TriageError):
+    """Another process held the readout cache locked for longer than :data:`BUSY_WAIT_S`."""
+
+
 class ReadoutCache:
     """SQLite store of :class:`Outcome` by (:class:`CacheKey`, ticket sha256).
 
     Args:
         path: the database file (default: ``user_dirs().cache / "eval" / "readouts.sqlite3"``).
+        busy_wait_s: how long to wait for another process's lock.
+
+    Attributes:
+        notice: a one-line message for the user when a damaged file was moved aside, else None.
+
+    Raises:
+        CacheLockedError: the file stayed locked by another process.
+        TriageError: the file cannot be moved aside or created.
     """
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, *, busy_wait_s: float = BUSY_WAIT_S) -> None:
         self.path = path or user_dirs().cache / "eval" / "readouts.sqlite3"
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path)
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS outcome (model TEXT, pack TEXT, prompt TEXT, n_ctx INTEGER, orderings TEXT,"
-            " ticket TEXT, value TEXT, created REAL, PRIMARY KEY (model, pack, prompt, n_ctx, orderings, ticket))"
-        )
-        self._db.commit()
+        self.busy_wait_s = busy_wait_s
+        self.notice: str | None = None
         self.hits = 0
         self.misses = 0
+        self._db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        try:
+            return self._connect()
+        except (sqlite3.DatabaseError, OSError) as exc:
+            self._unusable(exc)
+        try:
+            return self._connect()
+        except (sqlite3.DatabaseError, OSError) as exc:
+            raise TriageError(f"the eval readout cache {self.path} cannot be created: {describe_error(exc)}", hint="check the permissions and free space of the cache folder") from exc
+
+    def _connect(self) -> sqlite3.Connection:
+        if self.path.is_dir():
+            raise sqlite3.DatabaseError(f"{self.path} is a directory")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.path, timeout=self.busy_wait_s)
+        try:
+            check = db.execute("PRAGMA quick_check").fetchone()[0]  # fails here for a non-database
+            if check != "ok":
+                raise sqlite3.DatabaseError(f"integrity check failed: {check}")
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS outcome (model TEXT, pack TEXT, prompt TEXT, n_ctx INTEGER, orderings TEXT,"
+                " ticket TEXT, value TEXT, created REAL, PRIMARY KEY (model, pack, prompt, n_ctx, orderings, ticket))"
+            )
+            db.commit()
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _unusable(self, exc: BaseException) -> None:
+        """Say why the file cannot be used: locked (raise), else move it aside (and say so)."""
+        if is_busy(exc):
+            raise CacheLockedError(
+                f"the eval readout cache {self.path} is locked by another process (waited {self.busy_wait_s:.0f} s)",
+                hint="wait for the other `triage eval` or `triage calibrate` to finish and run again",
+            ) from exc
+        reason = describe_error(exc)
+        try:
+            aside = move_aside(self.path)
+        except OSError as err:
+            raise TriageError(
+                f"the eval readout cache {self.path} is unusable ({reason}) and cannot be moved aside ({err.strerror or err})",
+                hint=f"delete {self.path} and run again",
+            ) from exc
+        log.error("eval readout cache %s was unusable (%s); moved aside to %s", self.path, reason, aside)
+        self.notice = f"the eval readout cache was unusable ({reason}); it was moved aside to {aside} and its readouts are computed again"
+
+    def _recover(self, exc: sqlite3.DatabaseError) -> None:
+        """A failure while reading or writing: locked (raise), damaged (move aside, start anew), else raise."""
+        code = getattr(exc, "sqlite_errorcode", None)
+        if not is_busy(exc) and (code is None or (code & 0xFF) not in _DAMAGED):
+            raise TriageError(f"the eval readout cache {self.path} failed: {describe_error(exc)}", hint="check the free space of the cache folder") from exc
+        self._db.close()
+        self._unusable(exc)
+        self._db = self._open()
 
     def _k(self, key: CacheKey, ticket_sha256: str) -> tuple[str, str, str, int, str, str]:
         return (key.model_sha256, key.pack_hash, key.prompt_format, key.n_ctx, key.orderings, ticket_sha256)
 
     def get(self, key: CacheKey, ticket_sha256: str) -> Outcome | None:
         """The cached outcome, or None (counted as a hit or a miss)."""
-        row = self._db.execute(
-            "SELECT value FROM outcome WHERE model=? AND pack=? AND prompt=? AND n_ctx=? AND orderings=? AND ticket=?",
-            self._k(key, ticket_sha256),
-        ).fetchone()
+        sql = "SELECT value FROM outcome WHERE model=? AND pack=? AND prompt=? AND n_ctx=? AND orderings=? AND ticket=?"
+        try:
+            row = self._db.execute(sql, self._k(key, ticket_sha256)).fetchone()
+        except sqlite3.DatabaseError as exc:
+            self._recover(exc)  # damaged: a new, empty file, so a miss
+            row = None
         if row is not None:
             try:
                 out = Outcome.from_json(row[0])
@@ -114,11 +194,16 @@ class ReadoutCache:
 
     def put(self, key: CacheKey, ticket_sha256: str, outcome: Outcome) -> None:
         """Store (or replace) one outcome; committed at once so an interrupted run keeps its work."""
-        self._db.execute(
-            "INSERT OR REPLACE INTO outcome VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (*self._k(key, ticket_sha256), outcome.to_json(), time.time()),
-        )
-        self._db.commit()
+        row = (*self._k(key, ticket_sha256), outcome.to_json(), time.time())
+        for attempt in (1, 2):
+            try:
+                self._db.execute("INSERT OR REPLACE INTO outcome VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+                self._db.commit()
+                return
+            except sqlite3.DatabaseError as exc:
+                if attempt == 2:
+                    raise TriageError(f"cannot write to the eval readout cache {self.path}: {describe_error(exc)}") from exc
+                self._recover(exc)  # damaged: a new file, then write again
 
     def close(self) -> None:
         """Close the database."""

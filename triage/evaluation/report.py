@@ -10,6 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from triage.files import write_json_atomic
+from triage.render import safe
+from triage.ticket import printable
 
 COLUMNS = (
     ("n", "n", "{:d}"),
@@ -38,7 +40,7 @@ def print_report(report: dict[str, Any], console: Console, *, confusion: bool = 
     """One table per criterion: a row per variant and the baseline; then confusion matrices."""
     for crit in report["criteria"]:
         counts = ", ".join(f"{o} {n}" for o, n in crit["label_counts"].items())
-        table = Table(title=f"{crit['id']} · n={crit['n']} · gold: {counts}", title_justify="left")
+        table = Table(title=safe(f"{crit['id']} · n={crit['n']} · gold: {counts}"), title_justify="left")
         table.add_column("variant", style="bold", no_wrap=True)
         for _, head, _ in COLUMNS:
             table.add_column(head, justify="right")
@@ -54,8 +56,8 @@ def print_report(report: dict[str, Any], console: Console, *, confusion: bool = 
         for label, key in (("calibrated", "calibration"), ("raw+calibrated", "calibration_raw")):
             _print_calibration(label, crit.get(key), console)
         if base and "error" in base:
-            console.print(f"baseline: {base['error']}", style="yellow")
-        shown = crit["variants"].items() if confusion else [(n, m) for n, m in crit["variants"].items() if n in ("calibrated", "cyclic+prior")][-1:]
+            console.print(f"baseline: {printable(base['error'])}", style="yellow", markup=False)
+        shown = crit["variants"].items() if confusion else [(n, m) for n, m in crit["variants"].items() if n in ("calibrated", "cyclic+prior", "raw+prior")][-1:]
         for name, m in shown:
             print_confusion(crit["options"], m["confusion"], f"{crit['id']} · {name} · rows gold, columns predicted", console)
 
@@ -65,10 +67,10 @@ def _print_calibration(label: str, cal: dict[str, Any] | None, console: Console)
     if not cal:
         return
     if "refused" in cal:
-        console.print(f"{label}: refused: {cal['refused']}", style="yellow", markup=False)
+        console.print(f"{label}: refused: {printable(cal['refused'])}", style="yellow", markup=False)
         return
     bias = ", ".join(f"{o} {b:+.2f}" for o, b in cal["bias"].items())
-    console.print(f"{label} ({cal['base']} base, {cal['source']}): T={cal['temperature']:.2f}; bias {bias}", style="dim", markup=False)
+    console.print(printable(f"{label} ({cal['base']} base, {cal['source']}): T={cal['temperature']:.2f}; bias {bias}"), style="dim", markup=False)
     h = cal.get("holdout")
     if h:
         b, a = h["before"], h["after"]
@@ -78,17 +80,17 @@ def _print_calibration(label: str, cal: dict[str, Any] | None, console: Console)
             style="dim",
         )
     for w in cal.get("warnings", []):
-        console.print(f"  warning: {w}", style="yellow", markup=False)
+        console.print(f"  warning: {printable(w)}", style="yellow", markup=False)
 
 
 def print_confusion(options: list[str], matrix: list[list[int]], title: str, console: Console) -> None:
     """A confusion matrix with gold options as rows and predictions as columns."""
-    table = Table(title=title, title_justify="left", title_style="dim")
+    table = Table(title=safe(title), title_justify="left", title_style="dim")
     table.add_column("gold \\ pred")
     for o in options:
-        table.add_column(o, justify="right")
+        table.add_column(safe(o), justify="right")
     for o, row in zip(options, matrix, strict=True):
-        table.add_row(o, *[f"[bold]{v}[/]" if i == options.index(o) else str(v) for i, v in enumerate(row)])
+        table.add_row(safe(o), *[f"[bold]{v}[/]" if i == options.index(o) else str(v) for i, v in enumerate(row)])
     console.print(table)
 
 

@@ -13,12 +13,17 @@ from triage.errors import TriageError
 from triage.evaluation import metrics
 from triage.evaluation.cache import CacheKey, Outcome, ReadoutCache
 from triage.evaluation.data import BadRow, LabelledRow, LabelledSet
-from triage.evaluation.variants import CALIBRATED, CYCLIC, PRIOR, RAW, RAW_CALIBRATED, prior_from, readings
+from triage.evaluation.variants import CALIBRATED, CYCLIC, PRIOR, RAW, RAW_CALIBRATED, RAW_PRIOR, prior_from, readings
 from triage.pack import Pack
 from triage.ticket import Ticket, make_ticket
 
 SCHEMA = "triage.eval/1"
-ORDERINGS = "cyclic"  # eval always asks every rotation: raw is the identity's readout alone
+ORDERINGS = "cyclic"  # the letter readout is always asked in every rotation: raw is the identity's readout alone
+
+
+def orderings_for(readout: str) -> str:
+    """What eval asks: every rotation for letters; the label readout has no option order."""
+    return "none" if readout == "label" else ORDERINGS
 
 
 class Scorer:
@@ -28,13 +33,16 @@ class Scorer:
         engine: a loaded :class:`triage.engine.Engine`.
         pack: the criteria pack.
         cache: the readout cache.
+        readout: ``label`` (options by name) or ``letter`` (every rotation).
     """
 
-    def __init__(self, engine: Any, pack: Pack, cache: ReadoutCache) -> None:
+    def __init__(self, engine: Any, pack: Pack, cache: ReadoutCache, readout: str = "label") -> None:
         self.engine = engine
         self.pack = pack
         self.cache = cache
-        self.key = CacheKey(engine.sha256, pack.hash, engine.fmt.id, engine.n_ctx, ORDERINGS)
+        self.readout = readout
+        self.orderings = orderings_for(readout)
+        self.key = CacheKey(engine.sha256, pack.hash, engine.format_for(readout).id, engine.n_ctx, self.orderings)
         self.scored = 0
         self.scoring_s = 0.0
 
@@ -46,7 +54,8 @@ class Scorer:
         from triage.engine import ScoreOptions
 
         t0 = time.perf_counter()
-        result, raw = self.engine.raw_readouts(ticket, self.pack, ScoreOptions(mode="serial", orderings=ORDERINGS))
+        opts = ScoreOptions(mode="serial", orderings=self.orderings, readout=self.readout)
+        result, raw = self.engine.raw_readouts(ticket, self.pack, opts)
         ms = (time.perf_counter() - t0) * 1000
         if not result.complete:
             raise TriageError(f"ticket {ticket.id} was not scored completely: {'; '.join(result.warnings)}")
@@ -154,7 +163,7 @@ def _calibrated_entry(cal: Any, crit: Any, source: str | None) -> dict[str, Any]
     p = cal.criteria[crit.id]
     return {
         "source": source,
-        "base": RAW if cal.orderings == "none" else PRIOR if cal.prior else CYCLIC,
+        "base": (RAW_PRIOR if cal.orderings == "none" else PRIOR) if cal.prior else RAW if cal.orderings == "none" else CYCLIC,
         "temperature": p.temperature,
         "bias": p.bias,
         "holdout": note.get("holdout") if note else None,
@@ -170,8 +179,13 @@ def build_report(
     plan: CalibrationPlan | None = None,
     baseline: bool = True,
     engine_info: dict[str, Any] | None = None,
+    readout: str = "letter",
 ) -> tuple[dict[str, Any], Any]:
     """Metrics of every variant (and the baseline) for every criterion.
+
+    With the label readout there is one readout per criterion and no option
+    order: ``raw`` is the zero-shot readout, and the variants that only exist
+    for rotations (``cyclic``, ``raw+calibrated``) are left out.
 
     Returns:
         (the report as JSON-able data, the fitted Calibration or None).
@@ -179,9 +193,11 @@ def build_report(
     plan = plan or CalibrationPlan()
     info = engine_info or {}
     fitted = fitted_raw = None
+    label = readout == "label"
     if plan.train is not None and plan.train.rows:
-        fitted = _fit(pack, plan.train, prior, orderings=ORDERINGS, use_prior=plan.prior, engine_info=info, fit_kw=plan.fit_kw)
-        fitted_raw = _fit(pack, plan.train, prior, orderings="none", use_prior=False, engine_info=info, fit_kw=plan.fit_kw)
+        fitted = _fit(pack, plan.train, prior, orderings=orderings_for(readout), use_prior=plan.prior, engine_info=info, fit_kw=plan.fit_kw)
+        if not label:
+            fitted_raw = _fit(pack, plan.train, prior, orderings="none", use_prior=False, engine_info=info, fit_kw=plan.fit_kw)
     cals = [(CALIBRATED, fitted or plan.stored, "fit" if fitted is not None else plan.stored_path)]
     if fitted_raw is not None:
         cals.append((RAW_CALIBRATED, fitted_raw, "fit"))
@@ -190,14 +206,13 @@ def build_report(
         k = len(crit.options)
         y = gold(dev.rows, crit)
         r = readings(crit, dev.outcomes, prior)
-        variants: dict[str, Any] = {
-            RAW: variant_metrics(r.raw, y, k, [[f[0]] for f in r.per_order_argmax], r.raw_coverage),
-            CYCLIC: variant_metrics(r.cyclic, y, k, r.per_order_argmax, r.coverage),
-        }
-        # The flip rate is a property of the readouts: raw's is measured over the rotations too.
-        variants[RAW]["flip_rate"] = variants[CYCLIC]["flip_rate"]
+        variants: dict[str, Any] = {RAW: variant_metrics(r.raw, y, k, [[f[0]] for f in r.per_order_argmax], r.raw_coverage)}
+        if not label:
+            variants[CYCLIC] = variant_metrics(r.cyclic, y, k, r.per_order_argmax, r.coverage)
+            # The flip rate is a property of the readouts: raw's is measured over the rotations too.
+            variants[RAW]["flip_rate"] = variants[CYCLIC]["flip_rate"]
         if r.prior is not None:
-            variants[PRIOR] = variant_metrics(r.prior, y, k, r.per_order_argmax, r.coverage)
+            variants[RAW_PRIOR if label else PRIOR] = variant_metrics(r.prior, y, k, r.per_order_argmax, r.coverage)
         entry: dict[str, Any] = {
             "id": crit.id,
             "options": [o.id for o in crit.options],
@@ -237,7 +252,8 @@ def build_report(
     report = {
         "schema": SCHEMA,
         "pack": {"name": pack.name, "version": pack.version, "hash": pack.hash, "source": pack.source},
-        "orderings": ORDERINGS,
+        "readout": readout,
+        "orderings": orderings_for(readout),
         "criteria": criteria,
     }
     return report, fitted

@@ -14,6 +14,7 @@ from triage.evaluation.cache import ReadoutCache
 from triage.evaluation.data import LabelledRow, LabelledSet
 from triage.evaluation.runner import Scored, Scorer, score_rows
 from triage.pack import Pack
+from triage.ticket import printable
 
 SHOW_BAD = 10
 
@@ -22,12 +23,12 @@ def report_bad(label_set: LabelledSet, console: Console) -> None:
     """Print the rows that were skipped (the first few by message) and their count."""
     if label_set.bad:
         for b in label_set.bad[:SHOW_BAD]:
-            console.print(f"triage: skipped {b.message}", style="yellow", markup=False, highlight=False)
+            console.print(f"triage: skipped {printable(b.message)}", style="yellow", markup=False, highlight=False)
         more = len(label_set.bad) - SHOW_BAD
         tail = f" ({more} more not shown)" if more > 0 else ""
-        console.print(f"triage: {len(label_set.bad)} row(s) of {label_set.source} skipped{tail}", style="yellow", markup=False, highlight=False)
+        console.print(f"triage: {len(label_set.bad)} row(s) of {printable(label_set.source)} skipped{tail}", style="yellow", markup=False, highlight=False)
     for cid, n in label_set.ignored_criteria.items():
-        console.print(f"triage: labels for {cid!r} ({n} rows) are not a criterion of the pack; ignored", style="dim", markup=False)
+        console.print(f"triage: labels for {printable(repr(cid))} ({n} rows) are not a criterion of the pack; ignored", style="dim", markup=False)
 
 
 @dataclass
@@ -42,28 +43,35 @@ class ScoringRun:
     cache_path: str
 
 
-def score_sets(engine: Any, pack: Pack, parts: Sequence[tuple[str, Sequence[LabelledRow]]], console: Console) -> ScoringRun:
+def score_sets(engine: Any, pack: Pack, parts: Sequence[tuple[str, Sequence[LabelledRow]]], console: Console, readout: str = "label") -> ScoringRun:
     """Score each named list of rows (cache first), showing one progress bar over all of them."""
-    total = sum(len(rows) for _, rows in parts) + 1  # + the content-free prior
+    total = sum(len(rows) for _, rows in parts)  # rows only: the prior is a step of its own
     with ReadoutCache() as cache:
-        scorer = Scorer(engine, pack, cache)
+        said = cache.notice
+        if said:
+            console.print(f"triage: {said}", style="yellow", markup=False, highlight=False)
+        scorer = Scorer(engine, pack, cache, readout)
         columns = (
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("cached {task.fields[hits]}"), TimeElapsedColumn(), TimeRemainingColumn(),
         )
         with Progress(*columns, console=console, transient=False) as progress:
-            task = progress.add_task("prior", total=total, hits=0)
+            step = progress.add_task("content-free prior", total=1, hits=0)
             prior = scorer.prior()
-            progress.update(task, advance=1, hits=cache.hits)
+            progress.update(step, advance=1, hits=cache.hits)
+            prior_hits = cache.hits
+            task = progress.add_task(parts[0][0] if parts else "rows", total=total, hits=0)
             out = []
             for name, rows in parts:
                 progress.update(task, description=name)
 
                 def tick(hit: bool) -> None:
-                    progress.update(task, advance=1, hits=cache.hits)
+                    progress.update(task, advance=1, hits=cache.hits - prior_hits)
 
                 out.append(score_rows(scorer, rows, tick))
+        if cache.notice != said:  # damage found while reading or writing
+            console.print(f"triage: {cache.notice}", style="yellow", markup=False, highlight=False)
         for scored in out:
             for f in scored.failed:
-                console.print(f"triage: skipped {f.message}", style="yellow", markup=False)
+                console.print(f"triage: skipped {printable(f.message)}", style="yellow", markup=False)
         return ScoringRun(out, prior, cache.hits, cache.misses, scorer.scoring_s, str(cache.path))

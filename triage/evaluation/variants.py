@@ -27,7 +27,8 @@ from triage.pack import Criterion
 
 RAW, CYCLIC, PRIOR, CALIBRATED = "raw", "cyclic", "cyclic+prior", "calibrated"
 RAW_CALIBRATED = "raw+calibrated"  # a calibration fitted on the pack-order readout alone
-VARIANTS = (RAW, CYCLIC, PRIOR, CALIBRATED, RAW_CALIBRATED)
+RAW_PRIOR = "raw+prior"  # the label readout with the content-free prior divided out
+VARIANTS = (RAW, CYCLIC, PRIOR, RAW_PRIOR, CALIBRATED, RAW_CALIBRATED)
 
 
 def identity_read(reads: Reads) -> tuple[np.ndarray, float]:
@@ -62,6 +63,10 @@ class CriterionReadings:
 
     def base(self, prior: bool, orderings: str = "cyclic") -> np.ndarray:
         """The log-probs a calibration fitted with these options applies to."""
+        if prior:
+            if self.prior is None:
+                raise ValueError("no prior was computed")
+            return self.prior
         if orderings == "none":
             return self.raw
         if prior:

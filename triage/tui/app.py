@@ -18,6 +18,7 @@ from textual.theme import Theme
 from triage.history import History
 from triage.pack import Pack, resolve_pack
 from triage.paths import user_dirs
+from triage.tui.commands import app_commands
 from triage.tui.engine_host import EngineFactory, EngineHost, default_engine_factory
 from triage.tui.messages import ModelLoadFailed
 from triage.tui.options import UIOptions
@@ -132,8 +133,6 @@ class TriageApp(App[None]):
         self.push_screen(HistoryScreen(self.history, cursor_blink=self.options.cursor_blink), reopen)
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        from triage.tui.commands import app_commands
-
         yield from super().get_system_commands(screen)
         if isinstance(screen, MainScreen):
             yield from app_commands(self, screen)

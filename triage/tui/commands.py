@@ -1,10 +1,15 @@
-"""The command palette's app commands (ctrl+p): pack, model, debiasing, export, clear…"""
+"""The command palette's app commands (ctrl+p): pack, model, debiasing, export, clear…
+
+The app imports this module; this module never imports the app. What it needs
+from the app is :class:`PaletteApp`, a protocol, so the import graph is
+app -> commands -> screens.main and has no circle.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from textual.app import SystemCommand
 from textual.command import SimpleCommand
@@ -13,11 +18,27 @@ from triage.errors import TriageError
 from triage.pack import Pack, default_pack, load_pack
 
 if TYPE_CHECKING:
-    from triage.tui.app import TriageApp
+    from triage.tui.options import UIOptions
     from triage.tui.screens.main import MainScreen
 
 
-def app_commands(app: TriageApp, main: MainScreen) -> Iterator[SystemCommand]:
+class PaletteApp(Protocol):
+    """What the palette's commands use of the app (``TriageApp`` has all of it)."""
+
+    options: UIOptions
+
+    def notify(self, message: str, *, title: str = ..., severity: Any = ..., timeout: float | None = ..., markup: bool = ...) -> None: ...
+
+    def push_screen(self, screen: Any, callback: Callable[[Any], Any] | None = ...) -> Any: ...
+
+    def search_commands(self, commands: Iterable[SimpleCommand], placeholder: str = ...) -> Any: ...
+
+    def action_history(self) -> None: ...
+
+    def action_help(self) -> None: ...
+
+
+def app_commands(app: PaletteApp, main: MainScreen) -> Iterator[SystemCommand]:
     """Commands for the main screen."""
     pack = main.pack
     yield SystemCommand("Score ticket", "Score the ticket in the box (F5)", main.action_score)
@@ -26,9 +47,12 @@ def app_commands(app: TriageApp, main: MainScreen) -> Iterator[SystemCommand]:
     yield SystemCommand("Switch pack", f"Choose the criteria pack (now {pack.name} v{pack.version})", lambda: choose_pack(app, main))
     now = main.status.model if main.model_state == "ready" else main.model_state
     yield SystemCommand("Switch model", f"Load another model (now {now})", lambda: choose_model(app, main))
-    other = "none" if main.orderings == "cyclic" else "cyclic"
-    yield SystemCommand("Toggle debiasing", f"Orderings {main.orderings} → {other}: ask options in every rotation, or in pack order only", main.action_toggle_debias)
-    yield SystemCommand("Export JSON", "Write the decisions as triage.result/1 JSON (F3)", lambda: main.action_export("json"))
+    other_readout = "letter" if main.readout == "label" else "label"
+    yield SystemCommand("Switch readout", f"Readout {main.readout} → {other_readout}: read options by name (one tail per criterion), or as letters A/B/C", main.action_switch_readout)
+    if main.readout == "letter":
+        other = "none" if main.orderings == "cyclic" else "cyclic"
+        yield SystemCommand("Toggle debiasing", f"Orderings {main.orderings} → {other}: ask the letters in every rotation, or in pack order only", main.action_toggle_debias)
+    yield SystemCommand("Export JSON", "Write the decisions as triage.result/2 JSON (F3)", lambda: main.action_export("json"))
     yield SystemCommand("Export Markdown", "Write the decisions as a Markdown report", lambda: main.action_export("markdown"))
     yield SystemCommand("Copy summary", "Copy a one-line summary of the decisions (F4)", main.action_copy_summary)
     yield SystemCommand("Clear", "Empty the ticket box and the cards (ctrl+l)", main.action_clear)
@@ -40,7 +64,7 @@ def app_commands(app: TriageApp, main: MainScreen) -> Iterator[SystemCommand]:
     yield SystemCommand("Help", "Keys and what the screen shows (F1)", app.action_help)
 
 
-def known_packs(app: TriageApp) -> list[tuple[str, Path | None]]:
+def known_packs(app: PaletteApp) -> list[tuple[str, Path | None]]:
     """Packs to offer: the built-in one, the one given at start, and ``<config>/packs/*.toml``."""
     from triage.paths import user_dirs
 
@@ -54,7 +78,7 @@ def known_packs(app: TriageApp) -> list[tuple[str, Path | None]]:
     return found
 
 
-def choose_pack(app: TriageApp, main: MainScreen) -> None:
+def choose_pack(app: PaletteApp, main: MainScreen) -> None:
     """A palette of packs, plus "load a pack file…"."""
 
     def use(path: Path | None) -> None:
@@ -75,7 +99,7 @@ def choose_pack(app: TriageApp, main: MainScreen) -> None:
     app.search_commands(commands, placeholder="Pick a criteria pack…")
 
 
-def choose_model(app: TriageApp, main: MainScreen) -> None:
+def choose_model(app: PaletteApp, main: MainScreen) -> None:
     """A palette of installed models, plus "a .gguf file…"."""
     from triage.catalog import load_catalog
     from triage.modelstore import inspect_installed
@@ -84,7 +108,7 @@ def choose_model(app: TriageApp, main: MainScreen) -> None:
     catalog = load_catalog()
     for entry in catalog.entries.values():
         state = inspect_installed(entry)
-        if state.ok:
+        if state.ok or state.state == "changed":  # a changed file is hashed again when it loads
             tag = "the product model" if entry.name == catalog.default else "stand-in"
             commands.append(SimpleCommand(entry.name, (lambda n=entry.name: main.load_model(n)), f"{entry.title} ({tag})"))
 

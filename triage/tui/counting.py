@@ -23,7 +23,7 @@ SLACK = 4  # the prompt builder keeps this many tokens spare (see PromptBuilder.
 
 # Budgets per builder (the engine keeps one builder per pack), and Qwen3 builders per pack.
 _budgets: weakref.WeakKeyDictionary[PromptBuilder, dict[tuple[str, int], int]] = weakref.WeakKeyDictionary()
-_qwen3_builders: dict[str, PromptBuilder] = {}
+_qwen3_builders: dict[tuple[str, str], PromptBuilder] = {}
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def ticket_budget(builder: PromptBuilder, orders: list[list[tuple[int, ...]]], n
     if key not in known:
         probe = builder.build("x", orders, n_ctx=n_ctx)
         longest = max(len(p.tokens) for p in probe.prompts)
-        known[key] = n_ctx - (longest - probe.ticket_tokens) - SLACK
+        known[key] = n_ctx - (longest - probe.ticket_tokens) - builder.answer_room - SLACK
     return known[key]
 
 
@@ -87,6 +87,7 @@ def count_ticket(
     builder: PromptBuilder | None,
     n_ctx: int,
     cancelled: Callable[[], bool] = lambda: False,
+    readout: str = "label",
 ) -> TokenCount | None:
     """Count a cleaned ticket with the engine's builder, or estimate with Qwen3's tokenizer.
 
@@ -97,14 +98,15 @@ def count_ticket(
         builder: the loaded engine's prompt builder, or None before it loads.
         n_ctx: the context size (the engine's, or the configured one).
         cancelled: polled between chunks.
+        readout: ``label`` or ``letter`` (for the estimate's prompt, before the model loads).
     """
     estimated = builder is None
     if builder is None:
         from triage.tokenizer import qwen3_tokenizer
 
-        builder = _qwen3_builders.get(pack.hash)
+        builder = _qwen3_builders.get((pack.hash, readout))
         if builder is None:
-            builder = _qwen3_builders[pack.hash] = PromptBuilder(pack, QWEN3_FORMAT, qwen3_tokenizer())
+            builder = _qwen3_builders[(pack.hash, readout)] = PromptBuilder(pack, QWEN3_FORMAT.with_readout(readout), qwen3_tokenizer())
     n = count_tokens(builder.tok, text, cancelled)
     if n is None:
         return None

@@ -52,6 +52,12 @@ class UIOptions:
         return bool(self.config.get("auto_score", False))
 
     @property
+    def readout(self) -> str:
+        """How options are read: ``label`` (by name, the default) or ``letter`` (config key ``readout``)."""
+        value = self.config.get("readout", "label")
+        return value if value in ("label", "letter") else "label"
+
+    @property
     def orderings(self) -> str:
         """Debiasing: ``cyclic`` (every rotation of the options) or ``none``."""
         value = self.config.get("orderings", "cyclic")
@@ -59,6 +65,8 @@ class UIOptions:
 
     @property
     def mode(self) -> str:
-        """Engine mode; ``serial`` streams criteria one by one, which the cards show best."""
-        value = self.config.get("mode", "serial")
-        return value if value in ("serial", "fanout", "full") else "serial"
+        """Engine mode: the engine's default (``fanout``, the fastest measured) unless the config says otherwise."""
+        from triage.engine import DEFAULT_MODE
+
+        value = self.config.get("mode", DEFAULT_MODE)
+        return value if value in ("serial", "fanout", "full") else DEFAULT_MODE

@@ -24,6 +24,7 @@ class Submission:
     pack: Pack
     mode: str
     orderings: str
+    readout: str = "label"
     submitted_at: float = field(default_factory=time.monotonic)
     ticket_row: int | None = None  # history rows, None when history could not be written
     score_id: int | None = None

@@ -40,7 +40,7 @@ class ExportScreen(ModalScreen[ExportRequest | None]):
         with Vertical(id="export-dialog", classes="dialog"):
             yield Label(f"Export the decisions of ticket [b]{escape(self.result.ticket_id)}[/b]")
             with RadioSet(id="export-format"):
-                yield RadioButton("JSON: the triage.result/1 schema, as `triage score` prints it", value=self.fmt == "json", id="fmt-json")
+                yield RadioButton("JSON: the triage.result/2 schema, as `triage score` prints it", value=self.fmt == "json", id="fmt-json")
                 yield RadioButton("Markdown: a report for people, with the ticket", value=self.fmt == "markdown", id="fmt-markdown")
             yield Label("File:")
             yield Input(str(self.folder / default_name(self.result, self.fmt)), id="export-path")

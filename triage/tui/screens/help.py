@@ -17,7 +17,7 @@ KEYS = [
     ("F3", "Export the decisions (JSON or Markdown)"),
     ("F4", "Copy a one-line summary to the clipboard"),
     ("ctrl+l", "Clear the ticket"),
-    ("ctrl+p", "Command palette: switch pack or model, debiasing, export, theme…"),
+    ("ctrl+p", "Command palette: switch pack, model or readout (by name / letters), export, theme…"),
     ("ctrl+q", "Quit"),
 ]
 

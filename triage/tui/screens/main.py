@@ -18,7 +18,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from textual import work
 from textual.app import ComposeResult
@@ -53,11 +53,17 @@ from triage.tui.widgets.notice_bar import NoticeBar
 from triage.tui.widgets.score_summary import PRODUCT_MODEL, ScoreSummary
 from triage.tui.widgets.ticket_input import TicketInput
 
-if TYPE_CHECKING:
-    from triage.tui.app import TriageApp
-
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+class ModelUnavailableHook(Protocol):
+    """The app's side of a failed model load (``TriageApp.model_unavailable``).
+
+    A protocol, so this screen never imports the app (the app imports the screen).
+    """
+
+    def model_unavailable(self, failure: ModelLoadFailed) -> None: ...
 
 
 class MainScreen(Screen[None]):
@@ -82,6 +88,7 @@ class MainScreen(Screen[None]):
         self.options = options
         self.pack = pack
         self.orderings = options.orderings
+        self.readout = options.readout
         self.auto_score = options.auto_score
         self.model_state: ModelState = "loading"
         self.current: Submission | None = None
@@ -115,7 +122,7 @@ class MainScreen(Screen[None]):
         return self.query_one(NoticeBar)
 
     @property
-    def triage_app(self) -> TriageApp:
+    def triage_app(self) -> ModelUnavailableHook:
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
@@ -137,7 +144,9 @@ class MainScreen(Screen[None]):
             self._preload_tokenizer()
 
     def _show_settings(self) -> None:
-        self.status.settings(self.pack, self.orderings, self.auto_score)
+        from triage.tui.widgets.score_summary import readout_words
+
+        self.status.settings(self.pack, readout_words(self.readout, self.orderings), self.auto_score)
 
     # -- model ------------------------------------------------------------------------
     def load_model(self, requested: str | None) -> None:
@@ -232,24 +241,24 @@ class MainScreen(Screen[None]):
             return
         if len(text) > 100_000:
             self.ticket.border_subtitle = "[dim]counting tokens…[/dim]"
-        self._count(text, stamp, self.pack, self.orderings)
+        self._count(text, stamp, self.pack, self.orderings, self.readout)
 
     @work(thread=True, exclusive=True, group="count", exit_on_error=False)
-    def _count(self, text: str, stamp: float, pack: Pack, orderings: str) -> None:
+    def _count(self, text: str, stamp: float, pack: Pack, orderings: str, readout: str) -> None:
         from triage import debias
         from triage.loader import engine_settings
         from triage.ticket import clean_text
         from triage.tui.counting import count_ticket
 
         worker = get_current_worker()
-        orders = [debias.orders_for(len(c.options), orderings) for c in pack.criteria]
+        orders = [debias.orders_for(len(c.options), "none" if readout == "label" else orderings) for c in pack.criteria]
         try:
             with self.host.borrow() as engine:  # kept open while we tokenize, even beside a running score
                 if engine is not None:
-                    builder, n_ctx = engine.builder(pack), engine.n_ctx
+                    builder, n_ctx = engine.builder(pack, readout), engine.n_ctx
                 else:
                     builder, n_ctx = None, engine_settings(self.options.n_ctx, None, self.options.config)["n_ctx"]
-                counted = count_ticket(clean_text(text), pack, orders, builder=builder, n_ctx=n_ctx, cancelled=lambda: worker.is_cancelled)
+                counted = count_ticket(clean_text(text), pack, orders, builder=builder, n_ctx=n_ctx, cancelled=lambda: worker.is_cancelled, readout=readout)
         except TriageError as exc:  # e.g. the pack alone does not fit n_ctx
             log.warning("token count failed: %s", exc.message)
             return
@@ -285,7 +294,7 @@ class MainScreen(Screen[None]):
             return
         self._supersede()
         self._seq += 1
-        sub = Submission(self._seq, ticket, self.pack, self.options.mode, self.orderings)
+        sub = Submission(self._seq, ticket, self.pack, self.options.mode, self.orderings, self.readout)
         sub.ticket_row = self._record(self.history.save_ticket, ticket)  # saved now: a crash keeps the ticket
         self.current = sub
         self._subs[sub.id] = sub
@@ -303,7 +312,7 @@ class MainScreen(Screen[None]):
         sub.started = True
         if sub.ticket_row is not None and engine is not None:
             pack = {"name": sub.pack.name, "version": sub.pack.version, "hash": sub.pack.hash}
-            sub.score_id = self._record(self.history.start_score, sub.ticket_row, model=engine.model_info, pack=pack, orderings=sub.orderings)
+            sub.score_id = self._record(self.history.start_score, sub.ticket_row, model=engine.model_info, pack=pack, orderings=sub.orderings if sub.readout == "letter" else "none")
         self.summary.scoring(sub.ticket.id)
         self._score(sub)
 
@@ -321,7 +330,7 @@ class MainScreen(Screen[None]):
                 engine = self.host.engine
                 if engine is None:
                     raise TriageError("no model is loaded")
-                options = ScoreOptions(mode=sub.mode, orderings=sub.orderings)
+                options = ScoreOptions(mode=sub.mode, orderings=sub.orderings, readout=sub.readout)
                 extra = self._calibration(engine, sub.pack, options)
                 for event in engine.score(sub.ticket, sub.pack, options, cancel=stop, **extra):
                     if isinstance(event, Prefilled):
@@ -344,11 +353,11 @@ class MainScreen(Screen[None]):
         if not hasattr(engine, "sha256") or not hasattr(engine, "fmt"):
             return {}  # an engine without identity (the tests' scripted one) has no calibration
         try:
-            cal = auto_calibration(engine, pack)
+            cal = auto_calibration(engine, pack, options.readout)  # type: ignore[attr-defined]
         except TriageError as exc:
             log.warning("stored calibration not used: %s", exc.message)
             return {}
-        if cal is None or check_options(cal, orderings=options.orderings, prior=options.prior):  # type: ignore[attr-defined]
+        if cal is None or check_options(cal, orderings=options.effective_orderings, prior=options.prior):  # type: ignore[attr-defined]
             return {}
         return {"calibrator": cal.apply, "calibration_name": cal.name}
 
@@ -530,6 +539,17 @@ class MainScreen(Screen[None]):
         self._request_count()
         self.notify(f"Pack {pack.name} v{pack.version}: {len(pack.criteria)} criteria.", markup=False)
         self.refresh_bindings()
+
+    def action_switch_readout(self) -> None:
+        """Read options by name (label) or by letter (A/B/C); remembered for this session."""
+        self.readout = "letter" if self.readout == "label" else "label"
+        self._show_settings()
+        self._request_count()
+        what = (
+            "options read by name, one short tail per criterion" if self.readout == "label"
+            else f"options as letters A/B/C ({'every rotation' if self.orderings == 'cyclic' else 'pack order only'})"
+        )
+        self.notify(f"Readout {self.readout}: {what}. Takes effect on the next score.")
 
     def action_toggle_debias(self) -> None:
         """Switch orderings between cyclic (every rotation) and none (pack order only)."""

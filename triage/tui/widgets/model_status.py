@@ -1,4 +1,4 @@
-"""The top line: which model is running (or loading, or missing), the pack and the debiasing."""
+"""The top line: which model is running (or loading, or missing), the pack and how options are read."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ class ModelStatus(Static):
         self.stand_in = False
         self.n_ctx = 0
         self.pack_label = ""
-        self.orderings = "cyclic"
+        self.how = "by name"
         self.auto_score = False
         self._frame = 0
         self._spin: Timer | None = None
@@ -57,10 +57,10 @@ class ModelStatus(Static):
         self.state = "failed"
         self._stop()
 
-    def settings(self, pack: Pack, orderings: str, auto_score: bool) -> None:
-        """The active pack and scoring settings."""
+    def settings(self, pack: Pack, how: str, auto_score: bool) -> None:
+        """The active pack and scoring settings (``how``: the readout, e.g. ``by name`` or ``letters, cyclic``)."""
         self.pack_label = f"{pack.name} v{pack.version}"
-        self.orderings, self.auto_score = orderings, auto_score
+        self.how, self.auto_score = how, auto_score
         self._draw()
 
     def _stop(self) -> None:
@@ -78,7 +78,7 @@ class ModelStatus(Static):
             left = f"[$success]●[/] [b]{escape(self.model)}[/b]{tag} [dim]ctx {self.n_ctx}[/dim]"
         else:
             left = "[$error]✖ no model[/]"
-        right = f"pack [b]{escape(self.pack_label)}[/b] · debias {self.orderings}"
+        right = f"pack [b]{escape(self.pack_label)}[/b] · {escape(self.how)}"
         if self.auto_score:
             right += " · auto-score"
         self.update(f"{left}  [dim]│[/dim] {right}")

@@ -12,6 +12,11 @@ from triage.result import TicketResult, Tokens
 PRODUCT_MODEL = "Qwen3-0.6B"
 
 
+def readout_words(readout: str, orderings: str) -> str:
+    """How options were (or will be) read, in a few words for the status and summary lines."""
+    return "by name" if readout == "label" else f"letters, {orderings}"
+
+
 def _ms(ms: float) -> str:
     """A duration as people read it: ms below 10 s, then seconds with one decimal."""
     return f"{ms:.0f} ms" if ms < 10_000 else f"{ms / 1000:.1f} s"
@@ -86,7 +91,7 @@ class ScoreSummary(Static):
         stand_in = f" [$warning](stand-in, not {PRODUCT_MODEL})[/]" if model.get("stand_in") else ""
         line2 = (
             f"{head} · {escape(str(model.get('name')))}{stand_in} · pack {escape(str(result.pack.get('name')))} "
-            f"v{escape(str(result.pack.get('version')))} · {escape(result.orderings)}"
+            f"v{escape(str(result.pack.get('version')))} · {escape(readout_words(result.readout, result.orderings))}"
         )
         lines = [line1, line2] + [f"[$warning]⚠ {escape(w)}[/]" for w in result.warnings]
         self.update("\n".join(lines))

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Label readout against the letter readout on the three development sets (docs/quality.md, "Label readout").
+#
+#   bench/quality/readout.sh [SET...]     # SET: airline-sentiment cfpb-product issue-kind (default: all three)
+#
+# Each set is split 50/50 by id hash (the same split as run.sh), then evaluated with the first 100 dev rows
+# and the first 100 training rows, a 512-token context, once with --readout label and once with
+# --readout letter (every rotation). Results: bench/quality/results/readout-SET-READOUT.json.
+# Readouts are cached, so a re-run only reads the cache.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+TRIAGE=".venv/bin/triage"
+DATA="${TRIAGE_DATASETS:-../shared/datasets}"
+SPLITS="${TRIAGE_SPLITS:-/tmp/triage-quality/splits}"
+MODEL="${TRIAGE_EVAL_MODEL:-qwen2.5-coder-0.5b}"
+THREADS="${TRIAGE_EVAL_THREADS:-1}"
+LIMIT="${TRIAGE_EVAL_LIMIT:-100}"
+N_CTX="${TRIAGE_EVAL_N_CTX:-512}"
+READOUTS="${TRIAGE_EVAL_READOUTS:-label letter}"
+OUT="bench/quality/results"
+mkdir -p "$OUT"
+sets=("$@"); [ ${#sets[@]} -eq 0 ] && sets=(airline-sentiment issue-kind cfpb-product)
+for d in "${sets[@]}"; do
+  [ -f "$SPLITS/$d/dev.jsonl" ] || "$TRIAGE" eval "$DATA/$d/tickets.jsonl" --pack "$DATA/$d/criteria.toml" --split 0.5 --save-split "$SPLITS/$d"
+done
+for r in $READOUTS; do
+  for d in "${sets[@]}"; do
+    echo "== $d, readout $r" >&2
+    "$TRIAGE" eval "$SPLITS/$d/dev.jsonl" --train "$SPLITS/$d/train.jsonl" --pack "$DATA/$d/criteria.toml" \
+      --model "$MODEL" --threads "$THREADS" --n-ctx "$N_CTX" --limit "$LIMIT" --train-limit "$LIMIT" \
+      --readout "$r" --confusion --json "$OUT/readout-$d-$r.json" > "$OUT/readout-$d-$r.txt"
+  done
+done
