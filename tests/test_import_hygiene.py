@@ -1,4 +1,4 @@
-"""The core never imports Textual, and `triage --help` imports neither llama_cpp nor textual."""
+"""The core never imports Textual; `triage --help` imports neither llama_cpp nor textual; Ray only on `score --ray`."""
 
 from __future__ import annotations
 
@@ -35,3 +35,19 @@ def test_help_is_light() -> None:
     assert "llama_cpp" not in mods
     assert "textual" not in mods
     assert "numpy" not in mods
+    assert "ray" not in mods and "pyarrow" not in mods
+
+
+# Ray (an optional extra) is imported only by triage.backlog.ray_score, on `triage score --ray`.
+NO_RAY = ["triage.cli", "triage.commands.score", "triage.backlog.rows", "triage.backlog.output", "triage.backlog.worker", "triage.backlog.progress", "triage.tui.app"]
+
+
+@pytest.mark.parametrize("module", NO_RAY)
+def test_only_the_ray_path_imports_ray(module: str) -> None:
+    try:
+        mods = modules_after(f"import {module}")
+    except subprocess.CalledProcessError as exc:
+        if "No module named 'llama_cpp'" in exc.stderr:
+            pytest.skip("llama_cpp not installed")
+        raise
+    assert "ray" not in mods

@@ -46,10 +46,16 @@ Exit status: 0 every ticket scored; 1 a line or ticket failed (it has an error
 record); 2 bad usage, or a single plain-text ticket that cannot be scored;
 130 interrupted.
 
+A backlog runs on Ray with --ray (a local cluster) or --ray ADDRESS (an existing
+one): the same scoring and options, JSON Lines or Parquet in (a file, folder or
+glob) and out (--output), --resume to continue a stopped run (docs/scale.md).
+Needs the ray extra: pip install 'triage[ray]'.
+
 examples:
   echo "I was charged twice, refund me now" | triage score
   echo "Where is my parcel?" | triage score --criteria urgency,queue
-  triage score tickets.jsonl --format jsonl --mode fanout > out.jsonl"""
+  triage score tickets.jsonl --format jsonl --mode fanout > out.jsonl
+  triage score backlog/ --ray --output scored.jsonl --resume"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -72,6 +78,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     kind = p.add_mutually_exclusive_group()
     kind.add_argument("--jsonl", action="store_true", help="treat input as JSON Lines")
     kind.add_argument("--text", action="store_true", help="treat input as one plain-text ticket")
+    ray = p.add_argument_group("backlog on Ray (docs/scale.md)")
+    ray.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS", help="score on Ray: a local cluster, or join ADDRESS (auto, ray://host:10001)")
+    ray.add_argument("--output", "-o", metavar="PATH", help="with --ray: write here (.parquet: a folder of Parquet parts; else JSON Lines; default stdout)")
+    ray.add_argument("--workers", type=int, metavar="N", help="with --ray: scoring actors of --threads threads each (with --ray, --threads defaults to 1 and --workers to the cluster's CPUs / threads)")
+    ray.add_argument("--batch-size", type=int, metavar="N", help="with --ray: tickets per batch, the most a dead worker loses (default 16)")
+    ray.add_argument("--resume", action="store_true", help="with --ray: skip tickets --output already holds for this model, pack, prompt format and options")
 
 
 @dataclass
@@ -221,18 +233,12 @@ def chosen_criteria(arg: str | None, pack: Any) -> tuple[str, ...] | None:
     return ids
 
 
-def run(args: argparse.Namespace) -> int:
-    from triage.config import load_config
+def score_options(args: argparse.Namespace, config: dict[str, Any], pack: Any) -> Any:
+    """The :class:`~triage.engine.ScoreOptions` of these arguments and config: one place for
+    ``triage score`` and ``--ray``, so both always score with the same options."""
     from triage.engine import DEFAULT_MODE, ScoreOptions
-    from triage.pack import resolve_pack
-    from triage.ticket import make_ticket
 
-    config = load_config()
-    rows = read_input(args.file, force_jsonl=args.jsonl, force_text=args.text, ticket_id=args.ticket_id)
-    if not rows:
-        raise InputError("the input holds no tickets")
-    pack = resolve_pack(args.pack or config.get("pack"))
-    options = ScoreOptions(
+    return ScoreOptions(
         mode=args.mode or config.get("mode", DEFAULT_MODE),
         strategy=args.strategy,
         readout=args.readout or config.get("readout", "label"),
@@ -240,6 +246,52 @@ def run(args: argparse.Namespace) -> int:
         prior=bool(args.prior if args.prior is not None else config.get("prior", False)),
         criteria=chosen_criteria(args.criteria, pack),
     )
+
+
+def choose_calibration(args: argparse.Namespace, config: dict[str, Any], engine: Any, pack: Any, options: Any) -> Any:
+    """The calibration to apply (``--calibration``, else the stored one), or None; says which.
+
+    ``engine`` needs only ``sha256`` and ``fmt.id`` (``--ray`` passes what the nodes reported).
+
+    Raises:
+        InputError: an explicit calibration that does not fit the model, pack, readout or options.
+    """
+    from triage.calibrate import auto_calibration, check_options, load_calibration
+
+    explicit = args.calibration or config.get("calibration")
+    if args.no_calibration:
+        return None
+    calibration = load_calibration(explicit, engine=engine, pack=pack, readout=options.readout) if explicit else auto_calibration(engine, pack, options.readout)
+    if calibration is None:
+        return None
+    why = check_options(calibration, orderings=options.effective_orderings, prior=options.prior)
+    if why and explicit:
+        raise InputError(f"calibration {explicit} does not fit these options: {why}", hint="score with the options it was fitted on, or pass --no-calibration")
+    if why:
+        _say(f"triage: note: stored calibration {calibration.name} not applied: {why}")
+        return None
+    _say(f"triage: applying calibration {calibration.name}")
+    return calibration
+
+
+def run(args: argparse.Namespace) -> int:
+    from triage.config import load_config
+    from triage.pack import resolve_pack
+    from triage.ticket import make_ticket
+
+    if args.ray is not None:
+        from triage.backlog.ray_score import run_ray
+
+        return run_ray(args)
+    for flag, given in (("--output", args.output), ("--workers", args.workers), ("--batch-size", args.batch_size), ("--resume", args.resume)):
+        if given:
+            raise InputError(f"{flag} works only with --ray", hint="add --ray to score a backlog on a (local) Ray cluster")
+    config = load_config()
+    rows = read_input(args.file, force_jsonl=args.jsonl, force_text=args.text, ticket_id=args.ticket_id)
+    if not rows:
+        raise InputError("the input holds no tickets")
+    pack = resolve_pack(args.pack or config.get("pack"))
+    options = score_options(args, config, pack)
     streamed = rows[0].line is not None  # JSON Lines input: records are written as tickets finish
     fmt = args.format or ("table" if sys.stdout.isatty() else "jsonl" if streamed else "json")
     # Check every ticket before loading the model, so a bad single ticket fails fast.
@@ -276,24 +328,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _score_all(args: argparse.Namespace, config: dict[str, Any], pack: Any, options: Any, tickets: list[tuple[Row, Any]], writer: RecordWriter) -> int:
-    from triage.calibrate import auto_calibration, check_options, load_calibration
     from triage.loader import load_engine
     from triage.render import print_table
 
     engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: _say(f"triage: {m}"))
-    calibration = None
-    explicit = args.calibration or config.get("calibration")
-    if not args.no_calibration:
-        calibration = load_calibration(explicit, engine=engine, pack=pack, readout=options.readout) if explicit else auto_calibration(engine, pack, options.readout)
-    if calibration is not None:
-        why = check_options(calibration, orderings=options.effective_orderings, prior=options.prior)
-        if why and explicit:
-            raise InputError(f"calibration {explicit} does not fit these options: {why}", hint="score with the options it was fitted on, or pass --no-calibration")
-        if why:
-            _say(f"triage: note: stored calibration {calibration.name} not applied: {why}")
-            calibration = None
-        else:
-            _say(f"triage: applying calibration {calibration.name}")
+    calibration = choose_calibration(args, config, engine, pack, options)
     failed = 0
     with engine:
         for row, ticket in tickets:

@@ -1,0 +1,286 @@
+"""`triage score --ray`: a backlog on a local Ray cluster scores as `triage score` does, once per ticket.
+
+The Ray tests share one local cluster (``ray.init(num_cpus=2)``: 2 workers × 1 thread,
+so llama.cpp's spinning threads never outnumber the cores) and the real small model.
+The row, output and resume logic is also tested without Ray or a model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import shutil
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from triage.backlog.output import RunSignature, open_writer, read_existing
+from triage.backlog.rows import read_rows, record_key
+from triage.cli import build_parser, main
+from triage.engine import ScoreOptions
+
+DATA = Path(__file__).parent / "data" / "backlog-30.jsonl"
+PACK = """
+[pack]
+name = "mini"
+[[criterion]]
+id = "mood"
+question = "Is the customer angry?"
+options = [ { id = "angry", label = "Angry" }, { id = "calm", label = "Calm" } ]
+[[criterion]]
+id = "topic"
+question = "What is the complaint about?"
+options = [ { id = "billing", label = "Billing" }, { id = "credit", label = "Credit report" }, { id = "other", label = "Other" } ]
+"""
+# The options of every Ray run here and of the plain run it is compared with.
+OPTIONS = ["--mode", "fanout", "--orderings", "cyclic", "--threads", "1"]
+
+
+@pytest.fixture()
+def pack(tmp_path: Path) -> Path:
+    p = tmp_path / "mini.toml"
+    p.write_text(PACK, encoding="utf-8")
+    return p
+
+
+def tickets() -> list[dict[str, Any]]:
+    return [json.loads(line) for line in DATA.read_text(encoding="utf-8").splitlines()]
+
+
+def results(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Results by ticket id, failing if any ticket is there twice."""
+    ids = [r["ticket_id"] for r in records if "schema" in r]
+    assert len(ids) == len(set(ids)), f"tickets written twice: {sorted({i for i in ids if ids.count(i) > 1})}"
+    return {r["ticket_id"]: r for r in records if "schema" in r}
+
+
+def jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def signature(**options: Any) -> RunSignature:
+    return RunSignature.of("a" * 64, "p" * 16, "triage-prompt/2:chat", ScoreOptions(**options), None)
+
+
+# -- without Ray --------------------------------------------------------------------------
+
+
+def test_rows_from_a_folder_of_jsonl_and_parquet(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text('{"id": "t1", "text": "Refund me"}\n{"text": "no id here"}\nnot json\n{"id": "t1", "text": "Refund me"}\n', encoding="utf-8")
+    pq.write_table(pa.table({"id": ["p1", None], "text": ["Where is my card?", None]}), folder / "b.parquet")
+    rows = read_rows(str(folder))
+    assert [(r.ticket_id, r.line, r.source) for r in rows] == [("t1", 1, "a.jsonl"), ("a.jsonl:line-2", 2, "a.jsonl"), (None, 3, "a.jsonl"), ("p1", 1, "b.parquet"), ("b.parquet:row-2", 2, "b.parquet")]
+    assert rows[2].error == "a.jsonl line 3: not valid JSON (Expecting value at column 1)"
+    assert "field 'text' is missing" in (rows[4].error or "")
+    assert len({r.key for r in rows}) == len(rows)  # the repeated t1 row is one ticket
+    # One file: the same ids and messages as `triage score`.
+    single = read_rows(str(folder / "a.jsonl"))
+    assert [r.ticket_id for r in single] == ["t1", "line-2", None] and single[2].error == "line 3: not valid JSON (Expecting value at column 1)"
+
+
+def test_resume_refuses_an_output_scored_differently(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    writer = open_writer(out, signature(orderings="cyclic"), resume=False)
+    writer.write([("k", {"ticket_id": None, "line": 3, "error": "line 3: not valid JSON"})])
+    writer.close()
+    assert read_existing(out, signature(orderings="cyclic")).keys == {record_key({"line": 3, "error": "x"})}
+    with pytest.raises(Exception, match="option orderings: 'cyclic' → 'none'"):
+        read_existing(out, signature(orderings="none"))
+    with pytest.raises(Exception, match="already exists"):
+        open_writer(out, signature(), resume=False)
+
+
+def test_resume_cuts_a_half_written_last_line(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    out.write_text('{"ticket_id": "a", "ticket_sha256": "s", "error": "e", "line": 1}\n{"schema": "triage.resu', encoding="utf-8")
+    found = read_existing(out, signature())
+    assert len(found.keys) == 1 and out.read_text(encoding="utf-8").endswith("}\n")
+
+
+def test_parquet_parts_have_one_schema_and_read_back(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    from triage.backlog import output
+
+    result = {"schema": "triage.result/2", "ticket_id": "t", "ticket_sha256": "s", "model": {"sha256": "a" * 64}, "pack": {"hash": "p" * 16},
+              "prompt_format": "triage-prompt/2:chat", "calibration": None, "warnings": [], **signature().record_options}
+    out = tmp_path / "out.parquet"
+    writer = open_writer(out, signature(), resume=False)
+    writer.write([("1", result)])
+    output.ParquetWriter._flush(writer)  # type: ignore[arg-type]  # a part with a result only
+    writer.write([("2", {"ticket_id": None, "line": 4, "error": "line 4: bad"})])
+    writer.close()
+    parts = sorted(out.glob("part-*.parquet"))
+    schemas = [pq.read_schema(p) for p in parts]
+    assert len(parts) == 2 and all(schemas[0].field(n).type == schemas[1].field(n).type for n in set(schemas[0].names) & set(schemas[1].names))
+    assert str(schemas[0].field("calibration").type) == "string" and str(schemas[1].field("line").type) == "int64"
+    import pyarrow.dataset as ds
+
+    table = ds.dataset(out, format="parquet", schema=pa.unify_schemas(schemas)).to_table()  # the folder reads as one table
+    assert table.num_rows == 2
+    assert read_existing(out, signature()).keys == {record_key(result), record_key({"line": 4, "error": "x"})}
+
+
+def test_a_node_pulls_a_missing_catalog_model_once_and_checks_it(monkeypatch: pytest.MonkeyPatch, smollm2_path: Path) -> None:
+    from triage import modelstore
+    from triage.backlog.worker import NodeModelError, ensure_model
+
+    pulls: list[str] = []
+
+    def fake_pull(entry: Any) -> None:  # stands in for the download: installs the file with its sidecar
+        pulls.append(entry.name)
+        modelstore.models_dir().mkdir(parents=True, exist_ok=True)
+        modelstore.model_file(entry.name).symlink_to(smollm2_path)
+        modelstore._write_sidecar(entry, smollm2_path.stat().st_size, entry.sha256, "catalog")
+
+    monkeypatch.setattr(modelstore, "pull", fake_pull)
+    ref = ensure_model("smollm2-135m", None)
+    assert pulls == ["smollm2-135m"] and ref.path == modelstore.model_file("smollm2-135m")
+    assert ensure_model("smollm2-135m", ref.sha256).sha256 == ref.sha256 and pulls == ["smollm2-135m"]  # installed: no second pull
+    with pytest.raises(NodeModelError, match=f"node {socket.gethostname()}: model smollm2-135m .* but the driver expects ffff"):
+        ensure_model("smollm2-135m", "f" * 64)
+
+
+# -- on a local Ray cluster with the real model --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def worker_home(tmp_path_factory: pytest.TempPathFactory, smollm2_path: Path) -> Path:
+    """The workers' TRIAGE_HOME, with smollm2-135m installed as a catalog model."""
+    home = tmp_path_factory.mktemp("ray-workers")
+    models = home / "data" / "models"
+    models.mkdir(parents=True)
+    (models / "smollm2-135m.gguf").symlink_to(smollm2_path)
+    sidecar = smollm2_path.with_name("smollm2-135m.json")
+    if sidecar.exists():
+        shutil.copy(sidecar, models / "smollm2-135m.json")
+    return home
+
+
+@pytest.fixture(scope="module")
+def cluster(worker_home: Path) -> Iterator[Any]:
+    ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]' (scripts/setup does)")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {"TRIAGE_HOME": str(worker_home)}})
+    yield ray
+    ray.shutdown()
+
+
+def run_ray(argv: list[str], on_batch: Any = None) -> int:
+    from triage.backlog.ray_score import run_ray as run
+
+    return run(build_parser().parse_args(argv), on_batch=on_batch)
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_ray_scores_like_triage_score(cluster: Any, smollm2_path: Path, pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text(DATA.read_text(encoding="utf-8") + 'not json\n{"id": "blank", "text": "  "}\n', encoding="utf-8")
+    common = ["--model", str(smollm2_path), "--pack", str(pack), *OPTIONS]
+    assert main(["score", str(src), *common, "--format", "jsonl"]) == 1  # the two bad rows
+    plain = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    out = tmp_path / "out.jsonl"
+    assert main(["score", str(src), "--ray", *common, "--workers", "2", "--batch-size", "4", "--output", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "tickets/s" in err and "scored 30 tickets" in err
+    ours = jsonl(out)
+    a, b = results(ours), results(plain)
+    assert sorted(a) == sorted(b) == sorted(t["id"] for t in tickets())
+    for tid, mine in a.items():
+        theirs = b[tid]
+        assert (mine["model"], mine["pack"], mine["prompt_format"], mine["mode"], mine["orderings"]) == (theirs["model"], theirs["pack"], theirs["prompt_format"], theirs["mode"], theirs["orderings"])
+        for c, d in zip(mine["criteria"], theirs["criteria"], strict=True):
+            assert c["choice"] == d["choice"], tid
+            for o, p in zip(c["options"], d["options"], strict=True):
+                assert o["probability"] == pytest.approx(p["probability"], abs=1e-6)
+    errors = lambda rs: sorted((r["ticket_id"] or "", r["line"], r["error"]) for r in rs if "error" in r)  # noqa: E731
+    assert errors(ours) == errors(plain) and len(errors(ours)) == 2
+
+
+def worker_pids() -> list[int]:
+    """Processes of Ray Data's scoring actors (Ray titles them after the map operator)."""
+    pids = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if (p / "cmdline").read_bytes().startswith(b"ray::MapWorker(MapBatches(TicketScorer))"):
+                    pids.append(int(p.name))
+            except OSError:
+                continue
+    return pids
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_a_killed_worker_loses_only_its_batch(cluster: Any, smollm2_path: Path, pack: Path, tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "in.parquet"
+    rows = tickets()
+    pq.write_table(pa.table({"id": [r["id"] for r in rows], "text": [r["text"] for r in rows]}), src)
+    out = tmp_path / "out.parquet"
+    killed: list[int] = []
+
+    def kill_one(summary: Any) -> None:
+        if not killed and summary.returned < len(rows):
+            pids = worker_pids()
+            assert pids, "no scoring actor process found"
+            os.kill(pids[0], signal.SIGKILL)
+            killed.append(pids[0])
+
+    argv = ["score", str(src), "--ray", "--model", str(smollm2_path), "--pack", str(pack), *OPTIONS, "--workers", "2", "--batch-size", "3", "-o", str(out)]
+    assert run_ray(argv, on_batch=kill_one) == 0
+    assert killed and killed[0] not in worker_pids()
+    records = [r for part in sorted(out.glob("part-*.parquet")) for r in pq.read_table(part).to_pylist()]
+    assert len(records) == len(rows) and sorted(results(records)) == sorted(r["id"] for r in rows)
+
+
+class Stop(Exception):
+    pass
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_resume_scores_only_what_is_missing(cluster: Any, pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out.jsonl"
+    argv = ["score", str(DATA), "--ray", "--model", "smollm2-135m", "--pack", str(pack), *OPTIONS, "--workers", "2", "--batch-size", "3", "-o", str(out)]
+
+    def stop_after_nine(summary: Any) -> None:
+        if summary.returned >= 9:
+            raise Stop()
+
+    with pytest.raises(Stop):
+        run_ray(argv, on_batch=stop_after_nine)
+    first = jsonl(out)
+    assert 9 <= len(first) < 30
+    assert "--resume" in capsys.readouterr().err
+    seen: list[Any] = []
+    assert run_ray([*argv, "--resume"], on_batch=seen.append) == 0
+    summary = seen[-1]
+    # Only the missing tickets went to the workers, and each came back once.
+    assert (summary.skipped, summary.to_score, summary.returned, summary.scored) == (len(first), 30 - len(first), 30 - len(first), 30 - len(first))
+    final = jsonl(out)
+    assert final[: len(first)] == first  # the first run's records, untouched (same created_at: not rescored)
+    assert sorted(results(final)) == sorted(t["id"] for t in tickets())
+    assert all(r["created_at"] > max(f["created_at"] for f in first) for r in final[len(first):])
+    assert run_ray([*argv, "--resume"]) == 0 and jsonl(out) == final  # nothing left: nothing written
+
+
+@pytest.mark.model
+def test_a_sha256_mismatch_stops_the_job_naming_the_node(cluster: Any, smollm2_path: Path) -> None:
+    from triage.backlog.ray_score import check_nodes
+    from triage.backlog.worker import NodeModelError
+
+    with pytest.raises(NodeModelError, match=f"node {socket.gethostname()}.*has sha256 .* but the driver expects 0000"):
+        check_nodes(cluster, str(smollm2_path), "0" * 64, "auto")

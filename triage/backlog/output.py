@@ -1,0 +1,303 @@
+"""The backlog's output, written so that a ticket is never in it twice, and read back to resume.
+
+Two forms, chosen by the output's name:
+
+* JSON Lines (any name but ``*.parquet``; or standard output): one record a line,
+  flushed as each batch arrives. A run stopped mid-line leaves a partial last line,
+  which ``--resume`` cuts off (that ticket is scored again).
+* Parquet (``*.parquet``): a folder of part files, as Ray and Spark write them. A part
+  is written under a temporary name and renamed when complete, so a stopped run
+  leaves only whole parts; tickets in the part being filled are scored again.
+
+Beside the output, ``run.json`` (``OUT.triage-run.json``, or ``_triage_run.json`` in
+a Parquet folder) records what the results were scored with: model sha256, pack
+hash, prompt format, every score option and the calibration. ``--resume`` goes on
+only when the new run has the same, and otherwise stops, naming what differs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+from triage.backlog.rows import record_key
+from triage.errors import InputError
+from triage.files import write_json_atomic
+
+RUN_SCHEMA = "triage.backlog-run/1"
+PART_ROWS = 1000  # rows per Parquet part (and at most a minute between parts)
+PART_SECONDS = 60.0
+ERROR_COLUMNS = ("ticket_id", "line", "error", "source", "ticket_sha256")  # an error record's fields
+
+
+@dataclass(frozen=True)
+class RunSignature:
+    """What a backlog's results were scored with; ``--resume`` needs the same."""
+
+    model_sha256: str
+    pack_hash: str
+    prompt_format: str
+    options: dict[str, Any]
+    calibration: str | None
+    # What a result record of this run says of its options (orderings as asked, readout...).
+    record_options: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def of(cls, model_sha256: str, pack_hash: str, prompt_format: str, options: Any, calibration: str | None) -> RunSignature:
+        """The signature of these scoring options (every field of ``ScoreOptions``, whatever they are)."""
+        opts = json.loads(json.dumps(dataclasses.asdict(options), default=list))
+        in_record = {"orderings": getattr(options, "effective_orderings", options.orderings), "prior": options.prior}
+        if hasattr(options, "readout"):
+            in_record["readout"] = options.readout
+        return cls(model_sha256, pack_hash, prompt_format, opts, calibration, in_record)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``run.json`` form."""
+        d = dataclasses.asdict(self)
+        d.pop("record_options")
+        return {"schema": RUN_SCHEMA, **d}
+
+    def differences(self, other: dict[str, Any]) -> list[str]:
+        """What ``other`` (a ``run.json``) has that differs from this signature."""
+        mine = self.to_dict()
+        mine.pop("schema")
+        diffs = []
+        for k, v in mine.items():
+            if k == "options":
+                theirs = other.get("options") or {}
+                diffs += [f"option {o}: {theirs.get(o)!r} → {v[o]!r}" for o in sorted(set(v) | set(theirs)) if theirs.get(o) != v.get(o)]
+            elif other.get(k) != v:
+                diffs.append(f"{k.replace('_', ' ')}: {other.get(k)} → {v}")
+        return diffs
+
+    def record_differences(self, record: dict[str, Any]) -> list[str]:
+        """How a result record differs from this signature in the fields it carries."""
+        diffs = []
+        if (record.get("model") or {}).get("sha256") != self.model_sha256:
+            diffs.append(f"model sha256 {str((record.get('model') or {}).get('sha256'))[:12]}… → {self.model_sha256[:12]}…")
+        if (record.get("pack") or {}).get("hash") != self.pack_hash:
+            diffs.append(f"pack hash {(record.get('pack') or {}).get('hash')} → {self.pack_hash}")
+        if record.get("prompt_format") != self.prompt_format:
+            diffs.append(f"prompt format {record.get('prompt_format')} → {self.prompt_format}")
+        for opt, want in self.record_options.items():
+            if opt in record and record[opt] != want:
+                diffs.append(f"option {opt}: {record[opt]!r} → {want!r}")
+        if record.get("calibration") != self.calibration:
+            diffs.append(f"calibration {record.get('calibration')} → {self.calibration}")
+        return diffs
+
+
+class Writer(Protocol):
+    """Where records go; ``write`` is called once per batch."""
+
+    def write(self, records: Iterable[tuple[str, dict[str, Any]]]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def is_parquet(path: str | None) -> bool:
+    """True when ``path`` names a Parquet output (a folder of parts)."""
+    return bool(path) and str(path).lower().rstrip("/").endswith(".parquet")
+
+
+def run_file(path: Path) -> Path:
+    """Where ``run.json`` of output ``path`` lives."""
+    return path / "_triage_run.json" if is_parquet(str(path)) else path.with_name(path.name + ".triage-run.json")
+
+
+@dataclass
+class Existing:
+    """What an output already holds."""
+
+    keys: set[str] = field(default_factory=set)
+    results: int = 0
+    errors: int = 0
+
+
+def read_existing(path: Path, signature: RunSignature) -> Existing:
+    """The keys an output already holds, after checking that it was scored like this run.
+
+    Also repairs a JSON Lines file whose last line a stopped run left incomplete.
+
+    Raises:
+        InputError: the output was scored with another model, pack, prompt format or
+            options (naming what differs), or it cannot be read.
+    """
+    found = Existing()
+    if not path.exists():
+        return found
+    recorded = run_file(path)
+    if recorded.exists():
+        try:
+            diffs = signature.differences(json.loads(recorded.read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read {recorded}: {exc}") from None
+        if diffs:
+            raise _mismatch(path, diffs)
+    for n, record in enumerate(_parquet_records(path) if is_parquet(str(path)) else _jsonl_records(path), 1):
+        if "schema" in record:
+            diffs = signature.record_differences(record)
+            if diffs:
+                raise _mismatch(path, diffs, f"record {n} (ticket {record.get('ticket_id')})")
+            found.results += 1
+        else:
+            found.errors += 1
+        key = record_key(record)
+        if key is not None:
+            found.keys.add(key)
+    return found
+
+
+def _mismatch(path: Path, diffs: list[str], where: str = "") -> InputError:
+    return InputError(
+        f"{path} {where + ' ' if where else ''}was scored differently, so --resume cannot continue it: " + "; ".join(diffs),
+        hint="resume with the options of that run, or write to a new --output",
+    )
+
+
+def _jsonl_records(path: Path) -> Iterable[dict[str, Any]]:
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    if end < len(data):  # a stopped run's half line: cut it off, that ticket is scored again
+        with path.open("r+b") as fh:
+            fh.truncate(end)
+        print(f"triage: note: {path} ended in an incomplete line (a stopped run); it was removed and that ticket will be scored again", file=sys.stderr)
+    for n, raw in enumerate(data[:end].split(b"\n"), 1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InputError(f"{path} line {n} is not a JSON record ({exc}); cannot resume it safely") from None
+        if isinstance(record, dict):
+            yield record
+
+
+def _parquet_records(path: Path) -> Iterable[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    for part in sorted(path.glob("part-*.parquet")):
+        for record in pq.read_table(part).to_pylist():
+            yield _from_parquet(record)
+
+
+def _from_parquet(record: dict[str, Any]) -> dict[str, Any]:
+    # Every part carries the error columns; a result's are null, and an error row's result columns.
+    if record.get("schema"):
+        return {k: v for k, v in record.items() if v is not None or k not in ERROR_COLUMNS}
+    return {k: record.get(k) for k in ERROR_COLUMNS if record.get(k) is not None or k in ("ticket_id", "line")}
+
+
+def check_output(path: Path, *, resume: bool) -> None:
+    """Refuse to write over an output that holds records, unless resuming it.
+
+    Raises:
+        InputError: ``path`` holds something and ``resume`` is off.
+    """
+    if path.exists() and not resume and (path.is_dir() and any(path.iterdir()) or path.is_file() and path.stat().st_size):
+        raise InputError(f"{path} already exists", hint="pass --resume to continue it, or choose a new --output")
+
+
+def open_writer(path: Path | None, signature: RunSignature | None, *, resume: bool) -> Writer:
+    """A writer for ``path`` (None: standard output, JSON Lines).
+
+    Raises:
+        InputError: the output exists and ``resume`` is off.
+    """
+    if path is None:
+        return JsonlWriter(sys.stdout)
+    check_output(path, resume=resume)
+    if signature is not None:
+        write_json_atomic(run_file(path), {**signature.to_dict(), "updated_at": time.time()})  # creates the folder
+    if is_parquet(str(path)):
+        return ParquetWriter(path)
+    return JsonlWriter(path.open("a", encoding="utf-8"), own=True)
+
+
+class JsonlWriter:
+    """One JSON record a line, flushed per batch."""
+
+    def __init__(self, fh: IO[str], *, own: bool = False) -> None:
+        self._fh = fh
+        self._own = own
+
+    def write(self, records: Iterable[tuple[str, dict[str, Any]]]) -> None:
+        """Append records and flush them."""
+        self._fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for _, r in records))
+        self._fh.flush()
+
+    def close(self) -> None:
+        """Flush (and close a file this writer opened)."""
+        self._fh.flush()
+        if self._own:
+            os.fsync(self._fh.fileno())
+            self._fh.close()
+
+
+class ParquetWriter:
+    """Parts of up to :data:`PART_ROWS` rows, each renamed into place when complete."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self._run = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        self._n = 0
+        self._buffer: list[dict[str, Any]] = []
+        self._since = time.monotonic()
+
+    def write(self, records: Iterable[tuple[str, dict[str, Any]]]) -> None:
+        """Buffer records; write a part when it is full or a minute old."""
+        self._buffer.extend(r for _, r in records)
+        if len(self._buffer) >= PART_ROWS or time.monotonic() - self._since >= PART_SECONDS:
+            self._flush()
+
+    def close(self) -> None:
+        """Write what is buffered (those tickets are scored; a stop keeps them)."""
+        self._flush()
+
+    def _flush(self) -> None:
+        if not self._buffer:
+            return
+        import pyarrow.parquet as pq
+
+        self._n += 1
+        final = self.folder / f"part-{self._run}-{self._n:05d}.parquet"
+        tmp = self.folder / f".{final.name}.tmp"
+        pq.write_table(records_table(self._buffer), tmp)
+        os.replace(tmp, final)
+        self._buffer = []
+        self._since = time.monotonic()
+
+
+def records_table(records: list[dict[str, Any]]) -> Any:
+    """Records as an Arrow table: nested columns as structs and lists; error columns always present.
+
+    A column with no value in a part (``calibration`` unset, no warnings) is typed as
+    text rather than null, so that every part of an output has the same schema.
+    """
+    import pyarrow as pa
+
+    rows = [{**r, **{k: r.get(k) for k in ERROR_COLUMNS}} for r in records]
+    table = pa.Table.from_struct_array(pa.array(rows))
+    schema = pa.schema([pa.field(f.name, _no_null(f.type) if f.name != "line" else pa.int64()) for f in table.schema])
+    return table.cast(schema)
+
+
+def _no_null(t: Any) -> Any:
+    import pyarrow as pa
+
+    if pa.types.is_null(t):
+        return pa.string()
+    if pa.types.is_list(t):
+        return pa.list_(_no_null(t.value_type))
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _no_null(f.type)) for f in t])
+    return t

@@ -1,0 +1,343 @@
+"""``triage score --ray``: a backlog scored on a Ray cluster, with Ray Data.
+
+The driver reads the input (as ``triage score`` reads it: the same ids, the same
+error records), checks the model on every node, drops the tickets the output
+already holds (``--resume``), and hands the rest to Ray Data in blocks of
+``--batch-size`` tickets. ``map_batches`` runs :class:`~triage.backlog.worker.TicketScorer`
+on a fixed pool of actors (``--workers``, each ``--threads`` CPUs): each actor
+loads the model once and keeps the pack's stable block resident. The driver
+streams the scored blocks back and writes each ticket once.
+
+Exactly once: an actor that dies loses only the block it was scoring; Ray Data
+restarts the actor and runs that block again, and only completed blocks reach
+the driver. The driver also keeps the key (ticket id and text sha256) of every
+record written, so a ticket can never be written twice, whatever Ray retries.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import re
+import sys
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from triage.backlog.output import RunSignature, check_output, open_writer, read_existing
+from triage.backlog.rows import BacklogRow, read_rows
+from triage.backlog.worker import ModelIdentity, NodeModelError, ScorerConfig, cores, default_threads, probe, scorer_class
+from triage.errors import InputError, TriageError
+
+DEFAULT_BATCH = 16
+_ADDRESS = re.compile(r"^(auto|local|ray://.+|[\w.-]+:\d+)$")
+
+
+@dataclass
+class Summary:
+    """What a backlog run did."""
+
+    total: int = 0  # rows in the input
+    skipped: int = 0  # already in the output (--resume)
+    to_score: int = 0  # tickets sent to the workers
+    returned: int = 0  # records the workers returned and that were written (results and failed tickets)
+    scored: int = 0  # results written this run
+    errors: int = 0  # error records written this run (bad rows and failed tickets)
+    duplicates_dropped: int = 0  # records Ray delivered twice (never written twice)
+    engine_ms: float = 0.0  # the engine's own time for the tickets scored (timing.total_ms)
+    seconds: float = 0.0  # wall time from the first block sent to the last written
+    workers: int = 0
+    threads: int = 0
+    stopped: bool = False
+
+    @property
+    def rate(self) -> float:
+        """Tickets scored per second of wall time."""
+        return self.scored / self.seconds if self.seconds else 0.0
+
+
+OnBatch = Callable[[Summary], None]
+
+
+def run_ray(args: argparse.Namespace, *, on_batch: OnBatch | None = None) -> int:
+    """``triage score ... --ray [ADDRESS]``; returns the exit status (1 when a row failed).
+
+    Raises:
+        InputError: bad arguments or input; an output scored differently (with --resume).
+        TriageError: Ray is not installed; a node cannot use the model (named).
+    """
+    from triage.commands.score import choose_calibration, score_options
+    from triage.config import load_config
+    from triage.loader import engine_settings
+    from triage.pack import resolve_pack
+
+    address, source = _address_and_input(args)
+    threads = args.threads or default_threads()
+    for flag, value in (("--workers", args.workers), ("--batch-size", args.batch_size), ("--threads", threads)):
+        if value is not None and value < 1:
+            raise InputError(f"{flag} must be at least 1")
+    if args.format not in (None, "jsonl"):
+        raise InputError("--ray writes JSON Lines or Parquet", hint="leave out --format; name the output with --output (.parquet for Parquet)")
+    if args.resume and not args.output:
+        raise InputError("--resume needs --output", hint="resume continues the file or folder a stopped run was writing")
+    output = Path(args.output).expanduser() if args.output else None
+    if output is not None:
+        check_output(output, resume=args.resume)  # before the cluster starts
+    config = load_config()
+    pack = resolve_pack(args.pack or config.get("pack"))
+    options = score_options(args, config, pack)
+    rows = read_rows(source)
+    spec, expected = model_spec(args.model, config)
+    ray = _import_ray()
+    owned = connect(ray, address)
+    try:
+        identity = check_nodes(ray, spec, expected, args.prompt)
+        calibration = choose_calibration(args, config, identity, pack, options)
+        prompt_format = identity.format_for(options.readout).id  # what each result record will say
+        signature = RunSignature.of(identity.sha256, pack.hash, prompt_format, options, calibration.name if calibration else None)
+        n_ctx = engine_settings(args.n_ctx, None, config)["n_ctx"]
+        scorer = ScorerConfig(spec, identity.sha256, pack, options, calibration, n_ctx, threads, args.prompt)
+        summary = score_backlog(ray, rows, scorer, output=output, signature=signature, resume=args.resume,
+                                workers=args.workers, batch_size=args.batch_size, on_batch=on_batch)
+    finally:
+        if owned:
+            ray.shutdown()
+    return 1 if summary.errors else 0
+
+
+def _address_and_input(args: argparse.Namespace) -> tuple[str, str]:
+    """``--ray`` takes an optional ADDRESS, so ``--ray tickets.jsonl`` means the input, not an address."""
+    address, source = args.ray, args.file
+    if source is None and address != "local" and not _ADDRESS.match(address) and Path(address).exists():
+        address, source = "local", address
+    if source in (None, "-"):
+        raise InputError("--ray reads its tickets from files", hint="give a JSON Lines or Parquet file, a folder or a glob: triage score INPUT --ray")
+    if not _ADDRESS.match(address):
+        raise InputError(f"--ray {address}: not a Ray address", hint="use --ray alone (a local cluster), --ray auto, --ray ray://HOST:10001 or --ray HOST:PORT")
+    return address, source
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+        import ray.data  # noqa: F401
+    except ImportError:
+        raise TriageError("--ray needs Ray, which is not installed", hint="pip install 'triage[ray]'") from None
+    return ray
+
+
+def connect(ray: Any, address: str) -> bool:
+    """Start a local cluster (one CPU per core) or join ``address``; True when we started it."""
+    if ray.is_initialized():
+        return False  # the caller's cluster (tests, notebooks)
+    quiet = {"log_to_driver": False, "logging_level": logging.ERROR}
+    if address == "local":
+        ray.init(num_cpus=cores(), include_dashboard=False, **quiet)
+    else:
+        ray.init(address=address, **quiet)
+    return True
+
+
+def model_spec(requested: str | None, config: dict[str, Any]) -> tuple[str, str | None]:
+    """The model for every node (a catalog name or an absolute path) and the sha256 it must have.
+
+    The sha256 is the catalog's pin for a catalog model, and the driver's own hash of
+    a path model when the driver can read it; None leaves it to the nodes to agree.
+    """
+    import os
+
+    from triage.catalog import load_catalog
+    from triage.resolve import ENV_VAR, cached_sha256, resolve_model
+
+    spec = requested or os.environ.get(ENV_VAR) or config.get("model")
+    catalog = load_catalog()
+    if not spec:
+        ref = resolve_model(None, config=config)  # the driver's default model, by the usual order
+        return (ref.name if ref.source == "catalog" else str(ref.path)), ref.sha256
+    if spec in catalog.entries:
+        return spec, catalog.entries[spec].sha256
+    path = Path(spec).expanduser()
+    if path.is_file():
+        return str(path.resolve()), cached_sha256(path)
+    return spec, None
+
+
+def check_nodes(ray: Any, spec: str, expected: str | None, prompt_style: str) -> ModelIdentity:
+    """Check the model on every node that can run a worker (one task each, in parallel).
+
+    Each node resolves the model (pulling a catalog model it lacks), hashes the file and
+    reads the prompt format.
+
+    Raises:
+        NodeModelError: naming every node that cannot use the model or disagrees with the others.
+    """
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) >= 1]
+    if not nodes:
+        raise TriageError("the Ray cluster has no node with a free CPU to run a worker")
+    task = ray.remote(num_cpus=1, max_retries=0)(probe)
+    refs = [task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(spec, expected, prompt_style) for n in nodes]
+    reports = []
+    for node, ref in zip(nodes, refs, strict=True):
+        try:
+            reports.append(ray.get(ref))
+        except Exception as exc:  # the check crashed the worker (e.g. a llama.cpp build this CPU cannot run)
+            first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+            reports.append({"ok": False, "error": f"node {node.get('NodeManagerHostname', '?')} ({node.get('NodeManagerAddress', '?')}): the model check failed: {first}"})
+    bad = [r["error"] for r in reports if not r["ok"]]
+    if bad:
+        raise NodeModelError("; ".join(bad), hint="fix the model on the nodes named; nothing was scored")
+    ids: list[ModelIdentity] = [r["identity"] for r in reports]
+    first = ids[0]
+    for other in ids[1:]:
+        for what in ("sha256", "prompt_format", "triage_version"):
+            if getattr(other, what) != getattr(first, what):
+                raise NodeModelError(
+                    f"node {other.node} has {what.replace('_', ' ')} {getattr(other, what)}, node {first.node} {getattr(first, what)}",
+                    hint="every node must run the same model file and the same triage version; nothing was scored",
+                )
+    return first
+
+
+def score_backlog(
+    ray: Any,
+    rows: list[BacklogRow],
+    scorer: ScorerConfig,
+    *,
+    output: Path | None,
+    signature: RunSignature | None,
+    resume: bool,
+    workers: int | None,
+    batch_size: int | None,
+    on_batch: OnBatch | None = None,
+) -> Summary:
+    """Score ``rows`` on the cluster and write each ticket once; see the module docstring.
+
+    ``batch_size`` None: :data:`DEFAULT_BATCH`, or less when that would leave workers idle.
+
+    ``on_batch`` is called after each block is written (tests stop or disturb a run with it).
+    """
+    from triage.backlog.progress import BacklogProgress
+
+    done = read_existing(output, signature).keys if (resume and output is not None and signature is not None) else set()
+    summary = Summary(total=len(rows), skipped=sum(r.key in done for r in rows), threads=scorer.threads)
+    todo = [r for r in rows if r.key not in done and r.error is None]
+    bad = [r for r in rows if r.key not in done and r.error is not None]
+    summary.to_score = len(todo)
+    cpus = int(ray.cluster_resources().get("CPU", 1))
+    want = workers or max(1, cpus // scorer.threads)
+    batch_size = batch_size or max(1, min(DEFAULT_BATCH, -(-len(todo) // want)))
+    n_blocks = -(-len(todo) // batch_size)
+    if want * scorer.threads > cpus:  # Ray would wait for CPUs that never come
+        raise InputError(
+            f"{want} worker(s) × --threads {scorer.threads} need {want * scorer.threads} CPUs; the Ray cluster has {cpus}",
+            hint="lower --workers or --threads (llama.cpp threads spin: more threads than cores slow every worker down)",
+        )
+    summary.workers = max(1, min(want, n_blocks or 1))
+    if summary.skipped:
+        print(f"triage: resuming {output}: {summary.skipped} of {summary.total} rows are already there; {len(todo) + len(bad)} to go", file=sys.stderr)
+    writer = open_writer(output, signature, resume=resume)
+    written = set(done)
+    progress = BacklogProgress(len(todo), summary)
+    try:
+        if bad:
+            for row in bad:
+                print(f"triage: error: {row.error}", file=sys.stderr)
+            writer.write((r.key, r.error_record()) for r in bad)
+            written.update(r.key for r in bad)
+            summary.errors += len(bad)
+        if not todo:
+            return summary
+        with progress, contextlib.closing(_scored_blocks(ray, todo, scorer, summary.workers, batch_size)) as blocks:
+            # closing(): a stopped run shuts Ray Data's executor down now, releasing its actors.
+            start = time.monotonic()
+            for batch in blocks:
+                fresh = []
+                for key, text in zip(batch["key"].to_pylist(), batch["record"].to_pylist(), strict=True):
+                    if key in written:
+                        summary.duplicates_dropped += 1
+                        continue
+                    written.add(key)
+                    record = json.loads(text)
+                    fresh.append((key, record))
+                    summary.returned += 1
+                    _count(record, summary, progress)
+                writer.write(fresh)
+                summary.seconds = time.monotonic() - start
+                progress.advance(len(fresh))
+                if on_batch is not None:
+                    on_batch(summary)
+    except KeyboardInterrupt:
+        summary.stopped = True
+        raise
+    finally:
+        writer.close()
+        progress.report(output)
+    return summary
+
+
+def _count(record: dict[str, Any], summary: Summary, progress: Any) -> None:
+    if "schema" in record:
+        summary.scored += 1
+        summary.engine_ms += float((record.get("timing") or {}).get("total_ms") or 0.0)
+        for w in record.get("warnings") or []:
+            progress.say(f"triage: warning: ticket {record.get('ticket_id')}: {w}")
+    else:
+        summary.errors += 1
+        progress.say(f"triage: error: ticket {record.get('ticket_id')}: {record.get('error')}")
+
+
+def _scored_blocks(ray: Any, todo: list[BacklogRow], scorer: ScorerConfig, workers: int, batch_size: int) -> Generator[Any, None, None]:
+    """The scored blocks as Ray Data delivers them (completion order), one per input block."""
+    import pyarrow as pa
+
+    ctx = ray.data.DataContext.get_current()
+    ctx.enable_progress_bars = False  # ours is the one progress line
+    for name in ("enable_operator_progress_bars", "print_on_execution_start"):
+        if hasattr(ctx, name):
+            setattr(ctx, name, False)
+    for name in ("ray", "ray.data"):
+        logging.getLogger(name).setLevel(logging.ERROR)  # errors reach the user as exceptions
+    schema = pa.schema([("key", pa.string()), ("ticket_id", pa.string()), ("text", pa.string()), ("line", pa.int64()), ("source", pa.string())])
+    # One block per batch: a task is one batch, so a dead actor loses only that batch.
+    blocks = [
+        pa.Table.from_pylist([{"key": r.key, "ticket_id": r.ticket_id, "text": r.text, "line": r.line, "source": r.source} for r in todo[i : i + batch_size]], schema=schema)
+        for i in range(0, len(todo), batch_size)
+    ]
+    scored = ray.data.from_arrow(blocks).map_batches(
+        scorer_class(scorer),
+        batch_size=batch_size,
+        batch_format="pyarrow",
+        # One block at a time per actor: a queued block waits for a free actor, not behind a busy one.
+        compute=ray.data.ActorPoolStrategy(size=workers, max_tasks_in_flight_per_actor=1),
+        num_cpus=scorer.threads,
+    )
+    it = iter(scored.iter_batches(batch_size=None, batch_format="pyarrow"))
+    try:
+        while True:
+            try:
+                batch = next(it)
+            except StopIteration:
+                return
+            except Exception as exc:  # Ray wraps a worker's error in its own types
+                raise _ray_failure(exc) from exc
+            yield batch
+    finally:
+        close = getattr(it, "close", None)
+        if close is not None:
+            close()
+
+
+def _ray_failure(exc: BaseException) -> TriageError:
+    """A Ray error as the user should read it: a node's model problem by name, else its first line."""
+    text = str(exc)
+    m = re.search(r"NodeModelError: (node .+)", text)
+    if m:
+        return NodeModelError(m.group(1).strip(), hint="fix the model on that node; the job was stopped")
+    first = next((line for line in text.splitlines() if line.strip()), type(exc).__name__)
+    return TriageError(f"the Ray job failed: {first}", hint="see the Ray logs (/tmp/ray/session_latest/logs) for the worker's traceback")

@@ -1,0 +1,156 @@
+"""The backlog's input: JSON Lines or Parquet, one file, a folder or a glob.
+
+Rows are read the way ``triage score`` reads JSON Lines (the same ids, the same error
+for a bad line), so a row that cannot be a ticket becomes an error record and the
+others are scored. Each row has a key that identifies it in the output across runs:
+the ticket id and the sha256 of its cleaned text for a ticket, and its place
+(file, line) for a row that is not one.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from triage.errors import InputError
+
+SUFFIXES = (".jsonl", ".json", ".ndjson", ".parquet")
+
+
+@dataclass(frozen=True)
+class BacklogRow:
+    """One input row: a ticket to score, or the error that stops it from being one."""
+
+    key: str
+    ticket_id: str | None
+    text: str | None
+    line: int | None
+    source: str | None  # the file, when the input has several
+    ticket_sha256: str | None = None
+    error: str | None = None
+
+    def error_record(self) -> dict[str, Any]:
+        """The error record ``triage score`` writes for a bad row (plus ``source``)."""
+        record: dict[str, Any] = {"ticket_id": self.ticket_id, "line": self.line, "error": self.error}
+        if self.source is not None:
+            record["source"] = self.source
+        if self.ticket_sha256 is not None:
+            record["ticket_sha256"] = self.ticket_sha256
+        return record
+
+
+def ticket_key(ticket_id: str, ticket_sha256: str) -> str:
+    """Key of a ticket: its id and the hash of its cleaned text."""
+    return json.dumps(["ticket", ticket_id, ticket_sha256])
+
+
+def row_key(source: str | None, line: int | None) -> str:
+    """Key of a row that is not a ticket: where it is."""
+    return json.dumps(["row", source, line])
+
+
+def record_key(record: dict[str, Any]) -> str | None:
+    """The key of an output record (a result or an error record), or None if it has none."""
+    tid, sha = record.get("ticket_id"), record.get("ticket_sha256")
+    if isinstance(tid, str) and isinstance(sha, str):
+        return ticket_key(tid, sha)
+    if "error" in record and record.get("line") is not None:
+        return row_key(record.get("source"), record.get("line"))
+    return None
+
+
+def input_files(spec: str) -> list[Path]:
+    """The files of an input: a file, a folder (its JSON Lines and Parquet files) or a glob.
+
+    Raises:
+        InputError: nothing matches, or a folder holds no input files.
+    """
+    path = Path(spec).expanduser()
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES and not p.name.startswith((".", "_")))
+        if not files:
+            raise InputError(f"folder {path} holds no {', '.join(SUFFIXES)} files")
+        return files
+    matches = sorted(Path(m) for m in glob.glob(str(path), recursive=True) if Path(m).is_file())
+    if not matches:
+        raise InputError(f"input {spec} does not exist and matches no files")
+    return matches
+
+
+def read_rows(spec: str) -> list[BacklogRow]:
+    """Every row of the input, in order; a repeated ticket (same id and text) is kept once.
+
+    Raises:
+        InputError: no input files, an unreadable file, invalid UTF-8, no rows at all.
+    """
+    files = input_files(spec)
+    root = Path(spec).expanduser() if Path(spec).expanduser().is_dir() else None
+    many = len(files) > 1
+    rows: list[BacklogRow] = []
+    seen: set[str] = set()
+    for f in files:
+        source = (str(f.relative_to(root)) if root else str(f)) if many else None
+        reader = _parquet_rows if f.suffix.lower() == ".parquet" else _jsonl_rows
+        for row in reader(f, source):
+            if row.key not in seen:
+                seen.add(row.key)
+                rows.append(row)
+    if not rows:
+        raise InputError(f"the input {spec} holds no tickets")
+    return rows
+
+
+def _make(line: int, tid: str | None, text: Any, source: str | None, where: str) -> BacklogRow:
+    from triage.ticket import make_ticket
+
+    if not isinstance(text, str):
+        return BacklogRow(row_key(source, line), tid, None, line, source, error=f"{where} (id {tid}): field 'text' is missing or not a string")
+    try:
+        ticket = make_ticket(text, tid)
+    except InputError as exc:
+        return BacklogRow(row_key(source, line), tid, None, line, source, error=f"{where}: {exc.message}")
+    return BacklogRow(ticket_key(ticket.id, ticket.sha256), ticket.id, text, line, source, ticket.sha256)
+
+
+def _fallback_id(tid: str, line: int, source: str | None, explicit: bool, word: str) -> str:
+    # ``line-N`` (triage score's id for a row without one) is ambiguous across files.
+    return tid if explicit or source is None else f"{source}:{word}-{line}"
+
+
+def _jsonl_rows(path: Path, source: str | None) -> Iterator[BacklogRow]:
+    from triage.ticket import jsonl_lines, read_text_file
+
+    prefix = f"{source} " if source else ""
+    for item in jsonl_lines(read_text_file(path, "input file")):
+        n = item.line
+        if item.obj is None:
+            yield BacklogRow(row_key(source, n), None, None, n, source, error=f"{prefix}line {n}: {item.error}")
+            continue
+        explicit = item.obj.get("id") is not None and bool(str(item.obj.get("id")).strip())
+        tid = _fallback_id(item.row_id(), n, source, explicit, "line")
+        yield _make(n, tid, item.obj.get("text"), source, f"{prefix}line {n}")
+
+
+def _parquet_rows(path: Path, source: str | None) -> Iterator[BacklogRow]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise InputError(f"reading {path} needs pyarrow", hint="pip install 'triage[ray]'") from None
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # pyarrow raises several types for a bad file
+        raise InputError(f"cannot read {path} as Parquet: {exc}") from None
+    if "text" not in table.column_names:
+        raise InputError(f"{path} has no 'text' column (columns: {', '.join(table.column_names)})")
+    ids = table.column("id").to_pylist() if "id" in table.column_names else [None] * table.num_rows
+    prefix = f"{source} " if source else ""
+    for n, (rid, text) in enumerate(zip(ids, table.column("text").to_pylist(), strict=True), 1):
+        explicit = rid is not None and bool(str(rid).strip())
+        tid = _fallback_id(str(rid) if explicit else f"row-{n}", n, source, explicit, "row")
+        yield _make(n, tid, text, source, f"{prefix}row {n}")
