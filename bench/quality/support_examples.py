@@ -56,7 +56,8 @@ def main() -> None:
                         right += ca.choice == want
                         mark = " ✓" if ca.choice == want else f" ✗ ({want})"
                     cells.append(f"{ca.choice} {ca.probability(ca.choice):.0%}{mark} · letter {cb.choice}")
-                text = row["text"] if len(row["text"]) <= 60 else row["text"][:57] + "…"
+                flat = " ".join(row["text"].split())
+                text = flat if len(flat) <= 60 else flat[:57] + "…"
                 print(f"| {text} | " + " | ".join(cells) + " |")
             if with_expect:
                 print(f"\nLabel readout agrees with the expected choice on {right} of {total} decisions.")
