@@ -493,18 +493,30 @@ class Engine:
         complete = True
         stop = cancel or (lambda: False)
         try:
-            if options.mode in ("serial", "fanout"):
+            rest: tuple[int, ...] = ()
+            if options.mode == "serial" or (options.mode == "fanout" and self._resident == prompts.prefix):
                 self._ensure_prefix(prompts, pack, kind, tokens, timing, stop)
+            elif options.mode == "fanout":
+                # The ticket goes into the same batch as the tails (see _fanout): only the stable block first.
+                t0 = time.perf_counter()
+                self._ensure_stable(prompts.stable, pack, kind, tokens, timing, stop)
+                self._resident = ()  # until the batch has run
+                tokens.prefix_cached = tokens.stable_cached
+                rest = prompts.prefix[len(prompts.stable):]
+                timing.prefill_ms = (time.perf_counter() - t0) * 1000
+            else:
+                self._drop_resident()
+            if options.mode in ("serial", "fanout"):
                 tokens.evaluated = (tokens.prefix - tokens.prefix_cached) + tokens.tails
                 if stable_note and tokens.stable_cached < tokens.stable:  # only when it cost a prefill
                     warnings.append(stable_note)
                     self.stable_change = stable_note
-            else:
-                self._drop_resident()
-            yield Prefilled(prompts, tokens, timing.prefill_ms, len(chosen))
+            if options.mode != "fanout":
+                yield Prefilled(prompts, tokens, timing.prefill_ms, len(chosen))
 
             if options.mode == "fanout":
-                self._fanout(prompts, reader, by_crit, stop)
+                timing.prefill_ms += self._fanout(prompts, reader, by_crit, stop, rest)
+                yield Prefilled(prompts, tokens, timing.prefill_ms, len(chosen))
                 for ci in chosen:
                     results[ci] = self._criterion_result(ci, pack, by_crit[ci], prior, calibrator, reader)
                     yield CriterionScored(results[ci])  # type: ignore[arg-type]
@@ -686,10 +698,20 @@ class Engine:
         self.native.seq_rm(0, len(prompts.prefix), -1)
         self._resident = prompts.prefix
 
-    def _fanout(self, prompts: TicketPrompts, reader: _Reader, by_crit: list[_Readouts], stop: Callable[[], bool]) -> None:
-        """All tails in as few batches as fit, each in its own sequence(s) sharing the prefix."""
+    def _fanout(self, prompts: TicketPrompts, reader: _Reader, by_crit: list[_Readouts], stop: Callable[[], bool], rest: tuple[int, ...] = ()) -> float:
+        """All tails in as few batches as fit, each in its own sequence(s) sharing the prefix.
+
+        With ``rest`` (the ticket's part of the prefix, not yet in the cache), the
+        first batch also carries it: its tokens belong to sequence 0 and to every
+        tail's sequence of that batch, so prefill and tails cost one decode. The
+        ticket's cells are then dropped again (only the stable block stays
+        resident), so that no later ticket reuses a prefix computed in another
+        batch shape than its own. Returns the ms of the ticket's share.
+        """
         n = self.native
         p = len(prompts.prefix)
+        s = p - len(rest)
+        prefill_ms = 0.0
         specs = prompts.prompts
         groups: list[list[int]] = [[]]
         room = n.n_ctx - p
@@ -703,7 +725,7 @@ class Engine:
             groups[-1].append(i)
             used += t
             seqs_used += w
-        for group in groups:
+        for g, group in enumerate(groups):
             if stop():
                 raise Cancelled()
             t0 = time.perf_counter()
@@ -715,8 +737,11 @@ class Engine:
                 for j in range(k, k + width):
                     n.seq_cp(0, j, -1, -1)
                 pieces += got
-                sizes[i] = sum(len(g.tokens) for g in got)
+                sizes[i] = sum(len(g_.tokens) for g_ in got)
                 k += width
+            with_rest = g == 0 and bool(rest)
+            if with_rest:
+                pieces.insert(0, Seq("rest", 0, s, rest, also=tuple(range(1, k))))
             try:
                 out = n.decode(pieces)
             finally:
@@ -724,6 +749,10 @@ class Engine:
                     n.seq_rm(j, -1, -1)
             ms = (time.perf_counter() - t0) * 1000
             total = sum(sizes.values())
+            if with_rest:  # one batch: time shared by tokens
+                share = ms * len(rest) / (len(rest) + total)
+                prefill_ms += share
+                ms -= share
             for i in group:
                 spec = specs[i]
                 acc = by_crit[spec.criterion]
@@ -731,6 +760,10 @@ class Engine:
                 acc.reads.append(reader.read(i, spec, out))
                 acc.ms += ms * sizes[i] / total  # one batch: time shared by tokens
                 acc.tokens += sizes[i]
+        if rest:
+            n.seq_rm(0, s, -1)
+            self._resident = prompts.stable
+        return prefill_ms
 
     def _criterion_result(
         self,
