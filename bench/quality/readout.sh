@@ -5,7 +5,8 @@
 #
 # Each set is split 50/50 by id hash (the same split as run.sh), then evaluated with the first 100 dev rows
 # and the first 100 training rows, a 512-token context, once with --readout label and once with
-# --readout letter (every rotation). Results: bench/quality/results/readout-SET-READOUT.json.
+# --readout letter (every rotation). An option with fewer than 5 training labels keeps its calibration
+# bias at 0 (--rare-options freeze: cfpb has 0-3 consumer loans). Results: bench/quality/results/readout-SET-READOUT.json.
 # Readouts are cached, so a re-run only reads the cache.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,6 +29,6 @@ for r in $READOUTS; do
     echo "== $d, readout $r" >&2
     "$TRIAGE" eval "$SPLITS/$d/dev.jsonl" --train "$SPLITS/$d/train.jsonl" --pack "$DATA/$d/criteria.toml" \
       --model "$MODEL" --threads "$THREADS" --n-ctx "$N_CTX" --limit "$LIMIT" --train-limit "$LIMIT" \
-      --readout "$r" --confusion --json "$OUT/readout-$d-$r.json" > "$OUT/readout-$d-$r.txt"
+      --readout "$r" --rare-options freeze --confusion --json "$OUT/readout-$d-$r.json" > "$OUT/readout-$d-$r.txt"
   done
 done
