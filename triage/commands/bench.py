@@ -29,18 +29,19 @@ cache hit rate, cold vs warm first ticket after a restart, long vs short
 stable block, model load time and peak RSS. The load average is recorded, and
 a busy machine is flagged: on 2 cores, another model process ruins timings.
 
---quick (measured 46-50 s on a quiet 2-core AVX2 machine with the 0.5B
-stand-in): 1 ticket (a tweet), one option order per criterion (orderings
-none: 5 prompts, not 18) unless --orderings is given, split for the first 2
-criteria, the tail probe at 8/96 tokens and the typical tail size (1 timing
-each), the warm-up is the stable block's prefill, no cold/warm restart and no
-long-stable-block pack unless --long-pack is given. The cache hit rate is
-then the steady one. The default pack, its criteria, and the full, serial
-and fanout modes are those of a full run.
-The default run: 3 tickets (the first tweet, medium and long ticket of the
-set; --limit 12 for all), cyclic orderings, split for the first 2 criteria
-on the tweet and the medium ticket, the probe at 8-256 tokens on the tweet
-and the long ticket, the cold/warm restart with both packs over all three.
+--quick (measured 17.6 s on a quiet 2-core AVX2 machine with the 0.5B
+stand-in): 1 ticket (a tweet), split for the first 2 criteria, the tail
+probe at 8/96 tokens and the typical tail size (1 timing each), the warm-up
+is the stable block's prefill, no cold/warm restart and no long-stable-block
+pack unless --long-pack is given. The cache hit rate is then the steady one.
+The default pack, its criteria, and every mode (full, serial, fanout,
+letter_serial) are those of a full run; letter_serial asks every rotation,
+the other modes read by name (--readout label, the default).
+The default run (measured 99.5 s on the same machine): 3 tickets (the first
+tweet, medium and long ticket of the set; --limit 12 for all), split for the
+first 2 criteria on the tweet and the medium ticket, the probe at 8-256
+tokens on the tweet and the long ticket, the cold/warm restart with both
+packs over all three.
 
 examples:
   triage bench --quick --model qwen2.5-coder-0.5b --json /tmp/b.json
