@@ -8,7 +8,7 @@
 Steps, each skipped when its result is already there:
 
 1. Choose llama.cpp's CMake flags for the CPU class (never -march=native, never
-   AMX; see docs/build.md and triage/cpuflags.py).
+   AMX; see docs/build.md and triage/model/cpuflags.py).
 2. Build the llama-cpp-python wheel for exactly those flags, or reuse it from the
    cache that scripts/setup also uses: ``$TRIAGE_WHEELS/llama-cpp-python/<key>/``
    (default ``~/.cache/triage-build``), so the ~8 minute compile happens once per
@@ -45,7 +45,7 @@ ROOT = HERE.parent
 LLAMA_VERSION = "0.3.36"  # the pin in pyproject.toml; scripts/setup builds the same one
 
 sys.path.insert(0, str(ROOT / "triage"))
-import cpuflags  # noqa: E402  (triage/cpuflags.py: stdlib only, importable before triage is installed)
+import cpuflags  # noqa: E402  (triage/model/cpuflags.py: stdlib only, importable before triage is installed)
 
 # cpuinfo flags of each named class. "avx2" is the x86-64-v3 subset llama.cpp uses:
 # every x86 laptop since Intel Haswell (2013) and AMD Excavator/Zen has it.

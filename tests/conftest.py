@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from triage.paths import user_dirs
+from triage.store.paths import user_dirs
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 _REAL_MODELS = user_dirs().models  # resolved at import, before any TRIAGE_HOME override

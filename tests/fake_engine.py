@@ -1,4 +1,4 @@
-"""A scripted stand-in for :class:`triage.engine.Engine`, for fast, deterministic TUI tests.
+"""A scripted stand-in for :class:`triage.scoring.engine.Engine`, for fast, deterministic TUI tests.
 
 It builds real prompts (the one prompt builder, a character tokenizer) and
 streams the engine's own event types with known probabilities, fixed
@@ -16,11 +16,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from triage.engine import CriterionScored, Prefilled, ScoreEvent, ScoreOptions, TicketScored
-from triage.pack import Pack
-from triage.prompt import PromptBuilder, PromptFormat
-from triage.result import CriterionResult, OptionScore, TicketResult, Timing, Tokens
-from triage.ticket import Ticket, make_ticket
+from triage.scoring.engine import CriterionScored, Prefilled, ScoreEvent, ScoreOptions, TicketScored
+from triage.scoring.pack import Pack
+from triage.scoring.prompt import PromptBuilder, PromptFormat
+from triage.scoring.result import CriterionResult, OptionScore, TicketResult, Timing, Tokens
+from triage.scoring.ticket import Ticket, make_ticket
 
 FIXED_TIME = 1_700_000_000.0
 

@@ -9,8 +9,8 @@ import pytest
 
 from triage.bench.workload import LONG_PACK_ASSET, TICKETS_ASSET, kind_of, make_workload, read_tickets
 from triage.errors import InputError
-from triage.pack import default_pack, load_pack
-from triage.paths import asset
+from triage.scoring.pack import default_pack, load_pack
+from triage.store.paths import asset
 
 
 def test_ticket_set_is_real_varied_and_licensed() -> None:

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from triage import calibrate as cal_mod
-from triage.calibrate import apply_vector_scaling, fit_calibration, fit_criterion, fit_vector_scaling
-from triage.pack import parse_pack
+from triage.scoring import calibrate as cal_mod
+from triage.scoring.calibrate import apply_vector_scaling, fit_calibration, fit_criterion, fit_vector_scaling
+from triage.scoring.pack import parse_pack
 
 PACK = parse_pack({
     "criterion": [

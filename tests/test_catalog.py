@@ -1,4 +1,4 @@
-"""triage.catalog: the shipped assets/models.toml and the parser's checks."""
+"""triage.model.catalog: the shipped assets/models.toml and the parser's checks."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from triage.catalog import CatalogError, get_entry, load_catalog, parse_catalog
+from triage.model.catalog import CatalogError, get_entry, load_catalog, parse_catalog
 from triage.errors import InputError
 
 

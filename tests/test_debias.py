@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from triage import debias
+from triage.scoring import debias
 
 
 def test_orders() -> None:

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from triage.engine import CriterionScored, Engine, Prefilled, ScoreOptions, TicketScored
+from triage.scoring.engine import CriterionScored, Engine, Prefilled, ScoreOptions, TicketScored
 from triage.errors import TriageError
-from triage.pack import Pack, load_pack
-from triage.prefix import StableCache
-from triage.result import TicketResult
+from triage.scoring.pack import Pack, load_pack
+from triage.scoring.prefix import StableCache
+from triage.scoring.result import TicketResult
 
 # Fan-out decodes the tails as one batch: other kernels, other rounding. Measured
 # max |dp| vs serial on this pack: ~0.01-0.02 (docs/engine.md); allowed 0.05.
@@ -305,7 +305,7 @@ def test_another_running_process_pack_switch_is_not_this_results_warning(smollm2
     folder = tmp_path / "stable"
     other_parts = {"model": "other (000000000000)", "prompt format": "triage-prompt/9:chat", "pack": "elsewhere v7 (0000000000000000)"}
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"import sys, time; from pathlib import Path; from triage.prefix import StableCache; "
+        [sys.executable, "-c", f"import sys, time; from pathlib import Path; from triage.scoring.prefix import StableCache; "
          f"StableCache(Path({str(folder)!r})).swap_last({other_parts!r}); print('recorded', flush=True); sys.stdin.read()"],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
@@ -320,7 +320,7 @@ def test_another_running_process_pack_switch_is_not_this_results_warning(smollm2
         holder.communicate("", timeout=30)
     # Once that process has ended, its record is a previous run: a change since then is named.
     done = subprocess.run(
-        [sys.executable, "-c", f"from pathlib import Path; from triage.prefix import StableCache; StableCache(Path({str(folder)!r})).swap_last({other_parts!r})"],
+        [sys.executable, "-c", f"from pathlib import Path; from triage.scoring.prefix import StableCache; StableCache(Path({str(folder)!r})).swap_last({other_parts!r})"],
         check=True,
     )
     assert done.returncode == 0

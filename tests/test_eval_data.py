@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from triage import debias
+from triage.scoring import debias
 from triage.errors import InputError
 from triage.evaluation.cache import CacheKey, Outcome, ReadoutCache
 from triage.evaluation.data import read_labelled, split_by_id, write_jsonl
 from triage.evaluation.runner import CalibrationPlan, Scorer, build_report, score_rows
-from triage.pack import parse_pack
-from triage.result import TicketResult, Timing, Tokens
-from triage.ticket import make_ticket
+from triage.scoring.pack import parse_pack
+from triage.scoring.result import TicketResult, Timing, Tokens
+from triage.scoring.ticket import make_ticket
 
 PACK = parse_pack({
     "criterion": [

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from fake_engine import FakeEngine
 
-from triage.export import default_name, export_result, format_for, to_markdown
-from triage.pack import default_pack
-from triage.result import ticket_result_from_dict
+from triage.store.export import default_name, export_result, format_for, to_markdown
+from triage.scoring.pack import default_pack
+from triage.scoring.result import ticket_result_from_dict
 
 TEXT = "Login fails with error 500 | since the update.\nAngry customer, wants a refund."
 

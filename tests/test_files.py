@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from triage.files import json_safe, write_json_atomic, write_text_atomic
+from triage.store.files import json_safe, write_json_atomic, write_text_atomic
 
 
 def test_write_creates_the_folder_and_replaces_the_file(tmp_path: Path) -> None:

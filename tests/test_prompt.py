@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from triage import debias
-from triage.pack import default_pack
-from triage.prompt import IM_END, IM_START, PromptBuilder, PromptFormat, common_prefix
-from triage.tokenizer import HFTokenizer, qwen3_tokenizer
+from triage.scoring import debias
+from triage.scoring.pack import default_pack
+from triage.scoring.prompt import IM_END, IM_START, PromptBuilder, PromptFormat, common_prefix
+from triage.scoring.tokenizer import HFTokenizer, qwen3_tokenizer
 
 ENDINGS = [
     "I was charged twice.",

@@ -21,7 +21,7 @@ import pytest
 from triage.backlog.output import RunSignature, open_writer, read_existing
 from triage.backlog.rows import read_rows, record_key
 from triage.cli import build_parser, main
-from triage.engine import ScoreOptions
+from triage.scoring.engine import ScoreOptions
 
 DATA = Path(__file__).parent / "data" / "backlog-30.jsonl"
 PACK = """
@@ -132,7 +132,7 @@ def test_parquet_parts_have_one_schema_and_read_back(tmp_path: Path) -> None:
 
 
 def test_a_node_pulls_a_missing_catalog_model_once_and_checks_it(monkeypatch: pytest.MonkeyPatch, smollm2_path: Path) -> None:
-    from triage import modelstore
+    from triage.model import modelstore
     from triage.backlog.worker import NodeModelError, ensure_model
 
     pulls: list[str] = []

@@ -1,4 +1,4 @@
-"""triage.resolve: which model runs, in what order, and the errors on the way.
+"""triage.model.resolve: which model runs, in what order, and the errors on the way.
 
 Catalog models are "installed" here as sparse files of the catalog's exact size
 plus the sidecar a pull writes; path models are small GGUF files written by
@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from test_gguf import write_gguf
-from triage.catalog import get_entry
+from triage.model.catalog import get_entry
 from triage.errors import InputError, TriageError
-from triage.gguf import NotGGUFError, TruncatedGGUFError
-from triage.paths import user_dirs
-from triage.resolve import ModelRef, cached_sha256, resolve_model
+from triage.model.gguf import NotGGUFError, TruncatedGGUFError
+from triage.store.paths import user_dirs
+from triage.model.resolve import ModelRef, cached_sha256, resolve_model
 
 
 def install(name: str, *, sidecar: bool = True, size_delta: int = 0) -> Path:

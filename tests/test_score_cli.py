@@ -101,16 +101,16 @@ def test_no_model_installed(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capt
 
 
 def write_cal(path: Path, *, sha: str, pack_hash: str, fmt: str = "triage-prompt/2:chat", orderings: str = "cyclic") -> Path:
-    from triage.calibrate import Calibration, CriterionCalibration, write_calibration
+    from triage.scoring.calibrate import Calibration, CriterionCalibration, write_calibration
 
     cal = Calibration(sha, pack_hash, fmt, orderings, False, {"mood": CriterionCalibration(0.5, {"angry": 2.0, "calm": 0.0})})
     return write_calibration(cal, path)
 
 
 def test_stored_calibration_is_applied_and_a_mismatch_refused(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], smollm2_path: Path, pack: Path, tmp_path: Path) -> None:
-    from triage.calibrate import calibrations_dir, stored_name
-    from triage.pack import load_pack
-    from triage.resolve import cached_sha256
+    from triage.scoring.calibrate import calibrations_dir, stored_name
+    from triage.scoring.pack import load_pack
+    from triage.model.resolve import cached_sha256
 
     sha, pack_hash = cached_sha256(smollm2_path), load_pack(pack).hash
     base = ["score", "--model", str(smollm2_path), "--pack", str(pack), "--format", "json", "--orderings", "none"]

@@ -10,15 +10,15 @@ from pathlib import Path
 
 SCRIPT = """
 import json, sys
-from triage.pack import default_pack, load_pack
-from triage.prompt import PromptBuilder, PromptFormat
+from triage.scoring.pack import default_pack, load_pack
+from triage.scoring.prompt import PromptBuilder, PromptFormat
 pack = load_pack(sys.argv[2]) if len(sys.argv) > 2 else default_pack()
 if sys.argv[1] == "hf":
-    from triage.tokenizer import qwen3_tokenizer
+    from triage.scoring.tokenizer import qwen3_tokenizer
     b = PromptBuilder(pack, PromptFormat("chat", think=True), qwen3_tokenizer())
     fmt = b.fmt.id
 else:
-    from triage.engine import Engine
+    from triage.scoring.engine import Engine
     e = Engine(sys.argv[1], n_ctx=1024)
     b, fmt = e.builder(pack), e.fmt.id
 print(json.dumps({"ids": list(b.stable_tokens), "hash": b.stable_hash, "fmt": fmt, "pack": pack.hash}))

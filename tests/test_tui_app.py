@@ -12,8 +12,8 @@ from textual import events
 from textual.widgets import DataTable, Input
 
 from triage.errors import TriageError
-from triage.paths import user_dirs
-from triage.ticket import make_ticket
+from triage.store.paths import user_dirs
+from triage.scoring.ticket import make_ticket
 from triage.tui.app import TriageApp
 from triage.tui.messages import TicketDecided
 from triage.tui.screens.export import ExportScreen
@@ -299,7 +299,7 @@ async def test_switch_model_reloads_through_the_factory() -> None:
 
 
 async def test_auto_score_after_paste_is_remembered() -> None:
-    from triage.config import load_config
+    from triage.store.config import load_config
 
     app = fake_app()
     async with app.run_test() as pilot:
@@ -312,7 +312,7 @@ async def test_auto_score_after_paste_is_remembered() -> None:
 
 
 async def test_theme_is_remembered_in_the_config() -> None:
-    from triage.config import load_config
+    from triage.store.config import load_config
 
     app = fake_app(remember_theme=True)
     async with app.run_test() as pilot:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from fake_engine import CharTokenizer, FakeEngine
 
-from triage import debias
-from triage.pack import default_pack
-from triage.prompt import PromptBuilder, PromptFormat
-from triage.tokenizer import qwen3_tokenizer
+from triage.scoring import debias
+from triage.scoring.pack import default_pack
+from triage.scoring.prompt import PromptBuilder, PromptFormat
+from triage.scoring.tokenizer import qwen3_tokenizer
 from triage.tui.counting import QWEN3_FORMAT, chunks, count_ticket, count_tokens, ticket_budget
 
 TEXT = "My invoice is wrong, I was charged twice; please refund me today!\n" * 400

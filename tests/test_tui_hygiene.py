@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-CORE = ["triage.history", "triage.export", "triage.tui.engine_host", "triage.tui.counting", "triage.tui.options", "triage.tui.submission"]
+CORE = ["triage.store.history", "triage.store.export", "triage.tui.engine_host", "triage.tui.counting", "triage.tui.options", "triage.tui.submission"]
 
 
 def modules_after(code: str) -> set[str]:

@@ -15,7 +15,7 @@ import logging, sys, warnings
 from triage.tui.launch import route_logging
 print(route_logging())
 logging.getLogger("triage.llama").warning("from llama.cpp")
-logging.getLogger("triage.history").info("from triage")
+logging.getLogger("triage.store.history").info("from triage")
 logging.getLogger("somelib").error("from a library")
 warnings.warn("a python warning")
 """
@@ -28,7 +28,7 @@ def test_logs_go_to_the_file_not_the_terminal(tmp_path: Path) -> None:
     assert proc.stderr == "" and proc.stdout.strip() == str(log)
     text = log.read_text(encoding="utf-8")
     assert "triage.llama: from llama.cpp" in text
-    assert text.count("triage.history: from triage") == 1  # once, not once per handler
+    assert text.count("triage.store.history: from triage") == 1  # once, not once per handler
     assert "somelib: from a library" in text
     assert "a python warning" in text
 
@@ -41,8 +41,8 @@ def test_llama_cpp_writes_nothing_to_stderr(smollm2_path: Path, tmp_path: Path) 
         import sys
         from triage.tui.launch import route_logging
         route_logging()
-        from triage.engine import Engine
-        from triage.pack import default_pack
+        from triage.scoring.engine import Engine
+        from triage.scoring.pack import default_pack
         with Engine(sys.argv[1], name="smollm2-135m", stand_in=True, n_ctx=2048) as engine:
             engine.score_ticket("My card was charged twice, refund me.", default_pack())
         """

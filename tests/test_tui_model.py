@@ -11,7 +11,7 @@ import pytest
 from fake_engine import fake_app, wait_until
 from textual import events
 
-from triage.engine import Engine
+from triage.scoring.engine import Engine
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 

@@ -18,7 +18,7 @@ from fake_engine import FakeEngine, FakeFactory, fake_app, wait_until
 from textual import events
 
 from triage.errors import TriageError
-from triage.pack import parse_pack
+from triage.scoring.pack import parse_pack
 from triage.tui.app import TriageApp
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
             return run_app(args)
         return int(run(args) or 0)
     except TriageError as exc:
-        from triage.ticket import printable
+        from triage.scoring.ticket import printable
 
         print(f"triage: error: {printable(exc.message)}", file=sys.stderr)
         if exc.hint:

@@ -1,7 +1,7 @@
 """Where triage's own log and llama.cpp's log output go: a file in the user state dir.
 
 Nothing from llama.cpp is ever written to the terminal (it would garble the TUI
-and pollute JSON output); ``triage.native`` routes it into the ``triage.llama``
+and pollute JSON output); ``triage.model.native`` routes it into the ``triage.llama``
 logger, and this sends the ``triage`` loggers to ``<state>/triage.log``.
 """
 
@@ -11,7 +11,7 @@ import logging
 import logging.handlers
 from pathlib import Path
 
-from triage.paths import user_dirs
+from triage.store.paths import user_dirs
 
 _installed: Path | None = None
 

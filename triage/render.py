@@ -6,8 +6,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from triage.result import TicketResult
-from triage.ticket import printable
+from triage.scoring.result import TicketResult
+from triage.scoring.ticket import printable
 
 BAR_WIDTH = 20
 

@@ -18,7 +18,7 @@ import tomllib
 from pathlib import Path
 
 from triage.evaluation.data import read_labelled
-from triage.pack import load_pack
+from triage.scoring.pack import load_pack
 
 
 def toml_str(s: str) -> str:

@@ -14,11 +14,11 @@ import argparse
 import json
 from pathlib import Path
 
-from triage.engine import ScoreOptions
-from triage.loader import load_engine
-from triage.pack import default_pack
-from triage.paths import asset
-from triage.ticket import make_ticket
+from triage.scoring.engine import ScoreOptions
+from triage.model.loader import load_engine
+from triage.scoring.pack import default_pack
+from triage.store.paths import asset
+from triage.scoring.ticket import make_ticket
 
 HERE = Path(__file__).resolve().parent
 

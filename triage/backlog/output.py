@@ -30,7 +30,7 @@ from typing import IO, Any, Protocol
 
 from triage.backlog.rows import record_key
 from triage.errors import InputError
-from triage.files import write_json_atomic
+from triage.store.files import write_json_atomic
 
 RUN_SCHEMA = "triage.backlog-run/1"
 PART_ROWS = 1000  # rows per Parquet part (and at most a minute between parts)

@@ -71,9 +71,9 @@ def run_ray(args: argparse.Namespace, *, on_batch: OnBatch | None = None) -> int
         TriageError: Ray is not installed; a node cannot use the model (named).
     """
     from triage.commands.score import choose_calibration, score_options
-    from triage.config import load_config
-    from triage.loader import engine_settings
-    from triage.pack import resolve_pack
+    from triage.store.config import load_config
+    from triage.model.loader import engine_settings
+    from triage.scoring.pack import resolve_pack
 
     address, source = _address_and_input(args)
     threads = args.threads or default_threads()
@@ -150,8 +150,8 @@ def model_spec(requested: str | None, config: dict[str, Any]) -> tuple[str, str 
     """
     import os
 
-    from triage.catalog import load_catalog
-    from triage.resolve import ENV_VAR, cached_sha256, resolve_model
+    from triage.model.catalog import load_catalog
+    from triage.model.resolve import ENV_VAR, cached_sha256, resolve_model
 
     spec = requested or os.environ.get(ENV_VAR) or config.get("model")
     catalog = load_catalog()

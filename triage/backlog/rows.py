@@ -107,7 +107,7 @@ def read_rows(spec: str) -> list[BacklogRow]:
 
 
 def _make(line: int, tid: str | None, text: Any, source: str | None, where: str) -> BacklogRow:
-    from triage.ticket import make_ticket
+    from triage.scoring.ticket import make_ticket
 
     if not isinstance(text, str):
         return BacklogRow(row_key(source, line), tid, None, line, source, error=f"{where} (id {tid}): field 'text' is missing or not a string")
@@ -124,7 +124,7 @@ def _fallback_id(tid: str, line: int, source: str | None, explicit: bool, word: 
 
 
 def _jsonl_rows(path: Path, source: str | None) -> Iterator[BacklogRow]:
-    from triage.ticket import jsonl_lines, read_text_file
+    from triage.scoring.ticket import jsonl_lines, read_text_file
 
     prefix = f"{source} " if source else ""
     for item in jsonl_lines(read_text_file(path, "input file")):

@@ -42,14 +42,14 @@ def node_name() -> str:
 class ModelIdentity:
     """What a node reported about the model it runs: enough to pick a calibration and to resume.
 
-    It answers ``sha256`` and ``format_for(readout)`` as an :class:`~triage.engine.Engine`
+    It answers ``sha256`` and ``format_for(readout)`` as an :class:`~triage.scoring.engine.Engine`
     does, which is all that calibration lookups read.
     """
 
     node: str
     name: str
     sha256: str
-    fmt: Any  # the model's triage.prompt.PromptFormat
+    fmt: Any  # the model's triage.scoring.prompt.PromptFormat
     triage_version: str
 
     @property
@@ -88,9 +88,9 @@ def ensure_model(spec: str, expected_sha256: str | None) -> Any:
         NodeModelError: the model cannot be had here, or its sha256 is not the expected one
             (the message names this node).
     """
-    from triage.catalog import load_catalog
-    from triage.modelstore import inspect_installed, models_dir, pull
-    from triage.resolve import cached_sha256, resolve_model
+    from triage.model.catalog import load_catalog
+    from triage.model.modelstore import inspect_installed, models_dir, pull
+    from triage.model.resolve import cached_sha256, resolve_model
 
     node = node_name()
     catalog = load_catalog()
@@ -120,7 +120,7 @@ def probe(spec: str, expected_sha256: str | None, prompt_style: str) -> dict[str
         a failure is returned, not raised, so the driver can name every bad node at once.
     """
     from triage import __version__
-    from triage.engine import Engine
+    from triage.scoring.engine import Engine
 
     try:
         ref = ensure_model(spec, expected_sha256)
@@ -141,9 +141,9 @@ class ScorerConfig:
 
     model: str  # catalog name or path
     expected_sha256: str
-    pack: Any  # triage.pack.Pack
-    options: Any  # triage.engine.ScoreOptions, passed through unchanged
-    calibration: Any  # triage.calibrate.Calibration or None
+    pack: Any  # triage.scoring.pack.Pack
+    options: Any  # triage.scoring.engine.ScoreOptions, passed through unchanged
+    calibration: Any  # triage.scoring.calibrate.Calibration or None
     n_ctx: int | None
     threads: int
     prompt_style: str
@@ -153,14 +153,14 @@ class TicketScorer:
     """A Ray Data callable class: one engine per actor, a batch of tickets per call.
 
     The batch has columns ``key``, ``ticket_id``, ``text``, ``line``, ``source``;
-    the output has ``key`` and ``record`` (the record as JSON text: a ``triage.result``
+    the output has ``key`` and ``record`` (the record as JSON text: a ``triage.scoring.result``
     result, or an error record as ``triage score`` writes).
     """
 
     config: ScorerConfig  # bound by :func:`scorer_class`
 
     def __init__(self) -> None:
-        from triage.loader import load_engine
+        from triage.model.loader import load_engine
 
         config = self.config
         ensure_model(config.model, config.expected_sha256)
@@ -181,7 +181,7 @@ class TicketScorer:
 
     def score_row(self, row: dict[str, Any]) -> dict[str, Any]:
         """One ticket's record: its result, or an error record naming the row."""
-        from triage.ticket import make_ticket
+        from triage.scoring.ticket import make_ticket
 
         cfg = self.config
         ticket = make_ticket(row["text"], row["ticket_id"])

@@ -19,7 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from triage.cpuflags import cmake_options, describe, read_cpu_flags
+from triage.model.cpuflags import cmake_options, describe, read_cpu_flags
 
 BUSY_LOAD_PER_CORE = 0.25  # 0.5 on 2 cores: someone else is running something
 BUSY_OTHER_SHARE = 0.10  # other processes took over 10% of all cores during the run

@@ -26,11 +26,11 @@ from typing import TYPE_CHECKING, Any
 from triage.bench.machine import BUSY_OTHER_SHARE, cores, is_busy, machine_info, other_cpu_share
 from triage.bench.stats import LinearFit, clean, linear_fit, median, ratio, spread, token_bound
 from triage.bench.workload import LETTER_MODE, REUSE_MODES, SPLIT
-from triage.files import write_json_atomic
+from triage.store.files import write_json_atomic
 
 if TYPE_CHECKING:
     from triage.bench.runner import BenchRun, Sample
-    from triage.result import TicketResult
+    from triage.scoring.result import TicketResult
 
 SCHEMA = "triage.bench/1"
 SEED_ONNX = {"fixed_ms": 28.4, "per_token_ms": 3.23, "what": "the seed design's ONNX Runtime tails on a CPU"}

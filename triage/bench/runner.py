@@ -37,9 +37,9 @@ from triage.bench.machine import CpuSnapshot, cpu_snapshot, load_average
 from triage.bench.workload import ENGINE_MODE, LETTER_MODE, REUSE_MODES, SPLIT, BenchTicket, Workload
 
 if TYPE_CHECKING:
-    from triage.engine import Engine
-    from triage.pack import Pack
-    from triage.result import TicketResult
+    from triage.scoring.engine import Engine
+    from triage.scoring.pack import Pack
+    from triage.scoring.result import TicketResult
 
 PROBE_SEQ = 62  # the tail probe's copy of the prefix (fan-out uses 1..k)
 FRESH_SEQ = 63  # fresh sequences for the raw-throughput reference
@@ -59,7 +59,7 @@ class EngineSpec:
 
     def open(self, stable_store: Any = None) -> Engine:
         """Load the model (the caller closes it)."""
-        from triage.engine import Engine
+        from triage.scoring.engine import Engine
 
         return Engine(
             self.path, name=self.name, sha256=self.sha256, stand_in=self.stand_in, n_ctx=self.n_ctx,
@@ -147,7 +147,7 @@ def _time_readout(engine: Engine, pack: Pack) -> float:
     """Median ms of one readout (a softmax over the whole vocabulary), part of every tail's cost."""
     import numpy as np
 
-    from triage import readout
+    from triage.scoring import readout
 
     letters = readout.letter_ids(engine.tokenizer, max(len(c.options) for c in pack.criteria))
     logits = np.random.default_rng(0).standard_normal(engine.native.n_vocab).astype(np.float32)
@@ -254,7 +254,7 @@ class BenchRunner:
         return self.wl.pack
 
     def _options(self, mode: str, orderings: str | None = None) -> Any:
-        from triage.engine import ScoreOptions
+        from triage.scoring.engine import ScoreOptions
 
         engine_mode, strategy = ENGINE_MODE[mode]
         kind, asked = self.wl.mode_readout(mode)
@@ -268,7 +268,7 @@ class BenchRunner:
 
     def _load(self) -> None:
         self._phase_t0 = time.perf_counter()
-        from triage.prefix import StableCache
+        from triage.scoring.prefix import StableCache
 
         eng = self.spec.open(stable_store=StableCache(self._cache_dir("main")))
         self.engine = eng
@@ -294,7 +294,7 @@ class BenchRunner:
         self._mark("warm-up")
 
     def _score(self, mode: str, ticket: BenchTicket, rep: int, slot: int) -> None:
-        from triage.debias import orders_for
+        from triage.scoring.debias import orders_for
 
         eng = self._main()
         pack = self._pack_for(mode)
@@ -315,8 +315,8 @@ class BenchRunner:
 
     def _probe(self, ticket: BenchTicket) -> None:
         """Single tails after the ticket's prefix, and fresh sequences, at the probe sizes."""
-        from triage.debias import orders_for
-        from triage.native import Seq
+        from triage.scoring.debias import orders_for
+        from triage.model.native import Seq
 
         eng = self._main()
         n = eng.native
@@ -357,7 +357,7 @@ class BenchRunner:
     def _raw_reference(self, ticket: BenchTicket) -> None:
         """llama.cpp's raw prompt processing for exactly the tokens each reuse mode evaluated on this
         ticket: one fresh sequence of that many tokens in an empty cache, one decode (the physical limit)."""
-        from triage.native import Seq
+        from triage.model.native import Seq
 
         eng = self._main()
         n = eng.native
@@ -385,7 +385,7 @@ class BenchRunner:
         return Path(self._tmp.name) / label
 
     def _cold(self, label: str, pack: Pack, ticket: BenchTicket, first: bool) -> None:
-        from triage.prefix import StableCache
+        from triage.scoring.prefix import StableCache
 
         if first:
             self._phase_t0 = time.perf_counter()
@@ -406,7 +406,7 @@ class BenchRunner:
             self._stable_engine = None
 
     def _warm(self, label: str, pack: Pack, ticket: BenchTicket) -> None:
-        from triage.prefix import StableCache
+        from triage.scoring.prefix import StableCache
 
         self._phase_t0 = time.perf_counter()
         store = StableCache(self._cache_dir(label))  # a new instance: nothing in memory, as after a restart

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from triage.errors import InputError
-from triage.pack import Pack
-from triage.ticket import Ticket, jsonl_lines, make_ticket, read_text_file
+from triage.scoring.pack import Pack
+from triage.scoring.ticket import Ticket, jsonl_lines, make_ticket, read_text_file
 
 TICKETS_ASSET = "bench-tickets.jsonl"
 LONG_PACK_ASSET = "long-stable-pack.toml"
@@ -193,7 +193,7 @@ def make_workload(
     session over all three. ``limit`` (or ``--tickets``) takes the first N rows
     instead.
     """
-    from triage.paths import asset
+    from triage.store.paths import asset
 
     if repeats < 1:
         raise InputError("--repeat must be at least 1")

@@ -79,10 +79,10 @@ def run(args: argparse.Namespace) -> int:
     from triage.bench.runner import BenchRunner, EngineSpec
     from triage.bench.terminal import print_summary
     from triage.bench.workload import LONG_PACK_ASSET, make_workload
-    from triage.loader import engine_settings
-    from triage.pack import load_pack, resolve_pack
-    from triage.paths import asset
-    from triage.resolve import resolve_model
+    from triage.model.loader import engine_settings
+    from triage.scoring.pack import load_pack, resolve_pack
+    from triage.store.paths import asset
+    from triage.model.resolve import resolve_model
 
     out = Console()
     if not out.is_terminal:  # a log file: wide enough for the tables

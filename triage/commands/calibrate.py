@@ -56,15 +56,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from triage import calibrate as cal_mod
+    from triage.scoring import calibrate as cal_mod
     from triage.errors import InputError
     from triage.evaluation.data import read_labelled
     from triage.evaluation.runner import gold
     from triage.evaluation.session import report_bad, score_sets
     from triage.evaluation.variants import readings
-    from triage.loader import load_engine
-    from triage.pack import resolve_pack
-    from triage.ticket import printable
+    from triage.model.loader import load_engine
+    from triage.scoring.pack import resolve_pack
+    from triage.scoring.ticket import printable
 
     # A report piped to a file or a log is read later: do not squeeze it into 80 columns.
     # soft_wrap: messages stay one line each (grep-able); tables still fit the width.

@@ -74,15 +74,15 @@ def run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
 
-    from triage.calibrate import MIN_PER_OPTION, auto_calibration, load_calibration
+    from triage.scoring.calibrate import MIN_PER_OPTION, auto_calibration, load_calibration
     from triage.errors import InputError
     from triage.evaluation.data import read_labelled, split_by_id, write_jsonl
     from triage.evaluation.report import print_report, write_json
     from triage.evaluation.runner import CalibrationPlan, build_report, orderings_for, set_summary
     from triage.evaluation.session import report_bad, score_sets
-    from triage.loader import load_engine
-    from triage.pack import resolve_pack
-    from triage.ticket import printable
+    from triage.model.loader import load_engine
+    from triage.scoring.pack import resolve_pack
+    from triage.scoring.ticket import printable
 
     # A report piped to a file or a log is read later: do not squeeze it into 80 columns.
     # soft_wrap: messages stay one line each (grep-able); tables still fit the width.

@@ -54,8 +54,8 @@ def run(args: argparse.Namespace) -> int:
 
 def model_rows() -> list[dict[str, Any]]:
     """One dict per catalog entry: catalog facts plus its installed state."""
-    from triage.catalog import load_catalog
-    from triage.modelstore import inspect_installed
+    from triage.model.catalog import load_catalog
+    from triage.model.modelstore import inspect_installed
 
     catalog = load_catalog()
     rows = []
@@ -100,7 +100,7 @@ def _list(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from triage.modelstore import models_dir
+    from triage.model.modelstore import models_dir
 
     table = Table(title=f"Models in {models_dir()}", title_justify="left", caption="sha256: the first 8 hex digits; `--json` prints all of it", caption_justify="left")
     table.add_column("name", no_wrap=True)
@@ -132,7 +132,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 class _RichProgress:
-    """Draws :class:`triage.modelstore.Progress` events on stderr with Rich."""
+    """Draws :class:`triage.model.modelstore.Progress` events on stderr with Rich."""
 
     def __init__(self) -> None:
         from rich.console import Console
@@ -162,7 +162,7 @@ class _RichProgress:
 
 
 def _pull(args: argparse.Namespace) -> int:
-    from triage.modelstore import pull
+    from triage.model.modelstore import pull
 
     result = pull(args.name, force=args.force, progress=_RichProgress())
     if result.already_installed:
@@ -176,10 +176,10 @@ def _verify(args: argparse.Namespace) -> int:
     """Hash models again: every installed catalog model, one by name, or a file."""
     from pathlib import Path
 
-    from triage.catalog import load_catalog
+    from triage.model.catalog import load_catalog
     from triage.errors import InputError
-    from triage.modelstore import VerifyMismatch, inspect_installed, model_file, verify_installed
-    from triage.ticket import printable
+    from triage.model.modelstore import VerifyMismatch, inspect_installed, model_file, verify_installed
+    from triage.scoring.ticket import printable
 
     catalog = load_catalog()
     if args.name and args.name not in catalog.entries:
@@ -217,8 +217,8 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _verify_file(path: Any, catalog: Any) -> int:
     """A .gguf that is no installed catalog model: hash it, and name the catalog entry it is, if any."""
-    from triage.resolve import cached_sha256
-    from triage.ticket import printable
+    from triage.model.resolve import cached_sha256
+    from triage.scoring.ticket import printable
 
     sha = cached_sha256(path, refresh=True)
     same = [e.name for e in catalog.entries.values() if e.sha256 == sha]
@@ -231,9 +231,9 @@ def _verify_file(path: Any, catalog: Any) -> int:
 
 
 def _path(args: argparse.Namespace) -> int:
-    from triage.catalog import get_entry
+    from triage.model.catalog import get_entry
     from triage.errors import TriageError
-    from triage.modelstore import inspect_installed, pull_command, verify_installed
+    from triage.model.modelstore import inspect_installed, pull_command, verify_installed
 
     entry = get_entry(args.name)  # unknown name: InputError listing the known ones
     inst = inspect_installed(entry)

@@ -102,7 +102,7 @@ def read_input(file: str | None, *, force_jsonl: bool, force_text: bool, ticket_
     Raises:
         InputError: unreadable file, invalid UTF-8, no input.
     """
-    from triage.ticket import decode_ticket_bytes, read_text_file
+    from triage.scoring.ticket import decode_ticket_bytes, read_text_file
 
     if file in (None, "-"):
         if sys.stdin is None or sys.stdin.isatty():
@@ -129,7 +129,7 @@ def _looks_jsonl(file: str | None, text: str) -> bool:
 
 
 def _jsonl_rows(text: str) -> Iterator[Row]:
-    from triage.ticket import jsonl_lines
+    from triage.scoring.ticket import jsonl_lines
 
     for item in jsonl_lines(text):
         n = item.line
@@ -213,7 +213,7 @@ class RecordWriter:
 
 def _say(line: str) -> None:
     """One line on stderr, with any escape sequences or control characters of the input removed."""
-    from triage.ticket import printable
+    from triage.scoring.ticket import printable
 
     print(printable(line), file=sys.stderr)
 
@@ -234,9 +234,9 @@ def chosen_criteria(arg: str | None, pack: Any) -> tuple[str, ...] | None:
 
 
 def score_options(args: argparse.Namespace, config: dict[str, Any], pack: Any) -> Any:
-    """The :class:`~triage.engine.ScoreOptions` of these arguments and config: one place for
+    """The :class:`~triage.scoring.engine.ScoreOptions` of these arguments and config: one place for
     ``triage score`` and ``--ray``, so both always score with the same options."""
-    from triage.engine import DEFAULT_MODE, ScoreOptions
+    from triage.scoring.engine import DEFAULT_MODE, ScoreOptions
 
     return ScoreOptions(
         mode=args.mode or config.get("mode", DEFAULT_MODE),
@@ -256,7 +256,7 @@ def choose_calibration(args: argparse.Namespace, config: dict[str, Any], engine:
     Raises:
         InputError: an explicit calibration that does not fit the model, pack, readout or options.
     """
-    from triage.calibrate import auto_calibration, check_options, load_calibration
+    from triage.scoring.calibrate import auto_calibration, check_options, load_calibration
 
     explicit = args.calibration or config.get("calibration")
     if args.no_calibration:
@@ -275,9 +275,9 @@ def choose_calibration(args: argparse.Namespace, config: dict[str, Any], engine:
 
 
 def run(args: argparse.Namespace) -> int:
-    from triage.config import load_config
-    from triage.pack import resolve_pack
-    from triage.ticket import make_ticket
+    from triage.store.config import load_config
+    from triage.scoring.pack import resolve_pack
+    from triage.scoring.ticket import make_ticket
 
     if args.ray is not None:
         from triage.backlog.ray_score import run_ray
@@ -328,7 +328,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _score_all(args: argparse.Namespace, config: dict[str, Any], pack: Any, options: Any, tickets: list[tuple[Row, Any]], writer: RecordWriter) -> int:
-    from triage.loader import load_engine
+    from triage.model.loader import load_engine
     from triage.render import print_table
 
     engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: _say(f"triage: {m}"))

@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from triage.errors import TriageError
-from triage.history import describe_error, is_busy, move_aside
-from triage.paths import user_dirs
+from triage.store.history import describe_error, is_busy, move_aside
+from triage.store.paths import user_dirs
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from triage.errors import InputError
-from triage.pack import Pack
-from triage.ticket import JsonLine, Ticket, jsonl_lines, make_ticket, read_text_file
+from triage.scoring.pack import Pack
+from triage.scoring.ticket import JsonLine, Ticket, jsonl_lines, make_ticket, read_text_file
 
 SPLIT_SALT = "triage-split/1"
 

@@ -9,9 +9,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from triage.files import write_json_atomic
+from triage.store.files import write_json_atomic
 from triage.render import safe
-from triage.ticket import printable
+from triage.scoring.ticket import printable
 
 COLUMNS = (
     ("n", "n", "{:d}"),

@@ -14,8 +14,8 @@ from triage.evaluation import metrics
 from triage.evaluation.cache import CacheKey, Outcome, ReadoutCache
 from triage.evaluation.data import BadRow, LabelledRow, LabelledSet
 from triage.evaluation.variants import CALIBRATED, CYCLIC, PRIOR, RAW, RAW_CALIBRATED, RAW_PRIOR, prior_from, readings
-from triage.pack import Pack
-from triage.ticket import Ticket, make_ticket
+from triage.scoring.pack import Pack
+from triage.scoring.ticket import Ticket, make_ticket
 
 SCHEMA = "triage.eval/1"
 ORDERINGS = "cyclic"  # the letter readout is always asked in every rotation: raw is the identity's readout alone
@@ -30,7 +30,7 @@ class Scorer:
     """Gets each ticket's :class:`Outcome` from the cache, or scores it once and stores it.
 
     Args:
-        engine: a loaded :class:`triage.engine.Engine`.
+        engine: a loaded :class:`triage.scoring.engine.Engine`.
         pack: the criteria pack.
         cache: the readout cache.
         readout: ``label`` (options by name) or ``letter`` (every rotation).
@@ -51,7 +51,7 @@ class Scorer:
         hit = self.cache.get(self.key, ticket.sha256)
         if hit is not None:
             return hit, True
-        from triage.engine import ScoreOptions
+        from triage.scoring.engine import ScoreOptions
 
         t0 = time.perf_counter()
         opts = ScoreOptions(mode="serial", orderings=self.orderings, readout=self.readout)
@@ -68,7 +68,7 @@ class Scorer:
 
     def prior(self) -> dict[str, np.ndarray]:
         """The content-free prior per criterion (the engine's "N/A" ticket, through the cache)."""
-        from triage.engine import PRIOR_TEXT
+        from triage.scoring.engine import PRIOR_TEXT
 
         out, _ = self.outcome(make_ticket(PRIOR_TEXT, "prior"))
         return prior_from(out)
@@ -137,7 +137,7 @@ class CalibrationPlan:
 
 
 def _fit(pack: Pack, train: Scored, prior: dict[str, np.ndarray] | None, *, orderings: str, use_prior: bool, engine_info: dict[str, Any], fit_kw: dict[str, Any]) -> Any:
-    from triage.calibrate import fit_calibration
+    from triage.scoring.calibrate import fit_calibration
 
     read = {c.id: readings(c, train.outcomes, prior) for c in pack.criteria}
     cal, _ = fit_calibration(

@@ -13,8 +13,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from triage.evaluation.cache import ReadoutCache
 from triage.evaluation.data import LabelledRow, LabelledSet
 from triage.evaluation.runner import Scored, Scorer, score_rows
-from triage.pack import Pack
-from triage.ticket import printable
+from triage.scoring.pack import Pack
+from triage.scoring.ticket import printable
 
 SHOW_BAD = 10
 

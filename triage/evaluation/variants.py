@@ -5,10 +5,10 @@ reading of those same readouts:
 
 * ``raw``: the pack (identity) ordering's readout alone, as if scored with
   ``--orderings none``.
-* ``cyclic``: all rotations combined (geometric mean, :func:`triage.debias.combine`).
+* ``cyclic``: all rotations combined (geometric mean, :func:`triage.scoring.debias.combine`).
 * ``cyclic+prior``: ``cyclic`` with the content-free prior divided out
   (the prior is the same combination for an "N/A" ticket, as :meth:`Engine.prior`).
-* ``calibrated``: a fitted :class:`~triage.calibrate.Calibration` on top of
+* ``calibrated``: a fitted :class:`~triage.scoring.calibrate.Calibration` on top of
   ``cyclic`` (or ``cyclic+prior`` when it was fitted with the prior).
 * ``raw+calibrated``: a calibration fitted on ``raw`` (what scoring with
   ``--orderings none`` and a calibration would give, at one tail per criterion).
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from triage import debias
+from triage.scoring import debias
 from triage.evaluation.cache import Outcome, Reads
-from triage.pack import Criterion
+from triage.scoring.pack import Criterion
 
 RAW, CYCLIC, PRIOR, CALIBRATED = "raw", "cyclic", "cyclic+prior", "calibrated"
 RAW_CALIBRATED = "raw+calibrated"  # a calibration fitted on the pack-order readout alone

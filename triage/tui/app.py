@@ -15,9 +15,9 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.theme import Theme
 
-from triage.history import History
-from triage.pack import Pack, resolve_pack
-from triage.paths import user_dirs
+from triage.store.history import History
+from triage.scoring.pack import Pack, resolve_pack
+from triage.store.paths import user_dirs
 from triage.tui.commands import app_commands
 from triage.tui.engine_host import EngineFactory, EngineHost, default_engine_factory
 from triage.tui.messages import ModelLoadFailed
@@ -64,7 +64,7 @@ class TriageApp(App[None]):
     def _theme_changed(self, theme: Theme) -> None:
         if not self.options.remember_theme or self.options.config.get("theme") == theme.name:
             return
-        from triage.config import save_config
+        from triage.store.config import save_config
         from triage.errors import TriageError
 
         self.options.config["theme"] = theme.name
@@ -93,7 +93,7 @@ class TriageApp(App[None]):
         """
         if not failure.first_run:
             return
-        from triage.config import save_config
+        from triage.store.config import save_config
         from triage.tui.screens.first_run import FirstRunScreen
 
         def chosen(path: Path | None) -> None:

@@ -15,7 +15,7 @@ from textual.app import SystemCommand
 from textual.command import SimpleCommand
 
 from triage.errors import TriageError
-from triage.pack import Pack, default_pack, load_pack
+from triage.scoring.pack import Pack, default_pack, load_pack
 
 if TYPE_CHECKING:
     from triage.tui.options import UIOptions
@@ -66,7 +66,7 @@ def app_commands(app: PaletteApp, main: MainScreen) -> Iterator[SystemCommand]:
 
 def known_packs(app: PaletteApp) -> list[tuple[str, Path | None]]:
     """Packs to offer: the built-in one, the one given at start, and ``<config>/packs/*.toml``."""
-    from triage.paths import user_dirs
+    from triage.store.paths import user_dirs
 
     found: list[tuple[str, Path | None]] = [("support (built-in)", None)]
     start = app.options.pack or app.options.config.get("pack")
@@ -101,8 +101,8 @@ def choose_pack(app: PaletteApp, main: MainScreen) -> None:
 
 def choose_model(app: PaletteApp, main: MainScreen) -> None:
     """A palette of installed models, plus "a .gguf file…"."""
-    from triage.catalog import load_catalog
-    from triage.modelstore import inspect_installed
+    from triage.model.catalog import load_catalog
+    from triage.model.modelstore import inspect_installed
 
     commands = []
     catalog = load_catalog()

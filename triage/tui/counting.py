@@ -13,9 +13,9 @@ import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from triage.pack import Pack
-from triage.prompt import PromptBuilder, PromptFormat
-from triage.tokenizer import Tokenizer
+from triage.scoring.pack import Pack
+from triage.scoring.prompt import PromptBuilder, PromptFormat
+from triage.scoring.tokenizer import Tokenizer
 
 CHUNK_CHARS = 16_384
 QWEN3_FORMAT = PromptFormat("chat", think=True)  # the product model's format, for estimates before it loads
@@ -102,7 +102,7 @@ def count_ticket(
     """
     estimated = builder is None
     if builder is None:
-        from triage.tokenizer import qwen3_tokenizer
+        from triage.scoring.tokenizer import qwen3_tokenizer
 
         builder = _qwen3_builders.get((pack.hash, readout))
         if builder is None:

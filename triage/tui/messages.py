@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from triage.result import CriterionResult, TicketResult, Tokens
+from triage.scoring.result import CriterionResult, TicketResult, Tokens
 
 
 @dataclass

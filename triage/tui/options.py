@@ -66,7 +66,7 @@ class UIOptions:
     @property
     def mode(self) -> str:
         """Engine mode: the engine's default (``fanout``, the fastest measured) unless the config says otherwise."""
-        from triage.engine import DEFAULT_MODE
+        from triage.scoring.engine import DEFAULT_MODE
 
         value = self.config.get("mode", DEFAULT_MODE)
         return value if value in ("serial", "fanout", "full") else DEFAULT_MODE

@@ -6,9 +6,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from triage.pack import Pack
-from triage.result import Tokens
-from triage.ticket import Ticket
+from triage.scoring.pack import Pack
+from triage.scoring.result import Tokens
+from triage.scoring.ticket import Ticket
 
 
 @dataclass

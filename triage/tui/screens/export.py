@@ -13,8 +13,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet
 
-from triage.export import SUFFIXES, default_name
-from triage.result import TicketResult
+from triage.store.export import SUFFIXES, default_name
+from triage.scoring.result import TicketResult
 
 
 @dataclass(frozen=True)

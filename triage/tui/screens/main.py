@@ -29,10 +29,10 @@ from textual.widgets import Footer
 from textual.worker import get_current_worker
 
 from triage.errors import InputError, TriageError
-from triage.history import History, SavedScore
-from triage.pack import Pack
-from triage.result import TicketResult
-from triage.ticket import make_ticket
+from triage.store.history import History, SavedScore
+from triage.scoring.pack import Pack
+from triage.scoring.result import TicketResult
+from triage.scoring.ticket import make_ticket
 from triage.tui.engine_host import EngineHost
 from triage.tui.messages import (
     CriterionDecided,
@@ -165,7 +165,7 @@ class MainScreen(Screen[None]):
         try:
             engine, notices = self.host.load(requested)
         except TriageError as exc:
-            from triage.resolve import NoModelError
+            from triage.model.resolve import NoModelError
 
             self.post_message(ModelLoadFailed(load, requested, exc.message, exc.hint, first_run=isinstance(exc, NoModelError)))
             return
@@ -177,7 +177,7 @@ class MainScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="tokenizer", exit_on_error=False)
     def _preload_tokenizer(self) -> None:
-        from triage.tokenizer import qwen3_tokenizer
+        from triage.scoring.tokenizer import qwen3_tokenizer
 
         try:
             qwen3_tokenizer()
@@ -203,8 +203,8 @@ class MainScreen(Screen[None]):
         if msg.notices:
             return "Stand-in model: " + " ".join(msg.notices)
         try:
-            from triage.catalog import load_catalog
-            from triage.modelstore import pull_command
+            from triage.model.catalog import load_catalog
+            from triage.model.modelstore import pull_command
 
             hint = f"; get it with `{pull_command(load_catalog().default)}`"
         except Exception:
@@ -245,9 +245,9 @@ class MainScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="count", exit_on_error=False)
     def _count(self, text: str, stamp: float, pack: Pack, orderings: str, readout: str) -> None:
-        from triage import debias
-        from triage.loader import engine_settings
-        from triage.ticket import clean_text
+        from triage.scoring import debias
+        from triage.model.loader import engine_settings
+        from triage.scoring.ticket import clean_text
         from triage.tui.counting import count_ticket
 
         worker = get_current_worker()
@@ -318,7 +318,7 @@ class MainScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="score", exit_on_error=False)
     def _score(self, sub: Submission) -> None:
-        from triage.engine import CriterionScored, Prefilled, ScoreOptions, TicketScored
+        from triage.scoring.engine import CriterionScored, Prefilled, ScoreOptions, TicketScored
 
         worker = get_current_worker()
 
@@ -348,7 +348,7 @@ class MainScreen(Screen[None]):
     @staticmethod
     def _calibration(engine: object, pack: Pack, options: object) -> dict[str, object]:
         """The stored calibration fitted for this model, pack and prompt format, when it fits the options."""
-        from triage.calibrate import auto_calibration, check_options
+        from triage.scoring.calibrate import auto_calibration, check_options
 
         if not hasattr(engine, "sha256") or not hasattr(engine, "fmt"):
             return {}  # an engine without identity (the tests' scripted one) has no calibration
@@ -493,7 +493,7 @@ class MainScreen(Screen[None]):
 
     def export_to(self, path: Path, fmt: str) -> Path | None:
         """Write the decisions on screen to ``path`` as ``json`` or ``markdown``."""
-        from triage.export import export_result
+        from triage.store.export import export_result
 
         if self.result is None:
             return None
@@ -561,7 +561,7 @@ class MainScreen(Screen[None]):
 
     def action_toggle_auto_score(self) -> None:
         """Score as soon as a ticket is pasted (remembered in the config)."""
-        from triage.config import save_config
+        from triage.store.config import save_config
 
         self.auto_score = not self.auto_score
         self._show_settings()

@@ -14,9 +14,9 @@ from rich.text import Text
 from textual.markup import escape
 from textual.widget import Widget
 
-from triage.pack import Criterion, Option
+from triage.scoring.pack import Criterion, Option
 from triage.render import bar
-from triage.result import CriterionResult
+from triage.scoring.result import CriterionResult
 
 CardState = Literal["idle", "model", "waiting", "scoring", "done", "cancelled", "failed"]
 

@@ -8,7 +8,7 @@ from textual.markup import escape
 from textual.timer import Timer
 from textual.widgets import Static
 
-from triage.pack import Pack
+from triage.scoring.pack import Pack
 
 ModelState = Literal["loading", "ready", "failed"]
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"

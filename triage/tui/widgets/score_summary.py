@@ -7,7 +7,7 @@ import time
 from textual.markup import escape
 from textual.widgets import Static
 
-from triage.result import TicketResult, Tokens
+from triage.scoring.result import TicketResult, Tokens
 
 PRODUCT_MODEL = "Qwen3-0.6B"
 

@@ -1,6 +1,6 @@
 """Prove that the installed llama-cpp-python decodes on this CPU.
 
-``python -m triage.buildcheck [NAME|PATH]`` resolves the model, then loads it
+``python -m triage.model.buildcheck [NAME|PATH]`` resolves the model, then loads it
 and evaluates a few tokens in a *child* process. A llama.cpp built for CPU
 instructions this machine lacks dies with SIGILL at the first decode; in a
 child, that becomes a clear message and a non-zero exit instead of killing
@@ -139,11 +139,11 @@ def check_decode(model_path: Path, model_name: str, *, timeout: float = TIMEOUT)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m triage.buildcheck [NAME|PATH]``."""
-    parser = argparse.ArgumentParser(prog="python -m triage.buildcheck", description=__doc__.splitlines()[0])
+    """Entry point of ``python -m triage.model.buildcheck [NAME|PATH]``."""
+    parser = argparse.ArgumentParser(prog="python -m triage.model.buildcheck", description=__doc__.splitlines()[0])
     parser.add_argument("model", nargs="?", metavar="NAME|PATH", help="model to decode with (default: the one triage would pick)")
     args = parser.parse_args(argv)
-    from triage.resolve import resolve_model
+    from triage.model.resolve import resolve_model
 
     try:
         ref = resolve_model(args.model)

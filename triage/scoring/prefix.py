@@ -25,7 +25,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from triage.files import write_text_atomic
+from triage.store.files import write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +91,8 @@ class StableCache:
     @classmethod
     def default(cls) -> StableCache:
         """The cache in the user cache dir, sized by config (``stable_cache_mb``, ``stable_cache_ttl_days``)."""
-        from triage.config import load_config
-        from triage.paths import user_dirs
+        from triage.store.config import load_config
+        from triage.store.paths import user_dirs
 
         try:
             config = load_config()

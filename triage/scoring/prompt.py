@@ -11,10 +11,10 @@ Layout, most stable first so that caches hit:
   - ``label`` (the default): the stable block lists every criterion with its
     options' answer words and what they mean; the tail is only ``Question: ...``.
     The answer is read as the model's probability of each option's answer word
-    (:mod:`triage.readout`). One tail per criterion, no option order.
+    (:mod:`triage.scoring.readout`). One tail per criterion, no option order.
   - ``letter``: the tail lists the options in one order as ``A.``, ``B.``, ...;
     the answer is read from the next token (`` A``, `` B``, ...). Every rotation
-    of the options may be asked (:mod:`triage.debias`).
+    of the options may be asked (:mod:`triage.scoring.debias`).
 
 Ticket and tail are tokenized together, as the model would see them, because
 BPE merges across that seam (a ticket ending in ``.`` merges with the tail's
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from triage.errors import TriageError
-from triage.pack import LETTERS, Criterion, Option, Pack
-from triage.tokenizer import Tokenizer
+from triage.scoring.pack import LETTERS, Criterion, Option, Pack
+from triage.scoring.tokenizer import Tokenizer
 
 # Bump on any change to the wording or layout below: it names cached prefixes.
 PROMPT_VERSION = 3

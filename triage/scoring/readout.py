@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from triage.errors import TriageError
-from triage.pack import LETTERS
-from triage.tokenizer import Tokenizer
+from triage.scoring.pack import LETTERS
+from triage.scoring.tokenizer import Tokenizer
 
 LOW_COVERAGE = 0.5  # below this share of mass on the letters, the card warns
 

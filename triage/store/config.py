@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from triage.errors import TriageError
-from triage.files import write_text_atomic
-from triage.paths import user_dirs
+from triage.store.files import write_text_atomic
+from triage.store.paths import user_dirs
 
 KNOWN_KEYS: dict[str, type | tuple[type, ...]] = {
     "model": str,

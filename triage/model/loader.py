@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from triage.config import load_config
-from triage.engine import DEFAULT_N_CTX, Engine
-from triage.prefix import StableCache
+from triage.store.config import load_config
+from triage.scoring.engine import DEFAULT_N_CTX, Engine
+from triage.scoring.prefix import StableCache
 
 
 def engine_settings(n_ctx: int | None = None, threads: int | None = None, config: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -23,8 +23,8 @@ def engine_settings(n_ctx: int | None = None, threads: int | None = None, config
     Raises:
         InputError: a context below the smallest llama.cpp makes, or threads outside 1..2×cores.
     """
-    from triage.config import config_path
-    from triage.native import check_n_ctx, check_threads
+    from triage.store.config import config_path
+    from triage.model.native import check_n_ctx, check_threads
 
     config = load_config() if config is None else config
     if n_ctx is not None:
@@ -62,7 +62,7 @@ def load_engine(
     Raises:
         TriageError: no model, an unknown name, a bad file.
     """
-    from triage.resolve import resolve_model
+    from triage.model.resolve import resolve_model
 
     config = load_config()
     settings = engine_settings(n_ctx, threads, config)  # first: a bad size fails before any model work
@@ -70,12 +70,12 @@ def load_engine(
     if ref.notice and notice:
         notice(ref.notice)
     store = StableCache.default() if persist_stable else None
-    from triage.paths import user_dirs
+    from triage.store.paths import user_dirs
 
     prior_dir = user_dirs().cache / "prior" if persist_stable else None
     engine = Engine.from_ref(ref, prompt_style=prompt_style, stable_store=store, prior_dir=prior_dir, **settings)
     if engine.n_ctx != settings["n_ctx"] and notice:
-        from triage.native import CTX_STEP
+        from triage.model.native import CTX_STEP
 
         notice(f"context size {settings['n_ctx']} asked for; llama.cpp sizes contexts in steps of {CTX_STEP}, so {engine.n_ctx} tokens are used")
     return engine

@@ -13,9 +13,9 @@ import json
 import time
 from pathlib import Path
 
-from triage.files import write_text_atomic
+from triage.store.files import write_text_atomic
 from triage.render import bar
-from triage.result import TicketResult
+from triage.scoring.result import TicketResult
 
 FORMATS = ("json", "markdown")
 SUFFIXES = {"json": ".json", "markdown": ".md"}

@@ -5,7 +5,7 @@ high-level class does not expose: several sequences in one unified KV cache
 (``n_seq_max``, ``kv_unified``) for fan-out, batches whose tokens belong to
 different sequences, per-sequence state save/restore, and cell truncation.
 
-Nothing here knows about tickets or criteria; see :mod:`triage.engine`.
+Nothing here knows about tickets or criteria; see :mod:`triage.scoring.engine`.
 llama.cpp's log output is routed to Python's ``logging`` (logger
 ``triage.llama``) and never written to the terminal, so it cannot garble the TUI.
 """

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from triage.catalog import Catalog, CatalogEntry, load_catalog
+from triage.model.catalog import Catalog, CatalogEntry, load_catalog
 from triage.errors import InputError, TriageError
-from triage.files import write_text_atomic
-from triage.gguf import GGUFInfo, read_gguf_info
-from triage.modelstore import CHUNK, inspect_installed, pull_command, verify_installed
-from triage.paths import user_dirs
+from triage.store.files import write_text_atomic
+from triage.model.gguf import GGUFInfo, read_gguf_info
+from triage.model.modelstore import CHUNK, inspect_installed, pull_command, verify_installed
+from triage.store.paths import user_dirs
 
 ENV_VAR = "TRIAGE_MODEL"
 
@@ -131,12 +131,12 @@ def resolve_model(requested: str | None = None, *, config: dict[str, Any] | None
     if env:
         return _from_spec(env, f"{ENV_VAR}={env}", catalog)
     if config is None:
-        from triage.config import load_config
+        from triage.store.config import load_config
 
         config = load_config()
     configured = config.get("model")
     if isinstance(configured, str) and configured:
-        from triage.config import config_path
+        from triage.store.config import config_path
 
         return _from_spec(configured, f"config {config_path()}: model = {configured!r}", catalog)
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from triage.result import TicketResult, ticket_result_from_dict
-from triage.ticket import Ticket
+from triage.scoring.result import TicketResult, ticket_result_from_dict
+from triage.scoring.ticket import Ticket
 
 log = logging.getLogger(__name__)
 
@@ -143,7 +143,7 @@ class History:
         history. Either way :attr:`notice` tells the user.
         """
         if path is None:
-            from triage.paths import user_dirs
+            from triage.store.paths import user_dirs
 
             path = user_dirs().history_db
         try:

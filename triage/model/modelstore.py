@@ -42,10 +42,10 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from triage import __version__
-from triage.catalog import CatalogEntry, WheelPart, get_entry
+from triage.model.catalog import CatalogEntry, WheelPart, get_entry
 from triage.errors import TriageError
-from triage.gguf import GGUFError, read_gguf_info
-from triage.paths import user_dirs
+from triage.model.gguf import GGUFError, read_gguf_info
+from triage.store.paths import user_dirs
 
 CHUNK = 1 << 20  # 1 MiB: big enough to hash at disk speed, small enough to stay responsive
 PIP_TIMEOUT = 15  # seconds pip waits on a silent socket before its one retry

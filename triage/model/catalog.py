@@ -124,14 +124,14 @@ class Catalog:
 
 
 def _catalog_file() -> Path:
-    from triage.paths import asset
+    from triage.store.paths import asset
 
     try:
         return asset("models.toml")
     except (FileNotFoundError, ModuleNotFoundError):
         # A source checkout that is not pip-installed has no `triage.assets`
         # package yet; the file is still beside the code.
-        fallback = Path(__file__).resolve().parents[1] / "assets" / "models.toml"
+        fallback = Path(__file__).resolve().parents[2] / "assets" / "models.toml"
         if fallback.is_file():
             return fallback
         raise CatalogError("triage is missing its model catalog (assets/models.toml); reinstall triage") from None

@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from triage.debias import log_normalize
+from triage.scoring.debias import log_normalize
 from triage.errors import InputError
-from triage.files import write_json_atomic
-from triage.paths import user_dirs
+from triage.store.files import write_json_atomic
+from triage.store.paths import user_dirs
 
 SCHEMA = "triage.calibration/1"
 MIN_PER_OPTION = 5  # fewer gold labels than this for any option: refuse the criterion

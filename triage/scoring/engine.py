@@ -7,7 +7,7 @@ the prefix once into sequence 0 and then, per mode:
 A criterion is read by name (``label``, the default: one tail per criterion,
 the options' answer words listed in the stable block) or by letter (``letter``:
 the tail lists the options as A/B/C, optionally in every rotation); see
-:mod:`triage.readout`.
+:mod:`triage.scoring.readout`.
 
 * ``full``: evaluates every prompt whole, from an empty cache. The baseline.
 * ``serial``: runs each tail after the prefix, then goes back to the prefix by
@@ -24,7 +24,7 @@ and a fixed split is what makes reuse exact.
 
 The prefix left in sequence 0 stays resident after a ticket, so the next ticket
 of the same pack reuses the stable block, and re-scoring a ticket reuses all of
-it. A ``stable_store`` (see :mod:`triage.prefix`) persists the stable block's
+it. A ``stable_store`` (see :mod:`triage.scoring.prefix`) persists the stable block's
 state across restarts.
 
 One engine owns the llama.cpp context, which is not thread-safe: calls are
@@ -45,14 +45,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from triage import debias, readout
+from triage.scoring import debias, readout
 from triage.errors import TriageError
-from triage.files import write_text_atomic
-from triage.native import Cancelled, NativeModel, Seq
-from triage.pack import Pack
-from triage.prompt import DEFAULT_READOUT, PromptBuilder, PromptFormat, PromptSpec, TicketPrompts, check_readout, detect_format
-from triage.result import CriterionResult, OptionScore, TicketResult, Timing, Tokens
-from triage.ticket import Ticket, make_ticket
+from triage.store.files import write_text_atomic
+from triage.model.native import Cancelled, NativeModel, Seq
+from triage.scoring.pack import Pack
+from triage.scoring.prompt import DEFAULT_READOUT, PromptBuilder, PromptFormat, PromptSpec, TicketPrompts, check_readout, detect_format
+from triage.scoring.result import CriterionResult, OptionScore, TicketResult, Timing, Tokens
+from triage.scoring.ticket import Ticket, make_ticket
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,7 @@ class ScoreOptions:
 
 
 class StableStore(Protocol):
-    """Persists the stable block's KV state (see :class:`triage.prefix.StableCache`)."""
+    """Persists the stable block's KV state (see :class:`triage.scoring.prefix.StableCache`)."""
 
     def get(self, key: str, tokens: tuple[int, ...]) -> bytes | None: ...
 
@@ -154,7 +154,7 @@ class _Readouts:
 class _Reader:
     """How this ticket's tails are decoded and read: by letter, or by name.
 
-    A tail is one :class:`~triage.native.Seq` in its own sequence, except for a
+    A tail is one :class:`~triage.model.native.Seq` in its own sequence, except for a
     criterion whose answers need whole-answer scoring: its tail then belongs to
     one sequence per option (one KV cell each token, shared), and each option's
     answer tokens but the last follow in that option's sequence, in the same
@@ -220,7 +220,7 @@ def file_sha256(path: Path) -> str:
 
 
 class _NativeTokenizer:
-    """:class:`triage.tokenizer.Tokenizer` over a :class:`NativeModel`."""
+    """:class:`triage.scoring.tokenizer.Tokenizer` over a :class:`NativeModel`."""
 
     def __init__(self, native: NativeModel) -> None:
         self._n = native
@@ -291,7 +291,7 @@ class Engine:
 
     @classmethod
     def from_ref(cls, ref: Any, **kwargs: Any) -> Engine:
-        """Load from a resolved model (``triage.resolve.ModelRef``)."""
+        """Load from a resolved model (``triage.model.resolve.ModelRef``)."""
         return cls(ref.path, name=ref.name, sha256=ref.sha256, stand_in=ref.stand_in, **kwargs)
 
     def close(self) -> None:

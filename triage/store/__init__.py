@@ -1,0 +1,1 @@
+"""What is kept: history, config, user paths and assets, atomic files, exports."""
