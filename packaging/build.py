@@ -44,7 +44,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 LLAMA_VERSION = "0.3.36"  # the pin in pyproject.toml; scripts/setup builds the same one
 
-sys.path.insert(0, str(ROOT / "triage"))
+sys.path.insert(0, str(ROOT / "triage" / "model"))
 import cpuflags  # noqa: E402  (triage/model/cpuflags.py: stdlib only, importable before triage is installed)
 
 # cpuinfo flags of each named class. "avx2" is the x86-64-v3 subset llama.cpp uses:

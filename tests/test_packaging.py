@@ -148,7 +148,7 @@ def test_entry_script_calls_the_console_entry_point() -> None:
 def test_build_script_cpu_classes_match_setup_keys() -> None:
     """--cpu avx2 never turns on AVX-512 or AMX; --cpu native-safe is exactly scripts/setup's key."""
     build = load_module(PACKAGING / "build.py", "triage_packaging_build")
-    cpuflags = load_module(ROOT / "triage" / "cpuflags.py", "triage_cpuflags_for_test")
+    cpuflags = load_module(ROOT / "triage" / "model" / "cpuflags.py", "triage_cpuflags_for_test")
     options, required = build.class_options("avx2")
     on = {k for k, v in options.items() if v == "ON"}
     assert on == {"GGML_AVX", "GGML_AVX2", "GGML_FMA", "GGML_F16C", "GGML_BMI2"}
@@ -157,7 +157,7 @@ def test_build_script_cpu_classes_match_setup_keys() -> None:
     assert required == ["avx", "avx2", "fma", "f16c", "bmi2"]
     native, _ = build.class_options("native-safe")
     assert native == cpuflags.cmake_options(cpuflags.read_cpu_flags())
-    proc = subprocess.run([sys.executable, str(ROOT / "triage" / "cpuflags.py"), "key", build.LLAMA_VERSION], capture_output=True, text=True, check=True)
+    proc = subprocess.run([sys.executable, str(ROOT / "triage" / "model" / "cpuflags.py"), "key", build.LLAMA_VERSION], capture_output=True, text=True, check=True)
     assert cpuflags.build_key(native, build.LLAMA_VERSION) == proc.stdout.strip()
     pins = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
     assert f"llama-cpp-python=={build.LLAMA_VERSION}" in pins, "build.py and pyproject must pin the same llama-cpp-python"
