@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,6 @@ async def test_real_model_scores_a_pasted_ticket(smollm2_path: Path, tmp_path: P
         app.post_message(events.Paste(TICKET))
         await wait_until(pilot, lambda: "tokens" in str(main.ticket.border_subtitle), timeout=30, what="the token count")
         assert "≈" not in str(main.ticket.border_subtitle)  # counted with the model's own tokenizer
-        t0 = time.monotonic()
         seen: list[list[str]] = []
         decided = main.decisions.decided
 
