@@ -3,8 +3,8 @@
 #
 #   bench/quality/readout.sh [SET...]     # SET: airline-sentiment cfpb-product issue-kind (default: all three)
 #
-# Each set is split 50/50 by id hash (the same split as run.sh), then evaluated with the first 100 dev rows
-# and the first 100 training rows, a 512-token context, once with --readout label and once with
+# Each set is split 50/50 by id hash (the same split as run.sh), then evaluated with the first 150 dev rows
+# and the first 150 training rows (TRIAGE_EVAL_LIMIT), a 512-token context, once with --readout label and once with
 # --readout letter (every rotation). An option with fewer than 5 training labels keeps its calibration
 # bias at 0 (--rare-options freeze: cfpb has 0-3 consumer loans). Results: bench/quality/results/readout-SET-READOUT.json.
 # Readouts are cached, so a re-run only reads the cache.
@@ -15,7 +15,7 @@ DATA="${TRIAGE_DATASETS:-../shared/datasets}"
 SPLITS="${TRIAGE_SPLITS:-/tmp/triage-quality/splits}"
 MODEL="${TRIAGE_EVAL_MODEL:-qwen2.5-coder-0.5b}"
 THREADS="${TRIAGE_EVAL_THREADS:-1}"
-LIMIT="${TRIAGE_EVAL_LIMIT:-100}"
+LIMIT="${TRIAGE_EVAL_LIMIT:-150}"
 N_CTX="${TRIAGE_EVAL_N_CTX:-512}"
 READOUTS="${TRIAGE_EVAL_READOUTS:-label letter}"
 OUT="bench/quality/results"
@@ -30,5 +30,9 @@ for r in $READOUTS; do
     "$TRIAGE" eval "$SPLITS/$d/dev.jsonl" --train "$SPLITS/$d/train.jsonl" --pack "$DATA/$d/criteria.toml" \
       --model "$MODEL" --threads "$THREADS" --n-ctx "$N_CTX" --limit "$LIMIT" --train-limit "$LIMIT" \
       --readout "$r" --rare-options freeze --confusion --json "$OUT/readout-$d-$r.json" > "$OUT/readout-$d-$r.txt"
+    # the same cached readouts, calibrated with a class-balanced objective
+    "$TRIAGE" eval "$SPLITS/$d/dev.jsonl" --train "$SPLITS/$d/train.jsonl" --pack "$DATA/$d/criteria.toml" \
+      --model "$MODEL" --threads "$THREADS" --n-ctx "$N_CTX" --limit "$LIMIT" --train-limit "$LIMIT" \
+      --readout "$r" --rare-options freeze --cal-weighting balanced --json "$OUT/readout-$d-$r-balanced.json" > "$OUT/readout-$d-$r-balanced.txt"
   done
 done
