@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from triage.scoring.result import TicketResult
+from triage.scoring.result import TicketResult, readout_words
 from triage.scoring.ticket import printable
 
 BAR_WIDTH = 20
@@ -32,7 +32,7 @@ def print_table(result: TicketResult, console: Console | None = None) -> None:
     tok = result.tokens
     title = safe(
         f"ticket {result.ticket_id} · {result.model['name']} · pack {result.pack['name']} v{result.pack['version']} · "
-        f"{result.mode}, {result.orderings}"
+        f"{result.mode}, {readout_words(result.readout, result.orderings)}"
     )
     table = Table(title=title, title_justify="left", show_lines=False, expand=False)
     table.add_column("criterion", style="bold")

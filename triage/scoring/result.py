@@ -14,6 +14,11 @@ SCHEMA = "triage.result/2"
 OLD_SCHEMAS = ("triage.result/2",)  # read back (history) with readout "letter"
 
 
+def readout_words(readout: str, orderings: str) -> str:
+    """How options were (or will be) read, in a few words: ``by name`` or ``letters, cyclic``."""
+    return "by name" if readout == "label" else f"letters, {orderings}"
+
+
 @dataclass
 class OptionScore:
     """One option of a criterion with its probability."""

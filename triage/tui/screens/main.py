@@ -144,7 +144,7 @@ class MainScreen(Screen[None]):
             self._preload_tokenizer()
 
     def _show_settings(self) -> None:
-        from triage.tui.widgets.score_summary import readout_words
+        from triage.scoring.result import readout_words
 
         self.status.settings(self.pack, readout_words(self.readout, self.orderings), self.auto_score)
 

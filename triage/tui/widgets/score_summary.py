@@ -7,14 +7,9 @@ import time
 from textual.markup import escape
 from textual.widgets import Static
 
-from triage.scoring.result import TicketResult, Tokens
+from triage.scoring.result import TicketResult, Tokens, readout_words
 
 PRODUCT_MODEL = "Qwen3-0.6B"
-
-
-def readout_words(readout: str, orderings: str) -> str:
-    """How options were (or will be) read, in a few words for the status and summary lines."""
-    return "by name" if readout == "label" else f"letters, {orderings}"
 
 
 def _ms(ms: float) -> str:
