@@ -15,7 +15,7 @@ from pathlib import Path
 
 from triage.store.files import write_text_atomic
 from triage.render import bar
-from triage.scoring.result import TicketResult
+from triage.scoring.result import TicketResult, readout_words
 
 FORMATS = ("json", "markdown")
 SUFFIXES = {"json": ".json", "markdown": ".md"}
@@ -42,7 +42,7 @@ def to_markdown(result: TicketResult, ticket_text: str | None = None) -> str:
         "",
         f"- Model: {model.get('name')}{stand_in}, sha256 `{str(model.get('sha256', ''))[:16]}`",
         f"- Pack: {pack.get('name')} v{pack.get('version')} (`{pack.get('hash')}`)",
-        f"- Scored: {when}; mode {result.mode}, orderings {result.orderings}"
+        f"- Scored: {when}; mode {result.mode}, options read {readout_words(result.readout, result.orderings)}"
         + (f", calibration {result.calibration}" if result.calibration else ""),
         f"- Time: prefill {t.prefill_ms:.0f} ms, total {t.total_ms:.0f} ms; prefix {tok.prefix} tokens, "
         f"{tok.prefix_cached} cached (hit rate {tok.hit_rate:.0%})",
