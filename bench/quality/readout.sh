@@ -7,6 +7,7 @@
 # and the first 150 training rows (TRIAGE_EVAL_LIMIT), a 512-token context, once with --readout label and once with
 # --readout letter (every rotation). An option with fewer than 5 training labels keeps its calibration
 # bias at 0 (--rare-options freeze: cfpb has 0-3 consumer loans). Results: bench/quality/results/readout-SET-READOUT.json.
+# TRIAGE_EVAL_OUT puts the results elsewhere; TRIAGE_EVAL_N_CTX sets the context (default 512).
 # Readouts are cached, so a re-run only reads the cache.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,7 +19,7 @@ THREADS="${TRIAGE_EVAL_THREADS:-1}"
 LIMIT="${TRIAGE_EVAL_LIMIT:-150}"
 N_CTX="${TRIAGE_EVAL_N_CTX:-512}"
 READOUTS="${TRIAGE_EVAL_READOUTS:-label letter}"
-OUT="bench/quality/results"
+OUT="${TRIAGE_EVAL_OUT:-bench/quality/results}"
 mkdir -p "$OUT"
 sets=("$@"); [ ${#sets[@]} -eq 0 ] && sets=(airline-sentiment issue-kind cfpb-product)
 for d in "${sets[@]}"; do
