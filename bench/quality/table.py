@@ -37,14 +37,14 @@ def bal(m: dict | None) -> str:
     return f"{f(m['balanced_accuracy'])} ({f(ci[0], '.2f')}–{f(ci[1], '.2f')})"
 
 
-def readouts(sets: list[str]) -> None:
+def readouts(sets: list[str], results: Path = RESULTS) -> None:
     """One row per set: label against letter, zero-shot and calibrated, from readout-SET-{label,letter}.json."""
     print("| set | dev / train n | zero-shot: by name (raw) | zero-shot: letters (cyclic) | calibrated: by name | calibrated: letters | "
           "by name + prior | TF-IDF baseline | letter flip rate | ECE by name calibrated (floor) |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name in sets:
-        lab = json.loads((RESULTS / f"readout-{name}-label.json").read_text())
-        let_path = RESULTS / f"readout-{name}-letter.json"
+        lab = json.loads((results / f"readout-{name}-label.json").read_text())
+        let_path = results / f"readout-{name}-letter.json"
         let = json.loads(let_path.read_text()) if let_path.exists() else None
         c = lab["criteria"][0]
         v = c["variants"]
@@ -61,9 +61,10 @@ def main() -> None:
     ap.add_argument("names", nargs="+")
     ap.add_argument("--levers", action="store_true", help="one line per run: its cyclic+prior and calibrated figures")
     ap.add_argument("--readouts", action="store_true", help="label against letter per set (bench/quality/readout.sh)")
+    ap.add_argument("--results", type=Path, default=RESULTS, help="where the result JSONs are (default bench/quality/results)")
     args = ap.parse_args()
     if args.readouts:
-        readouts(args.names)
+        readouts(args.names, args.results)
         return
     head = "| variant | accuracy | balanced accuracy (95% CI) | macro-F1 | ECE | ECE floor | Brier | NLL | flips |\n|---|---|---|---|---|---|---|---|---|"
     if args.levers:
