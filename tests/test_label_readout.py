@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from triage.scoring import readout
+from triage.scoring.debias import log_normalize
 from triage.scoring.engine import Engine, ScoreOptions
 from triage.errors import TriageError
 from triage.model.native import Seq
@@ -74,9 +75,9 @@ def reference(engine: Engine, pack: Pack, ticket: str, ci: int) -> tuple[np.ndar
         engine.clear()
         out = n.decode([Seq("p", 0, 0, prompt + toks[:-1], every=True)])["p"]
         rows = out[len(prompt) - 1 :]
-        lp = [float(readout._log_softmax(rows[j])[toks[j]]) for j in range(len(toks))]
+        lp = [float(log_normalize(rows[j].astype(np.float64))[toks[j]]) for j in range(len(toks))]
         scores.append(sum(lp))
-        first = readout._log_softmax(rows[0])
+        first = log_normalize(rows[0].astype(np.float64))
         coverage = float(np.sum(np.exp(first[sorted({a[0] for a in builder.answer_tokens(crit)})])))
     engine.clear()
     s = np.array(scores)

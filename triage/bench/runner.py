@@ -159,6 +159,19 @@ def _time_readout(engine: Engine, pack: Pack) -> float:
     return statistics.median(times)
 
 
+def _time_fresh(native: Any, filler: tuple[int, ...], size: int) -> float:
+    """ms to decode ``size`` tokens (``filler`` repeated) as one fresh sequence, then drop them:
+    llama.cpp's raw prompt processing, the physical reference."""
+    from triage.model.native import Seq
+
+    toks = (filler * (1 + size // len(filler)))[:size]
+    t0 = time.perf_counter()
+    native.decode([Seq("f", FRESH_SEQ, 0, toks)])
+    ms = (time.perf_counter() - t0) * 1000
+    native.seq_rm(FRESH_SEQ, -1, -1)
+    return ms
+
+
 Step = tuple[str, Callable[[], None]]
 
 
@@ -336,12 +349,7 @@ class BenchRunner:
         for _ in range(self.probe_reps):
             eng.clear()  # raw reference: nothing else in the cache
             for size, kind in [*((z, "fresh") for z in sizes), (fanout_n, "fanout_fresh")]:
-                toks = (filler * (1 + size // len(filler)))[:size]
-                t0 = time.perf_counter()
-                n.decode([Seq("f", FRESH_SEQ, 0, toks)])
-                ms = (time.perf_counter() - t0) * 1000
-                n.seq_rm(FRESH_SEQ, -1, -1)
-                pts.append(ProbePoint(ticket.id, kind, size, 0, ms))
+                pts.append(ProbePoint(ticket.id, kind, size, 0, _time_fresh(n, filler, size)))
             eng.hold_stable(pack, readout_kind)
             n.seq_cp(0, PROBE_SEQ, -1, -1)
             n.decode([Seq("rest", PROBE_SEQ, s, prompts.prefix[s:])])
@@ -357,8 +365,6 @@ class BenchRunner:
     def _raw_reference(self, ticket: BenchTicket) -> None:
         """llama.cpp's raw prompt processing for exactly the tokens each reuse mode evaluated on this
         ticket: one fresh sequence of that many tokens in an empty cache, one decode (the physical limit)."""
-        from triage.model.native import Seq
-
         eng = self._main()
         n = eng.native
         done = {s.mode: s.result.tokens.evaluated for s in self.run_data.samples if s.ticket.id == ticket.id and s.rep == 0 and s.mode in REUSE_MODES}
@@ -367,12 +373,7 @@ class BenchRunner:
         for mode, size in sorted(done.items()):
             if size <= 0:
                 continue
-            toks = (filler * (1 + size // len(filler)))[:size]
-            t0 = time.perf_counter()
-            n.decode([Seq("f", FRESH_SEQ, 0, toks)])
-            ms = (time.perf_counter() - t0) * 1000
-            n.seq_rm(FRESH_SEQ, -1, -1)
-            self.run_data.probe.append(ProbePoint(ticket.id, f"raw:{mode}", size, 0, ms))
+            self.run_data.probe.append(ProbePoint(ticket.id, f"raw:{mode}", size, 0, _time_fresh(n, filler, size)))
         self._mark("raw reference")
 
     def _close_main(self) -> None:

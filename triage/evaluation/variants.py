@@ -69,10 +69,6 @@ class CriterionReadings:
             return self.prior
         if orderings == "none":
             return self.raw
-        if prior:
-            if self.prior is None:
-                raise ValueError("no prior was computed")
-            return self.prior
         return self.cyclic
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from triage.errors import TriageError
+from triage.scoring.debias import log_normalize
 from triage.scoring.pack import LETTERS
 from triage.scoring.tokenizer import Tokenizer
 
@@ -114,12 +115,6 @@ def answer_plan(answers: list[tuple[int, ...]], texts: list[str]) -> AnswerPlan:
     return AnswerPlan(tuple(tuple(a) for a in answers), whole)
 
 
-def _log_softmax(logits: np.ndarray) -> np.ndarray:
-    x = logits.astype(np.float64, copy=False)
-    m = float(np.max(x))
-    return x - (m + float(np.log(np.sum(np.exp(x - m)))))
-
-
 def read_first(logits: np.ndarray, plan: AnswerPlan) -> Readout:
     """Options by name, when every answer is its own single token: the next-token logits decide."""
     if plan.whole:
@@ -140,7 +135,7 @@ def read_whole(tail_logits: np.ndarray, continuations: list[np.ndarray | None], 
         A readout whose log-probs are the options' whole-answer log-probabilities,
         normalised over the options; coverage is the mass on their first tokens.
     """
-    lp0 = _log_softmax(tail_logits)
+    lp0 = log_normalize(tail_logits.astype(np.float64))
     scores = np.empty(len(plan.tokens), dtype=np.float64)
     for i, toks in enumerate(plan.tokens):
         total = float(lp0[toks[0]])
@@ -149,13 +144,11 @@ def read_whole(tail_logits: np.ndarray, continuations: list[np.ndarray | None], 
             if rows is None or len(rows) != len(toks) - 1:
                 raise ValueError(f"option {i}: expected logits for {len(toks) - 1} answer token(s)")
             for j in range(1, len(toks)):
-                total += float(_log_softmax(rows[j - 1])[toks[j]])
+                total += float(log_normalize(rows[j - 1].astype(np.float64))[toks[j]])
         scores[i] = total
-    sm = float(np.max(scores))
-    norm = scores - (sm + float(np.log(np.sum(np.exp(scores - sm)))))
     top = int(np.argmax(lp0))
     return Readout(
-        position_logprobs=norm,
+        position_logprobs=log_normalize(scores),
         coverage=float(np.sum(np.exp(lp0[sorted(set(plan.first))]))),
         top_token=top,
         top_prob=float(np.exp(lp0[top])),
