@@ -127,8 +127,8 @@ class FakeEngine:
         options: ScoreOptions | None = None,
         *,
         cancel: Callable[[], bool] | None = None,
-        calibrator: Any = None,
-        calibration_name: str | None = None,
+        calibration: Any = None,
+        head: Any = None,
     ) -> Iterator[ScoreEvent]:
         options = options or ScoreOptions()
         if isinstance(ticket, str):
@@ -174,7 +174,8 @@ class FakeEngine:
                     pack={"name": pack.name, "version": pack.version, "hash": pack.hash},
                     prompt_format=self.fmt.with_readout(options.readout).id, mode=f"{options.mode}/{options.strategy}", orderings=options.effective_orderings, readout=options.readout,
                     prior=options.prior, criteria=results, timing=timing, tokens=tokens, warnings=warnings,
-                    calibration=calibration_name, complete=complete,
+                    calibration=calibration.name if calibration is not None else None,
+                    head=head.name if head is not None else None, complete=complete,
                     created_at=FIXED_TIME if self.fixed_time else time.time(),
                 )
             )

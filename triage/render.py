@@ -39,6 +39,7 @@ def print_table(result: TicketResult, console: Console | None = None) -> None:
     table.add_column("option")
     table.add_column("p", justify="right")
     table.add_column("", no_wrap=True)
+    table.add_column("decided by", style="dim")
     table.add_column("tail", justify="right", style="dim")
     for crit in result.criteria:
         first = True
@@ -50,11 +51,12 @@ def print_table(result: TicketResult, console: Console | None = None) -> None:
                 f"[{style}]{safe(opt.id)}[/]" if style else safe(opt.id),
                 f"{opt.probability:6.1%}",
                 f"[{style or 'dim'}]{bar(opt.probability)}[/]",
+                crit.source if first else "",
                 f"{crit.tail_ms:.0f} ms · {crit.tail_tokens} tok" if first else "",
             )
             first = False
         if crit.warnings:
-            table.add_row("", f"[yellow]{safe('; '.join(crit.warnings))}[/]", "", "", "")
+            table.add_row("", f"[yellow]{safe('; '.join(crit.warnings))}[/]", "", "", "", "")
     console.print(table)
     console.print(
         f"prefill {t.prefill_ms:.0f} ms · total {t.total_ms:.0f} ms · prefix {tok.prefix} tokens, "

@@ -49,15 +49,16 @@ class RunSignature:
     calibration: str | None
     # What a result record of this run says of its options (orderings as asked, readout...).
     record_options: dict[str, Any] = field(default_factory=dict, compare=False)
+    head: str | None = None  # the learned head's name (absent from run.json files written before heads)
 
     @classmethod
-    def of(cls, model_sha256: str, pack_hash: str, prompt_format: str, options: Any, calibration: str | None) -> RunSignature:
+    def of(cls, model_sha256: str, pack_hash: str, prompt_format: str, options: Any, calibration: str | None, head: str | None = None) -> RunSignature:
         """The signature of these scoring options (every field of ``ScoreOptions``, whatever they are)."""
         opts = json.loads(json.dumps(dataclasses.asdict(options), default=list))
         in_record = {"orderings": getattr(options, "effective_orderings", options.orderings), "prior": options.prior}
         if hasattr(options, "readout"):
             in_record["readout"] = options.readout
-        return cls(model_sha256, pack_hash, prompt_format, opts, calibration, in_record)
+        return cls(model_sha256, pack_hash, prompt_format, opts, calibration, in_record, head)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``run.json`` form."""
@@ -74,6 +75,8 @@ class RunSignature:
             if k == "options":
                 theirs = other.get("options") or {}
                 diffs += [f"option {o}: {theirs.get(o)!r} → {v[o]!r}" for o in sorted(set(v) | set(theirs)) if theirs.get(o) != v.get(o)]
+            elif k == "head" and v is None and "head" not in other:
+                continue  # a run.json from before learned heads: none was applied
             elif other.get(k) != v:
                 diffs.append(f"{k.replace('_', ' ')}: {other.get(k)} → {v}")
         return diffs
@@ -92,6 +95,8 @@ class RunSignature:
                 diffs.append(f"option {opt}: {record[opt]!r} → {want!r}")
         if record.get("calibration") != self.calibration:
             diffs.append(f"calibration {record.get('calibration')} → {self.calibration}")
+        if self.head is not None and record.get("head") not in (None, self.head):
+            diffs.append(f"learned head {record.get('head')} → {self.head}")
         return diffs
 
 

@@ -70,7 +70,7 @@ def run_ray(args: argparse.Namespace, *, on_batch: OnBatch | None = None) -> int
         InputError: bad arguments or input; an output scored differently (with --resume).
         TriageError: Ray is not installed; a node cannot use the model (named).
     """
-    from triage.commands.score import choose_calibration, score_options
+    from triage.commands.score import choose_calibration, choose_head, score_options
     from triage.store.config import load_config
     from triage.model.loader import engine_settings
     from triage.scoring.pack import resolve_pack
@@ -97,10 +97,11 @@ def run_ray(args: argparse.Namespace, *, on_batch: OnBatch | None = None) -> int
     try:
         identity = check_nodes(ray, spec, expected, args.prompt)
         calibration = choose_calibration(args, config, identity, pack, options)
+        head = choose_head(args, identity, pack, options)  # the nodes check its width against their model
         prompt_format = identity.format_for(options.readout).id  # what each result record will say
-        signature = RunSignature.of(identity.sha256, pack.hash, prompt_format, options, calibration.name if calibration else None)
+        signature = RunSignature.of(identity.sha256, pack.hash, prompt_format, options, calibration.name if calibration else None, head.name if head else None)
         n_ctx = engine_settings(args.n_ctx, None, config)["n_ctx"]
-        scorer = ScorerConfig(spec, identity.sha256, pack, options, calibration, n_ctx, threads, args.prompt)
+        scorer = ScorerConfig(spec, identity.sha256, pack, options, calibration, n_ctx, threads, args.prompt, head)
         summary = score_backlog(ray, rows, scorer, output=output, signature=signature, resume=args.resume,
                                 workers=args.workers, batch_size=args.batch_size, on_batch=on_batch)
     finally:

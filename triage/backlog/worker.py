@@ -147,6 +147,7 @@ class ScorerConfig:
     n_ctx: int | None
     threads: int
     prompt_style: str
+    head: Any = None  # triage.scoring.head.Head or None
 
 
 class TicketScorer:
@@ -188,8 +189,7 @@ class TicketScorer:
         try:
             result = self.engine.score_ticket(
                 ticket, cfg.pack, cfg.options,
-                calibrator=cfg.calibration.apply if cfg.calibration else None,
-                calibration_name=cfg.calibration.name if cfg.calibration else None,
+                calibration=cfg.calibration, head=cfg.head,
             )
         except TriageError as exc:
             record = {"ticket_id": ticket.id, "line": row["line"], "error": exc.message, "ticket_sha256": ticket.sha256}

@@ -37,6 +37,7 @@ COLORS = {
     "serial_truncate": "#e45756",
     "serial_restore": "#b279a2",
     "fanout": "#4c78a8",
+    "fanout_learned": "#72b7b2",
     "serial_long": "#eeca3b",
     "letter_serial": "#9d755d",
 }
@@ -45,6 +46,7 @@ MODE_LABELS = {
     "serial_truncate": "serial · truncate",
     "serial_restore": "serial · restore",
     "fanout": "fanout",
+    "fanout_learned": "fanout + learned head",
     "serial_long": "serial · long pack",
     "split": "split (reference)",
     "letter_serial": "letter · cyclic · serial",
@@ -235,7 +237,7 @@ def chart_from_report(report: dict[str, Any]) -> str:
         Bar(m, modes[m].get("prefill_ms_median") or 0.0, modes[m].get("tails_ms_median") or 0.0,
             max(0.0, modes[m].get("other_ms_median") or 0.0), sp.get(f"{m}_vs_full"),
             ticket=modes[m].get("ticket_ms_median"), label=label(m))
-        for m in ("full", "serial_truncate", "serial_restore", "fanout", "letter_serial", "serial_long", "split") if modes.get(m)
+        for m in ("full", "serial_truncate", "serial_restore", "fanout", "fanout_learned", "letter_serial", "serial_long", "split") if modes.get(m)
     ]
     scatters: list[Scatter] = []
     lines: list[Line] = []

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from triage.bench.machine import BUSY_OTHER_SHARE, cores, is_busy, machine_info, other_cpu_share
 from triage.bench.stats import LinearFit, clean, linear_fit, median, ratio, spread, token_bound
-from triage.bench.workload import LETTER_MODE, REUSE_MODES, SPLIT
+from triage.bench.workload import LEARNED_MODE, LETTER_MODE, REUSE_MODES, SPLIT
 from triage.store.files import write_json_atomic
 
 if TYPE_CHECKING:
@@ -262,6 +262,7 @@ def build_report(run: BenchRun, *, wait: dict[str, Any] | None = None) -> dict[s
 
     # -- the label readout against the letter readout --------------------------------------------
     report["readout"] = _readout_comparison(run, ms)
+    report["learned"] = _learned_cost(ms)
 
     # -- drift -------------------------------------------------------------------------------
     report["drift"] = _drift(run)
@@ -320,6 +321,19 @@ def _readout_comparison(run: BenchRun, ms: dict[str, dict[str, float]]) -> dict[
             row[m] = {"ms": clean(ms[m][t], 1), "tokens_evaluated": raw_tokens.get((t, m)),
                       "raw_ms": clean(raw.get((t, m), math.nan), 1)}
     return out
+
+
+def _learned_cost(ms: dict[str, dict[str, float]]) -> dict[str, Any] | None:
+    """fanout with a learned head on every criterion against plain fanout, ticket by ticket."""
+    if LEARNED_MODE not in ms or "fanout" not in ms:
+        return None
+    per = {t: ms[LEARNED_MODE][t] / ms["fanout"][t] for t in ms[LEARNED_MODE] if ms["fanout"].get(t)}
+    return {
+        "what": ("cost_vs_fanout: per ticket, fanout_learned's ms / fanout's ms (the same tickets, interleaved in one run), "
+                 "median over tickets; 1.10 would be 10% more. The head has random weights of the real shape: its cost, not its decisions."),
+        "cost_vs_fanout": clean(median(list(per.values())), 3) if per else None,
+        "per_ticket": {t: clean(v, 3) for t, v in per.items()},
+    }
 
 
 def _by_kind(per_ticket: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -526,6 +540,9 @@ def summary_line(report: dict[str, Any]) -> str:
     if fan is not None:
         line += (f"; {rd.get('readout')}/fanout is {_x(fan)} faster than letters in every rotation, serial, "
                  f"at {_x((rd.get('vs_raw') or {}).get('fanout'))} llama.cpp's raw time for its tokens")
+    cost = (report.get("learned") or {}).get("cost_vs_fanout")
+    if cost is not None:
+        line += f"; a learned head on every criterion costs {_x(cost)} fanout's time"
     return line
 
 

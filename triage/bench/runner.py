@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triage.bench.machine import CpuSnapshot, cpu_snapshot, load_average
-from triage.bench.workload import ENGINE_MODE, LETTER_MODE, REUSE_MODES, SPLIT, BenchTicket, Workload
+from triage.bench.workload import ENGINE_MODE, LEARNED_MODE, LETTER_MODE, REUSE_MODES, SPLIT, BenchTicket, Workload
 
 if TYPE_CHECKING:
     from triage.scoring.engine import Engine
@@ -322,9 +322,26 @@ class BenchRunner:
         options = self._options(mode)
         if mode == SPLIT and self.wl.split_criteria:
             options = replace(options, criteria=tuple(c.id for c in pack.criteria[: self.wl.split_criteria]))
-        result = eng.score_ticket(ticket.as_ticket(), pack, options)
+        head = self._bench_head(eng, pack) if mode == LEARNED_MODE else None
+        result = eng.score_ticket(ticket.as_ticket(), pack, options, head=head)
         self.run_data.samples.append(Sample(mode, ticket, rep, slot, result))
         self._mark("scoring")
+
+    def _bench_head(self, eng: Engine, pack: Pack) -> Any:
+        """A learned head on every criterion with random weights of the real shape: what applying one costs."""
+        if getattr(self, "_head", None) is None:
+            import numpy as np
+
+            from triage.scoring.head import CriterionHead, Head
+
+            rng = np.random.default_rng(0)
+            n_feat = len(eng.feature_ids)
+            crits = {
+                c.id: CriterionHead([o.id for o in c.options], [o.id for o in c.options], rng.normal(0, 0.01, (len(c.options), n_feat + len(c.options))), np.zeros(len(c.options)))
+                for c in pack.criteria
+            }
+            self._head = Head(eng.sha256, pack.hash, eng.format_for("label").id, eng.native.n_vocab, eng.native.n_embd, crits, name="bench (random weights)")
+        return self._head
 
     def _probe(self, ticket: BenchTicket) -> None:
         """Single tails after the ticket's prefix, and fresh sequences, at the probe sizes."""

@@ -10,10 +10,10 @@ from rich.text import Text
 
 from triage.bench.report import criteria_subset
 
-ORDER = ("full", "serial_truncate", "serial_restore", "fanout", "letter_serial", "serial_long", "split")
+ORDER = ("full", "serial_truncate", "serial_restore", "fanout", "fanout_learned", "letter_serial", "serial_long", "split")
 
 
-SHORT = {"full": "full", "serial_truncate": "serial/trunc", "serial_restore": "serial/restore", "fanout": "fanout",
+SHORT = {"full": "full", "serial_truncate": "serial/trunc", "serial_restore": "serial/restore", "fanout": "fanout", "fanout_learned": "fanout+head",
          "serial_long": "serial/long", "split": "split (ref)", "letter_serial": "letter/cyclic/serial"}
 
 
@@ -69,6 +69,9 @@ def figures_table(report: dict[str, Any]) -> Table:
     if rd.get("vs_raw"):
         t.add_row("vs raw, same tokens", ", ".join(f"{SHORT.get(k, k)} {_f(v, '{:.2f}×')}" for k, v in rd["vs_raw"].items())
                   + " llama.cpp's time to decode the tokens the mode evaluated (1.0 = the physical limit)")
+    learned = report.get("learned") or {}
+    if learned.get("cost_vs_fanout") is not None:
+        t.add_row("learned head", f"fanout with a head on every criterion takes {_f(learned['cost_vs_fanout'], '{:.3f}×')} fanout's time (per ticket, median)")
     ratios = raw.get("tails_vs_raw", {})
     if ratios:
         t.add_row("tails vs raw tok/s", ", ".join(f"{SHORT.get(k, k)} {_f(v, '{:.2f}')}" for k, v in ratios.items()))

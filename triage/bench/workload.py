@@ -27,11 +27,15 @@ SPLIT_CRITERIA = 2  # split (as costly as full) scores the pack's first two crit
 # serial_long is serial/truncate with the long-stable pack (issue 7).
 # letter_serial is the letter readout, every rotation, serial/truncate: triage's
 # default before the label readout, timed beside it in the same run.
-MODE_KEYS = ("full", "serial_truncate", "serial_restore", "fanout", "letter_serial", "serial_long")
+# fanout_learned is fanout with a learned head on every criterion (label readout only):
+# what a head costs per ticket (issue 13).
+MODE_KEYS = ("full", "serial_truncate", "serial_restore", "fanout", "fanout_learned", "letter_serial", "serial_long")
 SPLIT = "split"  # the exactness reference; also timed, but only on some tickets
-REUSE_MODES = ("serial_truncate", "serial_restore", "fanout", "letter_serial")
+REUSE_MODES = ("serial_truncate", "serial_restore", "fanout", "fanout_learned", "letter_serial")
 LETTER_MODE = "letter_serial"
+LEARNED_MODE = "fanout_learned"
 ENGINE_MODE = {
+    "fanout_learned": ("fanout", "truncate"),
     "letter_serial": ("serial", "truncate"),
     "full": ("full", "truncate"),
     "serial_truncate": ("serial", "truncate"),
@@ -91,7 +95,7 @@ class Workload:
     @property
     def modes(self) -> tuple[str, ...]:
         """The timed modes, in their base interleaving order."""
-        return MODE_KEYS if self.long_pack is not None else tuple(m for m in MODE_KEYS if m != "serial_long")
+        return tuple(m for m in MODE_KEYS if (m != "serial_long" or self.long_pack is not None) and (m != LEARNED_MODE or self.readout == "label"))
 
     def describe(self) -> dict[str, Any]:
         """The workload as JSON: what exactly was run."""
@@ -104,6 +108,7 @@ class Workload:
             "readout": self.readout,
             "orderings": self.orderings if self.readout == "letter" else "none",
             "letter_serial": "letter readout, cyclic orderings, serial/truncate (the default before the label readout)",
+            "fanout_learned": "fanout with a learned head on every criterion (random weights of the real shape: the cost, not the decisions)",
             "repeats": self.repeats,
             "modes": list(self.modes),
             "split_tickets": sorted(self.split_ids),

@@ -25,6 +25,11 @@ are read from that one pass:
                 that matches the model, pack and prompt format
   raw+calibrated  the same fit over the pack-order readout alone (what
                 `score --orderings none` with a calibration would give)
+  learned       a learned head (what `triage learn` fits: logistic regression
+                on the answer position's hidden-state features and the option
+                log-probs), fitted on --train; label readout only (needs
+                scikit-learn). With --curve, also fitted on the first 25, 50,
+                100, 150 training rows, beside calibration and the baseline
   baseline      TF-IDF + logistic regression (balanced) on the same training
                 labels (needs scikit-learn: the `eval` extra)
 
@@ -65,8 +70,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rare-options", choices=("refuse", "freeze"), default="refuse", help="an option below --min-per-option: refuse the criterion (default), or hold its bias at 0")
     p.add_argument("--cal-weighting", choices=("none", "balanced"), default="none", help="calibration objective: plain NLL (default) or class-balanced NLL")
     p.add_argument("--no-baseline", action="store_true", help="skip the TF-IDF baseline")
+    p.add_argument("--no-learn", action="store_true", help="skip the learned variant (it needs each ticket's features: tickets cached without them are scored again)")
+    p.add_argument("--curve", metavar="N,N,...", default="25,50,100,150", help="learning curve: fit learned, calibrated and the baseline on the first N training rows (default 25,50,100,150; 'none' to skip)")
     p.add_argument("--confusion", action="store_true", help="print the confusion matrix of every variant (default: the last one)")
     p.add_argument("--json", dest="json_path", metavar="PATH", help="also write the report as JSON")
+
+
+def curve_sizes(text: str) -> tuple[int, ...]:
+    """``--curve``: ``25,50,100`` → (25, 50, 100); ``none`` → ()."""
+    from triage.errors import InputError
+
+    if text.strip().lower() in ("", "none"):
+        return ()
+    try:
+        sizes = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
+    except ValueError:
+        raise InputError(f"--curve wants training-row counts like 25,50,100,150 (or none), got {text!r}") from None
+    if any(n < 2 for n in sizes):
+        raise InputError(f"--curve counts must be at least 2, got {text!r}")
+    return sizes
 
 
 def run(args: argparse.Namespace) -> int:
@@ -114,6 +136,9 @@ def run(args: argparse.Namespace) -> int:
     engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: err.print(f"triage: {printable(m)}", markup=False))
     with engine:
         plan = CalibrationPlan(prior=args.prior, fit_kw={"min_per_option": args.min_per_option or MIN_PER_OPTION, "rare": args.rare_options, "weighting": args.cal_weighting})
+        plan.learn = train is not None and args.readout == "label" and not args.no_learn
+        plan.learn_kw = {"min_per_option": args.min_per_option or MIN_PER_OPTION, "rare": "backoff" if args.rare_options == "freeze" else "refuse"}
+        plan.curve = curve_sizes(args.curve) if plan.learn else ()
         if args.calibration:
             plan.stored = load_calibration(args.calibration, engine=engine, pack=pack, readout=args.readout)
             plan.stored_path = str(args.calibration)
@@ -127,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
             err.print(f"triage: applying calibration {printable(plan.stored_path)}", markup=False)
         parts = [("dev", dev.rows)] + ([("train", train.rows)] if train is not None else [])
         t0 = time.perf_counter()
-        run_ = score_sets(engine, pack, parts, err, args.readout)
+        run_ = score_sets(engine, pack, parts, err, args.readout, features=plan.learn)
         wall = time.perf_counter() - t0
         dev_scored = run_.sets[0]
         plan.train = run_.sets[1] if train is not None else None

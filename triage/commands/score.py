@@ -72,6 +72,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prior", action="store_true", default=None, help="divide out the content-free prior (an 'N/A' ticket)")
     p.add_argument("--calibration", metavar="CAL.json", help="apply this calibration file (default: the stored one fitted for this model, pack and prompt format, if any)")
     p.add_argument("--no-calibration", action="store_true", help="do not apply any calibration")
+    p.add_argument("--head", metavar="HEAD.npz", help="apply this learned head (`triage learn`; default: the stored one learned for this model, pack and prompt format, if any)")
+    p.add_argument("--no-head", action="store_true", help="do not apply any learned head")
     p.add_argument("--prompt", choices=("auto", "chat", "plain"), default="auto", help="prompt format (default: from the model's chat template)")
     p.add_argument("--format", choices=("json", "jsonl", "table"), default=None, help="output (default: table on a terminal; else jsonl for JSON Lines input, json for one ticket)")
     p.add_argument("--id", dest="ticket_id", metavar="ID", help="ticket id for a single plain-text ticket")
@@ -274,6 +276,36 @@ def choose_calibration(args: argparse.Namespace, config: dict[str, Any], engine:
     return calibration
 
 
+def choose_head(args: argparse.Namespace, engine: Any, pack: Any, options: Any) -> Any:
+    """The learned head to apply (``--head``, else the stored one), or None; says which, or why not.
+
+    Raises:
+        InputError: an explicit head that cannot be read or does not fit the model, pack or readout.
+    """
+    from triage.scoring.head import auto_head, load_head
+
+    explicit = getattr(args, "head", None)
+    if getattr(args, "no_head", False):
+        return None
+    if explicit and options.readout != "label":
+        raise InputError("a learned head reads options by name; use --readout label, or leave out --head")
+    if explicit:
+        head = load_head(explicit, engine=engine, pack=pack, readout=options.readout)
+    else:
+        found = auto_head(engine, pack, options.readout)
+        if found.skipped:
+            _say(f"triage: note: {found.skipped}")
+        head = found.head
+    if head is None:
+        return None
+    learned = [c.id for c in pack.criteria if head.covers(c.id) and (options.criteria is None or c.id in options.criteria)]
+    rest = [c.id for c in pack.criteria if not head.covers(c.id) and (options.criteria is None or c.id in options.criteria)]
+    if learned and options.prior:
+        _say("triage: note: learned criteria read the raw readout; --prior applies to the others only")
+    _say(f"triage: applying learned head {head.name} to {', '.join(learned) or 'no chosen criterion'}" + (f" (not learned: {', '.join(rest)})" if rest else ""))
+    return head
+
+
 def run(args: argparse.Namespace) -> int:
     from triage.store.config import load_config
     from triage.scoring.pack import resolve_pack
@@ -333,6 +365,7 @@ def _score_all(args: argparse.Namespace, config: dict[str, Any], pack: Any, opti
 
     engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: _say(f"triage: {m}"))
     calibration = choose_calibration(args, config, engine, pack, options)
+    head = choose_head(args, engine, pack, options)
     failed = 0
     with engine:
         for row, ticket in tickets:
@@ -344,8 +377,7 @@ def _score_all(args: argparse.Namespace, config: dict[str, Any], pack: Any, opti
                 try:
                     result = engine.score_ticket(
                         ticket, pack, options,
-                        calibrator=calibration.apply if calibration else None,
-                        calibration_name=calibration.name if calibration else None,
+                        calibration=calibration, head=head,
                     )
                 except TriageError as exc:
                     failed += 1

@@ -49,6 +49,7 @@ class Outcome:
     readouts: dict[str, Reads]
     warnings: list[str] = field(default_factory=list)
     ms: float = 0.0  # scoring time when it was computed
+    features: dict[str, np.ndarray] | None = None  # answer-position features per criterion (label readout; stored apart)
 
     @property
     def cut(self) -> bool:
@@ -137,6 +138,12 @@ class ReadoutCache:
                 "CREATE TABLE IF NOT EXISTS outcome (model TEXT, pack TEXT, prompt TEXT, n_ctx INTEGER, orderings TEXT,"
                 " ticket TEXT, value TEXT, created REAL, PRIMARY KEY (model, pack, prompt, n_ctx, orderings, ticket))"
             )
+            # A learned head's features: float32 little-endian, one row per criterion.
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS features (model TEXT, pack TEXT, prompt TEXT, n_ctx INTEGER, orderings TEXT,"
+                " ticket TEXT, criterion TEXT, kind TEXT, value BLOB, created REAL,"
+                " PRIMARY KEY (model, pack, prompt, n_ctx, orderings, ticket, criterion, kind))"
+            )
             db.commit()
         except BaseException:
             db.close()
@@ -204,6 +211,30 @@ class ReadoutCache:
                 if attempt == 2:
                     raise TriageError(f"cannot write to the eval readout cache {self.path}: {describe_error(exc)}") from exc
                 self._recover(exc)  # damaged: a new file, then write again
+
+    def get_features(self, key: CacheKey, ticket_sha256: str, kind: str, criteria: list[str]) -> dict[str, np.ndarray] | None:
+        """Cached features of ``kind`` for every one of ``criteria``, or None when any is missing."""
+        sql = "SELECT criterion, value FROM features WHERE model=? AND pack=? AND prompt=? AND n_ctx=? AND orderings=? AND ticket=? AND kind=?"
+        try:
+            rows = self._db.execute(sql, (*self._k(key, ticket_sha256), kind)).fetchall()
+        except sqlite3.DatabaseError as exc:
+            self._recover(exc)
+            return None
+        got = {str(c): np.frombuffer(v, dtype="<f4").copy() for c, v in rows}
+        return got if all(c in got for c in criteria) else None
+
+    def put_features(self, key: CacheKey, ticket_sha256: str, kind: str, features: dict[str, np.ndarray]) -> None:
+        """Store one ticket's features (committed at once)."""
+        rows = [(*self._k(key, ticket_sha256), cid, kind, np.asarray(v, dtype="<f4").tobytes(), time.time()) for cid, v in features.items()]
+        for attempt in (1, 2):
+            try:
+                self._db.executemany("INSERT OR REPLACE INTO features VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                self._db.commit()
+                return
+            except sqlite3.DatabaseError as exc:
+                if attempt == 2:
+                    raise TriageError(f"cannot write to the eval readout cache {self.path}: {describe_error(exc)}") from exc
+                self._recover(exc)
 
     def close(self) -> None:
         """Close the database."""

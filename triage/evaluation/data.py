@@ -59,8 +59,11 @@ class LabelledSet:
         return LabelledSet(self.source, self.rows[:n], self.bad, self.ignored_criteria)
 
 
-def parse_row(item: JsonLine, source: str, pack: Pack) -> tuple[LabelledRow | None, str | None, list[str]]:
+def parse_row(item: JsonLine, source: str, pack: Pack, *, partial: bool = False) -> tuple[LabelledRow | None, str | None, list[str]]:
     """Validate one JSON Lines object (``item.obj`` is not None) against ``pack``.
+
+    With ``partial``, a row may leave criteria unlabelled (a team's history labels
+    some decisions only); it still needs at least one of the pack's criteria.
 
     Returns:
         (row, None, ignored criterion ids) when usable, else (None, error message, []).
@@ -77,12 +80,16 @@ def parse_row(item: JsonLine, source: str, pack: Pack) -> tuple[LabelledRow | No
     gold: dict[str, str] = {}
     for crit in pack.criteria:
         if crit.id not in labels:
+            if partial:
+                continue
             return None, f"{where}: no label for criterion {crit.id!r}", []
         value = labels[crit.id]
         valid = [o.id for o in crit.options]
         if not isinstance(value, str) or value not in valid:
             return None, f"{where}: label {crit.id}={value!r} is not an option of {crit.id!r} (options: {', '.join(valid)})", []
         gold[crit.id] = value
+    if not gold:
+        return None, f"{where}: no label for any criterion of the pack ({', '.join(c.id for c in pack.criteria)})", []
     try:
         ticket = make_ticket(text, rid)
     except InputError as exc:
@@ -91,8 +98,10 @@ def parse_row(item: JsonLine, source: str, pack: Pack) -> tuple[LabelledRow | No
     return LabelledRow(line, ticket, gold), None, ignored
 
 
-def read_labelled(path: str | Path, pack: Pack) -> LabelledSet:
+def read_labelled(path: str | Path, pack: Pack, *, partial: bool = False) -> LabelledSet:
     """Read a labelled JSONL file, checking every row against ``pack``.
+
+    ``partial``: rows may label some criteria only (see :func:`parse_row`).
 
     Raises:
         InputError: the file is missing, unreadable, or has no usable row at all.
@@ -105,7 +114,7 @@ def read_labelled(path: str | Path, pack: Pack) -> LabelledSet:
         if item.obj is None:
             out.bad.append(BadRow(n, f"{path} line {n}: {item.error}"))
             continue
-        row, error, ignored = parse_row(item, str(path), pack)
+        row, error, ignored = parse_row(item, str(path), pack, partial=partial)
         if row is None:
             out.bad.append(BadRow(n, error or f"{path} line {n}: unusable"))
             continue

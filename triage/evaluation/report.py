@@ -55,6 +55,7 @@ def print_report(report: dict[str, Any], console: Console, *, confusion: bool = 
         console.print(table)
         for label, key in (("calibrated", "calibration"), ("raw+calibrated", "calibration_raw")):
             _print_calibration(label, crit.get(key), console)
+        _print_learned(crit, console)
         if base and "error" in base:
             console.print(f"baseline: {printable(base['error'])}", style="yellow", markup=False)
         shown = crit["variants"].items() if confusion else [(n, m) for n, m in crit["variants"].items() if n in ("calibrated", "cyclic+prior", "raw+prior")][-1:]
@@ -81,6 +82,36 @@ def _print_calibration(label: str, cal: dict[str, Any] | None, console: Console)
         )
     for w in cal.get("warnings", []):
         console.print(f"  warning: {printable(w)}", style="yellow", markup=False)
+
+
+def _print_learned(crit: dict[str, Any], console: Console) -> None:
+    """The learned head's fit (or why it was refused) and the learning curve."""
+    note = crit.get("learned")
+    if not note:
+        return
+    if note.get("refused"):
+        console.print(f"learned: refused: {printable(note['refused'])}", style="yellow", markup=False)
+    else:
+        cv = note.get("cv", {})
+        back = f"; left to zero-shot: {', '.join(note['backoff'])}" if note.get("backoff") else ""
+        console.print(
+            printable(f"learned: C={note['c']:g} by {cv.get('folds')}-fold CV (bal acc {cv.get('balanced_accuracy', float('nan')):.3f}){back}"),
+            style="dim", markup=False,
+        )
+    curve = crit.get("learning_curve")
+    if not curve:
+        return
+    table = Table(title=safe(f"{crit['id']} · learning curve · balanced accuracy (ECE) on the dev rows"), title_justify="left", title_style="dim")
+    table.add_column("training rows", justify="right")
+    for name in ("learned", "calibrated", "tfidf"):
+        table.add_column(name, justify="right")
+    for point in curve:
+        cells = []
+        for name in ("learned", "calibrated", "tfidf"):
+            m = point.get(name)
+            cells.append("–" if not m else "refused" if "refused" in m else f"{m['balanced_accuracy']:.3f} ({m['ece']:.3f})")
+        table.add_row(str(point["n"]), *cells)
+    console.print(table)
 
 
 def print_confusion(options: list[str], matrix: list[list[int]], title: str, console: Console) -> None:

@@ -13,7 +13,8 @@ from triage.errors import TriageError
 from triage.evaluation import metrics
 from triage.evaluation.cache import CacheKey, Outcome, ReadoutCache
 from triage.evaluation.data import BadRow, LabelledRow, LabelledSet
-from triage.evaluation.variants import CALIBRATED, CYCLIC, PRIOR, RAW, RAW_CALIBRATED, RAW_PRIOR, prior_from, readings
+from triage.evaluation.variants import CALIBRATED, CYCLIC, LEARNED, PRIOR, RAW, RAW_CALIBRATED, RAW_PRIOR, prior_from, readings
+from triage.scoring.head import FEATURES as FEATURES_KIND
 from triage.scoring.pack import Pack
 from triage.scoring.ticket import Ticket, make_ticket
 
@@ -43,25 +44,42 @@ class Scorer:
         self.readout = readout
         self.orderings = orderings_for(readout)
         self.key = CacheKey(engine.sha256, pack.hash, engine.format_for(readout).id, engine.n_ctx, self.orderings)
+        self.features = False  # also get each criterion's answer-position features (learned heads)
         self.scored = 0
         self.scoring_s = 0.0
 
     def outcome(self, ticket: Ticket) -> tuple[Outcome, bool]:
-        """(outcome, True when it came from the cache)."""
+        """(outcome, True when it came from the cache).
+
+        With :attr:`features` set (the label readout only), the outcome also holds
+        each criterion's answer-position features, cached beside the readouts; a
+        ticket cached without them is scored again.
+        """
         hit = self.cache.get(self.key, ticket.sha256)
+        if hit is not None and self.features:
+            hit.features = self.cache.get_features(self.key, ticket.sha256, FEATURES_KIND, [c.id for c in self.pack.criteria])
+            if hit.features is None:
+                self.cache.hits -= 1  # counted as a hit by get(); it is scored again
+                self.cache.misses += 1
+                hit = None
         if hit is not None:
             return hit, True
         from triage.scoring.engine import ScoreOptions
 
         t0 = time.perf_counter()
         opts = ScoreOptions(mode="serial", orderings=self.orderings, readout=self.readout)
-        result, raw = self.engine.raw_readouts(ticket, self.pack, opts)
+        if self.features:
+            result, raw, feats = self.engine.readouts_and_features(ticket, self.pack, opts)
+        else:
+            (result, raw), feats = self.engine.raw_readouts(ticket, self.pack, opts), {}
         ms = (time.perf_counter() - t0) * 1000
         if not result.complete:
             raise TriageError(f"ticket {ticket.id} was not scored completely: {'; '.join(result.warnings)}")
         warnings = [w for w in result.warnings if not w.startswith("stable prefix changed")]
-        out = Outcome(raw, warnings, ms)
+        out = Outcome(raw, warnings, ms, feats or None)
         self.cache.put(self.key, ticket.sha256, out)
+        if feats:
+            self.cache.put_features(self.key, ticket.sha256, FEATURES_KIND, feats)
         self.scored += 1
         self.scoring_s += ms / 1000
         return out, False
@@ -134,6 +152,9 @@ class CalibrationPlan:
     stored_path: str | None = None
     prior: bool = False  # fit on cyclic+prior rather than cyclic
     fit_kw: dict[str, Any] = field(default_factory=dict)
+    learn: bool = False  # also fit a learned head (label readout; the outcomes must hold features)
+    learn_kw: dict[str, Any] = field(default_factory=dict)  # triage.scoring.learn.fit_criterion's options
+    curve: tuple[int, ...] = ()  # learning curve: training-row counts to fit on (first N rows)
 
 
 def _fit(pack: Pack, train: Scored, prior: dict[str, np.ndarray] | None, *, orderings: str, use_prior: bool, engine_info: dict[str, Any], fit_kw: dict[str, Any]) -> Any:
@@ -233,6 +254,8 @@ def build_report(
             out = np.stack([cal.apply(crit.id, row) for row in base]) if len(base) else base
             cov = r.raw_coverage if cal.orderings == "none" else r.coverage
             variants[name] = variant_metrics(out, y, k, r.per_order_argmax, cov)
+        if plan.learn and plan.train is not None and plan.train.rows:
+            _learned_entry(entry, crit, plan, dev, prior, y, baseline)
         if baseline and plan.train is not None and plan.train.rows:
             from triage.evaluation.baseline import fit_predict
 
@@ -257,6 +280,73 @@ def build_report(
         "criteria": criteria,
     }
     return report, fitted
+
+
+def _stack_features(outcomes: Sequence[Outcome], cid: str) -> np.ndarray:
+    if any(o.features is None or cid not in o.features for o in outcomes):
+        raise TriageError("the learned variant needs each ticket's answer-position features; score with features on")
+    return np.stack([o.features[cid] for o in outcomes])  # type: ignore[index]
+
+
+def _learned_entry(entry: dict[str, Any], crit: Any, plan: CalibrationPlan, dev: Scored, prior: Any, y_dev: list[int], baseline: bool) -> None:
+    """The ``learned`` variant (fitted on every training row) and the learning curve, into ``entry``."""
+    from triage.scoring.learn import fit_criterion
+
+    train = plan.train
+    assert train is not None
+    k = len(crit.options)
+    x_tr, x_dev = _stack_features(train.outcomes, crit.id), _stack_features(dev.outcomes, crit.id)
+    lp_tr, lp_dev = readings(crit, train.outcomes, prior).raw, readings(crit, dev.outcomes, prior).raw
+    y_tr = gold(train.rows, crit)
+    cov = readings(crit, dev.outcomes, prior).raw_coverage
+
+    def learned(n: int) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        head, outcome = fit_criterion(crit, x_tr[:n], lp_tr[:n], y_tr[:n], **plan.learn_kw)
+        if head is None:
+            return None, outcome.to_dict()
+        out = np.stack([head.apply(f, lp) for f, lp in zip(x_dev, lp_dev, strict=True)])
+        return variant_metrics(out, y_dev, k, [[0]] * len(y_dev), cov), outcome.to_dict()
+
+    m, note = learned(len(y_tr))
+    entry["learned"] = note
+    if m is not None:
+        entry["variants"][LEARNED] = m
+    curve = []
+    sizes = sorted({min(n, len(y_tr)) for n in plan.curve})  # a size past the training rows is all of them
+    for n in sizes:
+        point: dict[str, Any] = {"n": n}
+        lm, lnote = learned(n)
+        point["learned"] = _brief(lm) if lm is not None else {"refused": lnote.get("refused")}
+        point["calibrated"] = _curve_calibrated(crit, plan, train, prior, n, y_dev, dev)
+        if baseline:
+            from triage.evaluation.baseline import fit_predict
+
+            try:
+                lp = fit_predict([t.ticket.text for t in train.rows[:n]], y_tr[:n], [t.ticket.text for t in dev.rows], k)
+                point["tfidf"] = _brief(metrics.summarize(lp, y_dev, k))
+            except TriageError as exc:
+                point["tfidf"] = {"refused": exc.message}
+        curve.append(point)
+    if curve:
+        entry["learning_curve"] = curve
+
+
+def _brief(m: dict[str, Any]) -> dict[str, Any]:
+    return {key: m[key] for key in ("balanced_accuracy", "balanced_accuracy_ci95", "accuracy", "ece", "ece_floor", "nll") if key in m}
+
+
+def _curve_calibrated(crit: Any, plan: CalibrationPlan, train: Scored, prior: Any, n: int, y_dev: list[int], dev: Scored) -> dict[str, Any]:
+    """Calibration fitted on the first ``n`` training rows, on the dev rows (the label readout's base)."""
+    from triage.scoring.calibrate import apply_vector_scaling, fit_criterion as fit_cal
+
+    base_tr = readings(crit, train.outcomes[:n], prior).base(plan.prior, "none")
+    base_dev = readings(crit, dev.outcomes, prior).base(plan.prior, "none")
+    kw = {k: v for k, v in plan.fit_kw.items() if k in ("min_per_option", "rare", "weighting")}
+    out = fit_cal(crit, base_tr, gold(train.rows[:n], crit), [r.id for r in train.rows[:n]], holdout=0, **kw)
+    if out.refused or out.temperature is None or out.bias is None:
+        return {"refused": out.refused}
+    b = np.array([out.bias[o.id] for o in crit.options])
+    return _brief(metrics.summarize(apply_vector_scaling(base_dev, out.temperature, b), y_dev, len(crit.options)))
 
 
 def set_summary(label_set: LabelledSet, scored: Scored, limit: int | None) -> dict[str, Any]:

@@ -43,14 +43,18 @@ class ScoringRun:
     cache_path: str
 
 
-def score_sets(engine: Any, pack: Pack, parts: Sequence[tuple[str, Sequence[LabelledRow]]], console: Console, readout: str = "label") -> ScoringRun:
-    """Score each named list of rows (cache first), showing one progress bar over all of them."""
+def score_sets(engine: Any, pack: Pack, parts: Sequence[tuple[str, Sequence[LabelledRow]]], console: Console, readout: str = "label", *, features: bool = False) -> ScoringRun:
+    """Score each named list of rows (cache first), showing one progress bar over all of them.
+
+    ``features``: also get each criterion's answer-position features (label readout), for learned heads.
+    """
     total = sum(len(rows) for _, rows in parts)  # rows only: the prior is a step of its own
     with ReadoutCache() as cache:
         said = cache.notice
         if said:
             console.print(f"triage: {said}", style="yellow", markup=False, highlight=False)
         scorer = Scorer(engine, pack, cache, readout)
+        scorer.features = features and readout == "label"
         columns = (
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn("cached {task.fields[hits]}"), TimeElapsedColumn(), TimeRemainingColumn(),

@@ -28,7 +28,8 @@ from triage.scoring.pack import Criterion
 RAW, CYCLIC, PRIOR, CALIBRATED = "raw", "cyclic", "cyclic+prior", "calibrated"
 RAW_CALIBRATED = "raw+calibrated"  # a calibration fitted on the pack-order readout alone
 RAW_PRIOR = "raw+prior"  # the label readout with the content-free prior divided out
-VARIANTS = (RAW, CYCLIC, PRIOR, RAW_PRIOR, CALIBRATED, RAW_CALIBRATED)
+LEARNED = "learned"  # a learned head (triage.scoring.head) on the label readout's features and log-probs
+VARIANTS = (RAW, CYCLIC, PRIOR, RAW_PRIOR, CALIBRATED, RAW_CALIBRATED, LEARNED)
 
 
 def identity_read(reads: Reads) -> tuple[np.ndarray, float]:

@@ -162,6 +162,7 @@ class NativeModel:
         self.model = model
         self.vocab = llama_cpp.llama_model_get_vocab(model)
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self.vocab))
+        self.n_embd = int(llama_cpp.llama_model_n_embd(model))  # width of the hidden state
         self.n_ctx_train = int(llama_cpp.llama_model_n_ctx_train(model))
         if 0 < self.n_ctx_train < n_ctx:
             self.close()

@@ -62,6 +62,10 @@ class Calibration:
     report: dict[str, Any] = field(default_factory=dict)
     _option_ids: dict[str, list[str]] = field(default_factory=dict, repr=False)
 
+    def covers(self, criterion_id: str) -> bool:
+        """Whether the criterion was fitted (others are left as they are)."""
+        return criterion_id in self.criteria
+
     def apply(self, criterion_id: str, logprobs: np.ndarray) -> np.ndarray:
         """Calibrated log-probs for one criterion (unchanged when it was not fitted)."""
         cal = self.criteria.get(criterion_id)

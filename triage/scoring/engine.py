@@ -46,9 +46,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from triage.scoring import debias, readout
+from triage.scoring import head as head_mod
 from triage.errors import TriageError
 from triage.store.files import write_text_atomic
 from triage.model.native import Cancelled, NativeModel, Seq
+from triage.scoring.head import Head
 from triage.scoring.pack import Pack
 from triage.scoring.prompt import DEFAULT_READOUT, PromptBuilder, PromptFormat, PromptSpec, TicketPrompts, check_readout, detect_format
 from triage.scoring.result import CriterionResult, OptionScore, TicketResult, Timing, Tokens
@@ -110,7 +112,14 @@ class StableStore(Protocol):
     def swap_last(self, parts: dict[str, str]) -> dict[str, str] | None: ...
 
 
-Calibrator = Callable[[str, np.ndarray], np.ndarray]
+class Calibration(Protocol):
+    """What the engine needs of a calibration (:class:`triage.scoring.calibrate.Calibration`)."""
+
+    name: str
+
+    def covers(self, criterion_id: str) -> bool: ...
+
+    def apply(self, criterion_id: str, logprobs: np.ndarray) -> np.ndarray: ...
 
 
 @dataclass
@@ -163,6 +172,7 @@ class _Reader:
 
     letters: list[int] | None  # letter readout
     plans: list[readout.AnswerPlan] | None  # label readout, per criterion
+    feature_ids: np.ndarray | None = None  # label readout: token ids whose logits are the learned head's features
 
     def kind(self, ci: int) -> str:
         """What the result schema calls this criterion's readout."""
@@ -205,9 +215,14 @@ class _Reader:
         if self.letters is not None:
             return readout.read(out[(key, "t")], self.letters[: len(spec.order)])
         plan = self.plans[spec.criterion]  # type: ignore[index]
+        logits = out[(key, "t")]
         if not plan.whole:
-            return readout.read_first(out[(key, "t")], plan)
-        return readout.read_whole(out[(key, "t")], [out.get((key, "c", o)) for o in range(len(plan.tokens))], plan)
+            read = readout.read_first(logits, plan)
+        else:
+            read = readout.read_whole(logits, [out.get((key, "c", o)) for o in range(len(plan.tokens))], plan)
+        if self.feature_ids is None:
+            return read
+        return replace(read, features=logits[self.feature_ids].astype(np.float32))
 
 
 def file_sha256(path: Path) -> str:
@@ -284,6 +299,7 @@ class Engine:
         self._lock = threading.Lock()
         self._builders: dict[tuple[str, str], PromptBuilder] = {}
         self._plans: dict[str, list[readout.AnswerPlan]] = {}  # by pack hash, per criterion
+        self.feature_ids = head_mod.feature_ids(self.native.n_vocab, self.native.n_embd)
         self._resident: tuple[int, ...] = ()  # what sequence 0 holds now
         self._priors: dict[tuple[str, str, str], dict[str, np.ndarray]] = {}
         self._last_stable: dict[str, str] | None = None
@@ -362,8 +378,8 @@ class Engine:
         options: ScoreOptions | None = None,
         *,
         cancel: Callable[[], bool] | None = None,
-        calibrator: Calibrator | None = None,
-        calibration_name: str | None = None,
+        calibration: Calibration | None = None,
+        head: Head | None = None,
     ) -> Iterator[ScoreEvent]:
         """Score one ticket, yielding events as work completes.
 
@@ -371,13 +387,18 @@ class Engine:
         (in pack order for ``serial``/``full``; together for ``fanout``), then
         :class:`TicketScored`. When ``cancel()`` turns True, scoring stops between
         tails and the final result has ``complete=False``.
+
+        Each criterion is decided by the first that covers it: the learned
+        ``head`` (label readout only; from the raw readout and the answer
+        position's features), else the ``calibration``, else the readout itself
+        (zero-shot); its result's ``source`` says which.
         """
         options = options or ScoreOptions()
         if isinstance(ticket, str):
             ticket = make_ticket(ticket)
         prior = self.prior(pack, options.effective_orderings, options.readout) if options.prior else None
         with self._lock:
-            yield from self._score_locked(ticket, pack, options, cancel, calibrator, calibration_name, prior)
+            yield from self._score_locked(ticket, pack, options, cancel, calibration, head, prior)
 
     def score_ticket(self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None = None, **kw: Any) -> TicketResult:
         """Score one ticket and return only the final result."""
@@ -395,15 +416,28 @@ class Engine:
             (result, {criterion id: [(order, position log-probs, coverage), ...]}).
             Eval uses this to compute every debiasing variant from one pass.
         """
+        result, captured, _ = self.readouts_and_features(ticket, pack, options)
+        return result, captured
+
+    def readouts_and_features(
+        self, ticket: Ticket | str, pack: Pack, options: ScoreOptions,
+    ) -> tuple[TicketResult, dict[str, list[tuple[tuple[int, ...], np.ndarray, float]]], dict[str, np.ndarray]]:
+        """:meth:`raw_readouts`, plus each criterion's answer-position features (label readout only).
+
+        The features are what a learned head reads (:mod:`triage.scoring.head`);
+        ``triage learn`` and eval's ``learned`` variant fit on them.
+        """
         captured: dict[str, list[tuple[tuple[int, ...], np.ndarray, float]]] = {}
-        self._capture = captured
+        features: dict[str, np.ndarray] = {}
+        self._capture, self._capture_features = captured, features
         try:
             result = self.score_ticket(ticket, pack, options)
         finally:
-            self._capture = None
-        return result, captured
+            self._capture = self._capture_features = None
+        return result, captured, features
 
     _capture: dict[str, list[tuple[tuple[int, ...], np.ndarray, float]]] | None = None
+    _capture_features: dict[str, np.ndarray] | None = None
 
     def prior(self, pack: Pack, orderings: str, kind: str = DEFAULT_READOUT) -> dict[str, np.ndarray]:
         """Content-free prior: each criterion's option log-probs for an "N/A" ticket.
@@ -462,8 +496,8 @@ class Engine:
         pack: Pack,
         options: ScoreOptions,
         cancel: Callable[[], bool] | None,
-        calibrator: Calibrator | None,
-        calibration_name: str | None,
+        calibration: Calibration | None,
+        head: Head | None,
         prior: dict[str, np.ndarray] | None,
     ) -> Iterator[ScoreEvent]:
         t_start = time.perf_counter()
@@ -477,7 +511,11 @@ class Engine:
         if kind == "letter":
             reader = _Reader(readout.letter_ids(self.tokenizer, max(len(c.options) for c in pack.criteria)), None)
         else:
-            reader = _Reader(None, self.answer_plans(pack, builder))
+            reader = _Reader(None, self.answer_plans(pack, builder), self.feature_ids)
+            if head is not None and (why := head_mod.check_match(head, engine=self, pack=pack, readout=kind)):
+                raise TriageError(f"the learned head {head.name} does not fit: {why}")
+        if kind == "letter":
+            head = None
         tokens = Tokens(
             prefix=len(prompts.prefix),
             stable=len(prompts.stable),
@@ -518,7 +556,7 @@ class Engine:
                 timing.prefill_ms += self._fanout(prompts, reader, by_crit, stop, rest)
                 yield Prefilled(prompts, tokens, timing.prefill_ms, len(chosen))
                 for ci in chosen:
-                    results[ci] = self._criterion_result(ci, pack, by_crit[ci], prior, calibrator, reader)
+                    results[ci] = self._criterion_result(ci, pack, by_crit[ci], prior, calibration, head, reader)
                     yield CriterionScored(results[ci])  # type: ignore[arg-type]
             else:
                 per_crit: dict[int, list[PromptSpec]] = {}
@@ -539,7 +577,7 @@ class Engine:
                         acc.reads.append(read)
                         acc.ms += ms
                         acc.tokens += reader.extra_tokens(spec) + (len(spec.tokens) if options.mode in ("full", "split") else len(prompts.tail(spec)))
-                    results[ci] = self._criterion_result(ci, pack, by_crit[ci], prior, calibrator, reader)
+                    results[ci] = self._criterion_result(ci, pack, by_crit[ci], prior, calibration, head, reader)
                     yield CriterionScored(results[ci])  # type: ignore[arg-type]
                 if options.mode == "serial":
                     self._back_to_prefix(prompts)
@@ -556,6 +594,8 @@ class Engine:
             for ci in chosen:
                 acc = by_crit[ci]
                 self._capture[pack.criteria[ci].id] = [(o, r.position_logprobs, r.coverage) for o, r in zip(acc.orders, acc.reads, strict=True)]
+                if self._capture_features is not None and acc.reads and acc.reads[0].features is not None:
+                    self._capture_features[pack.criteria[ci].id] = acc.reads[0].features
         final = TicketResult(
             ticket_id=ticket.id,
             ticket_sha256=ticket.sha256,
@@ -570,7 +610,8 @@ class Engine:
             timing=timing,
             tokens=tokens,
             warnings=warnings,
-            calibration=calibration_name,
+            calibration=calibration.name if calibration is not None else None,
+            head=head.name if head is not None and any(head.covers(pack.criteria[ci].id) for ci in chosen) else None,
             complete=complete,
             created_at=time.time(),
         )
@@ -771,16 +812,24 @@ class Engine:
         pack: Pack,
         acc: _Readouts,
         prior: dict[str, np.ndarray] | None,
-        calibrator: Calibrator | None,
+        calibration: Calibration | None,
+        head: Head | None,
         reader: _Reader,
     ) -> CriterionResult:
         crit = pack.criteria[ci]
         per_order = [debias.to_option_space(r.position_logprobs, o) for o, r in zip(acc.orders, acc.reads, strict=True)]
         combined = debias.combine(per_order)
-        if prior is not None:
-            combined = debias.divide_prior(combined, prior[crit.id])
-        if calibrator is not None:
-            combined = calibrator(crit.id, combined)
+        source = "zero-shot"
+        if head is not None and head.covers(crit.id) and acc.reads[0].features is not None:
+            # fitted on the raw readout (no prior, no calibration): see triage.scoring.learn
+            combined = head.apply(crit.id, acc.reads[0].features, combined)
+            source = "learned"
+        else:
+            if prior is not None:
+                combined = debias.divide_prior(combined, prior[crit.id])
+            if calibration is not None and calibration.covers(crit.id):
+                combined = calibration.apply(crit.id, combined)
+                source = "calibrated"
         probs = np.exp(combined)
         probs = probs / probs.sum()
         ranked = np.argsort(-probs)
@@ -807,6 +856,7 @@ class Engine:
             raw_choice=crit.options[first_argmax].id,
             order_flips=flips,
             readout=reader.kind(ci),
+            source=source,
             index=ci,
             warnings=warnings,
         )

@@ -41,6 +41,7 @@ class Readout:
     coverage: float  # share of the full distribution on those letters
     top_token: int  # the single most likely next token overall
     top_prob: float
+    features: np.ndarray | None = None  # the answer position's logits on a fixed token set (see triage.scoring.head)
 
 
 def letter_ids(tokenizer: Tokenizer, n: int) -> list[int]:

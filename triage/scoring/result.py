@@ -45,6 +45,7 @@ class CriterionResult:
     raw_choice: str  # argmax of the first ordering alone, before debiasing
     order_flips: int  # orderings whose own argmax differs from the first ordering's
     readout: str = "letter"  # "label" (first answer tokens), "label-whole" (whole answers), "letter"
+    source: str = "zero-shot"  # what decided: "learned" (a head), "calibrated" or "zero-shot" (the readout alone)
     index: int = 0  # position in the pack
     warnings: list[str] = field(default_factory=list)
 
@@ -109,6 +110,7 @@ class TicketResult:
     tokens: Tokens
     warnings: list[str] = field(default_factory=list)
     calibration: str | None = None
+    head: str | None = None  # the learned head's file name, when it decided some criterion
     readout: str = "letter"  # "label" (options by name) or "letter" (A/B/C)
     complete: bool = True  # False when cancelled part-way
     created_at: float = 0.0

@@ -345,21 +345,34 @@ class MainScreen(Screen[None]):
             log.exception("scoring ticket %s failed", sub.ticket.id)
             self.post_message(ScoreFailed(sub.id, f"{type(exc).__name__}: {exc}"))
 
-    @staticmethod
-    def _calibration(engine: object, pack: Pack, options: object) -> dict[str, object]:
-        """The stored calibration fitted for this model, pack and prompt format, when it fits the options."""
+    def _calibration(self, engine: object, pack: Pack, options: object) -> dict[str, object]:
+        """What decides beside the readout: the stored learned head and calibration for this model, pack and prompt format.
+
+        A stored head that cannot be applied (learned for another model, or
+        damaged) is named in a notice, with why.
+        """
         from triage.scoring.calibrate import auto_calibration, check_options
+        from triage.scoring.head import auto_head
 
         if not hasattr(engine, "sha256") or not hasattr(engine, "fmt"):
             return {}  # an engine without identity (the tests' scripted one) has no calibration
+        extra: dict[str, object] = {}
+        found = auto_head(engine, pack, options.readout)  # type: ignore[attr-defined]
+        if found.skipped:
+            self.app.call_from_thread(self.notices.put, "head", found.skipped, "warning")
+        else:
+            self.app.call_from_thread(self.notices.drop, "head")
+        if found.head is not None:
+            extra["head"] = found.head
         try:
             cal = auto_calibration(engine, pack, options.readout)  # type: ignore[attr-defined]
         except TriageError as exc:
             log.warning("stored calibration not used: %s", exc.message)
-            return {}
+            return extra
         if cal is None or check_options(cal, orderings=options.effective_orderings, prior=options.prior):  # type: ignore[attr-defined]
-            return {}
-        return {"calibrator": cal.apply, "calibration_name": cal.name}
+            return extra
+        extra["calibration"] = cal
+        return extra
 
     def _is_current(self, submission: int) -> bool:
         return self.current is not None and self.current.id == submission

@@ -89,7 +89,7 @@ class CriterionCard(Widget):
         if r is None:
             self.border_subtitle = STATE_NOTES.get(self.state, "")
         else:
-            self.border_subtitle = f"Δ{r.margin * 100:.0f} pts · {r.tail_ms:.0f} ms · {r.tail_tokens} tok"
+            self.border_subtitle = f"{r.source} · Δ{r.margin * 100:.0f} pts · {r.tail_ms:.0f} ms · {r.tail_tokens} tok"
         self.refresh(layout=True)
 
     def render(self) -> Text:

@@ -1,0 +1,354 @@
+"""Learned heads (`triage learn`): the fit, the artifact, applying it, refusing bad or foreign files.
+
+The model tests use the real smollm2-135m: `triage learn` scores labelled tickets
+and fits a head; `triage score` and the engine apply it to a pack that mixes a
+learned criterion with an unlabelled (zero-shot) one. The math (the row-space fit,
+the folded scaler, the rare-option backoff) is checked against scikit-learn and
+numpy directly, without a model.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from triage.errors import InputError
+from triage.scoring import head as head_mod
+from triage.scoring.head import CriterionHead, Head, feature_ids, read_head, write_head
+from triage.scoring.pack import parse_pack
+
+MIXED = """
+[pack]
+name = "mixed"
+[[criterion]]
+id = "topic"
+question = "Is this about a payment or a delivery?"
+options = [ { id = "payment", label = "Payment, charge or refund" }, { id = "delivery", label = "Delivery of an order" } ]
+[[criterion]]
+id = "mood"
+question = "Is the customer happy or angry?"
+options = [ { id = "happy", label = "Happy" }, { id = "angry", label = "Angry" } ]
+"""
+
+PAYMENT = ["I was charged twice for {x}.", "Please refund the payment for {x}.", "My card was billed for {x} I never bought.",
+           "The invoice for {x} shows the wrong amount.", "Why did you take money for {x} again?"]
+DELIVERY = ["My parcel with {x} never arrived.", "The courier lost {x}.", "Where is my delivery of {x}? It is a week late.",
+            "The tracking for {x} has not moved in days.", "{x} was delivered to the wrong address."]
+THINGS = ["the blender", "my new shoes", "a phone case"]
+
+
+def labelled_rows() -> list[dict[str, object]]:
+    rows = []
+    for i, (tpl, thing) in enumerate((t, x) for t in PAYMENT for x in THINGS):
+        rows.append({"id": f"p{i}", "text": tpl.format(x=thing), "labels": {"topic": "payment"}})
+    for i, (tpl, thing) in enumerate((t, x) for t in DELIVERY for x in THINGS):
+        rows.append({"id": f"d{i}", "text": tpl.format(x=thing).capitalize(), "labels": {"topic": "delivery"}})
+    return rows
+
+
+# -- without a model: the math and the file ------------------------------------------------
+
+
+def test_feature_ids_are_twice_the_width_evenly_spread() -> None:
+    ids = feature_ids(49152, 576)
+    assert len(ids) == 1152 and ids[0] == 0 and ids[-1] == 49151 and np.all(np.diff(ids) > 0)
+    assert len(feature_ids(100, 576)) == 100  # a tiny vocabulary: every token
+
+
+def test_row_space_fit_is_sklearns_fit() -> None:
+    from sklearn.linear_model import LogisticRegression
+
+    from triage.scoring.learn import _RowSpaceLR
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(60, 400))
+    y = rng.integers(0, 3, 60)
+    x[:, 0] += y
+    ours = _RowSpaceLR(0.5).fit(x, y)
+    ref = LogisticRegression(C=0.5, class_weight="balanced", max_iter=20000, tol=1e-10).fit(x, y)
+    test = rng.normal(size=(20, 400))
+    assert np.abs(ours.predict_proba(test) - ref.predict_proba(test)).max() < 1e-3
+
+
+def _synthetic(n_per: list[int], seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    y = np.concatenate([np.full(n, i) for i, n in enumerate(n_per)])
+    feats = rng.normal(size=(len(y), 30)) + np.eye(len(n_per), 30)[y] * 6
+    lp = np.log(np.full((len(y), len(n_per)), 1 / len(n_per)))
+    return feats, lp, y
+
+
+def test_fit_folds_the_scaler_into_the_weights() -> None:
+    from triage.scoring.learn import _fit_lr, _folded, _proba
+
+    crit = parse_pack({"criterion": [{"id": "c", "question": "Q?", "options": [{"id": "a", "label": "A"}, {"id": "b", "label": "B"}, {"id": "z", "label": "Z"}]}]}).criteria[0]
+    feats, lp, y = _synthetic([12, 12, 12])
+    x = np.hstack([feats, lp])
+    scaler, lr = _fit_lr(x, y, 0.1)
+    coef, icpt = _folded(scaler, lr, [0, 1, 2])
+    head = CriterionHead([o.id for o in crit.options], ["a", "b", "z"], coef, icpt)
+    got = np.exp(np.stack([head.apply(f, l) for f, l in zip(feats, lp, strict=True)]))
+    assert np.allclose(got, _proba(scaler, lr, x, [0, 1, 2]), atol=1e-9)
+
+
+def test_fit_criterion_learns_refuses_and_backs_off() -> None:
+    from triage.scoring.learn import fit_criterion
+
+    crit = parse_pack({"criterion": [{"id": "c", "question": "Q?", "options": [{"id": "a", "label": "A"}, {"id": "b", "label": "B"}, {"id": "z", "label": "Z"}]}]}).criteria[0]
+    feats, lp, y = _synthetic([15, 15, 15])
+    head, out = fit_criterion(crit, feats, lp, y)
+    assert head is not None and out.refused is None and out.cv["balanced_accuracy"] > 0.9
+    assert head.coef.shape == (3, 33) and out.c is not None and 0 < out.cv["temperature"]
+    feats, lp, y = _synthetic([15, 15, 3])
+    head, out = fit_criterion(crit, feats, lp, y)
+    assert head is None and "z has 3" in (out.refused or "") and "at least 5" in (out.refused or "")
+    head, out = fit_criterion(crit, feats, lp, y, rare="backoff")
+    assert head is not None and head.classes == ["a", "b"] and head.backoff == ["z"] and out.backoff == ["z"]
+    # The backed-off option keeps its zero-shot probability; the learned ones share the rest.
+    zero = np.log([0.2, 0.3, 0.5])
+    p = np.exp(head.apply(feats[0], zero))
+    assert abs(p[2] - 0.5) < 1e-12 and abs(p.sum() - 1) < 1e-9
+
+
+def _head(n_vocab: int = 300, n_embd: int = 50) -> Head:
+    f = len(feature_ids(n_vocab, n_embd))
+    rng = np.random.default_rng(1)
+    crit = CriterionHead(["x", "y"], ["x", "y"], rng.normal(size=(2, f + 2)), rng.normal(size=2), {"n": 10})
+    return Head("ab" * 32, "packhash", "triage-prompt/3:chat/label", n_vocab, n_embd, {"topic": crit}, name="h.npz")
+
+
+def test_head_file_round_trip(tmp_path: Path) -> None:
+    head = _head()
+    path = write_head(head, tmp_path / "h.npz")
+    back = read_head(path)
+    assert back.model_sha256 == head.model_sha256 and back.prompt_format == head.prompt_format and list(back.criteria) == ["topic"]
+    feats = np.random.default_rng(2).normal(size=head.n_features)
+    lp = np.log([0.3, 0.7])
+    assert np.allclose(back.apply("topic", feats, lp), head.apply("topic", feats, lp), atol=1e-5)  # weights stored as float32
+    with zipfile.ZipFile(path) as z:
+        assert all(not n.endswith(".pkl") for n in z.namelist())
+    assert path.stat().st_size < 4 * 2 * (head.n_features + 2) + 4096
+
+
+def _rewrite(path: Path, **arrays: np.ndarray) -> None:
+    with np.load(path, allow_pickle=False) as data:
+        items = {k: data[k] for k in data.files}
+    items.update(arrays)
+    np.savez(path, **items)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "shape", "nan", "pickle", "schema", "features"])
+def test_a_damaged_head_file_is_refused_with_a_message(tmp_path: Path, damage: str) -> None:
+    path = write_head(_head(), tmp_path / "h.npz")
+    if damage == "truncated":
+        path.write_bytes(path.read_bytes()[:200])
+    elif damage == "garbage":
+        path.write_bytes(b"not a zip file at all")
+    elif damage == "shape":
+        _rewrite(path, c0_coef=np.zeros((2, 7), dtype=np.float32))
+    elif damage == "nan":
+        _rewrite(path, c0_intercept=np.array([np.nan, 0.0]))
+    elif damage == "pickle":
+        with np.load(path) as data:
+            items = {k: data[k] for k in data.files}
+        items["c0_coef"] = np.array([object()], dtype=object)
+        np.savez(path, **items)
+    else:
+        meta = json.loads(str(np.load(path)["meta"]))
+        if damage == "schema":
+            meta["schema"] = "something/9"
+        else:
+            meta["features"]["count"] = 7
+        _rewrite(path, meta=np.array(json.dumps(meta)))
+    with pytest.raises(InputError) as err:
+        read_head(path)
+    assert str(path) in err.value.message
+    assert err.value.message.count("\n") == 0
+
+
+def test_head_key_mismatch_names_what_differs() -> None:
+    head = _head()
+
+    class Fmt:
+        id = "triage-prompt/3:plain/label"
+
+    class Eng:
+        sha256 = "cd" * 32
+
+        def format_for(self, readout: str) -> Fmt:
+            return Fmt()
+
+    pack = parse_pack({"criterion": [{"id": "topic", "question": "Q?", "options": [{"id": "x", "label": "X"}, {"id": "y", "label": "Y"}]}]})
+    why = head_mod.check_match(head, engine=Eng(), pack=pack)
+    assert why and "model sha256" in why and "pack hash" in why and "prompt format" in why
+
+
+def test_read_labelled_partial_rows(tmp_path: Path) -> None:
+    from triage.evaluation.data import read_labelled
+
+    pack = parse_pack({"criterion": [
+        {"id": "topic", "question": "Q?", "options": [{"id": "x", "label": "X"}, {"id": "y", "label": "Y"}]},
+        {"id": "mood", "question": "Q?", "options": [{"id": "a", "label": "A"}, {"id": "b", "label": "B"}]}]})
+    f = tmp_path / "l.jsonl"
+    f.write_text('{"id": "1", "text": "t", "labels": {"topic": "x"}}\n{"id": "2", "text": "t", "labels": {"other": "x"}}\n', encoding="utf-8")
+    got = read_labelled(f, pack, partial=True)
+    assert [r.labels for r in got.rows] == [{"topic": "x"}] and "no label for any criterion" in got.bad[0].message
+    with pytest.raises(InputError):
+        read_labelled(f, pack)  # eval and calibrate still want every criterion
+
+
+def test_learn_says_when_sklearn_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from triage.errors import TriageError
+    from triage.scoring import learn
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sklearn" else real(name, *a))
+    with pytest.raises(TriageError, match="pip install 'triage\\[learn\\]'"):
+        learn._sklearn()
+
+
+# -- with the real model ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def learned(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """`triage learn` once on the mixed pack (topic labelled, mood not), in its own TRIAGE_HOME."""
+    import os
+
+    from triage.cli import main
+
+    home = tmp_path_factory.mktemp("learn-home")
+    work = tmp_path_factory.mktemp("learn")
+    old = os.environ.get("TRIAGE_HOME")
+    os.environ["TRIAGE_HOME"] = str(home)
+    try:
+        pack = work / "mixed.toml"
+        pack.write_text(MIXED, encoding="utf-8")
+        data = work / "labelled.jsonl"
+        data.write_text("\n".join(json.dumps(r) for r in labelled_rows()) + "\n", encoding="utf-8")
+        out = work / "team.npz"
+        code = main(["learn", str(data), "--model", str(smollm2_path), "--n-ctx", "512", "--pack", str(pack), "-o", str(out)])
+        assert code == 0
+    finally:
+        if old is None:
+            os.environ.pop("TRIAGE_HOME", None)
+        else:
+            os.environ["TRIAGE_HOME"] = old
+    return {"home": home, "pack": pack, "head": out, "data": data}
+
+
+@pytest.mark.model
+def test_learn_fits_the_labelled_criterion_and_names_the_other(learned: dict[str, Path], smollm2_path: Path) -> None:
+    from triage.scoring.engine import Engine
+
+    head = read_head(learned["head"])
+    assert list(head.criteria) == ["topic"]
+    [refused] = [c for c in head.report["criteria"] if c.get("refused")]
+    assert refused["criterion"] == "mood" and "no labels" in refused["refused"]
+    with Engine(smollm2_path, name="smollm2-135m", n_ctx=512) as eng:
+        assert (head.n_vocab, head.n_embd) == (eng.native.n_vocab, eng.native.n_embd)
+        assert head.model_sha256 == eng.sha256 and head.prompt_format == eng.format_for("label").id
+        assert head.criteria["topic"].coef.shape == (2, len(eng.feature_ids) + 2)
+    assert (learned["home"] / "data" / "heads").is_dir() or any(learned["home"].rglob("*.npz"))
+
+
+@pytest.mark.model
+def test_engine_applies_the_head_from_the_answer_positions_features(learned: dict[str, Path], smollm2_path: Path) -> None:
+    from triage.scoring.engine import Engine, ScoreOptions
+    from triage.scoring.pack import load_pack
+
+    pack = load_pack(learned["pack"])
+    head = read_head(learned["head"])
+    ticket = "I was charged twice for the blender, refund one payment."
+    with Engine(smollm2_path, name="smollm2-135m", n_ctx=512) as eng:
+        opts = ScoreOptions(mode="serial")
+        plain, raw, feats = eng.readouts_and_features(ticket, pack, opts)
+        with_head = eng.score_ticket(ticket, pack, opts, head=head)
+        fan = eng.score_ticket(ticket, pack, ScoreOptions(mode="fanout"), head=head)
+    assert [c.source for c in plain.criteria] == ["zero-shot", "zero-shot"]
+    assert [c.source for c in with_head.criteria] == ["learned", "zero-shot"] and with_head.head == head.name
+    assert feats["topic"].shape == (len(feature_ids(head.n_vocab, head.n_embd)),)
+    # Independently: the head on the captured features and raw log-probs gives the learned bars.
+    [(order, lp, _)] = raw["topic"]
+    want = np.exp(head.apply("topic", feats["topic"], lp))
+    assert np.allclose([o.probability for o in with_head.criteria[0].options], want, atol=1e-9)
+    # The unlearned criterion is untouched; fanout (the default mode) agrees to batch-shape rounding.
+    assert [o.probability for o in with_head.criteria[1].options] == [o.probability for o in plain.criteria[1].options]
+    assert np.allclose([o.probability for o in fan.criteria[0].options], want, atol=0.05)
+    assert fan.criteria[0].source == "learned"
+
+
+@pytest.mark.model
+def test_score_applies_the_stored_head_and_refuses_a_foreign_one(learned: dict[str, Path], smollm2_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from triage.cli import main
+
+    monkeypatch.setenv("TRIAGE_HOME", str(learned["home"]))
+    ticket = tmp_path / "t.txt"
+    ticket.write_text("My parcel never arrived and the tracking has not moved.", encoding="utf-8")
+    model = ["--model", str(smollm2_path), "--n-ctx", "512", "--pack", str(learned["pack"])]
+    assert main(["score", str(ticket), *model, "--format", "json"]) == 0
+    out = capsys.readouterr()
+    done = json.loads(out.out)
+    assert [c["source"] for c in done["criteria"]] == ["learned", "zero-shot"] and done["head"]
+    assert "applying learned head" in out.err and "not learned: mood" in out.err
+    assert main(["score", str(ticket), *model, "--format", "table"]) == 0
+    table = capsys.readouterr().out
+    assert "learned" in table and "zero-shot" in table
+    assert main(["score", str(ticket), *model, "--format", "json", "--no-head"]) == 0
+    assert [c["source"] for c in json.loads(capsys.readouterr().out)["criteria"]] == ["zero-shot", "zero-shot"]
+    # A head learned for another model is refused when named, and passed over (with why) when stored.
+    foreign = read_head(learned["head"])
+    foreign.model_sha256 = "0" * 64
+    bad = write_head(foreign, tmp_path / "foreign.npz")
+    assert main(["score", str(ticket), *model, "--head", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "learned for another setup" in err and "model sha256" in err
+    stored = head_mod.heads_dir()
+    for p in stored.glob("*.npz"):
+        p.unlink()
+    write_head(foreign, stored / head_mod.stored_name(foreign.model_sha256, foreign.pack_hash, foreign.prompt_format))
+    assert main(["score", str(ticket), *model, "--format", "json"]) == 0
+    out = capsys.readouterr()
+    assert "not applied" in out.err and "another setup" in out.err
+    assert [c["source"] for c in json.loads(out.out)["criteria"]] == ["zero-shot", "zero-shot"]
+    # A damaged file named on the command line: one clear line, exit 2.
+    broken = tmp_path / "broken.npz"
+    broken.write_bytes(b"PK\x03\x04 no more")
+    assert main(["score", str(ticket), *model, "--head", str(broken)]) == 2
+    assert "cannot be read" in capsys.readouterr().err
+
+
+@pytest.mark.model
+@pytest.mark.slow
+async def test_the_app_shows_learned_and_zero_shot_cards(learned: dict[str, Path], smollm2_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from fake_engine import fake_app, wait_until
+    from textual import events
+
+    from triage.scoring.engine import Engine
+    from triage.scoring.pack import load_pack
+
+    monkeypatch.setenv("TRIAGE_HOME", str(learned["home"]))
+    pack = load_pack(learned["pack"])
+
+    def factory(requested: str | None, notice: object) -> Engine:
+        return Engine(smollm2_path, name="smollm2-135m", stand_in=True, n_ctx=512)
+
+    app = fake_app(factory, pack=pack)
+    async with app.run_test(size=(110, 34)) as pilot:
+        main = app.main
+        await wait_until(pilot, lambda: main.model_state == "ready", timeout=120, what="smollm2-135m to load")
+        app.post_message(events.Paste("I was billed twice for my shoes, please refund one charge."))
+        await pilot.pause()
+        await pilot.press("f5")
+        await wait_until(pilot, lambda: main.result is not None, timeout=120, what="the score")
+        result = main.result
+        assert [c.source for c in result.criteria] == ["learned", "zero-shot"] and result.head
+        topic, mood = main.decisions.card("topic"), main.decisions.card("mood")
+        assert str(topic.border_subtitle).startswith("learned ·") and str(mood.border_subtitle).startswith("zero-shot ·")
+        assert not main.notices.has("head")

@@ -1,0 +1,142 @@
+"""``triage learn``: fit a learned read-out (a head) per criterion on a team's labelled tickets."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+NAME = "learn"
+ORDER = 46
+HELP = "learn each criterion from labelled tickets (a read-out on the model's hidden state)"
+DESCRIPTION = """\
+Score labelled tickets (JSON Lines: {"id", "text", "labels": {criterion: option}};
+a row may label some criteria only) with the label readout, and fit, for each
+criterion with enough labels, a multinomial logistic regression on what the
+model computed at that criterion's answer position: its hidden state (read
+through the output layer: the logits of a fixed set of tokens, twice the hidden
+width) and the options' log-probs. Features are standardised, L2 strength is
+chosen by stratified cross-validation on these rows, classes are weighted
+balanced. Scoring with the head costs nothing extra: the features come from the
+decode that reads the options anyway.
+
+A criterion with fewer than --min-per-option labels for some option is not
+learned and is named (it stays zero-shot or calibrated); with --rare-options
+backoff the head learns the other options and leaves those to the zero-shot
+readout. Each result says per criterion what decided it: learned, calibrated
+or zero-shot.
+
+The head (.npz, no pickle) records the model sha256, pack hash and prompt
+format; it is written to -o and stored in the user data dir (heads/), from
+where `triage score` and the app apply it when all three match, and say why
+not when they do not. Readouts and features are cached with `triage eval`'s:
+tickets scored before are not scored again. Needs scikit-learn (the `learn`
+extra); scoring with a head needs only numpy.
+
+examples:
+  triage learn history.jsonl --pack criteria.toml
+  triage learn history.jsonl --pack criteria.toml -o team.npz --rare-options backoff"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from triage.cli import add_model_options
+
+    p.add_argument("labelled", metavar="LABELLED.jsonl", help="labelled tickets to learn from")
+    add_model_options(p)
+    p.set_defaults(n_ctx=1024)
+    p.add_argument("--pack", metavar="CRITERIA.toml", help="criteria pack (default: the built-in support pack)")
+    p.add_argument("-o", "--output", metavar="HEAD.npz", help="write the head here (it is also stored in the user data dir)")
+    p.add_argument("--criteria", metavar="ID,ID", help="learn only these criteria (default: every criterion with labels)")
+    p.add_argument("--limit", type=int, metavar="N", help="learn from the first N usable rows only")
+    p.add_argument("--prompt", choices=("auto", "chat", "plain"), default="auto", help="prompt format (default: from the model's chat template)")
+    p.add_argument("--min-per-option", type=int, default=None, metavar="N", help="fewest labels per option to learn a criterion (default 5)")
+    p.add_argument("--rare-options", choices=("refuse", "backoff"), default="refuse", help="an option below --min-per-option: leave the criterion unlearned (default), or learn the others and leave it to zero-shot")
+    p.add_argument("--no-store", action="store_true", help="do not store the head in the user data dir")
+
+
+def run(args: argparse.Namespace) -> int:
+    import numpy as np
+    from rich.console import Console
+
+    from triage.commands.score import chosen_criteria
+    from triage.errors import InputError
+    from triage.evaluation.data import read_labelled
+    from triage.evaluation.session import report_bad, score_sets
+    from triage.evaluation.variants import readings
+    from triage.model.loader import load_engine
+    from triage.scoring import head as head_mod
+    from triage.scoring import learn as learn_mod
+    from triage.scoring.pack import resolve_pack
+    from triage.scoring.ticket import printable
+
+    out = Console(width=None if sys.stdout.isatty() else 150, soft_wrap=True)
+    err = Console(stderr=True, width=None if sys.stderr.isatty() else 150, soft_wrap=True)
+    if not args.output and args.no_store:
+        raise InputError("with --no-store, give -o HEAD.npz: the head would go nowhere")
+    if args.output and Path(args.output).suffix != head_mod.SUFFIX:
+        raise InputError(f"a head file ends in {head_mod.SUFFIX}, got {args.output}", hint=f"e.g. -o {Path(args.output).with_suffix(head_mod.SUFFIX).name}")
+    if args.min_per_option is not None and args.min_per_option < 2:
+        raise InputError(f"--min-per-option must be at least 2, got {args.min_per_option}")
+    learn_mod._sklearn()  # say it before scoring, not after
+    pack = resolve_pack(args.pack)
+    only = chosen_criteria(args.criteria, pack)
+    rows = read_labelled(args.labelled, pack, partial=True)
+    report_bad(rows, err)
+    rows = rows.limit(args.limit)
+    engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: err.print(f"triage: {printable(m)}", markup=False))
+    with engine:
+        run_ = score_sets(engine, pack, [("learn", rows.rows)], err, "label", features=True)
+        scored = run_.sets[0]
+        if not scored.rows:
+            raise InputError(f"no row of {args.labelled} could be scored")
+        features, logprobs, labels = {}, {}, {}
+        for crit in pack.criteria:
+            have = [i for i, r in enumerate(scored.rows) if crit.id in r.labels]
+            if not have:
+                continue
+            outs = [scored.outcomes[i] for i in have]
+            ids = [o.id for o in crit.options]
+            features[crit.id] = np.stack([o.features[crit.id] for o in outs])  # type: ignore[index]
+            logprobs[crit.id] = readings(crit, outs, None).raw
+            labels[crit.id] = [ids.index(scored.rows[i].labels[crit.id]) for i in have]
+        name = Path(args.output).name if args.output else head_mod.stored_name(engine.sha256, pack.hash, engine.format_for("label").id)
+        head, outcomes = learn_mod.fit_head(
+            pack, features, logprobs, labels,
+            model_sha256=engine.sha256, prompt_format=engine.format_for("label").id,
+            n_vocab=engine.native.n_vocab, n_embd=engine.native.n_embd, name=name, criteria=only,
+            min_per_option=args.min_per_option or learn_mod.MIN_PER_OPTION, rare=args.rare_options,
+        )
+        head.report.update({"labelled": str(args.labelled), "n_ctx": engine.n_ctx, "model": engine.name, "rows": len(scored.rows), "cut": scored.cut})
+    err.print(f"cache: {run_.hits} hit(s), {run_.misses} scored · {scored.cut} ticket(s) cut to fit the {engine.n_ctx}-token context", markup=False, highlight=False)
+    for o in outcomes:
+        if o.refused:
+            err.print(f"triage: not learned: {printable(o.refused)}", style="yellow", markup=False)
+            continue
+        zero = _zero_shot_bacc(logprobs[o.criterion], labels[o.criterion])
+        back = f" · left to zero-shot: {', '.join(o.backoff)}" if o.backoff else ""
+        out.print(
+            printable(f"{o.criterion}: learned from n={o.n} ({', '.join(f'{k} {v}' for k, v in o.counts.items())}) · C={o.c:g} · "
+                      f"{o.cv['folds']}-fold CV balanced accuracy {o.cv['balanced_accuracy']:.3f} (zero-shot on the same rows {zero:.3f}){back}"),
+            markup=False, highlight=False,
+        )
+        for w in o.warnings:
+            err.print(f"triage: warning: {printable(w)}", style="yellow", markup=False)
+    if not head.criteria:
+        raise InputError("no criterion could be learned; nothing written", hint="label more rows per option (--min-per-option), or pass --rare-options backoff")
+    if args.output:
+        head_mod.write_head(head, args.output)
+        out.print(f"wrote {args.output}", markup=False)
+    if not args.no_store:
+        path = head_mod.store_head(head)
+        out.print(f"stored {path} (applied automatically for this model, pack and prompt format)", markup=False)
+    return 0
+
+
+def _zero_shot_bacc(logprobs: object, y: list[int]) -> float:
+    """Balanced accuracy of the zero-shot readout on the training rows (what learning is measured against)."""
+    import numpy as np
+
+    from triage.evaluation.metrics import balanced_accuracy
+
+    lp = np.asarray(logprobs)
+    return balanced_accuracy(y, [int(i) for i in lp.argmax(axis=1)], lp.shape[1])

@@ -1,0 +1,296 @@
+"""Learned read-out heads: a team's labels, applied at no extra cost per ticket.
+
+A *head* is, per criterion, a multinomial logistic regression on what the model
+computed at that criterion's answer position anyway:
+
+* the **hidden state**, seen through the output layer: the logits of a fixed set
+  of vocabulary tokens (:func:`feature_ids`, twice the hidden width, evenly
+  spaced ids). For this family of models the logits are a linear map of the
+  final hidden state (``logits = W · h``, no bias), so with at least as many
+  tokens as the hidden state is wide a linear read-out of these logits is a
+  linear read-out of the hidden state. Measured on the Qwen2.5 stand-in: the
+  hidden state is recovered from them with held-out R² 0.997, and they come from
+  the logits llama.cpp computes for the answer position anyway, so they cost
+  nothing. Turning llama.cpp's embeddings on instead costs 27% more per ticket
+  in one batch (every token becomes an output) or one more decode (~73 ms) for
+  the answer positions alone (docs/quality.md, "Learned read-out");
+* the **option log-probs** of the label readout (what zero-shot decides from).
+
+Scoring applies the head with numpy only: ``softmax(W x + b)``, the standardising
+scaler folded into ``W`` and ``b``. Fitting (scikit-learn) is in
+:mod:`triage.scoring.learn`.
+
+A head file is ``.npz`` (never pickle): a JSON ``meta`` and per criterion its
+weights and intercepts. It records the model sha256, pack hash, prompt format
+and feature set it was fitted for; it is applied only where all match, and a
+file whose arrays do not fit the pack and the model is refused with a message.
+Heads are stored in ``user_dirs().data / "heads"`` under a name made of the keys.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from triage.errors import InputError
+from triage.scoring.debias import log_normalize
+from triage.store.paths import user_dirs
+
+SCHEMA = "triage.head/1"
+FEATURES = "logits-image/1"  # which features; bump when feature_ids changes
+SUFFIX = ".npz"
+
+
+def feature_count(n_vocab: int, n_embd: int) -> int:
+    """How many vocabulary logits make the hidden-state features: twice the hidden width."""
+    return min(n_vocab, 2 * n_embd)
+
+
+def feature_ids(n_vocab: int, n_embd: int) -> np.ndarray:
+    """The token ids whose logits are the hidden-state features: evenly spaced over the vocabulary."""
+    return np.unique(np.linspace(0, n_vocab - 1, feature_count(n_vocab, n_embd)).round().astype(np.int64))
+
+
+@dataclass
+class CriterionHead:
+    """One criterion's read-out: ``log_softmax(coef @ x + intercept)`` over ``classes``.
+
+    ``x`` is ``[features..., option log-probs...]``. ``classes`` are the options the
+    head was fitted on; an option with too few labels to learn (``backoff``)
+    keeps its zero-shot probability and the learned ones share the rest.
+    """
+
+    options: list[str]  # every option of the criterion, pack order
+    classes: list[str]  # the options the head predicts
+    coef: np.ndarray  # (len(classes), n_features + len(options)), scaler folded in
+    intercept: np.ndarray  # (len(classes),)
+    info: dict[str, Any] = field(default_factory=dict)  # n, counts, C, cross-validation scores
+
+    @property
+    def backoff(self) -> list[str]:
+        """Options left to the zero-shot readout (too few labels to learn)."""
+        return [o for o in self.options if o not in self.classes]
+
+    def apply(self, features: np.ndarray, logprobs: np.ndarray) -> np.ndarray:
+        """Learned log-probs over every option (pack order)."""
+        x = np.concatenate([np.asarray(features, dtype=np.float64), np.asarray(logprobs, dtype=np.float64)])
+        learned = log_normalize(self.coef.astype(np.float64) @ x + self.intercept)
+        if not self.backoff:
+            return learned
+        zero = np.exp(log_normalize(np.asarray(logprobs, dtype=np.float64)))
+        idx = [self.options.index(c) for c in self.classes]
+        rest = [i for i in range(len(self.options)) if i not in idx]
+        share = max(1e-12, 1.0 - float(zero[rest].sum()))
+        out = np.empty(len(self.options))
+        out[idx] = np.exp(learned) * share
+        out[rest] = zero[rest]
+        return np.log(np.maximum(out, 1e-300))
+
+
+@dataclass
+class Head:
+    """Learned read-outs for some criteria of one (model, pack, prompt format)."""
+
+    model_sha256: str
+    pack_hash: str
+    prompt_format: str
+    n_vocab: int
+    n_embd: int
+    criteria: dict[str, CriterionHead]
+    name: str = "head"
+    report: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def n_features(self) -> int:
+        """Hidden-state features per criterion (before the option log-probs)."""
+        return len(feature_ids(self.n_vocab, self.n_embd))
+
+    def covers(self, criterion_id: str) -> bool:
+        """Whether this head has a read-out for the criterion."""
+        return criterion_id in self.criteria
+
+    def apply(self, criterion_id: str, features: np.ndarray, logprobs: np.ndarray) -> np.ndarray:
+        """Learned log-probs for one criterion (raises KeyError when it has no read-out)."""
+        return self.criteria[criterion_id].apply(features, logprobs)
+
+    def meta(self) -> dict[str, Any]:
+        """The JSON part of the file."""
+        return {
+            "schema": SCHEMA,
+            "model_sha256": self.model_sha256,
+            "pack_hash": self.pack_hash,
+            "prompt_format": self.prompt_format,
+            "features": {"kind": FEATURES, "n_vocab": self.n_vocab, "n_embd": self.n_embd, "count": self.n_features},
+            "criteria": [{"id": cid, "options": h.options, "classes": h.classes, **h.info} for cid, h in self.criteria.items()],
+            "created": time.time(),
+            "report": self.report,
+        }
+
+
+def write_head(head: Head, path: str | Path) -> Path:
+    """Write ``head`` as ``.npz`` atomically (a temporary file renamed over ``path``)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    arrays: dict[str, np.ndarray] = {"meta": np.array(json.dumps(head.meta(), allow_nan=False, default=_plain))}
+    for i, h in enumerate(head.criteria.values()):
+        arrays[f"c{i}_coef"] = h.coef.astype(np.float32)
+        arrays[f"c{i}_intercept"] = h.intercept.astype(np.float64)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("wb") as fh:
+        np.savez_compressed(fh, **arrays)
+    tmp.replace(path)
+    return path
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def read_head(path: str | Path) -> Head:
+    """Read a head file and check that its arrays are whole and consistent.
+
+    Raises:
+        InputError: missing, not a triage head, or damaged (naming what is wrong).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"head file {path} does not exist", hint="make one with `triage learn LABELLED.jsonl --pack PACK`")
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as exc:
+        raise InputError(f"head file {path} cannot be read: {exc}", hint="it is damaged or not a head file; run `triage learn` again") from None
+    try:
+        meta = json.loads(str(arrays["meta"]))
+    except (KeyError, ValueError) as exc:
+        raise InputError(f"{path} is not a triage head file (no readable meta: {exc})") from None
+    if not isinstance(meta, dict) or meta.get("schema") != SCHEMA:
+        raise InputError(f"{path} is not a triage head file (expected schema {SCHEMA})")
+    try:
+        feats = meta["features"]
+        if feats["kind"] != FEATURES:
+            raise InputError(f"head file {path} uses features {feats['kind']!r}; this triage reads {FEATURES!r}", hint="run `triage learn` again")
+        n_vocab, n_embd = int(feats["n_vocab"]), int(feats["n_embd"])
+        n_feat = len(feature_ids(n_vocab, n_embd))
+        if int(feats["count"]) != n_feat:
+            raise ValueError(f"features.count is {feats['count']}, expected {n_feat}")
+        crits: dict[str, CriterionHead] = {}
+        for i, c in enumerate(meta["criteria"]):
+            options, classes = [str(o) for o in c["options"]], [str(o) for o in c["classes"]]
+            if len(set(options)) != len(options) or len(classes) < 2 or not set(classes) <= set(options):
+                raise ValueError(f"criterion {c['id']!r}: classes {classes} do not fit its options {options}")
+            coef, icpt = arrays[f"c{i}_coef"], arrays[f"c{i}_intercept"]
+            want = (len(classes), n_feat + len(options))
+            if coef.shape != want or icpt.shape != (len(classes),):
+                raise ValueError(f"criterion {c['id']!r}: weights are {coef.shape} and {icpt.shape}, expected {want} and ({len(classes)},)")
+            if not (np.all(np.isfinite(coef)) and np.all(np.isfinite(icpt))):
+                raise ValueError(f"criterion {c['id']!r}: weights are not all finite")
+            info = {k: v for k, v in c.items() if k not in ("id", "options", "classes")}
+            crits[str(c["id"])] = CriterionHead(options, classes, coef.astype(np.float64), icpt.astype(np.float64), info)
+        return Head(
+            str(meta["model_sha256"]), str(meta["pack_hash"]), str(meta["prompt_format"]), n_vocab, n_embd, crits,
+            name=path.name, report=meta.get("report", {}),
+        )
+    except InputError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise InputError(f"head file {path} is damaged: {exc}", hint="run `triage learn` again") from None
+
+
+def check_match(head: Head, *, engine: Any, pack: Any, readout: str = "label") -> str | None:
+    """Why ``head`` does not fit this engine, pack and readout, or None when it does."""
+    problems = []
+    if head.model_sha256 != engine.sha256:
+        problems.append(f"model sha256 {head.model_sha256[:12]}… ≠ running model {engine.sha256[:12]}…")
+    if head.pack_hash != pack.hash:
+        problems.append(f"pack hash {head.pack_hash} ≠ {pack.hash}")
+    fmt = engine.format_for(readout).id
+    if head.prompt_format != fmt:
+        problems.append(f"prompt format {head.prompt_format} ≠ {fmt}")
+    native = getattr(engine, "native", None)
+    if native is not None and (head.n_vocab, head.n_embd) != (native.n_vocab, native.n_embd):
+        problems.append(f"features for vocabulary {head.n_vocab} × width {head.n_embd} ≠ the model's {native.n_vocab} × {native.n_embd}")
+    if not problems:  # same pack hash: the options must match too
+        by_id = {c.id: [o.id for o in c.options] for c in pack.criteria}
+        for cid, h in head.criteria.items():
+            if by_id.get(cid) != h.options:
+                problems.append(f"criterion {cid!r} has options {h.options}, the pack {by_id.get(cid)}")
+    return "; ".join(problems) or None
+
+
+def load_head(path: str | Path, *, engine: Any, pack: Any, readout: str = "label") -> Head:
+    """Read a head file and check that it was fitted for this engine, pack and readout.
+
+    Raises:
+        InputError: it does not match (naming what differs), or cannot be read.
+    """
+    head = read_head(path)
+    why = check_match(head, engine=engine, pack=pack, readout=readout)
+    if why:
+        raise InputError(f"head {path} was learned for another setup: {why}", hint="run `triage learn` for this model and pack, or leave out --head")
+    return head
+
+
+def heads_dir() -> Path:
+    """Where learned heads are kept: ``user_dirs().data / "heads"``."""
+    return user_dirs().data / "heads"
+
+
+def stored_name(model_sha256: str, pack_hash: str, prompt_format: str) -> str:
+    """The file name a head for these keys is stored under."""
+    fmt = prompt_format.replace("/", "_").replace(":", "_").replace("+", "_")
+    return f"{model_sha256[:16]}-{pack_hash}-{fmt}{SUFFIX}"
+
+
+def store_head(head: Head) -> Path:
+    """Save ``head`` in :func:`heads_dir` under :func:`stored_name` (replacing an older one)."""
+    return write_head(head, heads_dir() / stored_name(head.model_sha256, head.pack_hash, head.prompt_format))
+
+
+@dataclass
+class Found:
+    """What :func:`auto_head` found: the head to apply, or why a stored one was not applied."""
+
+    head: Head | None = None
+    skipped: str | None = None  # a one-line reason, for the user
+
+
+def auto_head(engine: Any, pack: Any, readout: str = "label") -> Found:
+    """The stored head for this engine, pack and readout, loaded and checked.
+
+    What ``triage score`` and the app call when no ``--head`` is given. The file
+    stored under this setup's name is applied when it loads and matches. When
+    there is none, a stored head learned for the same pack with another model or
+    prompt format is not applied, and :attr:`Found.skipped` says why (so is a
+    damaged file).
+    """
+    if readout != "label":
+        return Found()
+    folder = heads_dir()
+    path = folder / stored_name(engine.sha256, pack.hash, engine.format_for(readout).id)
+    if path.is_file():
+        try:
+            return Found(load_head(path, engine=engine, pack=pack, readout=readout))
+        except InputError as exc:
+            return Found(None, f"learned head not applied: {exc.message}")
+    if not folder.is_dir():
+        return Found()
+    for other in sorted(folder.glob(f"*-{pack.hash}-*{SUFFIX}"), key=lambda p: p.stat().st_mtime, reverse=True):
+        try:
+            head = read_head(other)
+        except InputError:
+            continue
+        why = check_match(head, engine=engine, pack=pack, readout=readout)
+        if why:
+            return Found(None, f"learned head {other.name} not applied: it was learned for another setup ({why})")
+    return Found()

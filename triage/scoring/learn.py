@@ -1,0 +1,254 @@
+"""Fitting learned heads (:mod:`triage.scoring.head`) on a team's labelled tickets.
+
+Per criterion: multinomial logistic regression with L2 on standardised
+features (the answer position's hidden-state features and the K option
+log-probs), class weights balanced, the strength chosen by stratified
+cross-validation on the training rows (log loss). scikit-learn is needed here
+only (the ``learn`` extra); applying a head is numpy.
+
+An option with fewer than ``min_per_option`` labels cannot be learned: the
+criterion is refused and named, or with ``rare="backoff"`` the head learns
+the other options and leaves that one to the zero-shot readout.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from triage.errors import TriageError
+from triage.scoring.calibrate import fit_vector_scaling
+from triage.scoring.head import CriterionHead, Head
+
+MIN_PER_OPTION = 5
+C_GRID = tuple(float(c) for c in np.logspace(-4, 1, 6))  # L2 strength candidates (sklearn's C = 1 / strength)
+FOLDS = 5
+SEED = 0
+
+
+def _sklearn() -> Any:
+    import importlib.util
+
+    if importlib.util.find_spec("sklearn") is None:
+        raise TriageError(
+            "learning a head needs scikit-learn, which is not installed",
+            hint="install the learn extra: pip install 'triage[learn]' (or pip install scikit-learn)",
+        ) from None
+    from sklearn import linear_model, model_selection, preprocessing
+
+    return linear_model, model_selection, preprocessing
+
+
+@dataclass
+class LearnOutcome:
+    """One criterion's fit, or why it was refused."""
+
+    criterion: str
+    n: int
+    counts: dict[str, int]
+    refused: str | None = None
+    backoff: list[str] = field(default_factory=list)  # options left to the zero-shot readout
+    c: float | None = None
+    cv: dict[str, float] = field(default_factory=dict)  # cross-validated scores of the chosen fit
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for reports and the head file's meta."""
+        return dict(self.__dict__)
+
+
+def design(features: np.ndarray, logprobs: np.ndarray) -> np.ndarray:
+    """The head's input rows: ``[features..., option log-probs...]``."""
+    return np.hstack([np.asarray(features, dtype=np.float64), np.asarray(logprobs, dtype=np.float64)])
+
+
+class _RowSpaceLR:
+    """L2 logistic regression fitted in the span of the training rows.
+
+    With fewer rows than features (150 tickets, ~1,800 features), an L2-penalised
+    linear model's weights lie in the span of the (centred) training rows, so it
+    is fitted exactly on their coordinates in an orthonormal basis of that span
+    (``x = z Vᵀ``, ``|w| = |w_z|``) and mapped back: the same solution, on a
+    problem with as many columns as rows.
+    """
+
+    def __init__(self, c: float) -> None:
+        self.c = c
+
+    def fit(self, x: np.ndarray, y: np.ndarray) -> _RowSpaceLR:
+        linear_model, _, _ = _sklearn()
+        _, s, vt = np.linalg.svd(x, full_matrices=False)
+        keep = s > s[0] * 1e-10 if len(s) else s > 0
+        self.basis = vt[keep]  # (r, d)
+        lr = linear_model.LogisticRegression(C=self.c, class_weight="balanced", max_iter=5000, tol=1e-6, random_state=SEED)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # convergence chatter on tiny folds; the CV score judges the fit
+            lr.fit(x @ self.basis.T, y)
+        self.classes_ = lr.classes_
+        self.coef_ = lr.coef_ @ self.basis
+        self.intercept_ = lr.intercept_
+        return self
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        z = x @ self.coef_.T + self.intercept_
+        if z.shape[1] == 1:  # binary: sklearn's one row is class 1's log-odds
+            z = np.hstack([np.zeros_like(z), z])
+        z = z - z.max(axis=1, keepdims=True)
+        p = np.exp(z)
+        return p / p.sum(axis=1, keepdims=True)
+
+
+def _fit_lr(x: np.ndarray, y: np.ndarray, c: float) -> Any:
+    _, _, preprocessing = _sklearn()
+    scaler = preprocessing.StandardScaler().fit(x)
+    return scaler, _RowSpaceLR(c).fit(scaler.transform(x), y)
+
+
+def _proba(scaler: Any, lr: Any, x: np.ndarray, classes: Sequence[int]) -> np.ndarray:
+    p = lr.predict_proba(scaler.transform(x))
+    out = np.zeros((len(x), len(classes)))
+    for j, c in enumerate(lr.classes_):
+        out[:, list(classes).index(int(c))] = p[:, j]
+    return out
+
+
+def _balanced_logloss(p: np.ndarray, y: np.ndarray, classes: Sequence[int]) -> float:
+    """Log loss with each class weighted equally (what the balanced fit aims at)."""
+    idx = np.array([list(classes).index(int(t)) for t in y])
+    ll = -np.log(np.clip(p[np.arange(len(y)), idx], 1e-12, 1.0))
+    return float(np.mean([ll[idx == j].mean() for j in range(len(classes)) if np.any(idx == j)]))
+
+
+def _balanced_accuracy(p: np.ndarray, y: np.ndarray, classes: Sequence[int]) -> float:
+    idx = np.array([list(classes).index(int(t)) for t in y])
+    pred = p.argmax(axis=1)
+    return float(np.mean([np.mean(pred[idx == j] == j) for j in range(len(classes)) if np.any(idx == j)]))
+
+
+def fit_criterion(
+    criterion: Any,
+    features: np.ndarray,
+    logprobs: np.ndarray,
+    y: Sequence[int],
+    *,
+    min_per_option: int = MIN_PER_OPTION,
+    rare: str = "refuse",
+    c_grid: Sequence[float] = C_GRID,
+    folds: int = FOLDS,
+) -> tuple[CriterionHead | None, LearnOutcome]:
+    """Fit one criterion's head; (None, outcome naming why) when it cannot be learned.
+
+    Args:
+        criterion: the pack's criterion.
+        features: (n, F) hidden-state features of the training rows.
+        logprobs: (n, K) raw label-readout log-probs.
+        y: gold option indices.
+        min_per_option: fewest labels an option needs to be learned.
+        rare: ``refuse`` the criterion when an option has fewer, or ``backoff``:
+            learn the others and leave those options to the zero-shot readout.
+        c_grid: candidate C values (inverse L2 strength), chosen by cross-validation.
+        folds: cross-validation folds (fewer when the rarest learned option has fewer rows).
+    """
+    _, model_selection, _ = _sklearn()
+    ids = [o.id for o in criterion.options]
+    y_arr = np.asarray([int(t) for t in y], dtype=int)
+    counts = {ids[i]: int(np.sum(y_arr == i)) for i in range(len(ids))}
+    out = LearnOutcome(criterion.id, len(y_arr), counts)
+    short = [o for o, c in counts.items() if c < min_per_option]
+    if short:
+        detail = ", ".join(f"{o} has {counts[o]}" for o in short)
+        if rare != "backoff" or len(short) > len(ids) - 2:
+            out.refused = f"criterion {criterion.id!r} has too few labels to learn: {detail} (need at least {min_per_option} per option)"
+            return None, out
+        out.backoff = short
+        out.warnings.append(f"criterion {criterion.id!r}: {detail} label(s) (< {min_per_option}); left to the zero-shot readout")
+    classes = [i for i, o in enumerate(ids) if o not in short]
+    keep = np.isin(y_arr, classes)
+    x = design(features, logprobs)[keep]
+    yk = y_arr[keep]
+    k_folds = max(2, min(folds, min(counts[ids[c]] for c in classes)))
+    splitter = model_selection.StratifiedKFold(n_splits=k_folds, shuffle=True, random_state=SEED)
+    best: tuple[float, float, float] | None = None  # (balanced log loss, C, balanced accuracy)
+    best_pred = np.zeros((len(yk), len(classes)))
+    for c in c_grid:
+        pred = np.zeros((len(yk), len(classes)))
+        for tr, te in splitter.split(x, yk):
+            scaler, lr = _fit_lr(x[tr], yk[tr], c)
+            pred[te] = _proba(scaler, lr, x[te], classes)
+        score = (_balanced_logloss(pred, yk, classes), c, _balanced_accuracy(pred, yk, classes))
+        if best is None or score[0] < best[0]:
+            best, best_pred = score, pred
+    assert best is not None
+    # Balanced class weights skew the probabilities toward rare options; a temperature fitted
+    # on the out-of-fold predictions (plain NLL) makes the bars honest on the training mix
+    # without moving any decision (argmax is unchanged by a temperature).
+    yi = np.array([classes.index(int(t)) for t in yk])
+    temperature, _ = fit_vector_scaling(np.log(np.clip(best_pred, 1e-12, 1.0)), yi, frozen=range(len(classes)), l2_log_t=0.0)
+    out.c = best[1]
+    out.cv = {"folds": k_folds, "balanced_logloss": best[0], "balanced_accuracy": best[2], "temperature": temperature}
+    scaler, lr = _fit_lr(x, yk, best[1])
+    coef, icpt = _folded(scaler, lr, classes)
+    coef, icpt = coef / temperature, icpt / temperature
+    info = {"n": int(len(yk)), "counts": counts, "C": best[1], "cv": out.cv, "backoff": out.backoff}
+    return CriterionHead(ids, [ids[c] for c in classes], coef, icpt, info), out
+
+
+def _folded(scaler: Any, lr: Any, classes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Weights and intercepts on unscaled inputs, one row per class in ``classes`` order.
+
+    ``w · (x - mean) / scale + b`` = ``(w / scale) · x + (b - w · mean / scale)``.
+    sklearn's binary fit has one row (for class 1): the two-class softmax is then
+    ``[0, z]``, which is the same as rows ``[-z/2, z/2]``.
+    """
+    scale = np.where(scaler.scale_ > 0, scaler.scale_, 1.0)
+    w = lr.coef_ / scale
+    b = lr.intercept_ - w @ scaler.mean_
+    if w.shape[0] == 1:
+        w = np.vstack([-w / 2, w / 2])
+        b = np.array([-b[0] / 2, b[0] / 2])
+    order = [list(lr.classes_).index(c) for c in classes]
+    return w[order], b[order]
+
+
+def fit_head(
+    pack: Any,
+    features: dict[str, np.ndarray],
+    logprobs: dict[str, np.ndarray],
+    labels: dict[str, Sequence[int]],
+    *,
+    model_sha256: str,
+    prompt_format: str,
+    n_vocab: int,
+    n_embd: int,
+    name: str = "head",
+    criteria: Sequence[str] | None = None,
+    **fit_kw: Any,
+) -> tuple[Head, list[LearnOutcome]]:
+    """Fit every criterion that has labels (refused ones are left out of the head).
+
+    Args:
+        pack: the criteria pack.
+        features, logprobs, labels: per criterion id, the training rows' (n, F)
+            features, (n, K) raw log-probs and gold option indices (criteria
+            without labels are absent).
+        criteria: only these (default: every criterion with labels).
+        fit_kw: passed to :func:`fit_criterion`.
+    """
+    outcomes: list[LearnOutcome] = []
+    heads: dict[str, CriterionHead] = {}
+    for crit in pack.criteria:
+        if (criteria is not None and crit.id not in criteria):
+            continue
+        if crit.id not in labels or not len(labels[crit.id]):
+            outcomes.append(LearnOutcome(crit.id, 0, {}, refused=f"criterion {crit.id!r} has no labels in the training rows"))
+            continue
+        head, outcome = fit_criterion(crit, features[crit.id], logprobs[crit.id], labels[crit.id], **fit_kw)
+        outcomes.append(outcome)
+        if head is not None:
+            heads[crit.id] = head
+    report = {"settings": {k: v for k, v in fit_kw.items() if k != "c_grid"}, "criteria": [o.to_dict() for o in outcomes]}
+    return Head(model_sha256, pack.hash, prompt_format, n_vocab, n_embd, heads, name=name, report=report), outcomes
