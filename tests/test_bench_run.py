@@ -65,14 +65,20 @@ def test_bench_run_writes_the_keys_and_reuse_is_exact(smollm2_path: Path, tiny: 
     back = json.loads(out.read_text(encoding="utf-8"))
 
     assert back["schema"] == "triage.bench/1"
-    for mode in ("full", "serial_truncate", "serial_restore", "fanout", "letter_serial", "serial_long", "split"):
+    for mode in ("full", "serial_truncate", "serial_restore", "fanout", "fanout_learned", "letter_serial", "serial_long", "split"):
         assert back["modes"][mode]["ticket_ms_median"] > 0
+    # a learned head on every criterion, timed beside plain fanout
+    learned = back["learned"]
+    assert set(learned["per_ticket"]) == {s.ticket.id for s in data.samples if s.mode == "fanout"}
+    assert learned["cost_vs_fanout"] > 0 and learned["apply_ms_per_criterion"] > 0
+    heads = [s.result for s in data.samples if s.mode == "fanout_learned"]
+    assert heads and all({c.source for c in r.criteria} == {"learned"} for r in heads)
     # the label readout (every mode but letter_serial) against letters in every rotation, in the same run
     rd = back["readout"]
     assert rd["readout"] == "label" and rd["baseline"] == "letter_serial"
-    assert set(rd["speedup_vs_letter_serial"]) == {"serial_truncate", "serial_restore", "fanout"}
+    assert set(rd["speedup_vs_letter_serial"]) == {"serial_truncate", "serial_restore", "fanout", "fanout_learned"}
     assert all(v > 0 for v in rd["speedup_vs_letter_serial"].values())
-    assert set(rd["vs_raw"]) == {"serial_truncate", "serial_restore", "fanout", "letter_serial"} and all(v > 0 for v in rd["vs_raw"].values())
+    assert set(rd["vs_raw"]) == {"serial_truncate", "serial_restore", "fanout", "fanout_learned", "letter_serial"} and all(v > 0 for v in rd["vs_raw"].values())
     letter = [s.result for s in data.samples if s.mode == "letter_serial"]
     label = [s.result for s in data.samples if s.mode == "fanout"]
     assert all(r.readout == "letter" and r.orderings == "cyclic" for r in letter)

@@ -33,7 +33,7 @@ TRAIN = [
 
 VARIANTS = {
     "letter": {"raw", "cyclic", "cyclic+prior", "calibrated", "raw+calibrated"},
-    "label": {"raw", "raw+prior", "calibrated"},  # one readout per criterion: no rotations to combine
+    "label": {"raw", "raw+prior", "calibrated", "learned"},  # one readout per criterion: no rotations to combine; a learned head
 }
 
 
@@ -65,6 +65,9 @@ def test_eval_and_calibrate_end_to_end(smollm2_path: Path, tmp_path: Path, capsy
         assert sum(map(sum, v["confusion"])) == 2
     if crit["baseline"] is not None:  # scikit-learn is the optional `eval` extra
         assert {"accuracy", "balanced_accuracy", "macro_f1"} <= set(crit["baseline"])
+    if readout == "label":  # one label per option: the head is fitted without cross-validation, and says so
+        assert crit["learned"]["c"] > 0 and "not cross-validated" in crit["learned"]["warnings"][0]
+        assert [p["n"] for p in crit["learning_curve"]] == [2]  # every default size is past the 2 training rows
 
     # A second run scores nothing: every readout comes from the cache.
     assert main(args) == 0

@@ -286,9 +286,12 @@ def test_engine_applies_the_head_from_the_answer_positions_features(learned: dic
 
 @pytest.mark.model
 def test_score_applies_the_stored_head_and_refuses_a_foreign_one(learned: dict[str, Path], smollm2_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
     from triage.cli import main
 
-    monkeypatch.setenv("TRIAGE_HOME", str(learned["home"]))
+    home = shutil.copytree(learned["home"], tmp_path / "home")  # this test replaces the stored head
+    monkeypatch.setenv("TRIAGE_HOME", str(home))
     ticket = tmp_path / "t.txt"
     ticket.write_text("My parcel never arrived and the tracking has not moved.", encoding="utf-8")
     model = ["--model", str(smollm2_path), "--n-ctx", "512", "--pack", str(learned["pack"])]
@@ -326,14 +329,17 @@ def test_score_applies_the_stored_head_and_refuses_a_foreign_one(learned: dict[s
 
 @pytest.mark.model
 @pytest.mark.slow
-async def test_the_app_shows_learned_and_zero_shot_cards(learned: dict[str, Path], smollm2_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_app_shows_learned_and_zero_shot_cards(learned: dict[str, Path], smollm2_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
     from fake_engine import fake_app, wait_until
     from textual import events
 
     from triage.scoring.engine import Engine
     from triage.scoring.pack import load_pack
 
-    monkeypatch.setenv("TRIAGE_HOME", str(learned["home"]))
+    home = shutil.copytree(learned["home"], tmp_path / "home")
+    monkeypatch.setenv("TRIAGE_HOME", str(home))
     pack = load_pack(learned["pack"])
 
     def factory(requested: str | None, notice: object) -> Engine:
@@ -352,3 +358,13 @@ async def test_the_app_shows_learned_and_zero_shot_cards(learned: dict[str, Path
         topic, mood = main.decisions.card("topic"), main.decisions.card("mood")
         assert str(topic.border_subtitle).startswith("learned ·") and str(mood.border_subtitle).startswith("zero-shot ·")
         assert not main.notices.has("head")
+        # A stored head learned with another model is not applied, and the app says why.
+        [stored] = head_mod.heads_dir().glob("*.npz")
+        foreign = read_head(stored)
+        foreign.model_sha256 = "0" * 64
+        stored.unlink()
+        write_head(foreign, head_mod.heads_dir() / head_mod.stored_name(foreign.model_sha256, foreign.pack_hash, foreign.prompt_format))
+        await pilot.press("f5")
+        await wait_until(pilot, lambda: main.result is not None and main.result is not result and not main.scoring, timeout=120, what="the second score")
+        assert [c.source for c in main.result.criteria] == ["zero-shot", "zero-shot"] and main.result.head is None
+        assert main.notices.has("head")

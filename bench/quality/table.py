@@ -3,6 +3,7 @@
   python bench/quality/table.py air-default cfpb-default issue-default      # main table
   python bench/quality/table.py --levers air-default-40 air-plain air-v2 air-v2-fewshot   # one line per run
   python bench/quality/table.py --readouts airline-sentiment issue-kind cfpb-product   # label against letter (readout.sh)
+  python bench/quality/table.py --learned airline-sentiment issue-kind cfpb-product    # learned read-out (learn.sh)
 """
 
 from __future__ import annotations
@@ -56,13 +57,45 @@ def readouts(sets: list[str], results: Path = RESULTS) -> None:
               f"{f(lv.get('cyclic', {}).get('flip_rate'), '.0%') if lv else '–'} | {ece} |")
 
 
+def learned(sets: list[str], results: Path = RESULTS) -> None:
+    """The learned read-out against calibration and TF-IDF, then the learning curves (learn-SET[-balanced].json)."""
+    print("| set | dev / train n | zero-shot (by name) | calibrated | calibrated (balanced objective) | TF-IDF + LR | **learned** | learned ECE (floor) | calibrated ECE (floor) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    curves = []
+    for name in sets:
+        r = json.loads((results / f"learn-{name}.json").read_text())
+        b_path = results / f"learn-{name}-balanced.json"
+        b = json.loads(b_path.read_text()) if b_path.exists() else None
+        c = r["criteria"][0]
+        v = c["variants"]
+        bv = b["criteria"][0]["variants"] if b else {}
+        lm, cm = v.get("learned"), v.get("calibrated")
+        print(f"| {name} | {c['n']} / {r['train']['rows_used']} | {bal(v.get('raw'))} | {bal(cm)} | {bal(bv.get('calibrated'))} | {bal(c.get('baseline'))} | "
+              f"**{bal(lm)}** | {f(lm and lm['ece'])} ({f(lm and lm.get('ece_floor'))}) | {f(cm and cm['ece'])} ({f(cm and cm.get('ece_floor'))}) |")
+        curves.append((name, c.get("learning_curve") or []))
+    print("\nLearning curves: balanced accuracy on the same dev rows (ECE), fitted on the first N training rows.\n")
+    print("| set | training rows | learned | calibrated | TF-IDF + LR |")
+    print("|---|---|---|---|---|")
+    for name, curve in curves:
+        for p in curve:
+            cells = []
+            for key in ("learned", "calibrated", "tfidf"):
+                m = p.get(key)
+                cells.append("–" if not m else "refused" if "refused" in m else f"{f(m['balanced_accuracy'])} ({f(m['ece'])})")
+            print(f"| {name} | {p['n']} | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("names", nargs="+")
     ap.add_argument("--levers", action="store_true", help="one line per run: its cyclic+prior and calibrated figures")
     ap.add_argument("--readouts", action="store_true", help="label against letter per set (bench/quality/readout.sh)")
+    ap.add_argument("--learned", action="store_true", help="learned read-out against calibration and TF-IDF, and learning curves (learn.sh)")
     ap.add_argument("--results", type=Path, default=RESULTS, help="where the result JSONs are (default bench/quality/results)")
     args = ap.parse_args()
+    if args.learned:
+        learned(args.names, args.results)
+        return
     if args.readouts:
         readouts(args.names, args.results)
         return

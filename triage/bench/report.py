@@ -263,6 +263,8 @@ def build_report(run: BenchRun, *, wait: dict[str, Any] | None = None) -> dict[s
     # -- the label readout against the letter readout --------------------------------------------
     report["readout"] = _readout_comparison(run, ms)
     report["learned"] = _learned_cost(ms)
+    if report["learned"] is not None:
+        report["learned"]["apply_ms_per_criterion"] = clean(run.head_ms, 4) if run.head_ms is not None else None
 
     # -- drift -------------------------------------------------------------------------------
     report["drift"] = _drift(run)

@@ -116,6 +116,7 @@ class BenchRun:
     stable_prefill_ms: dict[str, float] = field(default_factory=dict)  # the warm-up's stable-block prefill, per pack
     load_ms: float = 0.0
     readout_ms: float | None = None  # one readout (softmax over the vocabulary) on this model
+    head_ms: float | None = None  # one learned head applied to one criterion: gather the features, one dot product per option
     rss_after_load_mb: float | None = None
     peak_rss_mb: float = 0.0
     load_avg_start: list[float] = field(default_factory=list)
@@ -291,6 +292,8 @@ class BenchRunner:
         data.model = eng.model_info
         data.engine = {"n_ctx": eng.n_ctx, "threads": eng.native.n_threads, "prompt_format": eng.fmt.id, "n_batch": eng.native.n_batch}
         data.readout_ms = _time_readout(eng, self.wl.pack)
+        if LEARNED_MODE in self.wl.modes:
+            data.head_ms = self._time_head(eng, self.wl.pack)
         self._mark("load")
 
     def _warm_up(self, pack: Pack, ticket: BenchTicket) -> None:
@@ -342,6 +345,21 @@ class BenchRunner:
             }
             self._head = Head(eng.sha256, pack.hash, eng.format_for("label").id, eng.native.n_vocab, eng.native.n_embd, crits, name="bench (random weights)")
         return self._head
+
+    def _time_head(self, eng: Engine, pack: Pack) -> float:
+        """Median ms to apply the bench head to one criterion, feature gather included."""
+        import numpy as np
+
+        head = self._bench_head(eng, pack)
+        crit = pack.criteria[0]
+        logits = np.random.default_rng(0).standard_normal(eng.native.n_vocab).astype(np.float32)
+        lp = np.log(np.full(len(crit.options), 1 / len(crit.options)))
+        times = []
+        for _ in range(51):
+            t0 = time.perf_counter()
+            head.apply(crit.id, logits[eng.feature_ids].astype(np.float32), lp)
+            times.append((time.perf_counter() - t0) * 1000)
+        return statistics.median(times)
 
     def _probe(self, ticket: BenchTicket) -> None:
         """Single tails after the ticket's prefix, and fresh sequences, at the probe sizes."""

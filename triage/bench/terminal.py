@@ -71,7 +71,8 @@ def figures_table(report: dict[str, Any]) -> Table:
                   + " llama.cpp's time to decode the tokens the mode evaluated (1.0 = the physical limit)")
     learned = report.get("learned") or {}
     if learned.get("cost_vs_fanout") is not None:
-        t.add_row("learned head", f"fanout with a head on every criterion takes {_f(learned['cost_vs_fanout'], '{:.3f}×')} fanout's time (per ticket, median)")
+        t.add_row("learned head", f"fanout with a head on every criterion takes {_f(learned['cost_vs_fanout'], '{:.3f}×')} fanout's time (per ticket, median); "
+                  f"applying it: {_f(learned.get('apply_ms_per_criterion'), '{:.3f}')} ms a criterion")
     ratios = raw.get("tails_vs_raw", {})
     if ratios:
         t.add_row("tails vs raw tok/s", ", ".join(f"{SHORT.get(k, k)} {_f(v, '{:.2f}')}" for k, v in ratios.items()))

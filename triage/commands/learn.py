@@ -114,9 +114,10 @@ def run(args: argparse.Namespace) -> int:
             continue
         zero = _zero_shot_bacc(logprobs[o.criterion], labels[o.criterion])
         back = f" · left to zero-shot: {', '.join(o.backoff)}" if o.backoff else ""
+        how = (f"{o.cv['folds']}-fold CV balanced accuracy {o.cv['balanced_accuracy']:.3f}" if o.cv.get("folds") else "not cross-validated")
         out.print(
             printable(f"{o.criterion}: learned from n={o.n} ({', '.join(f'{k} {v}' for k, v in o.counts.items())}) · C={o.c:g} · "
-                      f"{o.cv['folds']}-fold CV balanced accuracy {o.cv['balanced_accuracy']:.3f} (zero-shot on the same rows {zero:.3f}){back}"),
+                      f"{how} (zero-shot on the same rows {zero:.3f}){back}"),
             markup=False, highlight=False,
         )
         for w in o.warnings:

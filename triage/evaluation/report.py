@@ -94,10 +94,10 @@ def _print_learned(crit: dict[str, Any], console: Console) -> None:
     else:
         cv = note.get("cv", {})
         back = f"; left to zero-shot: {', '.join(note['backoff'])}" if note.get("backoff") else ""
-        console.print(
-            printable(f"learned: C={note['c']:g} by {cv.get('folds')}-fold CV (bal acc {cv.get('balanced_accuracy', float('nan')):.3f}){back}"),
-            style="dim", markup=False,
-        )
+        how = f"by {cv['folds']}-fold CV (bal acc {cv['balanced_accuracy']:.3f})" if cv.get("folds") else "not cross-validated"
+        console.print(printable(f"learned: C={note['c']:g} {how}{back}"), style="dim", markup=False)
+        for w in note.get("warnings", []):
+            console.print(f"  warning: {printable(w)}", style="yellow", markup=False)
     curve = crit.get("learning_curve")
     if not curve:
         return

@@ -27,6 +27,7 @@ from triage.scoring.head import CriterionHead, Head
 MIN_PER_OPTION = 5
 C_GRID = tuple(float(c) for c in np.logspace(-4, 1, 6))  # L2 strength candidates (sklearn's C = 1 / strength)
 FOLDS = 5
+DEFAULT_C = 0.01  # when there is nothing to cross-validate with
 SEED = 0
 
 
@@ -158,7 +159,7 @@ def fit_criterion(
     y_arr = np.asarray([int(t) for t in y], dtype=int)
     counts = {ids[i]: int(np.sum(y_arr == i)) for i in range(len(ids))}
     out = LearnOutcome(criterion.id, len(y_arr), counts)
-    short = [o for o, c in counts.items() if c < min_per_option]
+    short = [o for o, c in counts.items() if c < max(1, min_per_option)]
     if short:
         detail = ", ".join(f"{o} has {counts[o]}" for o in short)
         if rare != "backoff" or len(short) > len(ids) - 2:
@@ -170,7 +171,15 @@ def fit_criterion(
     keep = np.isin(y_arr, classes)
     x = design(features, logprobs)[keep]
     yk = y_arr[keep]
-    k_folds = max(2, min(folds, min(counts[ids[c]] for c in classes)))
+    rarest = min(counts[ids[c]] for c in classes)
+    if rarest < 2:  # nothing to cross-validate with (min_per_option below 2): the middle of the grid, and say so
+        out.warnings.append(f"criterion {criterion.id!r}: an option has a single label, so C is not cross-validated (C = {DEFAULT_C:g})")
+        scaler, lr = _fit_lr(x, yk, DEFAULT_C)
+        coef, icpt = _folded(scaler, lr, classes)
+        out.c, out.cv = DEFAULT_C, {"folds": 0}
+        info = {"n": int(len(yk)), "counts": counts, "C": DEFAULT_C, "cv": out.cv, "backoff": out.backoff}
+        return CriterionHead(ids, [ids[c] for c in classes], coef, icpt, info), out
+    k_folds = min(folds, rarest)
     splitter = model_selection.StratifiedKFold(n_splits=k_folds, shuffle=True, random_state=SEED)
     best: tuple[float, float, float] | None = None  # (balanced log loss, C, balanced accuracy)
     best_pred = np.zeros((len(yk), len(classes)))
