@@ -17,6 +17,9 @@ after a warm-up, and report medians and spread:
   serial_truncate  prefix once, then each tail; truncate back to the prefix
   serial_restore   the same, restoring a saved prefix state after each tail
   fanout           prefix once, all tails in one batch
+  fanout_learned   fanout with a learned head on every criterion (random weights
+                   of the real shape: what a head costs; label readout only)
+  letter_serial    the letter readout in every rotation, serial/truncate
   serial_long      serial_truncate with a pack whose stable block is ~3x longer
   split            serial's token split without reuse (exactness reference)
 
@@ -29,15 +32,15 @@ cache hit rate, cold vs warm first ticket after a restart, long vs short
 stable block, model load time and peak RSS. The load average is recorded, and
 a busy machine is flagged: on 2 cores, another model process ruins timings.
 
---quick (measured 17.6 s on a quiet 2-core AVX2 machine with the 0.5B
+--quick (measured 19.6 s on a quiet 2-core machine with the 0.5B
 stand-in): 1 ticket (a tweet), split for the first 2 criteria, the tail
 probe at 8/96 tokens and the typical tail size (1 timing each), the warm-up
 is the stable block's prefill, no cold/warm restart and no long-stable-block
 pack unless --long-pack is given. The cache hit rate is then the steady one.
 The default pack, its criteria, and every mode (full, serial, fanout,
-letter_serial) are those of a full run; letter_serial asks every rotation,
+fanout_learned, letter_serial) are those of a full run; letter_serial asks every rotation,
 the other modes read by name (--readout label, the default).
-The default run (measured 99.5 s on the same machine): 3 tickets (the first
+The default run (measured 110 s on the same machine): 3 tickets (the first
 tweet, medium and long ticket of the set; --limit 12 for all), split for the
 first 2 criteria on the tweet and the medium ticket, the probe at 8-256
 tokens on the tweet and the long ticket, the cold/warm restart with both
