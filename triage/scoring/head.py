@@ -166,6 +166,13 @@ def read_head(path: str | Path) -> Head:
     if not path.is_file():
         raise InputError(f"head file {path} does not exist", hint="make one with `triage learn LABELLED.jsonl --pack PACK`")
     try:
+        with path.open("rb") as fh:
+            magic = fh.read(4)
+    except OSError as exc:
+        raise InputError(f"head file {path} cannot be read: {exc.strerror or exc}") from None
+    if magic != b"PK\x03\x04":  # .npz is a zip archive; anything else is not a head (and is never unpickled)
+        raise InputError(f"{path} is not a head file (a head is an .npz archive written by `triage learn`)", hint="pass the .npz that `triage learn` wrote, or run it again")
+    try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as exc:
