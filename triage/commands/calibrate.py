@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 NAME = "calibrate"
@@ -54,22 +53,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from triage.scoring import calibrate as cal_mod
     from triage.errors import InputError
     from triage.evaluation.data import read_labelled
     from triage.evaluation.runner import gold
-    from triage.evaluation.session import report_bad, score_sets
+    from triage.evaluation.session import load_for, report_bad, report_consoles, score_sets
     from triage.evaluation.variants import readings
-    from triage.model.loader import load_engine
     from triage.scoring.pack import resolve_pack
     from triage.scoring.ticket import printable
 
-    # A report piped to a file or a log is read later: do not squeeze it into 80 columns.
-    # soft_wrap: messages stay one line each (grep-able); tables still fit the width.
-    out = Console(width=None if sys.stdout.isatty() else 150, soft_wrap=True)
-    err = Console(stderr=True, width=None if sys.stderr.isatty() else 150, soft_wrap=True)
+    out, err = report_consoles()
     if not args.output and args.no_store:
         raise InputError("with --no-store, give -o CAL.json: the fit would go nowhere")
     orderings = "none" if args.readout == "label" else args.orderings
@@ -82,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     rows = read_labelled(args.train, pack)
     report_bad(rows, err)
     rows = rows.limit(args.limit)
-    engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: err.print(f"triage: {printable(m)}", markup=False))
+    engine = load_for(args, err)
     with engine:
         run_ = score_sets(engine, pack, [("train", rows.rows)], err, args.readout)
         scored = run_.sets[0]

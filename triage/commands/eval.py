@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 NAME = "eval"
@@ -94,22 +93,16 @@ def curve_sizes(text: str) -> tuple[int, ...]:
 def run(args: argparse.Namespace) -> int:
     import time
 
-    from rich.console import Console
-
     from triage.scoring.calibrate import MIN_PER_OPTION, auto_calibration, load_calibration
     from triage.errors import InputError
     from triage.evaluation.data import read_labelled, split_by_id, write_jsonl
     from triage.evaluation.report import print_report, write_json
     from triage.evaluation.runner import CalibrationPlan, build_report, orderings_for, set_summary
-    from triage.evaluation.session import report_bad, score_sets
-    from triage.model.loader import load_engine
+    from triage.evaluation.session import load_for, report_bad, report_consoles, score_sets
     from triage.scoring.pack import resolve_pack
     from triage.scoring.ticket import printable
 
-    # A report piped to a file or a log is read later: do not squeeze it into 80 columns.
-    # soft_wrap: messages stay one line each (grep-able); tables still fit the width.
-    out = Console(width=None if sys.stdout.isatty() else 150, soft_wrap=True)
-    err = Console(stderr=True, width=None if sys.stderr.isatty() else 150, soft_wrap=True)
+    out, err = report_consoles()
     if args.calibration and (args.train or args.split):
         raise InputError("--calibration applies a fitted file; leave out --train/--split, or leave out --calibration")
     if args.save_split and args.split is None:
@@ -133,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     train_limit = args.train_limit if args.train_limit is not None else args.limit
     train = train.limit(train_limit) if train is not None else None
 
-    engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: err.print(f"triage: {printable(m)}", markup=False))
+    engine = load_for(args, err)
     with engine:
         plan = CalibrationPlan(prior=args.prior, fit_kw={"min_per_option": args.min_per_option or MIN_PER_OPTION, "rare": args.rare_options, "weighting": args.cal_weighting})
         plan.learn = train is not None and args.readout == "label" and not args.no_learn

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 NAME = "learn"
@@ -56,21 +55,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import numpy as np
-    from rich.console import Console
-
     from triage.commands.score import chosen_criteria
     from triage.errors import InputError
     from triage.evaluation.data import read_labelled
-    from triage.evaluation.session import report_bad, score_sets
+    from triage.evaluation.session import load_for, report_bad, report_consoles, score_sets
     from triage.evaluation.variants import readings
-    from triage.model.loader import load_engine
     from triage.scoring import head as head_mod
     from triage.scoring import learn as learn_mod
     from triage.scoring.pack import resolve_pack
     from triage.scoring.ticket import printable
 
-    out = Console(width=None if sys.stdout.isatty() else 150, soft_wrap=True)
-    err = Console(stderr=True, width=None if sys.stderr.isatty() else 150, soft_wrap=True)
+    out, err = report_consoles()
     if not args.output and args.no_store:
         raise InputError("with --no-store, give -o HEAD.npz: the head would go nowhere")
     if args.output and Path(args.output).suffix != head_mod.SUFFIX:
@@ -83,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     rows = read_labelled(args.labelled, pack, partial=True)
     report_bad(rows, err)
     rows = rows.limit(args.limit)
-    engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: err.print(f"triage: {printable(m)}", markup=False))
+    engine = load_for(args, err)
     with engine:
         run_ = score_sets(engine, pack, [("learn", rows.rows)], err, "label", features=True)
         scored = run_.sets[0]

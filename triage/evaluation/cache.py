@@ -10,6 +10,12 @@ whether and where a long ticket is cut), orderings kind, ticket sha256. Anything
 that can change the readout is in the key; a changed pack or prompt simply
 misses. The store is one SQLite file under ``user_dirs().cache / "eval"``.
 
+Beside each outcome, for the label readout, the ``features`` table can hold each
+criterion's answer-position features (float32, the kind named, e.g.
+``logits-image/1``), which learned heads are fitted on (``triage learn``, eval's
+``learned`` variant); a ticket cached without them is scored again when they are
+asked for.
+
 The file is a cache, so it is treated like the stable cache and the history: a
 file that is not a database or is damaged (at open, or found so while reading or
 writing) is moved aside as ``readouts.sqlite3.bad-<time>`` and a new one started,
@@ -202,9 +208,13 @@ class ReadoutCache:
     def put(self, key: CacheKey, ticket_sha256: str, outcome: Outcome) -> None:
         """Store (or replace) one outcome; committed at once so an interrupted run keeps its work."""
         row = (*self._k(key, ticket_sha256), outcome.to_json(), time.time())
+        self._write("INSERT OR REPLACE INTO outcome VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [row])
+
+    def _write(self, sql: str, rows: list[tuple[object, ...]]) -> None:
+        """Run ``sql`` for every row and commit at once; a damaged file is moved aside and written again."""
         for attempt in (1, 2):
             try:
-                self._db.execute("INSERT OR REPLACE INTO outcome VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+                self._db.executemany(sql, rows)
                 self._db.commit()
                 return
             except sqlite3.DatabaseError as exc:
@@ -226,15 +236,7 @@ class ReadoutCache:
     def put_features(self, key: CacheKey, ticket_sha256: str, kind: str, features: dict[str, np.ndarray]) -> None:
         """Store one ticket's features (committed at once)."""
         rows = [(*self._k(key, ticket_sha256), cid, kind, np.asarray(v, dtype="<f4").tobytes(), time.time()) for cid, v in features.items()]
-        for attempt in (1, 2):
-            try:
-                self._db.executemany("INSERT OR REPLACE INTO features VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-                self._db.commit()
-                return
-            except sqlite3.DatabaseError as exc:
-                if attempt == 2:
-                    raise TriageError(f"cannot write to the eval readout cache {self.path}: {describe_error(exc)}") from exc
-                self._recover(exc)
+        self._write("INSERT OR REPLACE INTO features VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
     def close(self) -> None:
         """Close the database."""

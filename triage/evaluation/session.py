@@ -19,6 +19,26 @@ from triage.scoring.ticket import printable
 SHOW_BAD = 10
 
 
+def report_consoles() -> tuple[Console, Console]:
+    """(stdout, stderr) consoles for eval, calibrate and learn.
+
+    A report piped to a file or a log is read later: it is not squeezed into 80
+    columns. soft_wrap: messages stay one line each (grep-able); tables still fit.
+    """
+    import sys
+
+    out = Console(width=None if sys.stdout.isatty() else 150, soft_wrap=True)
+    err = Console(stderr=True, width=None if sys.stderr.isatty() else 150, soft_wrap=True)
+    return out, err
+
+
+def load_for(args: Any, err: Console) -> Any:
+    """The engine for ``--model``, ``--n-ctx``, ``--threads`` and ``--prompt``; its notices go to ``err``."""
+    from triage.model.loader import load_engine
+
+    return load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: err.print(f"triage: {printable(m)}", markup=False))
+
+
 def report_bad(label_set: LabelledSet, console: Console) -> None:
     """Print the rows that were skipped (the first few by message) and their count."""
     if label_set.bad:
