@@ -26,10 +26,12 @@ def _command_modules() -> list[ModuleType]:
     return sorted(mods, key=lambda m: (getattr(m, "ORDER", 100), m.NAME))
 
 
-def add_model_options(parser: argparse.ArgumentParser) -> None:
-    """Options shared by every command that runs a model."""
+def add_model_options(parser: argparse.ArgumentParser, *, n_ctx: int | None = None) -> None:
+    """Options shared by every command that runs a model (``n_ctx``: this command's own default context)."""
     parser.add_argument("--model", metavar="NAME|PATH", help="model to run: a catalog name or a .gguf path")
-    parser.add_argument("--n-ctx", type=int, metavar="N", help="context size in tokens, at least 256; llama.cpp rounds it up to a multiple of 256 (default 4096)")
+    parser.add_argument("--n-ctx", type=int, metavar="N", help=f"context size in tokens, at least 256; llama.cpp rounds it up to a multiple of 256 (default {n_ctx or 4096})")
+    if n_ctx is not None:
+        parser.set_defaults(n_ctx=n_ctx)
     parser.add_argument("--threads", type=int, metavar="N", help="CPU threads for llama.cpp, 1 to twice the cores (default: all cores)")
 
 

@@ -36,8 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from triage.cli import add_model_options
 
     p.add_argument("train", metavar="TRAIN.jsonl", help="labelled tickets to fit on")
-    add_model_options(p)
-    p.set_defaults(n_ctx=1024)
+    add_model_options(p, n_ctx=1024)
     p.add_argument("--pack", metavar="CRITERIA.toml", help="criteria pack (default: the built-in support pack)")
     p.add_argument("-o", "--output", metavar="CAL.json", help="write the calibration here (it is also stored in the user data dir)")
     p.add_argument("--prior", action="store_true", help="fit on cyclic+prior log-probs (score must then run with --prior)")

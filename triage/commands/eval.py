@@ -51,8 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from triage.cli import add_model_options
 
     p.add_argument("tickets", metavar="TICKETS.jsonl", help="labelled tickets to evaluate on")
-    add_model_options(p)
-    p.set_defaults(n_ctx=1024)
+    add_model_options(p, n_ctx=1024)
     p.add_argument("--pack", metavar="CRITERIA.toml", help="criteria pack (default: the built-in support pack)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--train", metavar="TRAIN.jsonl", help="labelled tickets to fit the calibration and the baseline on")

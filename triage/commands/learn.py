@@ -29,7 +29,9 @@ The head (.npz, no pickle) records the model sha256, pack hash and prompt
 format; it is written to -o and stored in the user data dir (heads/), from
 where `triage score` and the app apply it when all three match, and say why
 not when they do not. Readouts and features are cached with `triage eval`'s:
-tickets scored before are not scored again. Needs scikit-learn (the `learn`
+tickets scored before are not scored again. As eval and calibrate, learn reads
+tickets with a 1024-token context unless --n-ctx says otherwise (a longer
+ticket has its middle cut, and the count is shown). Needs scikit-learn (the `learn`
 extra); scoring with a head needs only numpy.
 
 examples:
@@ -41,8 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from triage.cli import add_model_options
 
     p.add_argument("labelled", metavar="LABELLED.jsonl", help="labelled tickets to learn from")
-    add_model_options(p)
-    p.set_defaults(n_ctx=1024)
+    add_model_options(p, n_ctx=1024)
     p.add_argument("--pack", metavar="CRITERIA.toml", help="criteria pack (default: the built-in support pack)")
     p.add_argument("-o", "--output", metavar="HEAD.npz", help="write the head here (it is also stored in the user data dir)")
     p.add_argument("--criteria", metavar="ID,ID", help="learn only these criteria (default: every criterion with labels)")
