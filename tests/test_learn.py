@@ -128,10 +128,15 @@ def test_head_file_round_trip(tmp_path: Path) -> None:
     assert back.model_sha256 == head.model_sha256 and back.prompt_format == head.prompt_format and list(back.criteria) == ["topic"]
     feats = np.random.default_rng(2).normal(size=head.n_features)
     lp = np.log([0.3, 0.7])
-    assert np.allclose(back.apply("topic", feats, lp), head.apply("topic", feats, lp), atol=1e-5)  # weights stored as float32
+    # Weights are stored as float16: the read-back head is the original with its weights rounded so.
+    rounded = CriterionHead(["x", "y"], ["x", "y"], head_mod.stored_weights(head.criteria["topic"].coef).astype(np.float64), head.criteria["topic"].intercept)
+    assert np.allclose(back.apply("topic", feats, lp), rounded.apply(feats, lp), atol=1e-12)
+    assert np.abs(np.exp(back.apply("topic", feats, lp)) - np.exp(head.apply("topic", feats, lp))).max() < 0.05
+    big = head_mod.stored_weights(np.array([[1e5, 0.5]]))
+    assert big.dtype == np.float32 and big[0, 0] == 1e5  # too large for float16: kept as float32
     with zipfile.ZipFile(path) as z:
         assert all(not n.endswith(".pkl") for n in z.namelist())
-    assert path.stat().st_size < 4 * 2 * (head.n_features + 2) + 4096
+    assert path.stat().st_size < 2 * 2 * (head.n_features + 2) + 4096
 
 
 def _rewrite(path: Path, **arrays: np.ndarray) -> None:

@@ -16,6 +16,8 @@ computed at that criterion's answer position anyway:
   the answer positions alone (docs/quality.md, "Learned read-out");
 * the **option log-probs** of the label readout (what zero-shot decides from).
 
+Weights are stored as float16 (:func:`stored_weights`): about 3.6 KB per option.
+
 Scoring applies the head with numpy only: ``softmax(W x + b)``, the standardising
 scaler folded into ``W`` and ``b``. Fitting (scikit-learn) is in
 :mod:`triage.scoring.learn`.
@@ -45,6 +47,7 @@ from triage.store.paths import user_dirs
 SCHEMA = "triage.head/1"
 FEATURES = "logits-image/1"  # which features; bump when feature_ids changes
 SUFFIX = ".npz"
+F16_MAX = 6.0e4  # below float16's largest finite value (65,504)
 
 
 def feature_count(n_vocab: int, n_embd: int) -> int:
@@ -139,13 +142,19 @@ def write_head(head: Head, path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     arrays: dict[str, np.ndarray] = {"meta": np.array(json.dumps(head.meta(), allow_nan=False, default=_plain))}
     for i, h in enumerate(head.criteria.values()):
-        arrays[f"c{i}_coef"] = h.coef.astype(np.float32)
+        arrays[f"c{i}_coef"] = stored_weights(h.coef)
         arrays[f"c{i}_intercept"] = h.intercept.astype(np.float64)
     tmp = path.with_name(f".{path.name}.tmp")
     with tmp.open("wb") as fh:
         np.savez_compressed(fh, **arrays)
     tmp.replace(path)
     return path
+
+
+def stored_weights(coef: np.ndarray) -> np.ndarray:
+    """Weights as stored: float16 (measured: bars move by at most 0.0003 on the development
+    sets), or float32 when a weight is too large for float16."""
+    return coef.astype(np.float16) if np.all(np.abs(coef) < F16_MAX) else coef.astype(np.float32)
 
 
 def _plain(value: Any) -> Any:
@@ -198,7 +207,7 @@ def read_head(path: str | Path) -> Head:
                 raise ValueError(f"criterion {c['id']!r}: classes {classes} do not fit its options {options}")
             coef, icpt = arrays[f"c{i}_coef"], arrays[f"c{i}_intercept"]
             want = (len(classes), n_feat + len(options))
-            if coef.shape != want or icpt.shape != (len(classes),):
+            if coef.dtype not in (np.float16, np.float32) or coef.shape != want or icpt.shape != (len(classes),):
                 raise ValueError(f"criterion {c['id']!r}: weights are {coef.shape} and {icpt.shape}, expected {want} and ({len(classes)},)")
             if not (np.all(np.isfinite(coef)) and np.all(np.isfinite(icpt))):
                 raise ValueError(f"criterion {c['id']!r}: weights are not all finite")
