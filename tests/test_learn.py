@@ -333,6 +333,31 @@ def test_score_applies_the_stored_head_and_refuses_a_foreign_one(learned: dict[s
 
 
 @pytest.mark.model
+def test_eval_measures_a_stored_head_on_held_out_rows(learned: dict[str, Path], smollm2_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    from triage.cli import main
+
+    home = shutil.copytree(learned["home"], tmp_path / "home")
+    monkeypatch.setenv("TRIAGE_HOME", str(home))
+    held = [{"id": f"h{i}", "text": t, "labels": {"topic": y, "mood": "angry"}} for i, (t, y) in enumerate([
+        ("I paid twice for the lamp, give one payment back.", "payment"), ("The refund for my jacket never reached my card.", "payment"),
+        ("My sofa was never delivered and the courier stopped answering.", "delivery"), ("The parcel with my headphones is stuck in transit.", "delivery")])]
+    data = tmp_path / "held.jsonl"
+    data.write_text("\n".join(json.dumps(r) for r in held) + "\n", encoding="utf-8")
+    out = tmp_path / "eval.json"
+    model = ["--model", str(smollm2_path), "--n-ctx", "512", "--pack", str(learned["pack"])]
+    assert main(["eval", str(data), *model, "--no-baseline", "--json", str(out)]) == 0
+    assert "evaluating learned head" in capsys.readouterr().err
+    report = json.loads(out.read_text(encoding="utf-8"))
+    topic, mood = report["criteria"]
+    assert "learned" in topic["variants"] and topic["variants"]["learned"]["n"] == 4 and topic["learned"]["c"] > 0
+    assert "learned" not in mood["variants"] and report["head"]
+    assert main(["eval", str(data), *model, "--head", str(learned["head"]), "--train", str(data)]) == 2
+    assert "leave out --train" in capsys.readouterr().err
+
+
+@pytest.mark.model
 @pytest.mark.slow
 async def test_the_app_shows_learned_and_zero_shot_cards(learned: dict[str, Path], smollm2_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil

@@ -28,7 +28,10 @@ are read from that one pass:
                 on the answer position's hidden-state features and the option
                 log-probs), fitted on --train; label readout only (needs
                 scikit-learn). With --curve, also fitted on the first 25, 50,
-                100, 150 training rows, beside calibration and the baseline
+                100, 150 training rows, beside calibration and the baseline.
+                Without --train: a head from `triage learn` (--head, or the
+                stored one for this model, pack and prompt format), measured
+                on TICKETS (needs only numpy)
   baseline      TF-IDF + logistic regression (balanced) on the same training
                 labels (needs scikit-learn: the `eval` extra)
 
@@ -69,6 +72,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cal-weighting", choices=("none", "balanced"), default="none", help="calibration objective: plain NLL (default) or class-balanced NLL")
     p.add_argument("--no-baseline", action="store_true", help="skip the TF-IDF baseline")
     p.add_argument("--no-learn", action="store_true", help="skip the learned variant (it needs each ticket's features: tickets cached without them are scored again)")
+    p.add_argument("--head", metavar="HEAD.npz", help="evaluate this learned head (without --train; default: the stored one learned for this model, pack and prompt format, if any)")
     p.add_argument("--curve", metavar="N,N,...", default="25,50,100,150", help="learning curve: fit learned, calibrated and the baseline on the first N training rows (default 25,50,100,150; 'none' to skip)")
     p.add_argument("--confusion", action="store_true", help="print the confusion matrix of every variant (default: the last one)")
     p.add_argument("--json", dest="json_path", metavar="PATH", help="also write the report as JSON")
@@ -102,6 +106,10 @@ def run(args: argparse.Namespace) -> int:
     from triage.scoring.ticket import printable
 
     out, err = report_consoles()
+    if args.head and (args.train or args.split):
+        raise InputError("--head evaluates a learned head; leave out --train/--split (eval then fits its own), or leave out --head")
+    if args.head and (args.readout != "label" or args.no_learn):
+        raise InputError("--head needs the label readout and the learned variant; leave out --readout letter / --no-learn, or --head")
     if args.calibration and (args.train or args.split):
         raise InputError("--calibration applies a fitted file; leave out --train/--split, or leave out --calibration")
     if args.save_split and args.split is None:
@@ -137,6 +145,19 @@ def run(args: argparse.Namespace) -> int:
         elif train is None and not args.no_calibration:
             plan.stored = auto_calibration(engine, pack, args.readout)
             plan.stored_path = plan.stored.name if plan.stored else None
+        if train is None and args.readout == "label" and not args.no_learn:
+            from triage.scoring.head import auto_head, load_head
+
+            if args.head:
+                plan.stored_head, plan.stored_head_path = load_head(args.head, engine=engine, pack=pack), str(args.head)
+            else:
+                found = auto_head(engine, pack)
+                if found.skipped:
+                    err.print(f"triage: note: {printable(found.skipped)}", markup=False)
+                plan.stored_head = found.head
+                plan.stored_head_path = found.head.name if found.head else None
+            if plan.stored_head is not None:
+                err.print(f"triage: evaluating learned head {printable(plan.stored_head_path)}", markup=False)
         if plan.stored is not None:
             # Eval has every base a calibration can sit on (raw, cyclic, cyclic+prior) from its one pass.
             if plan.stored.orderings != orderings_for(args.readout) and not (args.readout == "letter" and plan.stored.orderings == "none"):
@@ -144,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
             err.print(f"triage: applying calibration {printable(plan.stored_path)}", markup=False)
         parts = [("dev", dev.rows)] + ([("train", train.rows)] if train is not None else [])
         t0 = time.perf_counter()
-        run_ = score_sets(engine, pack, parts, err, args.readout, features=plan.learn)
+        run_ = score_sets(engine, pack, parts, err, args.readout, features=plan.learn or plan.stored_head is not None)
         wall = time.perf_counter() - t0
         dev_scored = run_.sets[0]
         plan.train = run_.sets[1] if train is not None else None
@@ -161,6 +182,7 @@ def run(args: argparse.Namespace) -> int:
             "train": set_summary(train, plan.train, train_limit) if train is not None and plan.train is not None else None,
             "split": args.split,
             "calibration_settings": {"prior": args.prior, **plan.fit_kw} if train is not None else {"stored": plan.stored_path},
+            "head": plan.stored_head_path,
             "cache": {"hits": run_.hits, "scored": run_.misses, "path": run_.cache_path},
             "timing": {"wall_s": round(wall, 2), "scoring_s": round(run_.scored_s, 2)},
         })

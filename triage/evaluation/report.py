@@ -58,7 +58,7 @@ def print_report(report: dict[str, Any], console: Console, *, confusion: bool = 
         _print_learned(crit, console)
         if base and "error" in base:
             console.print(f"baseline: {printable(base['error'])}", style="yellow", markup=False)
-        shown = crit["variants"].items() if confusion else [(n, m) for n, m in crit["variants"].items() if n in ("calibrated", "cyclic+prior", "raw+prior")][-1:]
+        shown = crit["variants"].items() if confusion else [(n, m) for n, m in crit["variants"].items() if n in ("calibrated", "cyclic+prior", "raw+prior", "learned")][-1:]
         for name, m in shown:
             print_confusion(crit["options"], m["confusion"], f"{crit['id']} · {name} · rows gold, columns predicted", console)
 

@@ -155,6 +155,8 @@ class CalibrationPlan:
     learn: bool = False  # also fit a learned head (label readout; the outcomes must hold features)
     learn_kw: dict[str, Any] = field(default_factory=dict)  # triage.scoring.learn.fit_criterion's options
     curve: tuple[int, ...] = ()  # learning curve: training-row counts to fit on (first N rows)
+    stored_head: Any = None  # a learned Head (triage learn), already checked against the engine and pack
+    stored_head_path: str | None = None
 
 
 def _fit(pack: Pack, train: Scored, prior: dict[str, np.ndarray] | None, *, orderings: str, use_prior: bool, engine_info: dict[str, Any], fit_kw: dict[str, Any]) -> Any:
@@ -256,6 +258,12 @@ def build_report(
             variants[name] = variant_metrics(out, y, k, r.per_order_argmax, cov)
         if plan.learn and plan.train is not None and plan.train.rows:
             _learned_entry(entry, crit, plan, dev, prior, y, baseline)
+        elif plan.stored_head is not None and plan.stored_head.covers(crit.id):
+            h = plan.stored_head.criteria[crit.id]
+            x_dev, lp_dev = _stack_features(dev.outcomes, crit.id), readings(crit, dev.outcomes, prior).raw
+            out = np.stack([h.apply(f, lp) for f, lp in zip(x_dev, lp_dev, strict=True)]) if len(y) else lp_dev
+            variants[LEARNED] = variant_metrics(out, y, k, [[0]] * len(y), r.raw_coverage)
+            entry["learned"] = {"source": plan.stored_head_path, "c": h.info.get("C"), "cv": h.info.get("cv", {}), "backoff": h.backoff, "warnings": []}
         if baseline and plan.train is not None and plan.train.rows:
             from triage.evaluation.baseline import fit_predict
 
