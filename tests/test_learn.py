@@ -398,3 +398,12 @@ async def test_the_app_shows_learned_and_zero_shot_cards(learned: dict[str, Path
         await wait_until(pilot, lambda: main.result is not None and main.result is not result and not main.scoring, timeout=120, what="the second score")
         assert [c.source for c in main.result.criteria] == ["zero-shot", "zero-shot"] and main.result.head is None
         assert main.notices.has("head")
+
+
+def test_learn_backs_off_rare_options_by_default_and_eval_follows() -> None:
+    from triage.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["learn", "x.jsonl"]).rare_options == "backoff"
+    assert parser.parse_args(["learn", "x.jsonl", "--rare-options", "refuse"]).rare_options == "refuse"
+    assert parser.parse_args(["learn", "x.jsonl"]).n_ctx == 1024 == parser.parse_args(["eval", "x.jsonl"]).n_ctx

@@ -68,7 +68,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibration", metavar="CAL.json", help="apply this calibration file (without --train)")
     p.add_argument("--no-calibration", action="store_true", help="do not apply a stored calibration automatically")
     p.add_argument("--min-per-option", type=int, default=None, metavar="N", help="fewest training labels per option to fit a criterion (default 5)")
-    p.add_argument("--rare-options", choices=("refuse", "freeze"), default="refuse", help="an option below --min-per-option: refuse the criterion (default), or hold its bias at 0")
+    p.add_argument("--rare-options", choices=("refuse", "freeze"), default="refuse", help="calibration: an option below --min-per-option refuses the criterion (default), or holds its bias at 0 (the learned variant leaves such an option to zero-shot, as `triage learn` does)")
     p.add_argument("--cal-weighting", choices=("none", "balanced"), default="none", help="calibration objective: plain NLL (default) or class-balanced NLL")
     p.add_argument("--no-baseline", action="store_true", help="skip the TF-IDF baseline")
     p.add_argument("--no-learn", action="store_true", help="skip the learned variant (it needs each ticket's features: tickets cached without them are scored again)")
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     with engine:
         plan = CalibrationPlan(prior=args.prior, fit_kw={"min_per_option": args.min_per_option or MIN_PER_OPTION, "rare": args.rare_options, "weighting": args.cal_weighting})
         plan.learn = train is not None and args.readout == "label" and not args.no_learn
-        plan.learn_kw = {"min_per_option": args.min_per_option or MIN_PER_OPTION, "rare": "backoff" if args.rare_options == "freeze" else "refuse"}
+        plan.learn_kw = {"min_per_option": args.min_per_option or MIN_PER_OPTION, "rare": "backoff"}  # as `triage learn` by default
         plan.curve = curve_sizes(args.curve) if plan.learn else ()
         if args.calibration:
             plan.stored = load_calibration(args.calibration, engine=engine, pack=pack, readout=args.readout)

@@ -19,11 +19,13 @@ chosen by stratified cross-validation on these rows, classes are weighted
 balanced. Scoring with the head costs nothing extra: the features come from the
 decode that reads the options anyway.
 
-A criterion with fewer than --min-per-option labels for some option is not
-learned and is named (it stays zero-shot or calibrated); with --rare-options
-backoff the head learns the other options and leaves those to the zero-shot
-readout. Each result says per criterion what decided it: learned, calibrated
-or zero-shot.
+An option with fewer than --min-per-option labels (default 5) cannot be
+learned: the head learns the other options and leaves that one to the
+zero-shot readout, and learn names it (--rare-options refuse leaves the whole
+criterion unlearned instead). A criterion with fewer than two learnable
+options, or with no labels, is not learned and is named: it stays calibrated
+or zero-shot. Each result says per criterion what decided it: learned,
+calibrated or zero-shot.
 
 The head (.npz, no pickle) records the model sha256, pack hash and prompt
 format; it is written to -o and stored in the user data dir (heads/), from
@@ -36,7 +38,7 @@ extra); scoring with a head needs only numpy.
 
 examples:
   triage learn history.jsonl --pack criteria.toml
-  triage learn history.jsonl --pack criteria.toml -o team.npz --rare-options backoff"""
+  triage learn history.jsonl --pack criteria.toml -o team.npz --min-per-option 10"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -50,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, metavar="N", help="learn from the first N usable rows only")
     p.add_argument("--prompt", choices=("auto", "chat", "plain"), default="auto", help="prompt format (default: from the model's chat template)")
     p.add_argument("--min-per-option", type=int, default=None, metavar="N", help="fewest labels per option to learn a criterion (default 5)")
-    p.add_argument("--rare-options", choices=("refuse", "backoff"), default="refuse", help="an option below --min-per-option: leave the criterion unlearned (default), or learn the others and leave it to zero-shot")
+    p.add_argument("--rare-options", choices=("backoff", "refuse"), default="backoff", help="an option below --min-per-option: learn the other options and leave that one to the zero-shot readout (default), or leave the whole criterion unlearned")
     p.add_argument("--no-store", action="store_true", help="do not store the head in the user data dir")
 
 
@@ -119,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         for w in o.warnings:
             err.print(f"triage: warning: {printable(w)}", style="yellow", markup=False)
     if not head.criteria:
-        raise InputError("no criterion could be learned; nothing written", hint="label more rows per option (--min-per-option), or pass --rare-options backoff")
+        raise InputError("no criterion could be learned; nothing written", hint="label at least --min-per-option rows for two or more options of a criterion")
     if args.output:
         head_mod.write_head(head, args.output)
         out.print(f"wrote {args.output}", markup=False)
