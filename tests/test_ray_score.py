@@ -284,3 +284,38 @@ def test_a_sha256_mismatch_stops_the_job_naming_the_node(cluster: Any, smollm2_p
 
     with pytest.raises(NodeModelError, match=f"node {socket.gethostname()}.*has sha256 .* but the driver expects 0000"):
         check_nodes(cluster, str(smollm2_path), "0" * 64, "auto")
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_ray_applies_the_stored_learned_head_like_triage_score(cluster: Any, smollm2_path: Path, pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import numpy as np
+
+    from triage.scoring import head as head_mod
+    from triage.scoring.engine import Engine
+    from triage.scoring.pack import load_pack
+
+    mini = load_pack(pack)
+    with Engine(smollm2_path, name="smollm2-135m", n_ctx=512) as eng:  # the keys and widths of the model the nodes run
+        n_feat, sha, fmt = len(eng.feature_ids), eng.sha256, eng.format_for("label").id
+        vocab, width = eng.native.n_vocab, eng.native.n_embd
+    rng = np.random.default_rng(3)
+    topic = head_mod.CriterionHead(["billing", "credit", "other"], ["billing", "credit", "other"], rng.normal(0, 0.01, (3, n_feat + 3)), np.zeros(3))
+    head = head_mod.Head(sha, mini.hash, fmt, vocab, width, {"topic": topic})
+    head_mod.write_head(head, head_mod.heads_dir() / head_mod.stored_name(sha, mini.hash, fmt))
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(DATA.read_text(encoding="utf-8").splitlines()[:6]) + "\n", encoding="utf-8")
+    common = ["--model", str(smollm2_path), "--pack", str(pack), "--mode", "fanout", "--threads", "1", "--n-ctx", "512"]
+    assert main(["score", str(src), *common, "--format", "jsonl"]) == 0
+    plain = results([json.loads(line) for line in capsys.readouterr().out.splitlines()])
+    out = tmp_path / "out.jsonl"
+    assert main(["score", str(src), "--ray", *common, "--workers", "1", "--output", str(out)]) == 0
+    assert "applying learned head" in capsys.readouterr().err
+    ours = results(jsonl(out))
+    assert sorted(ours) == sorted(plain) and len(ours) == 6
+    for tid, mine in ours.items():
+        assert mine["head"] == plain[tid]["head"] == head_mod.stored_name(sha, mini.hash, fmt)
+        assert [c["source"] for c in mine["criteria"]] == ["zero-shot", "learned"]
+        for c, d in zip(mine["criteria"], plain[tid]["criteria"], strict=True):
+            for o, p in zip(c["options"], d["options"], strict=True):
+                assert o["probability"] == pytest.approx(p["probability"], abs=1e-6)
