@@ -1,0 +1,62 @@
+"""Would TF-IDF features help the learned head? (docs/quality.md, "Learned read-out")
+
+    TRIAGE_SPLITS=/tmp/triage-quality/splits .venv/bin/python bench/quality/head_tfidf.py
+
+Reads the readouts and features cached by bench/quality/learn.sh. Fits the head's logistic regression
+(standardised hidden-state features + option log-probs, balanced, C by 5-fold CV) with and without the
+ticket's TF-IDF (word 1-2-grams, weighted x3 or x10 against the standardised features), on the split
+and with its roles swapped. No rare-option backoff here (cfpb's consumer loan is never predicted).
+"""
+import os
+
+import numpy as np, warnings
+warnings.filterwarnings("ignore")
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
+from sklearn.preprocessing import StandardScaler
+from sklearn.model_selection import StratifiedKFold
+from triage.evaluation.cache import ReadoutCache, CacheKey
+from triage.evaluation.data import read_labelled
+from triage.evaluation.variants import readings
+from triage.evaluation.runner import gold
+from triage.scoring.pack import load_pack
+from triage.evaluation import metrics
+SPLITS = os.environ.get("TRIAGE_SPLITS", "/tmp/triage-quality/splits")
+c = ReadoutCache()
+def fit_eval(xtr, ytr, xte, yte, k, w_txt=None):
+    best=None
+    for C in np.logspace(-4, 1, 6):
+        pred=np.zeros((len(ytr), k)); cls=sorted(set(ytr))
+        for a, b in StratifiedKFold(5, shuffle=True, random_state=0).split(xtr, ytr):
+            m = LogisticRegression(C=C, class_weight="balanced", max_iter=3000).fit(xtr[a], np.array(ytr)[a])
+            p = m.predict_proba(xtr[b]); 
+            for j, cc in enumerate(m.classes_): pred[b, cc] = p[:, j]
+        yi=np.array(ytr); ll=-np.log(np.clip(pred[np.arange(len(yi)), yi],1e-12,1)); score=np.mean([ll[yi==j].mean() for j in cls])
+        if best is None or score<best[0]: best=(score,C)
+    m = LogisticRegression(C=best[1], class_weight="balanced", max_iter=3000).fit(xtr, ytr)
+    p=np.full((len(yte),k),1e-9); pp=m.predict_proba(xte)
+    for j, cc in enumerate(m.classes_): p[:, cc]=pp[:, j]
+    return metrics.summarize(np.log(p/p.sum(1,keepdims=True)), yte, k)["balanced_accuracy"]
+for ds in ("airline-sentiment", "issue-kind", "cfpb-product"):
+    pack = load_pack(f"../shared/datasets/{ds}/criteria.toml"); crit = pack.criteria[0]; k=len(crit.options)
+    row = c._db.execute("select model, prompt from outcome where pack=? and prompt like '%chat/label' and n_ctx=1024 limit 1", (pack.hash,)).fetchone()
+    key = CacheKey(row[0], pack.hash, row[1], 1024, "none")
+    def load(path):
+        rows = read_labelled(path, pack).rows[:150]; outs=[]; keep=[]
+        for r in rows:
+            o = c.get(key, r.ticket.sha256); f = c.get_features(key, r.ticket.sha256, "logits-image/1", [crit.id])
+            if o and f: o.features = f; outs.append(o); keep.append(r)
+        return keep, outs
+    for label, (a, b) in (("normal", ("train", "dev")), ("swapped", ("dev", "train"))):
+        tr, otr = load(f"{SPLITS}/{ds}/{a}.jsonl"); dv, odv = load(f"{SPLITS}/{ds}/{b}.jsonl")
+        xtr = np.hstack([np.stack([o.features[crit.id] for o in otr]), readings(crit, otr, None).raw])
+        xdv = np.hstack([np.stack([o.features[crit.id] for o in odv]), readings(crit, odv, None).raw])
+        ytr, y = gold(tr, crit), gold(dv, crit)
+        sc = StandardScaler().fit(xtr); htr, hdv = sc.transform(xtr), sc.transform(xdv)
+        vec = TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2), min_df=2, strip_accents="unicode").fit([r.ticket.text for r in tr])
+        ttr = vec.transform([r.ticket.text for r in tr]).toarray(); tdv = vec.transform([r.ticket.text for r in dv]).toarray()
+        res = {}
+        res["hidden"] = fit_eval(htr, ytr, hdv, y, k)
+        for wt in (3.0, 10.0):
+            res[f"hidden+tfidf x{wt:g}"] = fit_eval(np.hstack([htr, ttr * wt]), ytr, np.hstack([hdv, tdv * wt]), y, k)
+        print(ds, label, {a: round(b, 3) for a, b in res.items()}, "vocab", ttr.shape[1])
