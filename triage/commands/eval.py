@@ -155,9 +155,9 @@ def run(args: argparse.Namespace) -> int:
                 if found.skipped:
                     err.print(f"triage: note: {printable(found.skipped)}", markup=False)
                 plan.stored_head = found.head
-                plan.stored_head_path = found.head.name if found.head else None
+                plan.stored_head_path = str(found.path) if found.head else None
             if plan.stored_head is not None:
-                err.print(f"triage: evaluating learned head {printable(plan.stored_head_path)}", markup=False)
+                err.print(f"triage: evaluating learned head '{printable(plan.stored_head.name)}' ({printable(plan.stored_head_path)})", markup=False)
         if plan.stored is not None:
             # Eval has every base a calibration can sit on (raw, cyclic, cyclic+prior) from its one pass.
             if plan.stored.orderings != orderings_for(args.readout) and not (args.readout == "letter" and plan.stored.orderings == "none"):

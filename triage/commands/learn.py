@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
             features[crit.id] = np.stack([o.features[crit.id] for o in outs])  # type: ignore[index]
             logprobs[crit.id] = readings(crit, outs, None).raw
             labels[crit.id] = [ids.index(scored.rows[i].labels[crit.id]) for i in have]
-        name = Path(args.output).name if args.output else head_mod.stored_name(engine.sha256, pack.hash, engine.format_for("label").id)
+        name = Path(args.output).name if args.output else f"{pack.name} head from {Path(args.labelled).name}"
         head, outcomes = learn_mod.fit_head(
             pack, features, logprobs, labels,
             model_sha256=engine.sha256, prompt_format=engine.format_for("label").id,

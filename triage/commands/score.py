@@ -302,7 +302,7 @@ def choose_head(args: argparse.Namespace, engine: Any, pack: Any, options: Any) 
     rest = [c.id for c in pack.criteria if not head.covers(c.id) and (options.criteria is None or c.id in options.criteria)]
     if learned and options.prior:
         _say("triage: note: learned criteria read the raw readout; --prior applies to the others only")
-    _say(f"triage: applying learned head {head.name} to {', '.join(learned) or 'no chosen criterion'}" + (f" (not learned: {', '.join(rest)})" if rest else ""))
+    _say(f"triage: applying learned head '{head.name}' to {', '.join(learned) or 'no chosen criterion'}" + (f" (not learned: {', '.join(rest)})" if rest else ""))
     return head
 
 

@@ -106,7 +106,7 @@ class Head:
     n_vocab: int
     n_embd: int
     criteria: dict[str, CriterionHead]
-    name: str = "head"
+    name: str = "head"  # what results and messages call it (kept in the file; its stored copy keeps it too)
     report: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -131,6 +131,7 @@ class Head:
             "prompt_format": self.prompt_format,
             "features": {"kind": FEATURES, "n_vocab": self.n_vocab, "n_embd": self.n_embd, "count": self.n_features},
             "criteria": [{"id": cid, "options": h.options, "classes": h.classes, **h.info} for cid, h in self.criteria.items()],
+            "name": self.name,
             "created": time.time(),
             "report": self.report,
         }
@@ -215,7 +216,7 @@ def read_head(path: str | Path) -> Head:
             crits[str(c["id"])] = CriterionHead(options, classes, coef.astype(np.float64), icpt.astype(np.float64), info)
         return Head(
             str(meta["model_sha256"]), str(meta["pack_hash"]), str(meta["prompt_format"]), n_vocab, n_embd, crits,
-            name=path.name, report=meta.get("report", {}),
+            name=str(meta.get("name") or path.name), report=meta.get("report", {}),
         )
     except InputError:
         raise
@@ -279,6 +280,7 @@ class Found:
 
     head: Head | None = None
     skipped: str | None = None  # a one-line reason, for the user
+    path: Path | None = None  # the file the head was read from
 
 
 def auto_head(engine: Any, pack: Any, readout: str = "label") -> Found:
@@ -296,7 +298,7 @@ def auto_head(engine: Any, pack: Any, readout: str = "label") -> Found:
     path = folder / stored_name(engine.sha256, pack.hash, engine.format_for(readout).id)
     if path.is_file():
         try:
-            return Found(load_head(path, engine=engine, pack=pack, readout=readout))
+            return Found(load_head(path, engine=engine, pack=pack, readout=readout), path=path)
         except InputError as exc:
             return Found(None, f"learned head not applied: {exc.message}")
     if not folder.is_dir():
