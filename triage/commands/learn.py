@@ -102,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
             pack, features, logprobs, labels,
             model_sha256=engine.sha256, prompt_format=engine.format_for("label").id,
             n_vocab=engine.native.n_vocab, n_embd=engine.native.n_embd, name=name, criteria=only,
+            on_criterion=lambda cid, n: err.print(f"triage: fitting {printable(cid)} on {n} row(s)…", style="dim", markup=False, highlight=False),
             min_per_option=args.min_per_option or learn_mod.MIN_PER_OPTION, rare=args.rare_options,
         )
         head.report.update({"labelled": str(args.labelled), "n_ctx": engine.n_ctx, "model": engine.name, "rows": len(scored.rows), "cut": scored.cut})

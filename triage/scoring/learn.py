@@ -14,7 +14,7 @@ the other options and leaves that one to the zero-shot readout.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -235,6 +235,7 @@ def fit_head(
     n_embd: int,
     name: str = "head",
     criteria: Sequence[str] | None = None,
+    on_criterion: Callable[[str, int], None] | None = None,
     **fit_kw: Any,
 ) -> tuple[Head, list[LearnOutcome]]:
     """Fit every criterion that has labels (refused ones are left out of the head).
@@ -245,6 +246,7 @@ def fit_head(
             features, (n, K) raw log-probs and gold option indices (criteria
             without labels are absent).
         criteria: only these (default: every criterion with labels).
+        on_criterion: called with (criterion id, rows) before each fit (a fit takes seconds to minutes).
         fit_kw: passed to :func:`fit_criterion`.
     """
     outcomes: list[LearnOutcome] = []
@@ -255,6 +257,8 @@ def fit_head(
         if crit.id not in labels or not len(labels[crit.id]):
             outcomes.append(LearnOutcome(crit.id, 0, {}, refused=f"criterion {crit.id!r} has no labels in the training rows"))
             continue
+        if on_criterion is not None:
+            on_criterion(crit.id, len(labels[crit.id]))
         head, outcome = fit_criterion(crit, features[crit.id], logprobs[crit.id], labels[crit.id], **fit_kw)
         outcomes.append(outcome)
         if head is not None:
