@@ -387,6 +387,7 @@ async def test_the_app_shows_learned_and_zero_shot_cards(learned: dict[str, Path
         assert [c.source for c in result.criteria] == ["learned", "zero-shot"] and result.head
         topic, mood = main.decisions.card("topic"), main.decisions.card("mood")
         assert str(topic.border_subtitle).startswith("learned ·") and str(mood.border_subtitle).startswith("zero-shot ·")
+        assert f"learned head {result.head} (topic)" in str(main.summary.render())
         assert not main.notices.has("head")
         # A stored head learned with another model is not applied, and the app says why.
         [stored] = head_mod.heads_dir().glob("*.npz")

@@ -88,5 +88,10 @@ class ScoreSummary(Static):
             f"{head} · {escape(str(model.get('name')))}{stand_in} · pack {escape(str(result.pack.get('name')))} "
             f"v{escape(str(result.pack.get('version')))} · {escape(readout_words(result.readout, result.orderings))}"
         )
+        learned = [c.id for c in result.criteria if c.source == "learned"]
+        if result.head and learned:
+            line2 += f" · learned head [b]{escape(result.head)}[/b] ({escape(', '.join(learned))})"
+        if result.calibration and any(c.source == "calibrated" for c in result.criteria):
+            line2 += f" · calibration {escape(result.calibration)}"
         lines = [line1, line2] + [f"[$warning]⚠ {escape(w)}[/]" for w in result.warnings]
         self.update("\n".join(lines))
