@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import json
 from pathlib import Path
 
@@ -197,6 +199,28 @@ def test_scorer_caches_and_report_has_every_variant(tmp_path: Path) -> None:
     assert crit["calibration_raw"]["base"] == "raw"
     assert fitted is not None and crit["calibration"]["temperature"] > 0
     assert crit["label_counts"] == {"bad": 8, "good": 8}
+
+
+def test_eval_scores_the_label_readout_as_score_does_and_keys_the_mode(tmp_path: Path) -> None:
+    """Heads and calibrations are fitted on the mode they are applied in; a serial readout is not reused for fanout."""
+    engine = FakeEngine()
+    seen: list[str] = []
+    real = engine.raw_readouts
+
+    def spy(ticket, pack, options):  # type: ignore[no-untyped-def]
+        seen.append(options.mode)
+        return real(ticket, pack, options)
+
+    engine.raw_readouts = spy  # type: ignore[method-assign]
+    rows = read_labelled(write(tmp_path / "t.jsonl", [json.dumps({"id": "r1", "text": "awful", "labels": {"mood": "bad"}})]), PACK).rows
+    with ReadoutCache(tmp_path / "c.sqlite3") as cache:
+        label, letter = Scorer(engine, PACK, cache, "label"), Scorer(engine, PACK, cache, "letter")
+        assert (label.mode, label.key.orderings) == ("fanout", "none@fanout")
+        assert (letter.mode, letter.key.orderings) == ("serial", "cyclic")  # as cached before the mode was keyed
+        serial_key = replace(label.key, orderings="none")
+        cache.put(serial_key, rows[0].ticket.sha256, Outcome({"mood": [((0, 1), np.log([0.5, 0.5]), 0.9)]}))
+        score_rows(label, rows)
+        assert seen == ["fanout"] and cache.misses == 1  # the serial outcome was not taken for a fanout one
 
 
 def test_baseline_on_the_training_labels(tmp_path: Path) -> None:

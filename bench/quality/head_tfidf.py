@@ -22,6 +22,7 @@ from triage.evaluation.runner import gold
 from triage.scoring.pack import load_pack
 from triage.evaluation import metrics
 SPLITS = os.environ.get("TRIAGE_SPLITS", "/tmp/triage-quality/splits")
+HOW = os.environ.get("TRIAGE_EVAL_HOW", "none@fanout")  # the cache key's orderings@mode: what eval scores the label readout with
 c = ReadoutCache()
 def fit_eval(xtr, ytr, xte, yte, k, w_txt=None):
     best=None
@@ -40,7 +41,7 @@ def fit_eval(xtr, ytr, xte, yte, k, w_txt=None):
 for ds in ("airline-sentiment", "issue-kind", "cfpb-product"):
     pack = load_pack(f"../shared/datasets/{ds}/criteria.toml"); crit = pack.criteria[0]; k=len(crit.options)
     row = c._db.execute("select model, prompt from outcome where pack=? and prompt like '%chat/label' and n_ctx=1024 limit 1", (pack.hash,)).fetchone()
-    key = CacheKey(row[0], pack.hash, row[1], 1024, "none")
+    key = CacheKey(row[0], pack.hash, row[1], 1024, HOW)
     def load(path):
         rows = read_labelled(path, pack).rows[:150]; outs=[]; keep=[]
         for r in rows:

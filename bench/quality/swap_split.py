@@ -18,11 +18,12 @@ from triage.scoring.calibrate import fit_criterion as fit_cal, apply_vector_scal
 from triage.evaluation.baseline import fit_predict
 from triage.evaluation import metrics
 SPLITS = os.environ.get("TRIAGE_SPLITS", "/tmp/triage-quality/splits")
+HOW = os.environ.get("TRIAGE_EVAL_HOW", "none@fanout")  # the cache key's orderings@mode: what eval scores the label readout with
 c = ReadoutCache()
 for ds in ("airline-sentiment", "issue-kind", "cfpb-product"):
     pack = load_pack(f"../shared/datasets/{ds}/criteria.toml"); crit = pack.criteria[0]
     row = c._db.execute("select model, prompt from outcome where pack=? and prompt like '%chat/label' and n_ctx=1024 limit 1", (pack.hash,)).fetchone()
-    key = CacheKey(row[0], pack.hash, row[1], 1024, "none")
+    key = CacheKey(row[0], pack.hash, row[1], 1024, HOW)
     def load(path):
         rows = read_labelled(path, pack).rows[:150]; outs=[]; keep=[]
         for r in rows:

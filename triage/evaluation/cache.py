@@ -6,7 +6,8 @@ cyclic, cyclic+prior, calibrated) and every metric is computed from it, so a
 re-run with other variants, metrics or a new calibration reads the cache only.
 
 Key: model sha256, pack hash, prompt-format version, context size (it decides
-whether and where a long ticket is cut), orderings kind, ticket sha256. Anything
+whether and where a long ticket is cut), orderings kind and scoring mode (batch
+shapes round differently), ticket sha256. Anything
 that can change the readout is in the key; a changed pack or prompt simply
 misses. The store is one SQLite file under ``user_dirs().cache / "eval"``.
 
@@ -91,7 +92,7 @@ class CacheKey:
     pack_hash: str
     prompt_format: str
     n_ctx: int
-    orderings: str
+    orderings: str  # the orderings asked, with "@MODE" when not scored serially (e.g. "none@fanout")
 
 
 class CacheLockedError(TriageError):

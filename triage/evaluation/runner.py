@@ -27,6 +27,15 @@ def orderings_for(readout: str) -> str:
     return "none" if readout == "label" else ORDERINGS
 
 
+def mode_for(readout: str) -> str:
+    """How eval scores: the label readout as `triage score` and the app do (fanout, the default), so that
+    calibrations and learned heads are fitted on the numbers they will be applied to; letters serially,
+    one rotation after another, as they were measured before the label readout."""
+    from triage.scoring.engine import DEFAULT_MODE
+
+    return DEFAULT_MODE if readout == "label" else "serial"
+
+
 class Scorer:
     """Gets each ticket's :class:`Outcome` from the cache, or scores it once and stores it.
 
@@ -43,7 +52,11 @@ class Scorer:
         self.cache = cache
         self.readout = readout
         self.orderings = orderings_for(readout)
-        self.key = CacheKey(engine.sha256, pack.hash, engine.format_for(readout).id, engine.n_ctx, self.orderings)
+        self.mode = mode_for(readout)
+        # The mode is part of the key (batch shapes round differently); serial keeps the bare orderings,
+        # as every readout cached before the mode was recorded was scored serially.
+        how = self.orderings if self.mode == "serial" else f"{self.orderings}@{self.mode}"
+        self.key = CacheKey(engine.sha256, pack.hash, engine.format_for(readout).id, engine.n_ctx, how)
         self.features = False  # also get each criterion's answer-position features (learned heads)
         self.scored = 0
         self.scoring_s = 0.0
@@ -67,7 +80,7 @@ class Scorer:
         from triage.scoring.engine import ScoreOptions
 
         t0 = time.perf_counter()
-        opts = ScoreOptions(mode="serial", orderings=self.orderings, readout=self.readout)
+        opts = ScoreOptions(mode=self.mode, orderings=self.orderings, readout=self.readout)
         if self.features:
             result, raw, feats = self.engine.readouts_and_features(ticket, self.pack, opts)
         else:
