@@ -65,11 +65,8 @@ class CriterionHead:
     """One criterion's read-out: ``log_softmax(coef @ x + intercept)`` over ``classes``.
 
     ``x`` is ``[features..., option log-probs...]``. ``classes`` are the options the
-    head was fitted on. An option with too few labels to learn (``backoff``) keeps
-    its zero-shot probability times ``info["backoff_scale"][option]`` (the option's
-    labelled rate over its mean zero-shot probability on the training rows: see
-    :func:`triage.scoring.learn.fit_criterion`; 1 when absent), and the learned
-    options share the rest.
+    head was fitted on; an option with too few labels to learn (``backoff``)
+    keeps its zero-shot probability and the learned ones share the rest.
     """
 
     options: list[str]  # every option of the criterion, pack order
@@ -92,14 +89,10 @@ class CriterionHead:
         zero = np.exp(log_normalize(np.asarray(logprobs, dtype=np.float64)))
         idx = [self.options.index(c) for c in self.classes]
         rest = [i for i in range(len(self.options)) if i not in idx]
-        scale = self.info.get("backoff_scale") or {}
-        kept = np.array([zero[i] * float(scale.get(self.options[i], 1.0)) for i in rest])
-        if kept.sum() > 0.999:  # never more than the whole mass
-            kept *= 0.999 / kept.sum()
-        share = 1.0 - float(kept.sum())
+        share = max(1e-12, 1.0 - float(zero[rest].sum()))
         out = np.empty(len(self.options))
         out[idx] = np.exp(learned) * share
-        out[rest] = kept
+        out[rest] = zero[rest]
         return np.log(np.maximum(out, 1e-300))
 
 

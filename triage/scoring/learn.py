@@ -168,7 +168,6 @@ def fit_criterion(
         out.backoff = short
         out.warnings.append(f"criterion {criterion.id!r}: {detail} label(s) (< {min_per_option}); left to the zero-shot readout")
     classes = [i for i, o in enumerate(ids) if o not in short]
-    backoff_scale = _backoff_scale(ids, short, counts, logprobs)
     keep = np.isin(y_arr, classes)
     x = design(features, logprobs)[keep]
     yk = y_arr[keep]
@@ -178,7 +177,7 @@ def fit_criterion(
         scaler, lr = _fit_lr(x, yk, DEFAULT_C)
         coef, icpt = _folded(scaler, lr, classes)
         out.c, out.cv = DEFAULT_C, {"folds": 0}
-        info = {"n": int(len(yk)), "counts": counts, "C": DEFAULT_C, "cv": out.cv, "backoff": out.backoff, "backoff_scale": backoff_scale}
+        info = {"n": int(len(yk)), "counts": counts, "C": DEFAULT_C, "cv": out.cv, "backoff": out.backoff}
         return CriterionHead(ids, [ids[c] for c in classes], coef, icpt, info), out
     k_folds = min(folds, rarest)
     splitter = model_selection.StratifiedKFold(n_splits=k_folds, shuffle=True, random_state=SEED)
@@ -203,28 +202,8 @@ def fit_criterion(
     scaler, lr = _fit_lr(x, yk, best[1])
     coef, icpt = _folded(scaler, lr, classes)
     coef, icpt = coef / temperature, icpt / temperature
-    info = {"n": int(len(yk)), "counts": counts, "C": best[1], "cv": out.cv, "backoff": out.backoff, "backoff_scale": backoff_scale}
+    info = {"n": int(len(yk)), "counts": counts, "C": best[1], "cv": out.cv, "backoff": out.backoff}
     return CriterionHead(ids, [ids[c] for c in classes], coef, icpt, info), out
-
-
-def _backoff_scale(ids: Sequence[str], short: Sequence[str], counts: dict[str, int], logprobs: np.ndarray) -> dict[str, float]:
-    """Per backed-off option: its labelled rate over its mean zero-shot probability on the training rows.
-
-    The zero-shot readout says *which* tickets look like the option; the labels say
-    how *often* it happens. The rate is smoothed (Jeffreys: ``(count + 1/2) / (n + K/2)``),
-    so an option never labelled in 143 rows keeps ~0.3% on average instead of the
-    11% the stand-in gives cfpb's consumer loan (docs/quality.md).
-    """
-    if not short:
-        return {}
-    n, k = sum(counts.values()), len(ids)
-    zero = np.exp(np.asarray(logprobs, dtype=np.float64) - np.logaddexp.reduce(np.asarray(logprobs, dtype=np.float64), axis=1, keepdims=True))
-    out = {}
-    for o in short:
-        mean_zero = float(zero[:, list(ids).index(o)].mean())
-        rate = (counts[o] + 0.5) / (n + 0.5 * k)
-        out[o] = rate / mean_zero if mean_zero > 0 else 0.0
-    return out
 
 
 def _folded(scaler: Any, lr: Any, classes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
