@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,6 +52,16 @@ def triage_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mo
 def smollm2_path() -> Path:
     """Path of the real SmolLM2-135M GGUF (skips, or fails under CI, when missing)."""
     return _need(_installed("smollm2-135m.gguf"), "smollm2-135m")
+
+
+@pytest.fixture(scope="module")
+def smollm2_engine(smollm2_path: Path) -> Iterator[Any]:
+    """A real engine on smollm2-135m (2,048-token context), one per test module."""
+    from triage.scoring.engine import Engine
+
+    eng = Engine(smollm2_path, name="smollm2-135m", n_ctx=2048)
+    yield eng
+    eng.close()
 
 
 @pytest.fixture(scope="session")

@@ -51,10 +51,8 @@ TOL = 0.03  # probability; batch-shape rounding (measured max ~1e-3 on these tic
 
 
 @pytest.fixture(scope="module")
-def engine(smollm2_path: Path) -> Engine:
-    eng = Engine(smollm2_path, name="smollm2-135m", n_ctx=2048)
-    yield eng
-    eng.close()
+def engine(smollm2_engine: Engine) -> Engine:
+    return smollm2_engine
 
 
 @pytest.fixture(scope="module")

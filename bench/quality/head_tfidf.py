@@ -7,7 +7,6 @@ Reads the readouts and features cached by bench/quality/learn.sh. Fits the head'
 ticket's TF-IDF (word 1-2-grams, weighted x3 or x10 against the standardised features), on the split
 and with its roles swapped. No rare-option backoff here (cfpb's consumer loan is never predicted).
 """
-import os
 
 import numpy as np, warnings
 warnings.filterwarnings("ignore")
@@ -15,15 +14,10 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 from sklearn.model_selection import StratifiedKFold
-from triage.evaluation.cache import ReadoutCache, CacheKey
-from triage.evaluation.data import read_labelled
 from triage.evaluation.variants import readings
-from triage.evaluation.runner import gold
-from triage.scoring.pack import load_pack
+from triage.evaluation.runner import gold, stack_features
 from triage.evaluation import metrics
-SPLITS = os.environ.get("TRIAGE_SPLITS", "/tmp/triage-quality/splits")
-HOW = os.environ.get("TRIAGE_EVAL_HOW", "none@fanout")  # the cache key's orderings@mode: what eval scores the label readout with
-c = ReadoutCache()
+from cached import SETS, cached_split
 def fit_eval(xtr, ytr, xte, yte, k, w_txt=None):
     best=None
     for C in np.logspace(-4, 1, 6):
@@ -38,20 +32,13 @@ def fit_eval(xtr, ytr, xte, yte, k, w_txt=None):
     p=np.full((len(yte),k),1e-9); pp=m.predict_proba(xte)
     for j, cc in enumerate(m.classes_): p[:, cc]=pp[:, j]
     return metrics.summarize(np.log(p/p.sum(1,keepdims=True)), yte, k)["balanced_accuracy"]
-for ds in ("airline-sentiment", "issue-kind", "cfpb-product"):
-    pack = load_pack(f"../shared/datasets/{ds}/criteria.toml"); crit = pack.criteria[0]; k=len(crit.options)
-    row = c._db.execute("select model, prompt from outcome where pack=? and prompt like '%chat/label' and n_ctx=1024 limit 1", (pack.hash,)).fetchone()
-    key = CacheKey(row[0], pack.hash, row[1], 1024, HOW)
-    def load(path):
-        rows = read_labelled(path, pack).rows[:150]; outs=[]; keep=[]
-        for r in rows:
-            o = c.get(key, r.ticket.sha256); f = c.get_features(key, r.ticket.sha256, "logits-image/1", [crit.id])
-            if o and f: o.features = f; outs.append(o); keep.append(r)
-        return keep, outs
+for ds in SETS:
     for label, (a, b) in (("normal", ("train", "dev")), ("swapped", ("dev", "train"))):
-        tr, otr = load(f"{SPLITS}/{ds}/{a}.jsonl"); dv, odv = load(f"{SPLITS}/{ds}/{b}.jsonl")
-        xtr = np.hstack([np.stack([o.features[crit.id] for o in otr]), readings(crit, otr, None).raw])
-        xdv = np.hstack([np.stack([o.features[crit.id] for o in odv]), readings(crit, odv, None).raw])
+        pack, crit, tr, otr = cached_split(ds, a)
+        _, _, dv, odv = cached_split(ds, b)
+        k = len(crit.options)
+        xtr = np.hstack([stack_features(otr, crit.id), readings(crit, otr, None).raw])
+        xdv = np.hstack([stack_features(odv, crit.id), readings(crit, odv, None).raw])
         ytr, y = gold(tr, crit), gold(dv, crit)
         sc = StandardScaler().fit(xtr); htr, hdv = sc.transform(xtr), sc.transform(xdv)
         vec = TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2), min_df=2, strip_accents="unicode").fit([r.ticket.text for r in tr])

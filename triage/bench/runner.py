@@ -190,6 +190,7 @@ class BenchRunner:
         self.wl = workload
         self.probe_reps = probe_reps
         self.run_data = BenchRun(workload)
+        self._head: Any = None  # the fanout_learned mode's head, made on first use
         self.engine: Engine | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._stable_engine: Engine | None = None
@@ -332,7 +333,7 @@ class BenchRunner:
 
     def _bench_head(self, eng: Engine, pack: Pack) -> Any:
         """A learned head on every criterion with random weights of the real shape: what applying one costs."""
-        if getattr(self, "_head", None) is None:
+        if self._head is None:
             import numpy as np
 
             from triage.scoring.head import CriterionHead, Head

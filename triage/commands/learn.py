@@ -57,10 +57,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import numpy as np
     from triage.commands.score import chosen_criteria
     from triage.errors import InputError
     from triage.evaluation.data import read_labelled
+    from triage.evaluation.runner import gold, stack_features
     from triage.evaluation.session import load_for, report_bad, report_consoles, score_sets
     from triage.evaluation.variants import readings
     from triage.scoring import head as head_mod
@@ -93,10 +93,9 @@ def run(args: argparse.Namespace) -> int:
             if not have:
                 continue
             outs = [scored.outcomes[i] for i in have]
-            ids = [o.id for o in crit.options]
-            features[crit.id] = np.stack([o.features[crit.id] for o in outs])  # type: ignore[index]
+            features[crit.id] = stack_features(outs, crit.id)
             logprobs[crit.id] = readings(crit, outs, None).raw
-            labels[crit.id] = [ids.index(scored.rows[i].labels[crit.id]) for i in have]
+            labels[crit.id] = gold([scored.rows[i] for i in have], crit)
         name = Path(args.output).name if args.output else f"{pack.name} head from {Path(args.labelled).name}"
         head, outcomes = learn_mod.fit_head(
             pack, features, logprobs, labels,

@@ -187,8 +187,13 @@ class ReadoutCache:
     def _k(self, key: CacheKey, ticket_sha256: str) -> tuple[str, str, str, int, str, str]:
         return (key.model_sha256, key.pack_hash, key.prompt_format, key.n_ctx, key.orderings, ticket_sha256)
 
-    def get(self, key: CacheKey, ticket_sha256: str) -> Outcome | None:
-        """The cached outcome, or None (counted as a hit or a miss)."""
+    def get(self, key: CacheKey, ticket_sha256: str, features: tuple[str, list[str]] | None = None) -> Outcome | None:
+        """The cached outcome, or None (counted as a hit or a miss).
+
+        ``features=(kind, criteria)``: the outcome must also have features of ``kind``
+        for every one of ``criteria`` (then in :attr:`Outcome.features`); without
+        them it is a miss.
+        """
         sql = "SELECT value FROM outcome WHERE model=? AND pack=? AND prompt=? AND n_ctx=? AND orderings=? AND ticket=?"
         try:
             row = self._db.execute(sql, self._k(key, ticket_sha256)).fetchone()
@@ -200,6 +205,10 @@ class ReadoutCache:
                 out = Outcome.from_json(row[0])
             except (ValueError, KeyError, TypeError):
                 out = None  # written by another version: score again
+            if out is not None and features is not None:
+                out.features = self.get_features(key, ticket_sha256, *features)
+                if out.features is None:
+                    out = None  # readouts without the features asked for: score again
             if out is not None:
                 self.hits += 1
                 return out

@@ -68,13 +68,8 @@ class Scorer:
         each criterion's answer-position features, cached beside the readouts; a
         ticket cached without them is scored again.
         """
-        hit = self.cache.get(self.key, ticket.sha256)
-        if hit is not None and self.features:
-            hit.features = self.cache.get_features(self.key, ticket.sha256, FEATURES_KIND, [c.id for c in self.pack.criteria])
-            if hit.features is None:
-                self.cache.hits -= 1  # counted as a hit by get(); it is scored again
-                self.cache.misses += 1
-                hit = None
+        wanted = (FEATURES_KIND, [c.id for c in self.pack.criteria]) if self.features else None
+        hit = self.cache.get(self.key, ticket.sha256, wanted)
         if hit is not None:
             return hit, True
         from triage.scoring.engine import ScoreOptions
@@ -270,12 +265,10 @@ def build_report(
             cov = r.raw_coverage if cal.orderings == "none" else r.coverage
             variants[name] = variant_metrics(out, y, k, r.per_order_argmax, cov)
         if plan.learn and plan.train is not None and plan.train.rows:
-            _learned_entry(entry, crit, plan, dev, prior, y, baseline)
+            _learned_entry(entry, crit, plan, dev, r, prior, y, baseline)
         elif plan.stored_head is not None and plan.stored_head.covers(crit.id):
             h = plan.stored_head.criteria[crit.id]
-            x_dev, lp_dev = _stack_features(dev.outcomes, crit.id), readings(crit, dev.outcomes, prior).raw
-            out = np.stack([h.apply(f, lp) for f, lp in zip(x_dev, lp_dev, strict=True)]) if len(y) else lp_dev
-            variants[LEARNED] = variant_metrics(out, y, k, [[0]] * len(y), r.raw_coverage)
+            variants[LEARNED] = _head_metrics(h, stack_features(dev.outcomes, crit.id), r, y)
             entry["learned"] = {"source": plan.stored_head_path, "c": h.info.get("C"), "cv": h.info.get("cv", {}), "backoff": h.backoff, "warnings": []}
         if baseline and plan.train is not None and plan.train.rows:
             from triage.evaluation.baseline import fit_predict
@@ -303,30 +296,41 @@ def build_report(
     return report, fitted
 
 
-def _stack_features(outcomes: Sequence[Outcome], cid: str) -> np.ndarray:
+def stack_features(outcomes: Sequence[Outcome], cid: str) -> np.ndarray:
+    """One criterion's answer-position features over many outcomes, (n, F).
+
+    Raises:
+        TriageError: an outcome was scored without features.
+    """
     if any(o.features is None or cid not in o.features for o in outcomes):
         raise TriageError("the learned variant needs each ticket's answer-position features; score with features on")
     return np.stack([o.features[cid] for o in outcomes])  # type: ignore[index]
 
 
-def _learned_entry(entry: dict[str, Any], crit: Any, plan: CalibrationPlan, dev: Scored, prior: Any, y_dev: list[int], baseline: bool) -> None:
-    """The ``learned`` variant (fitted on every training row) and the learning curve, into ``entry``."""
+def _head_metrics(head: Any, x_dev: np.ndarray, r_dev: Any, y_dev: list[int]) -> dict[str, Any]:
+    """A criterion head (:class:`triage.scoring.head.CriterionHead`) applied to the dev rows, measured."""
+    k = len(r_dev.criterion.options)
+    out = np.stack([head.apply(f, lp) for f, lp in zip(x_dev, r_dev.raw, strict=True)]) if len(y_dev) else r_dev.raw
+    return variant_metrics(out, y_dev, k, [[0]] * len(y_dev), r_dev.raw_coverage)
+
+
+def _learned_entry(entry: dict[str, Any], crit: Any, plan: CalibrationPlan, dev: Scored, r_dev: Any, prior: Any, y_dev: list[int], baseline: bool) -> None:
+    """The ``learned`` variant (fitted on every training row) and the learning curve, into ``entry``.
+
+    ``r_dev``: the dev rows' readings of ``crit`` (:func:`readings`), computed once by the caller.
+    """
     from triage.scoring.learn import fit_criterion
 
     train = plan.train
     assert train is not None
     k = len(crit.options)
-    x_tr, x_dev = _stack_features(train.outcomes, crit.id), _stack_features(dev.outcomes, crit.id)
-    lp_tr, lp_dev = readings(crit, train.outcomes, prior).raw, readings(crit, dev.outcomes, prior).raw
+    x_tr, x_dev = stack_features(train.outcomes, crit.id), stack_features(dev.outcomes, crit.id)
+    r_tr = readings(crit, train.outcomes, prior)
     y_tr = gold(train.rows, crit)
-    cov = readings(crit, dev.outcomes, prior).raw_coverage
 
     def learned(n: int) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-        head, outcome = fit_criterion(crit, x_tr[:n], lp_tr[:n], y_tr[:n], **plan.learn_kw)
-        if head is None:
-            return None, outcome.to_dict()
-        out = np.stack([head.apply(f, lp) for f, lp in zip(x_dev, lp_dev, strict=True)])
-        return variant_metrics(out, y_dev, k, [[0]] * len(y_dev), cov), outcome.to_dict()
+        head, outcome = fit_criterion(crit, x_tr[:n], r_tr.raw[:n], y_tr[:n], **plan.learn_kw)
+        return (None if head is None else _head_metrics(head, x_dev, r_dev, y_dev)), outcome.to_dict()
 
     m, note = learned(len(y_tr))
     entry["learned"] = note
@@ -334,11 +338,12 @@ def _learned_entry(entry: dict[str, Any], crit: Any, plan: CalibrationPlan, dev:
         entry["variants"][LEARNED] = m
     curve = []
     sizes = sorted({min(n, len(y_tr)) for n in plan.curve})  # a size past the training rows is all of them
+    base_tr, base_dev = r_tr.base(plan.prior, "none"), r_dev.base(plan.prior, "none")
     for n in sizes:
         point: dict[str, Any] = {"n": n}
         lm, lnote = learned(n)
         point["learned"] = _brief(lm) if lm is not None else {"refused": lnote.get("refused")}
-        point["calibrated"] = _curve_calibrated(crit, plan, train, prior, n, y_dev, dev)
+        point["calibrated"] = _curve_calibrated(crit, plan, train.rows[:n], base_tr[:n], base_dev, y_dev)
         if baseline:
             from triage.evaluation.baseline import fit_predict
 
@@ -356,14 +361,12 @@ def _brief(m: dict[str, Any]) -> dict[str, Any]:
     return {key: m[key] for key in ("balanced_accuracy", "balanced_accuracy_ci95", "accuracy", "ece", "ece_floor", "nll") if key in m}
 
 
-def _curve_calibrated(crit: Any, plan: CalibrationPlan, train: Scored, prior: Any, n: int, y_dev: list[int], dev: Scored) -> dict[str, Any]:
-    """Calibration fitted on the first ``n`` training rows, on the dev rows (the label readout's base)."""
+def _curve_calibrated(crit: Any, plan: CalibrationPlan, rows: Sequence[LabelledRow], base_tr: np.ndarray, base_dev: np.ndarray, y_dev: list[int]) -> dict[str, Any]:
+    """Calibration fitted on some training rows (``rows``, their log-probs ``base_tr``), measured on the dev rows."""
     from triage.scoring.calibrate import apply_vector_scaling, fit_criterion as fit_cal
 
-    base_tr = readings(crit, train.outcomes[:n], prior).base(plan.prior, "none")
-    base_dev = readings(crit, dev.outcomes, prior).base(plan.prior, "none")
     kw = {k: v for k, v in plan.fit_kw.items() if k in ("min_per_option", "rare", "weighting")}
-    out = fit_cal(crit, base_tr, gold(train.rows[:n], crit), [r.id for r in train.rows[:n]], holdout=0, **kw)
+    out = fit_cal(crit, base_tr, gold(rows, crit), [r.id for r in rows], holdout=0, **kw)
     if out.refused or out.temperature is None or out.bias is None:
         return {"refused": out.refused}
     b = np.array([out.bias[o.id] for o in crit.options])

@@ -114,8 +114,9 @@ def read_calibration(path: str | Path) -> Calibration:
         raise InputError(f"calibration file {path} is malformed: {exc}") from None
 
 
-def check_match(cal: Calibration, *, model_sha256: str, pack_hash: str, prompt_format: str) -> str | None:
-    """Why ``cal`` does not fit this model, pack and prompt format, or None when it does."""
+def check_match(cal: Any, *, model_sha256: str, pack_hash: str, prompt_format: str) -> str | None:
+    """Why ``cal`` (a calibration, or anything keyed the same way: a learned head) does not fit this
+    model, pack and prompt format, or None when it does."""
     problems = []
     if cal.model_sha256 != model_sha256:
         problems.append(f"model sha256 {cal.model_sha256[:12]}… ≠ running model {model_sha256[:12]}…")
@@ -395,10 +396,10 @@ def calibrations_dir() -> Path:
     return user_dirs().data / "calibrations"
 
 
-def stored_name(model_sha256: str, pack_hash: str, prompt_format: str) -> str:
-    """The file name a calibration for these three keys is stored under."""
+def stored_name(model_sha256: str, pack_hash: str, prompt_format: str, *, suffix: str = ".json") -> str:
+    """The file name a calibration (or, with its suffix, a learned head) for these three keys is stored under."""
     fmt = prompt_format.replace("/", "_").replace(":", "_").replace("+", "_")
-    return f"{model_sha256[:16]}-{pack_hash}-{fmt}.json"
+    return f"{model_sha256[:16]}-{pack_hash}-{fmt}{suffix}"
 
 
 def write_calibration(cal: Calibration, path: str | Path) -> Path:

@@ -46,11 +46,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from triage.scoring import debias, readout
-from triage.scoring import head as head_mod
 from triage.errors import TriageError
 from triage.store.files import write_text_atomic
 from triage.model.native import Cancelled, NativeModel, Seq
-from triage.scoring.head import Head
+from triage.scoring.head import Head, check_match as check_head, feature_ids
 from triage.scoring.pack import Pack
 from triage.scoring.prompt import DEFAULT_READOUT, PromptBuilder, PromptFormat, PromptSpec, TicketPrompts, check_readout, detect_format
 from triage.scoring.result import CriterionResult, OptionScore, TicketResult, Timing, Tokens
@@ -299,7 +298,7 @@ class Engine:
         self._lock = threading.Lock()
         self._builders: dict[tuple[str, str], PromptBuilder] = {}
         self._plans: dict[str, list[readout.AnswerPlan]] = {}  # by pack hash, per criterion
-        self.feature_ids = head_mod.feature_ids(self.native.n_vocab, self.native.n_embd)
+        self.feature_ids = feature_ids(self.native.n_vocab, self.native.n_embd)
         self._resident: tuple[int, ...] = ()  # what sequence 0 holds now
         self._priors: dict[tuple[str, str, str], dict[str, np.ndarray]] = {}
         self._last_stable: dict[str, str] | None = None
@@ -510,12 +509,12 @@ class Engine:
             prompts = replace(prompts, prompts=[s for s in prompts.prompts if s.criterion in chosen])
         if kind == "letter":
             reader = _Reader(readout.letter_ids(self.tokenizer, max(len(c.options) for c in pack.criteria)), None)
+            head = None  # a head reads options by name
         else:
-            reader = _Reader(None, self.answer_plans(pack, builder), self.feature_ids)
-            if head is not None and (why := head_mod.check_match(head, engine=self, pack=pack, readout=kind)):
+            wanted = head is not None or self._capture_features is not None  # the features cost a gather: only when read
+            reader = _Reader(None, self.answer_plans(pack, builder), self.feature_ids if wanted else None)
+            if head is not None and (why := check_head(head, engine=self, pack=pack, readout=kind)):
                 raise TriageError(f"the learned head {head.name} does not fit: {why}")
-        if kind == "letter":
-            head = None
         tokens = Tokens(
             prefix=len(prompts.prefix),
             stable=len(prompts.stable),

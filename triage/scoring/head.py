@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from triage.errors import InputError
+from triage.scoring import calibrate
 from triage.scoring.debias import log_normalize
 from triage.store.paths import user_dirs
 
@@ -226,14 +227,8 @@ def read_head(path: str | Path) -> Head:
 
 def check_match(head: Head, *, engine: Any, pack: Any, readout: str = "label") -> str | None:
     """Why ``head`` does not fit this engine, pack and readout, or None when it does."""
-    problems = []
-    if head.model_sha256 != engine.sha256:
-        problems.append(f"model sha256 {head.model_sha256[:12]}… ≠ running model {engine.sha256[:12]}…")
-    if head.pack_hash != pack.hash:
-        problems.append(f"pack hash {head.pack_hash} ≠ {pack.hash}")
-    fmt = engine.format_for(readout).id
-    if head.prompt_format != fmt:
-        problems.append(f"prompt format {head.prompt_format} ≠ {fmt}")
+    keys = calibrate.check_match(head, model_sha256=engine.sha256, pack_hash=pack.hash, prompt_format=engine.format_for(readout).id)
+    problems = [keys] if keys else []
     native = getattr(engine, "native", None)
     if native is not None and (head.n_vocab, head.n_embd) != (native.n_vocab, native.n_embd):
         problems.append(f"features for vocabulary {head.n_vocab} × width {head.n_embd} ≠ the model's {native.n_vocab} × {native.n_embd}")
@@ -264,9 +259,8 @@ def heads_dir() -> Path:
 
 
 def stored_name(model_sha256: str, pack_hash: str, prompt_format: str) -> str:
-    """The file name a head for these keys is stored under."""
-    fmt = prompt_format.replace("/", "_").replace(":", "_").replace("+", "_")
-    return f"{model_sha256[:16]}-{pack_hash}-{fmt}{SUFFIX}"
+    """The file name a head for these keys is stored under (as a calibration's, with its own suffix)."""
+    return calibrate.stored_name(model_sha256, pack_hash, prompt_format, suffix=SUFFIX)
 
 
 def store_head(head: Head) -> Path:

@@ -331,7 +331,7 @@ class MainScreen(Screen[None]):
                 if engine is None:
                     raise TriageError("no model is loaded")
                 options = ScoreOptions(mode=sub.mode, orderings=sub.orderings, readout=sub.readout)
-                extra = self._calibration(engine, sub.pack, options)
+                extra = self._stored_fits(engine, sub.pack, options)
                 for event in engine.score(sub.ticket, sub.pack, options, cancel=stop, **extra):
                     if isinstance(event, Prefilled):
                         self.post_message(TicketPrefilled(sub.id, event.tokens, event.prefill_ms, event.criteria))
@@ -345,7 +345,7 @@ class MainScreen(Screen[None]):
             log.exception("scoring ticket %s failed", sub.ticket.id)
             self.post_message(ScoreFailed(sub.id, f"{type(exc).__name__}: {exc}"))
 
-    def _calibration(self, engine: object, pack: Pack, options: object) -> dict[str, object]:
+    def _stored_fits(self, engine: object, pack: Pack, options: object) -> dict[str, object]:
         """What decides beside the readout: the stored learned head and calibration for this model, pack and prompt format.
 
         A stored head that cannot be applied (learned for another model, or
