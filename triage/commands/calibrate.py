@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from triage.errors import InputError
     from triage.evaluation.data import read_labelled
     from triage.evaluation.runner import gold
-    from triage.evaluation.session import load_for, report_bad, report_consoles, score_sets
+    from triage.evaluation.session import load_for, report_bad, report_consoles, save_fit, score_sets
     from triage.evaluation.variants import readings
     from triage.scoring.pack import resolve_pack
     from triage.scoring.ticket import printable
@@ -106,10 +106,5 @@ def run(args: argparse.Namespace) -> int:
             err.print(f"triage: warning: {printable(w)}", style="yellow", markup=False)
     if not cal.criteria:
         raise InputError("no criterion could be fitted; nothing written", hint="label more rows per option, or pass --rare-options freeze")
-    if args.output:
-        cal_mod.write_calibration(cal, args.output)
-        out.print(f"wrote {args.output}", markup=False)
-    if not args.no_store:
-        path = cal_mod.store_calibration(cal)
-        out.print(f"stored {path} (applied automatically for this model, pack and prompt format)", markup=False)
+    save_fit(cal, out, output=args.output, no_store=args.no_store, write=cal_mod.write_calibration, store=cal_mod.store_calibration)
     return 1 if any(o.refused for o in outcomes) else 0

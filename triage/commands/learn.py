@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     from triage.errors import InputError
     from triage.evaluation.data import read_labelled
     from triage.evaluation.runner import gold, stack_features
-    from triage.evaluation.session import load_for, report_bad, report_consoles, score_sets
+    from triage.evaluation.session import load_for, report_bad, report_consoles, save_fit, score_sets
     from triage.evaluation.variants import readings
     from triage.scoring import head as head_mod
     from triage.scoring import learn as learn_mod
@@ -122,12 +122,7 @@ def run(args: argparse.Namespace) -> int:
             err.print(f"triage: warning: {printable(w)}", style="yellow", markup=False)
     if not head.criteria:
         raise InputError("no criterion could be learned; nothing written", hint="label at least --min-per-option rows for two or more options of a criterion")
-    if args.output:
-        head_mod.write_head(head, args.output)
-        out.print(f"wrote {args.output}", markup=False)
-    if not args.no_store:
-        path = head_mod.store_head(head)
-        out.print(f"stored {path} (applied automatically for this model, pack and prompt format)", markup=False)
+    save_fit(head, out, output=args.output, no_store=args.no_store, write=head_mod.write_head, store=head_mod.store_head)
     return 0
 
 

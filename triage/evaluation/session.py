@@ -32,6 +32,16 @@ def report_consoles() -> tuple[Console, Console]:
     return out, err
 
 
+def save_fit(fit: Any, out: Console, *, output: str | None, no_store: bool, write: Any, store: Any) -> None:
+    """Write a fit (calibration or learned head) to ``output`` and store it for auto-apply, saying where."""
+    if output:
+        write(fit, output)
+        out.print(f"wrote {output}", markup=False)
+    if not no_store:
+        path = store(fit)
+        out.print(f"stored {path} (applied automatically for this model, pack and prompt format)", markup=False)
+
+
 def load_for(args: Any, err: Console) -> Any:
     """The engine for ``--model``, ``--n-ctx``, ``--threads`` and ``--prompt``; its notices go to ``err``."""
     from triage.model.loader import load_engine
