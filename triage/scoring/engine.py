@@ -50,6 +50,7 @@ from triage.errors import TriageError
 from triage.store.files import write_text_atomic
 from triage.model.native import Cancelled, NativeModel, Seq
 from triage.scoring.head import Head, check_match as check_head, feature_ids
+from triage.scoring.options import DEFAULT_MODE, MODES, ScoreOptions  # noqa: F401  (re-exported)
 from triage.scoring.pack import Pack
 from triage.scoring.prompt import DEFAULT_READOUT, PromptBuilder, PromptFormat, PromptSpec, TicketPrompts, check_readout, detect_format
 from triage.scoring.result import CriterionResult, OptionScore, TicketResult, Timing, Tokens
@@ -57,48 +58,8 @@ from triage.scoring.ticket import Ticket, make_ticket
 
 log = logging.getLogger(__name__)
 
-MODES = ("full", "serial", "fanout")
-DEFAULT_MODE = "fanout"  # measured faster than serial with the label readout (bench/README.md)
-ALL_MODES = (*MODES, "split")
-STRATEGIES = ("truncate", "restore")
 DEFAULT_N_CTX = 4096
 PRIOR_TEXT = "N/A"
-
-
-@dataclass(frozen=True)
-class ScoreOptions:
-    """How to score: the readout, the mode, serial's way back to the prefix, orderings, prior.
-
-    ``readout`` is ``label`` (options by name, one tail per criterion) or ``letter``
-    (A/B/C; ``orderings`` then says whether every rotation is asked). The label
-    readout has no option order, so ``orderings`` does not apply to it
-    (:attr:`effective_orderings` is ``none``).
-
-    ``criteria`` scores only those criteria (ids, any order; results come in pack
-    order). The prompts, and so the shared prefix and the scores, are those of the
-    whole pack: a subset costs fewer tails and gives the same numbers.
-    """
-
-    mode: str = "serial"
-    strategy: str = "truncate"
-    orderings: str = "cyclic"
-    prior: bool = False
-    criteria: tuple[str, ...] | None = None
-    readout: str = DEFAULT_READOUT
-
-    @property
-    def effective_orderings(self) -> str:
-        """The orderings actually asked: ``none`` for the label readout."""
-        return "none" if self.readout == "label" else self.orderings
-
-    def __post_init__(self) -> None:
-        check_readout(self.readout)
-        if self.mode not in ALL_MODES:
-            raise TriageError(f"unknown mode {self.mode!r}; use one of {', '.join(MODES)}", exit_code=2)
-        if self.strategy not in STRATEGIES:
-            raise TriageError(f"unknown serial strategy {self.strategy!r}; use truncate or restore", exit_code=2)
-        if self.orderings not in debias.ORDERINGS:
-            raise TriageError(f"unknown orderings {self.orderings!r}; use none or cyclic", exit_code=2)
 
 
 class StableStore(Protocol):
