@@ -55,6 +55,7 @@ from triage.scoring.pack import Pack
 from triage.scoring.prompt import DEFAULT_READOUT, PromptBuilder, PromptFormat, PromptSpec, TicketPrompts, check_readout, detect_format
 from triage.scoring.result import CriterionResult, OptionScore, TicketResult, Timing, Tokens
 from triage.scoring.ticket import Ticket, make_ticket
+from triage.scoring.tokenizer import NativeTokenizer
 
 log = logging.getLogger(__name__)
 
@@ -194,28 +195,6 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-class _NativeTokenizer:
-    """:class:`triage.scoring.tokenizer.Tokenizer` over a :class:`NativeModel`."""
-
-    def __init__(self, native: NativeModel) -> None:
-        self._n = native
-        self._bos = native.bos if native.add_bos else None
-
-    def encode(self, text: str) -> list[int]:
-        return self._n.tokenize(text, special=False) if text else []
-
-    def control(self, token: str) -> int | None:
-        ids = self._n.tokenize(token, special=True)
-        return ids[0] if len(ids) == 1 and ids != self._n.tokenize(token, special=False) else None
-
-    def decode(self, ids: list[int]) -> str:
-        return self._n.detokenize(ids).decode("utf-8", errors="ignore")
-
-    @property
-    def bos(self) -> int | None:
-        return self._bos
-
-
 class Engine:
     """Scores tickets against criteria packs with one loaded model.
 
@@ -251,7 +230,7 @@ class Engine:
         self.native = NativeModel(self.model_path, n_ctx=n_ctx, n_threads=threads)
         self.load_ms = (time.perf_counter() - t0) * 1000
         self.sha256 = sha256 or file_sha256(self.model_path)
-        self.tokenizer = _NativeTokenizer(self.native)
+        self.tokenizer = NativeTokenizer(self.native)
         self.chat_template = self.native.meta("tokenizer.chat_template")
         self.fmt: PromptFormat = detect_format(self.chat_template, self.tokenizer, prompt_style)
         self.stable_store = stable_store

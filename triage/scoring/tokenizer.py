@@ -59,6 +59,28 @@ class LlamaTokenizer:
         return self._bos
 
 
+class NativeTokenizer:
+    """A :class:`Tokenizer` over a :class:`triage.model.native.NativeModel`: the one the engine scores with."""
+
+    def __init__(self, native: Any) -> None:
+        self._n = native
+        self._bos = native.bos if native.add_bos else None
+
+    def encode(self, text: str) -> list[int]:
+        return self._n.tokenize(text, special=False) if text else []
+
+    def control(self, token: str) -> int | None:
+        ids = self._n.tokenize(token, special=True)
+        return ids[0] if len(ids) == 1 and ids != self._n.tokenize(token, special=False) else None
+
+    def decode(self, ids: list[int]) -> str:
+        return self._n.detokenize(ids).decode("utf-8", errors="ignore")
+
+    @property
+    def bos(self) -> int | None:
+        return self._bos
+
+
 class HFTokenizer:
     """A ``tokenizers`` tokenizer (Qwen3's by default, shipped gzipped in assets)."""
 
