@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +70,7 @@ def default_threads() -> int:
 CTX_STEP = 256
 MIN_N_CTX = CTX_STEP
 N_SEQ_MAX = 64
+ABORTED = 2  # llama_decode's return code when the abort callback said stop
 
 
 def max_threads() -> int:
@@ -181,6 +183,12 @@ class NativeModel:
         cparams.n_threads = threads
         cparams.n_threads_batch = threads
         cparams.no_perf = True
+        # llama.cpp asks this between graph computations (per node on the CPU), so a long decode
+        # stops within milliseconds of the caller's cancel; decode() says what to ask.
+        self._stop: Callable[[], bool] | None = None
+        self._abort_cb = llama_cpp.ggml_abort_callback(self._should_abort)  # kept: C holds only a pointer
+        cparams.abort_callback = self._abort_cb
+        cparams.abort_callback_data = None
         ctx = llama_cpp.llama_init_from_model(model, cparams)
         if not ctx:
             self.close()
@@ -198,6 +206,16 @@ class NativeModel:
     def close(self) -> None:
         """Free the context and the model (idempotent)."""
         self._stack.close()
+
+    def _should_abort(self, _data: object) -> bool:
+        stop = self._stop
+        if stop is None:
+            return False
+        try:
+            return bool(stop())
+        except Exception:  # an exception must never reach C; a broken check stops the decode
+            log.exception("the cancel check failed; stopping the decode")
+            return True
 
     # -- vocabulary -------------------------------------------------------------
     def meta(self, key: str) -> str | None:
@@ -248,7 +266,7 @@ class NativeModel:
         return int(llama_cpp.llama_vocab_bos(self.vocab))
 
     # -- decoding -----------------------------------------------------------------
-    def decode(self, seqs: list[Seq], *, should_stop: object = None) -> dict[object, np.ndarray]:
+    def decode(self, seqs: list[Seq], *, should_stop: Callable[[], bool] | None = None) -> dict[object, np.ndarray]:
         """Decode pieces of one or more sequences; return each piece's last-token logits.
 
         Pieces are packed into batches of at most ``n_batch`` tokens. A piece longer
@@ -257,11 +275,14 @@ class NativeModel:
 
         Args:
             seqs: what to decode.
-            should_stop: optional callable; checked between calls, returns True to stop.
+            should_stop: optional callable, True to stop: checked before each call and, through
+                llama.cpp's abort callback, between the graph computations inside one.
 
         Raises:
             TriageError: llama.cpp refused a batch (e.g. the KV cache is full).
-            Cancelled: ``should_stop`` said so.
+            Cancelled: ``should_stop`` said so. An aborted call leaves the cells of the
+                micro-batches it finished in the cache: the caller must remove what it
+                decoded (every sequence's cells past what it keeps).
         """
         out: dict[object, np.ndarray] = {}
         rows: dict[object, list[np.ndarray]] = {}
@@ -281,7 +302,7 @@ class NativeModel:
             nonlocal used
             if not pending:
                 return
-            if callable(should_stop) and should_stop():
+            if should_stop is not None and should_stop():
                 raise Cancelled()
             n = 0
             wants: list[tuple[Seq, int]] = []
@@ -299,7 +320,13 @@ class NativeModel:
                         wants.append((piece, n))
                     n += 1
             batch.n_tokens = n
-            rc = llama_cpp.llama_decode(self.ctx, batch)
+            self._stop = should_stop
+            try:
+                rc = llama_cpp.llama_decode(self.ctx, batch)
+            finally:
+                self._stop = None
+            if rc == ABORTED:
+                raise Cancelled()
             if rc != 0:
                 raise TriageError(f"llama_decode failed with code {rc} ({n} tokens; the {self.n_ctx}-token KV cache may be full)", hint="raise --n-ctx")
             for piece, idx in wants:
