@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from triage.bench.split import Split
 from triage.scoring.engine import CriterionScored, Engine, Prefilled, ScoreOptions, TicketScored
 from triage.errors import TriageError
 from triage.scoring.pack import Pack, load_pack
@@ -60,7 +61,7 @@ def probs(result: TicketResult) -> np.ndarray:
 @pytest.mark.parametrize("readout", ["label", "letter"])
 @pytest.mark.parametrize("ticket", TICKETS)
 def test_reuse_is_bit_identical_to_the_same_split(engine: Engine, pack: Pack, ticket: str, readout: str) -> None:
-    split = engine.score_ticket(ticket, pack, ScoreOptions(mode="split", readout=readout))
+    split = engine.score_ticket(ticket, pack, ScoreOptions(mode="split", readout=readout), schedule=Split())
     for strategy in ("truncate", "restore"):
         reused = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial", strategy=strategy, readout=readout))
         assert np.array_equal(probs(reused), probs(split)), strategy
@@ -120,18 +121,33 @@ def test_cyclic_choice_does_not_depend_on_option_order(qwen25_path: Path, tmp_pa
         return load_pack(tmp_path / name)
 
     with Engine(qwen25_path, name="qwen2.5-coder-0.5b", n_ctx=1024) as eng:
-        ab = eng.score_ticket(ticket, pack_file("ab.toml", right, wrong), ScoreOptions(orderings="cyclic", readout="letter"))
-        ba = eng.score_ticket(ticket, pack_file("ba.toml", wrong, right), ScoreOptions(orderings="cyclic", readout="letter"))
+        ab = eng.score_ticket(ticket, pack_file("ab.toml", right, wrong), ScoreOptions(mode="serial", orderings="cyclic", readout="letter"))
+        ba = eng.score_ticket(ticket, pack_file("ba.toml", wrong, right), ScoreOptions(mode="serial", orderings="cyclic", readout="letter"))
     assert ab.criteria[0].choice == ba.criteria[0].choice == right.lower()
     assert ab.criteria[0].probability(right.lower()) == pytest.approx(ba.criteria[0].probability(right.lower()), abs=1e-9)
     assert ab.criteria[0].orderings == ba.criteria[0].orderings == 2
 
 
-def test_events_stream_in_order(engine: Engine, pack: Pack) -> None:
-    events = list(engine.score(TICKETS[1], pack, ScoreOptions()))
+@pytest.mark.parametrize("mode", ["fanout", "serial", "full"])
+def test_events_stream_in_order(engine: Engine, pack: Pack, mode: str) -> None:
+    events = list(engine.score(TICKETS[1], pack, ScoreOptions(mode=mode)))  # type: ignore[arg-type]
     assert isinstance(events[0], Prefilled)
     assert [e.result.id for e in events[1:-1] if isinstance(e, CriterionScored)] == ["fruit", "mood"]
     assert isinstance(events[-1], TicketScored) and events[-1].result.complete
+    # The raw readouts come back on the event, one per ordering, not through engine state.
+    assert sorted(events[-1].readouts) == ["fruit", "mood"] and events[-1].features == {}
+
+
+def test_split_is_no_scoring_mode(engine: Engine, pack: Pack) -> None:
+    with pytest.raises(TriageError, match="exactness reference"):
+        engine.score_ticket(TICKETS[0], pack, ScoreOptions(mode="split"))
+
+
+def test_the_default_is_what_triage_score_runs(engine: Engine, pack: Pack) -> None:
+    default = engine.score_ticket(TICKETS[0], pack)
+    fanout = engine.score_ticket(TICKETS[0], pack, ScoreOptions(mode="fanout", readout="label"))
+    assert default.mode == "fanout" and default.readout == "label"
+    assert np.array_equal(probs(default), probs(fanout))
 
 
 def test_cancel_between_tails(engine: Engine, pack: Pack) -> None:
@@ -141,7 +157,7 @@ def test_cancel_between_tails(engine: Engine, pack: Pack) -> None:
         return len(seen) >= 1
 
     result = None
-    for ev in engine.score(TICKETS[2], pack, ScoreOptions(), cancel=cancel):
+    for ev in engine.score(TICKETS[2], pack, ScoreOptions(mode="serial"), cancel=cancel):  # tails in turn
         if isinstance(ev, CriterionScored):
             seen.append(ev.result.id)
         if isinstance(ev, TicketScored):
@@ -151,7 +167,7 @@ def test_cancel_between_tails(engine: Engine, pack: Pack) -> None:
     assert any("cancelled after 1 of 2" in w for w in result.warnings)
     # The engine is usable afterwards and exact again.
     after = engine.score_ticket(TICKETS[2], pack, ScoreOptions(mode="serial"))
-    split = engine.score_ticket(TICKETS[2], pack, ScoreOptions(mode="split"))
+    split = engine.score_ticket(TICKETS[2], pack, ScoreOptions(mode="split"), schedule=Split())
     assert np.array_equal(probs(after), probs(split))
 
 
@@ -166,9 +182,9 @@ def test_prefix_stays_resident(engine: Engine, pack: Pack) -> None:
 
 
 def test_a_subset_of_criteria_scores_the_same(engine: Engine, pack: Pack) -> None:
-    whole = engine.score_ticket(TICKETS[1], pack, ScoreOptions(mode="split"))
+    whole = engine.score_ticket(TICKETS[1], pack, ScoreOptions(mode="split"), schedule=Split())
     for mode in ("split", "serial", "fanout"):
-        only = engine.score_ticket(TICKETS[1], pack, ScoreOptions(mode=mode, criteria=("mood",)))
+        only = engine.score_ticket(TICKETS[1], pack, ScoreOptions(mode=mode, criteria=("mood",)), schedule=Split() if mode == "split" else None)
         assert [c.id for c in only.criteria] == ["mood"]
         want = [o.probability for o in whole.criteria[1].options]
         got = [o.probability for o in only.criteria[0].options]
@@ -239,6 +255,14 @@ def test_long_ticket_is_shortened_with_a_warning(smollm2_path: Path, pack: Pack)
     assert r.tokens.prefix < 512
 
 
+def test_prior_is_computed_in_the_mode_it_is_applied_in(engine: Engine, pack: Pack) -> None:
+    fanout = engine.prior(pack, ScoreOptions(mode="fanout"))
+    serial = engine.prior(pack, ScoreOptions(mode="serial"))
+    _, raw = engine.raw_readouts("N/A", pack, ScoreOptions(mode="fanout"))
+    assert all(np.allclose(fanout[cid], reads[0][1]) for cid, reads in raw.items())  # one ordering: the readout itself
+    assert any(not np.array_equal(fanout[k], serial[k]) for k in fanout)  # other batch shapes, other numbers
+
+
 def test_prior_is_divided_out(engine: Engine, pack: Pack) -> None:
     with_prior = engine.score_ticket(TICKETS[0], pack, ScoreOptions(prior=True))
     without = engine.score_ticket(TICKETS[0], pack, ScoreOptions(prior=False))
@@ -249,15 +273,15 @@ def test_prior_is_divided_out(engine: Engine, pack: Pack) -> None:
 
 def test_prior_is_kept_across_runs(smollm2_path: Path, pack: Pack, tmp_path: Path) -> None:
     with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, prior_dir=tmp_path) as first:
-        a = first.prior(pack, "none")
+        a = first.prior(pack, ScoreOptions())
     (f,) = tmp_path.glob("*.json")
     with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, prior_dir=tmp_path) as second:
         second.raw_readouts = None  # type: ignore[assignment]  # a second computation would fail
-        b = second.prior(pack, "none")
+        b = second.prior(pack, ScoreOptions())
     assert all(np.array_equal(a[k], b[k]) for k in a)
     f.write_text("{broken")
     with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, prior_dir=tmp_path) as third:
-        c = third.prior(pack, "none")  # damaged file: recomputed, same numbers
+        c = third.prior(pack, ScoreOptions())  # damaged file: recomputed, same numbers
     assert all(np.array_equal(a[k], c[k]) for k in a)
 
 

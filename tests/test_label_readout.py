@@ -17,6 +17,7 @@ import pytest
 
 from triage.scoring import readout
 from triage.scoring.debias import log_normalize
+from triage.bench.split import Split
 from triage.scoring.engine import Engine, ScoreOptions
 from triage.errors import TriageError
 from triage.model.native import Seq
@@ -107,7 +108,7 @@ def test_shared_first_token_is_scored_by_whole_answers(engine: Engine, pack: Pac
 
 @pytest.mark.parametrize("ticket", TICKETS)
 def test_serial_and_fanout_match_split_with_whole_answers(engine: Engine, pack: Pack, ticket: str) -> None:
-    split = engine.score_ticket(ticket, pack, ScoreOptions(mode="split"))
+    split = engine.score_ticket(ticket, pack, ScoreOptions(mode="split"), schedule=Split())
     for strategy in ("truncate", "restore"):
         serial = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial", strategy=strategy))
         assert [o.probability for c in serial.criteria for o in c.options] == [o.probability for c in split.criteria for o in c.options]

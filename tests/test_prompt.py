@@ -57,15 +57,15 @@ def test_prefix_is_a_token_prefix_of_every_prompt(builder: PromptBuilder, ticket
     assert len(next_tokens) > 1
 
 
-def test_head_tokens_alone_are_not_always_a_prefix(tok: HFTokenizer) -> None:
+def test_ticket_block_tokens_alone_are_not_always_a_prefix(tok: HFTokenizer) -> None:
     # Why the builder uses the common prefix: "." + "\n\n" merges across the seam.
     b = PromptBuilder(default_pack(), PromptFormat("plain"), tok)
     ticket = "I was charged twice."
     assert len(tok.encode(".\n\n")) == 1  # one merged token in Qwen's vocabulary
-    head = tuple(tok.encode(b.head_text(ticket).rstrip("\n")))  # the head without the seam
-    full = tuple(tok.encode(b.head_text(ticket) + b.tail_text(b.pack.criteria[0], (0, 1, 2, 3, 4))))
-    assert full[: len(head)] != head  # the head's last token "." is not in the full prompt
-    assert full[: len(head) - 1] == head[:-1]
+    block = tuple(tok.encode(b.ticket_block_text(ticket).rstrip("\n")))  # the ticket block without the seam
+    full = tuple(tok.encode(b.ticket_block_text(ticket) + b.tail_text(b.pack.criteria[0], (0, 1, 2, 3, 4))))
+    assert full[: len(block)] != block  # the block's last token "." is not in the full prompt
+    assert full[: len(block) - 1] == block[:-1]
 
 
 def test_stable_block_is_the_same_for_every_ticket(builder: PromptBuilder) -> None:

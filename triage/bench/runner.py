@@ -311,6 +311,7 @@ class BenchRunner:
         self._mark("warm-up")
 
     def _score(self, mode: str, ticket: BenchTicket, rep: int, slot: int) -> None:
+        from triage.bench.split import Split
         from triage.scoring.debias import orders_for
 
         eng = self._main()
@@ -327,7 +328,8 @@ class BenchRunner:
         if mode == SPLIT and self.wl.split_criteria:
             options = replace(options, criteria=tuple(c.id for c in pack.criteria[: self.wl.split_criteria]))
         head = self._bench_head(eng, pack) if mode == LEARNED_MODE else None
-        result = eng.score_ticket(ticket.as_ticket(), pack, options, head=head)
+        schedule = Split() if mode == SPLIT else None  # the exactness reference lives with bench
+        result = eng.score_ticket(ticket.as_ticket(), pack, options, head=head, schedule=schedule)
         self.run_data.samples.append(Sample(mode, ticket, rep, slot, result))
         self._mark("scoring")
 

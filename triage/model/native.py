@@ -17,13 +17,15 @@ import logging
 import os
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 
 import llama_cpp
 import numpy as np
 
 from triage.errors import InputError, TriageError
+from triage.model.seq import Seq
+
+__all__ = ["Cancelled", "NativeModel", "Seq", "check_n_ctx", "check_threads", "default_threads", "max_threads"]
 
 log = logging.getLogger("triage.llama")
 log.addHandler(logging.NullHandler())  # never Python's last-resort stderr handler
@@ -111,24 +113,6 @@ def check_threads(threads: object, origin: str = "threads") -> int:
             hint=f"leave it out to use all {default_threads()} cores",
         )
     return threads
-
-
-@dataclass(frozen=True)
-class Seq:
-    """Tokens to decode into one sequence, starting at position ``pos``.
-
-    ``also`` names more sequences the same tokens belong to (one KV cell shared
-    by several sequences, as llama.cpp's batches allow): a tail that several
-    teacher-forced answers continue is decoded once. ``every`` asks for the logits
-    of every token of the piece (rows in order), not just the last.
-    """
-
-    key: object  # the caller's name for this piece; logits come back under it
-    seq_id: int
-    pos: int
-    tokens: tuple[int, ...]
-    also: tuple[int, ...] = ()
-    every: bool = False
 
 
 class NativeModel:

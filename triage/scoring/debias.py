@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-ORDERINGS = ("none", "cyclic")
+from triage.scoring.options import ORDERINGS
 
 
 def orders_for(n_options: int, kind: str) -> list[tuple[int, ...]]:

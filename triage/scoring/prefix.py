@@ -87,6 +87,7 @@ class StableCache:
         self.ttl_s = ttl_s
         self.stats = CacheStats()
         self._memory: OrderedDict[str, tuple[bytes, bytearray]] = OrderedDict()
+        self._last: dict[str, str] | None = None  # the stable block this process used last
 
     @classmethod
     def default(cls) -> StableCache:
@@ -213,6 +214,26 @@ class StableCache:
             if isinstance(writer, int) and writer != os.getpid() and _running(writer):
                 return None
         return prev
+
+    def note_change(self, parts: dict[str, str]) -> str | None:
+        """Why the stable block differs from the last one used, naming what changed; else None.
+
+        The last one is this process's previous ticket, or, for its first ticket, the one
+        the previous run recorded (:meth:`swap_last`). The engine shows the note only when
+        the block's prefill is really paid (a cached state costs nothing to say).
+
+        Args:
+            parts: what identifies the stable block, by name (model, prompt format, pack).
+        """
+        prev = self._last
+        if prev != parts:
+            recorded = self.swap_last(parts)
+            prev = recorded if prev is None else prev
+        self._last = parts
+        if not prev or prev == parts:
+            return None
+        changed = [f"{k}: {prev.get(k, '?')} → {v}" for k, v in parts.items() if prev.get(k) != v]
+        return "stable prefix changed, so its prefill is paid again once (" + "; ".join(changed) + ")"
 
     def _remember(self, key: str, digest: bytes, state: bytearray) -> None:
         self._memory[key] = (digest, state)

@@ -1,11 +1,11 @@
-"""The one prompt builder: stable block, head and tails, as text and as tokens.
+"""The one prompt builder: stable block, ticket block and tails, as text and as tokens.
 
 Layout, most stable first so that caches hit:
 
 * **stable block**: the pack's instruction, context and examples. The same for
   every ticket of a pack; it ends on a hard tokenization boundary (a control
   token in the chat format), so its token ids never depend on the ticket.
-* **head**: ``Ticket:`` and the ticket. The same for every criterion.
+* **ticket block**: ``Ticket:`` and the ticket. The same for every criterion.
 * **tail**: what differs per criterion, then ``Answer:``. Two readouts:
 
   - ``label`` (the default): the stable block lists every criterion with its
@@ -18,7 +18,7 @@ Layout, most stable first so that caches hit:
 
 Ticket and tail are tokenized together, as the model would see them, because
 BPE merges across that seam (a ticket ending in ``.`` merges with the tail's
-``\\n\\n``). So the cached prefix is not "the head's tokens" but the longest
+``\\n\\n``). So the cached prefix is not "the ticket block's tokens" but the longest
 common token prefix of all of this ticket's full prompts (:func:`common_prefix`),
 and every prompt is checked to start with it.
 """
@@ -30,15 +30,17 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from triage.errors import TriageError
-from triage.scoring.pack import LETTERS, Criterion, Option, Pack
+from triage.scoring.options import DEFAULT_READOUT, READOUTS, Readout, check_choice
+from triage.scoring.pack import Criterion, Pack
+from triage.scoring.readout import ReadoutKind, option_meaning, readout_for
 from triage.scoring.tokenizer import Tokenizer
+
+__all__ = ["DEFAULT_READOUT", "READOUTS", "option_meaning"]  # re-exported for callers of this module
 
 # Bump on any change to the wording or layout below: it names cached prefixes.
 PROMPT_VERSION = 3
 
 Style = Literal["chat", "plain"]
-READOUTS = ("label", "letter")
-DEFAULT_READOUT = "label"
 
 IM_START, IM_END, THINK, END_THINK = "<|im_start|>", "<|im_end|>", "<think>", "</think>"
 ANSWER_CUE = "Answer:"
@@ -58,7 +60,7 @@ class PromptFormat:
 
     style: Style
     think: bool = False
-    readout: str = DEFAULT_READOUT
+    readout: Readout = DEFAULT_READOUT
 
     @property
     def id(self) -> str:
@@ -71,8 +73,7 @@ class PromptFormat:
 
     def with_readout(self, readout: str) -> PromptFormat:
         """The same format with another readout (``label`` or ``letter``)."""
-        check_readout(readout)
-        return replace(self, readout=readout)
+        return replace(self, readout=check_readout(readout))  # type: ignore[arg-type]
 
 
 def check_readout(readout: str) -> str:
@@ -81,9 +82,7 @@ def check_readout(readout: str) -> str:
     Raises:
         TriageError: any other value (exit code 2).
     """
-    if readout not in READOUTS:
-        raise TriageError(f"unknown readout {readout!r}; use label (options by name) or letter (A/B/C)", exit_code=2)
-    return readout
+    return check_choice(readout, READOUTS, "readout")
 
 
 def detect_format(chat_template: str | None, tokenizer: Tokenizer, prefer: str = "auto") -> PromptFormat:
@@ -144,19 +143,6 @@ class TicketPrompts:
         return len(self.prefix) + sum(len(p.tokens) - len(self.prefix) for p in self.prompts)
 
 
-def option_meaning(option: Option) -> str:
-    """What an option covers, for the label readout's stable block: its description,
-    else its label when that says more than the answer word (``Negative: upset`` -> ``upset``)."""
-    if option.description:
-        return option.description
-    label, answer = option.label.strip(), option.answer_text
-    if label.casefold() == answer.casefold():
-        return ""
-    if label.casefold().startswith(answer.casefold()) and label[len(answer):].lstrip().startswith(":"):
-        return label[len(answer):].lstrip()[1:].strip()
-    return label
-
-
 def common_prefix(seqs: list[tuple[int, ...]]) -> tuple[int, ...]:
     """Longest common prefix of token sequences."""
     if not seqs:
@@ -171,68 +157,48 @@ def common_prefix(seqs: list[tuple[int, ...]]) -> tuple[int, ...]:
 
 
 class PromptBuilder:
-    """Builds the stable block, heads and tails for one pack, format and tokenizer."""
+    """Builds the stable block, ticket blocks and tails for one pack, format and tokenizer.
+
+    What the readout adds to the text (the options' answers or lettered lines, how an
+    example's answer is written, room for teacher-forced answers) it asks the readout
+    strategy (:func:`triage.scoring.readout.readout_for`).
+    """
 
     def __init__(self, pack: Pack, fmt: PromptFormat, tokenizer: Tokenizer) -> None:
         self.pack = pack
         self.fmt = fmt
         self.tok = tokenizer
+        self.readout: ReadoutKind = readout_for(fmt.readout)
         self._stable: tuple[int, ...] | None = None
         self._suffix: tuple[int, ...] | None = None
 
     # -- text ---------------------------------------------------------------
-    @property
-    def label_readout(self) -> bool:
-        """True for the label readout (options by name), False for letters."""
-        return self.fmt.readout == "label"
-
     def system_text(self) -> str:
-        """The stable block's text: instruction, context, what the options mean, examples."""
+        """The stable block's text: instruction, context, what the options mean (as the readout
+        writes it), examples."""
         parts = [self.pack.instruction]
         if self.pack.context:
             parts.append(self.pack.context)
-        if self.label_readout:
-            lines = ["The questions, and the answers allowed for each:"]
-            for crit in self.pack.criteria:
-                lines.append(f"\n{crit.question}")
-                lines += [f"- {o.answer_text}: {meaning}" if (meaning := option_meaning(o)) else f"- {o.answer_text}" for o in crit.options]
-            lines.append("\nAnswer each question with one of its answers, exactly as written above.")
-            parts.append("\n".join(lines))
-        else:
-            described = [c for c in self.pack.criteria if any(o.description for o in c.options)]
-            if described:
-                lines = ["What the options mean:"]
-                for crit in described:
-                    lines.append(f"\n{crit.question}")
-                    lines += [f"- {o.label}: {o.description}" if o.description else f"- {o.label}" for o in crit.options]
-                parts.append("\n".join(lines))
-            parts.append("Answer each question with the letter of the best option.")
+        parts += self.readout.stable_lines(self.pack)
         if self.pack.examples:
             lines = ["Examples of tickets and the right answers:"]
             for ex in self.pack.examples:
                 lines.append(f"\nTicket: {ex.text}")
                 for cid, oid in ex.labels.items():
                     crit = self.pack.criterion(cid)
-                    opt = crit.option(oid)
-                    lines.append(f"{crit.question} {opt.answer_text if self.label_readout else opt.label}")
+                    lines.append(f"{crit.question} {self.readout.example_answer(crit.option(oid))}")
             parts.append("\n".join(lines))
         return "\n\n".join(parts)
 
-    def head_text(self, ticket_text: str) -> str:
-        """The head after the stable block: ``Ticket:`` and the ticket."""
+    def ticket_block_text(self, ticket_text: str) -> str:
+        """The ticket block after the stable block: ``Ticket:`` and the ticket."""
         lead = "user\n" if self.fmt.style == "chat" else ""
         return f"{lead}Ticket:\n{ticket_text}\n\n"
 
     def tail_text(self, criterion: Criterion, order: tuple[int, ...]) -> str:
-        """What differs per criterion (and, plain, ``Answer:``).
-
-        Label readout: only the question (its answers are in the stable block).
-        Letter readout: the question and the options in ``order`` as lettered lines.
-        """
-        lines = [f"Question: {criterion.question}"]
-        if not self.label_readout:
-            for j, idx in enumerate(order):
-                lines.append(f"{LETTERS[j]}. {criterion.options[idx].label}")
+        """What differs per criterion: the question, what the readout adds (letter: the options
+        in ``order`` as lettered lines; label: nothing) and, plain, ``Answer:``."""
+        lines = [f"Question: {criterion.question}", *self.readout.tail_lines(criterion, order)]
         if self.fmt.style == "plain":
             lines.append(ANSWER_CUE)  # in chat, the assistant turn opens with it instead
         return "\n".join(lines)
@@ -245,17 +211,15 @@ class PromptBuilder:
     def answer_room(self) -> int:
         """Context kept free after the longest prompt: the label readout may decode an answer's
         tokens after the tail (teacher forcing). 0 for the letter readout."""
-        if not self.label_readout:
-            return 0
-        return max(len(a) for c in self.pack.criteria for a in self.answer_tokens(c))
+        return self.readout.answer_room([a for c in self.pack.criteria for a in self.answer_tokens(c)])
 
     def render(self, ticket_text: str, criterion: Criterion, order: tuple[int, ...]) -> str:
         """The whole prompt as text (for people and docs; scoring uses tokens)."""
         if self.fmt.style == "plain":
-            return f"{self.system_text()}\n\n{self.head_text(ticket_text)}{self.tail_text(criterion, order)}"
+            return f"{self.system_text()}\n\n{self.ticket_block_text(ticket_text)}{self.tail_text(criterion, order)}"
         think = f"{THINK}\n\n{END_THINK}\n\n" if self.fmt.think else ""
         return (
-            f"{IM_START}system\n{self.system_text()}{IM_END}\n{IM_START}{self.head_text(ticket_text)}"
+            f"{IM_START}system\n{self.system_text()}{IM_END}\n{IM_START}{self.ticket_block_text(ticket_text)}"
             f"{self.tail_text(criterion, order)}{IM_END}\n{IM_START}assistant\n{think}{ANSWER_CUE}"
         )
 
@@ -303,7 +267,7 @@ class PromptBuilder:
 
     def prompt_tokens(self, ticket_text: str, criterion: Criterion, order: tuple[int, ...]) -> tuple[int, ...]:
         """Token ids of one full prompt. Ticket and tail are one run of plain text."""
-        run = self.tok.encode(self.head_text(ticket_text) + self.tail_text(criterion, order))
+        run = self.tok.encode(self.ticket_block_text(ticket_text) + self.tail_text(criterion, order))
         return self.stable_tokens + tuple(run) + self._suffix_tokens
 
     def build(self, ticket_text: str, orders: list[list[tuple[int, ...]]], *, n_ctx: int) -> TicketPrompts:
@@ -354,7 +318,7 @@ class PromptBuilder:
         longest_tail = max(
             len(self.tok.encode(self.tail_text(c, tuple(range(len(c.options)))))) for c in self.pack.criteria
         ) + self.answer_room
-        overhead = len(self.stable_tokens) + len(self.tok.encode(self.head_text(""))) + longest_tail + len(self._suffix_tokens) + 4
+        overhead = len(self.stable_tokens) + len(self.tok.encode(self.ticket_block_text(""))) + longest_tail + len(self._suffix_tokens) + 4
         budget = n_ctx - overhead
         if budget < 16:
             raise TriageError(

@@ -1,0 +1,29 @@
+"""``split``: serial's batch boundaries from an empty cache for every prompt.
+
+The exactness reference of bench and the tests, not a scoring mode: every prompt is
+decoded as [stable block][rest of the prefix][tail] with nothing reused, so serial
+(truncate or restore) must match it bit for bit. Pass it to ``Engine.score`` as the
+schedule (``schedule=Split()``).
+"""
+
+from __future__ import annotations
+
+from triage.model.seq import Seq
+from triage.scoring.prompt import PromptSpec
+from triage.scoring.readout import Readout
+from triage.scoring.resident import Resident
+from triage.scoring.run import Run
+from triage.scoring.schedule import Whole, decode_one
+
+
+class Split(Whole):
+    """Each prompt from an empty cache, in serial's three batches."""
+
+    name = "split"
+
+    def evaluate(self, run: Run, kv: Resident, spec: PromptSpec) -> Readout:
+        n, prompts = kv.native, run.prompts
+        s = len(prompts.stable)
+        n.decode([Seq("s", 0, 0, prompts.stable)], should_stop=run.stop)
+        n.decode([Seq("r", 0, s, prompts.prefix[s:])], should_stop=run.stop)
+        return decode_one(kv, run, spec, (prompts.tail(spec), len(prompts.prefix)))

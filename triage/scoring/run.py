@@ -1,0 +1,130 @@
+"""One ticket being scored: the run context a schedule works on, and the events it yields.
+
+A :class:`Run` carries everything one score needs and gathers: the ticket's prompts,
+the reader, the token counts and timing, the cancel check, and each criterion's raw
+readouts as they come in. Schedules (:mod:`triage.scoring.schedule`) fill it; the
+engine turns it into the :class:`TicketScored` event at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from triage.model.native import Cancelled
+from triage.scoring.decide import Decider
+from triage.scoring.prompt import PromptSpec, TicketPrompts
+from triage.scoring.readout import Reader, Readout
+from triage.scoring.result import CriterionResult, TicketResult, Timing, Tokens
+
+RawReadouts = dict[str, list[tuple[tuple[int, ...], np.ndarray, float]]]  # id -> [(order, position log-probs, coverage)]
+
+
+@dataclass
+class Prefilled:
+    """The prefix is in the cache; tails come next."""
+
+    prompts: TicketPrompts
+    tokens: Tokens
+    prefill_ms: float
+    criteria: int
+
+
+@dataclass
+class CriterionScored:
+    """One criterion is done (streamed as soon as it is)."""
+
+    result: CriterionResult
+
+
+@dataclass
+class TicketScored:
+    """The whole ticket is done (or was cancelled: ``result.complete`` is False).
+
+    ``readouts`` and ``features`` are what eval and ``triage learn`` read besides the
+    result: each criterion's raw per-ordering readouts, and (label readout, when asked)
+    the answer position's features. They are not part of the saved result.
+    """
+
+    result: TicketResult
+    readouts: RawReadouts = field(default_factory=dict)
+    features: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+ScoreEvent = Prefilled | CriterionScored | TicketScored
+
+
+@dataclass
+class Readouts:
+    """The raw readouts of one criterion, one per ordering, with their cost."""
+
+    orders: list[tuple[int, ...]] = field(default_factory=list)
+    reads: list[Readout] = field(default_factory=list)
+    ms: float = 0.0
+    tokens: int = 0
+
+
+@dataclass
+class Run:
+    """What one score of one ticket needs and gathers.
+
+    Args:
+        prompts: the ticket's prompts (only the chosen criteria's).
+        reader: how the tails are decoded and read.
+        decider: turns a criterion's readouts into its result.
+        stop: the caller's cancel check.
+        stable_key: names the stable block's stored state.
+        stable_note: why the stable block changed since the last one, said if its prefill is paid.
+    """
+
+    prompts: TicketPrompts
+    reader: Reader
+    decider: Decider
+    stop: Callable[[], bool]
+    stable_key: str
+    stable_note: str | None = None
+    tokens: Tokens = field(default_factory=Tokens)
+    timing: Timing = field(default_factory=Timing)
+    warnings: list[str] = field(default_factory=list)
+    stable_ready: bool = False  # sequence 0 starts with the whole stable block
+    accs: dict[int, Readouts] = field(default_factory=dict)
+    results: dict[int, CriterionResult] = field(default_factory=dict)
+
+    @property
+    def chosen(self) -> list[int]:
+        """The criteria scored, in pack order."""
+        return sorted({s.criterion for s in self.prompts.prompts})
+
+    def check(self) -> None:
+        """Raise :class:`~triage.model.native.Cancelled` when the caller asked to stop."""
+        if self.stop():
+            raise Cancelled()
+
+    def record(self, spec: PromptSpec, read: Readout, cost: tuple[float, int]) -> None:
+        """Keep ``spec``'s readout and its cost ``(ms, tokens)``."""
+        acc = self.accs.setdefault(spec.criterion, Readouts())
+        acc.orders.append(spec.order)
+        acc.reads.append(read)
+        acc.ms += cost[0]
+        acc.tokens += cost[1]
+
+    def done(self, ci: int) -> CriterionScored:
+        """Decide criterion ``ci`` from its readouts; the event that streams it."""
+        self.results[ci] = self.decider.result(ci, self.accs[ci], self.reader)
+        return CriterionScored(self.results[ci])
+
+    def prefilled(self) -> Prefilled:
+        """The event saying the prefix is in."""
+        return Prefilled(self.prompts, self.tokens, self.timing.prefill_ms, len(self.chosen))
+
+    def raw(self, ids: list[str]) -> tuple[RawReadouts, dict[str, np.ndarray]]:
+        """Per criterion id (``ids[ci]``) the raw readouts and, when gathered, the features."""
+        raw: RawReadouts = {}
+        feats: dict[str, np.ndarray] = {}
+        for ci, acc in sorted(self.accs.items()):
+            raw[ids[ci]] = [(o, r.position_logprobs, r.coverage) for o, r in zip(acc.orders, acc.reads, strict=True)]
+            if acc.reads and acc.reads[0].features is not None:
+                feats[ids[ci]] = acc.reads[0].features
+        return raw, feats

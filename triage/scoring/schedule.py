@@ -1,0 +1,232 @@
+"""Decode schedules: how a ticket's prompts go through the model, one small object each.
+
+* :class:`Full`: every prompt whole, from an empty cache. The baseline.
+* :class:`Serial`: the prefix once, then each tail; back to the prefix by ``truncate``
+  (drop the tail's cells, ``llama_memory_seq_rm``) or ``restore`` (reload a saved
+  sequence state, ``llama_state_seq_set_data``).
+* :class:`Fanout`: the prefix shared into one sequence per tail (``llama_memory_seq_cp``,
+  no copy in a unified cache) and all tails decoded in one batch, with the ticket's own
+  tokens in that batch too.
+
+:func:`schedule_for` picks one from the options, once per score. ``split`` (serial's
+batch boundaries from an empty cache for every prompt, the exactness reference) is not
+here: it lives with bench (:mod:`triage.bench.split`) and is passed in by name.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Protocol
+
+from triage.errors import TriageError
+from triage.model.seq import Seq
+from triage.scoring.options import ScoreOptions
+from triage.scoring.prompt import PromptSpec
+from triage.scoring.readout import Readout
+from triage.scoring.resident import Resident
+from triage.scoring.run import Run, ScoreEvent
+
+
+class Schedule(Protocol):
+    """One way to decode a ticket's prompts."""
+
+    name: str  # the result's ``mode``
+
+    def run(self, run: Run, kv: Resident) -> Iterator[ScoreEvent]:
+        """Decode ``run``'s prompts, yielding :class:`Prefilled` then each :class:`CriterionScored`.
+
+        Fills ``run``'s tokens, timing and readouts. Raises ``Cancelled`` when ``run.stop()``
+        turns True, between decodes or inside one.
+        """
+
+
+def decode_one(kv: Resident, run: Run, spec: PromptSpec, at: tuple[tuple[int, ...], int]) -> Readout:
+    """Decode ``tail`` after ``pos`` cells of sequence 0 (``at = (tail, pos)``) and read it.
+
+    Whole-answer reads use one more sequence per option sharing sequence 0's cells.
+    """
+    tail, pos = at
+    n = kv.native
+    pieces = run.reader.pieces("x", spec, tail, (pos, 0))
+    width = run.reader.width(spec)
+    for k in range(1, width):
+        n.seq_cp(0, k, -1, -1)
+    try:
+        out = n.decode(pieces, should_stop=run.stop)
+    finally:
+        for k in range(1, width):
+            n.seq_rm(k, -1, -1)
+    return run.reader.read("x", spec, out)
+
+
+class Whole:
+    """Shared by :class:`Full` and bench's ``split``: each prompt from an empty cache."""
+
+    name = "full"
+
+    def run(self, run: Run, kv: Resident) -> Iterator[ScoreEvent]:
+        kv.drop()
+        yield run.prefilled()
+        by_crit: dict[int, list[PromptSpec]] = {}
+        for spec in run.prompts.prompts:
+            by_crit.setdefault(spec.criterion, []).append(spec)
+        for ci, specs in by_crit.items():
+            for spec in specs:
+                run.check()
+                t0 = time.perf_counter()
+                kv.native.seq_rm(0, -1, -1)
+                read = self.evaluate(run, kv, spec)
+                ms = (time.perf_counter() - t0) * 1000
+                run.record(spec, read, (ms, len(spec.tokens) + run.reader.extra_tokens(spec)))
+            yield run.done(ci)
+        run.tokens.evaluated = sum(a.tokens for a in run.accs.values())
+
+    def evaluate(self, run: Run, kv: Resident, spec: PromptSpec) -> Readout:
+        """One prompt from an empty cache, in one batch."""
+        return decode_one(kv, run, spec, (spec.tokens, 0))
+
+
+class Full(Whole):
+    """Every prompt evaluated whole: the baseline."""
+
+
+class Serial:
+    """The prefix once, then each tail in turn, back to the prefix after each."""
+
+    def __init__(self, strategy: str = "truncate") -> None:
+        if strategy not in ("truncate", "restore"):
+            raise ValueError(f"unknown serial strategy {strategy!r}")
+        self.restore = strategy == "restore"
+        self.name = f"serial/{strategy}"
+
+    def run(self, run: Run, kv: Resident) -> Iterator[ScoreEvent]:
+        prompts = run.prompts
+        kv.ensure_prefix(run)
+        run.tokens.evaluated = (run.tokens.prefix - run.tokens.prefix_cached) + run.tokens.tails
+        yield run.prefilled()
+        saved = kv.native.state_get(0) if self.restore else None
+        p = len(prompts.prefix)
+        by_crit: dict[int, list[PromptSpec]] = {}
+        for spec in prompts.prompts:
+            by_crit.setdefault(spec.criterion, []).append(spec)
+        first = True
+        for ci, specs in by_crit.items():
+            for spec in specs:
+                run.check()
+                t0 = time.perf_counter()
+                if saved is not None and not first:
+                    kv.native.seq_rm(0, -1, -1)
+                    kv.native.state_set(0, saved)
+                first = False
+                read = decode_one(kv, run, spec, (prompts.tail(spec), p))
+                if saved is None:
+                    kv.native.seq_rm(0, p, -1)
+                ms = (time.perf_counter() - t0) * 1000
+                run.record(spec, read, (ms, len(prompts.tail(spec)) + run.reader.extra_tokens(spec)))
+            yield run.done(ci)
+        kv.keep(prompts.prefix)
+
+
+class Fanout:
+    """All tails in as few batches as fit, each in its own sequence(s) sharing the prefix.
+
+    When the ticket's part of the prefix is not resident, the first batch also carries
+    it: its tokens belong to sequence 0 and to every tail's sequence of that batch, so
+    prefill and tails cost one decode. The ticket's cells are then dropped again (only
+    the stable block stays resident), so that no later ticket reuses a prefix computed
+    in another batch shape than its own.
+    """
+
+    name = "fanout"
+
+    def run(self, run: Run, kv: Resident) -> Iterator[ScoreEvent]:
+        prompts = run.prompts
+        rest: tuple[int, ...] = ()
+        if kv.tokens == prompts.prefix:
+            kv.ensure_prefix(run)
+        else:
+            t0 = time.perf_counter()
+            kv.ensure_stable(run)
+            run.tokens.prefix_cached = run.tokens.stable_cached
+            rest = prompts.prefix[len(prompts.stable):]
+            run.timing.prefill_ms = (time.perf_counter() - t0) * 1000
+        run.tokens.evaluated = (run.tokens.prefix - run.tokens.prefix_cached) + run.tokens.tails
+        for g, group in enumerate(self.groups(run, kv)):
+            run.check()
+            self.batch(run, kv, group, rest if g == 0 else ())
+        if rest:
+            kv.keep(prompts.stable)
+        yield run.prefilled()
+        for ci in run.chosen:
+            yield run.done(ci)
+
+    @staticmethod
+    def groups(run: Run, kv: Resident) -> list[list[PromptSpec]]:
+        """The prompts in batches that fit the context and the sequence limit."""
+        prompts, reader, n = run.prompts, run.reader, kv.native
+        groups: list[list[PromptSpec]] = [[]]
+        room = n.n_ctx - len(prompts.prefix)
+        used = seqs_used = 0
+        for spec in prompts.prompts:
+            t = len(prompts.tail(spec)) + reader.extra_tokens(spec)
+            w = reader.width(spec)
+            if groups[-1] and (used + t > room or seqs_used + w > n.n_seq_max - 1):
+                groups.append([])
+                used = seqs_used = 0
+            groups[-1].append(spec)
+            used += t
+            seqs_used += w
+        return groups
+
+    @staticmethod
+    def batch(run: Run, kv: Resident, group: list[PromptSpec], rest: tuple[int, ...]) -> None:
+        """Decode one group's tails (and ``rest``, the ticket's tokens, when given) in one batch."""
+        n, prompts, reader = kv.native, run.prompts, run.reader
+        p = len(prompts.prefix)
+        t0 = time.perf_counter()
+        pieces: list[Seq] = []
+        sizes: list[int] = []
+        k = 1
+        for i, spec in enumerate(group):
+            got = reader.pieces(i, spec, prompts.tail(spec), (p, k))
+            width = reader.width(spec)
+            for j in range(k, k + width):
+                n.seq_cp(0, j, -1, -1)
+            pieces += got
+            sizes.append(sum(len(s.tokens) for s in got))
+            k += width
+        if rest:
+            pieces.insert(0, Seq("rest", 0, p - len(rest), rest, also=tuple(range(1, k))))
+        try:
+            out = n.decode(pieces, should_stop=run.stop)
+        finally:
+            for j in range(1, k):
+                n.seq_rm(j, -1, -1)
+        ms = (time.perf_counter() - t0) * 1000
+        total = sum(sizes)
+        if rest:  # one batch: time shared by tokens
+            share = ms * len(rest) / (len(rest) + total)
+            run.timing.prefill_ms += share
+            ms -= share
+        for i, spec in enumerate(group):
+            run.record(spec, reader.read(i, spec, out), (ms * sizes[i] / total, sizes[i]))
+
+
+def schedule_for(options: ScoreOptions) -> Schedule:
+    """The schedule ``options.mode`` names, chosen once per score.
+
+    Raises:
+        TriageError: ``split``, which only bench and the tests run (pass its schedule).
+    """
+    if options.mode == "fanout":
+        return Fanout()
+    if options.mode == "serial":
+        return Serial(options.strategy)
+    if options.mode == "full":
+        return Full()
+    raise TriageError(
+        f"mode {options.mode!r} is bench's exactness reference, not a scoring mode",
+        hint="use fanout, serial or full; bench and the tests pass triage.bench.split.Split() as the schedule",
+        exit_code=2,
+    )
