@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from triage.scoring.engine import CriterionScored, Prefilled, ScoreEvent, ScoreOptions, TicketScored
+from triage.scoring.options import DEFAULT_READOUT
 from triage.scoring.pack import Pack
 from triage.scoring.prompt import PromptBuilder, PromptFormat
 from triage.scoring.result import CriterionResult, OptionScore, TicketResult, Timing, Tokens
@@ -99,10 +100,10 @@ class FakeEngine:
     def model_info(self) -> dict[str, Any]:
         return {"name": self.name, "path": str(self.model_path), "sha256": self.sha256, "stand_in": self.stand_in}
 
-    def format_for(self, kind: str = "label") -> PromptFormat:
+    def format_for(self, kind: str = DEFAULT_READOUT) -> PromptFormat:
         return self.fmt.with_readout(kind)
 
-    def builder(self, pack: Pack, kind: str = "label") -> PromptBuilder:
+    def builder(self, pack: Pack, kind: str = DEFAULT_READOUT) -> PromptBuilder:
         b = self._builders.get((pack.hash, kind))
         if b is None:
             b = self._builders[(pack.hash, kind)] = PromptBuilder(pack, self.fmt.with_readout(kind), self.tokenizer)
@@ -137,7 +138,7 @@ class FakeEngine:
         with self._lock:
             self.scored.append(ticket.text)
             orders = [[tuple(range(len(c.options)))] for c in pack.criteria]
-            prompts = self.builder(pack).build(ticket.text, orders, n_ctx=self.n_ctx)
+            prompts = self.builder(pack, options.readout).build(ticket.text, orders, n_ctx=self.n_ctx)
             cached = len(prompts.prefix) if self._resident == prompts.prefix else 0
             tokens = Tokens(
                 prefix=len(prompts.prefix), prefix_cached=cached, stable=len(prompts.stable), ticket=prompts.ticket_tokens,
@@ -172,7 +173,7 @@ class FakeEngine:
                 TicketResult(
                     ticket_id=ticket.id, ticket_sha256=ticket.sha256, model=self.model_info,
                     pack={"name": pack.name, "version": pack.version, "hash": pack.hash},
-                    prompt_format=self.fmt.with_readout(options.readout).id, mode=f"{options.mode}/{options.strategy}", orderings=options.effective_orderings, readout=options.readout,
+                    prompt_format=self.fmt.with_readout(options.readout).id, mode=f"serial/{options.strategy}" if options.mode == "serial" else options.mode, orderings=options.effective_orderings, readout=options.readout,
                     prior=options.prior, criteria=results, timing=timing, tokens=tokens, warnings=warnings,
                     calibration=calibration.name if calibration is not None else None,
                     head=head.name if head is not None else None, complete=complete,
