@@ -361,3 +361,25 @@ def load_pack_text(tmp_path: Path, text: str) -> Pack:
     path = tmp_path / "edited.toml"
     path.write_text(text, encoding="utf-8")
     return load_pack(path)
+
+
+def test_the_library_default_is_what_triage_score_prints(smollm2_path: Path, pack: Pack, tmp_path: Path) -> None:
+    """``Engine.score_ticket(t, pack)`` with no options gives ``triage score``'s probabilities (one default per fact)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    pack_file = tmp_path / "pack.toml"
+    pack_file.write_text(SMALL_PACK, encoding="utf-8")
+    cli = subprocess.run(
+        [sys.executable, "-c", "from triage.cli import main; raise SystemExit(main())", "score", "--model", str(smollm2_path), "--pack", str(pack_file), "--format", "json"],
+        input=TICKETS[1], capture_output=True, text=True, timeout=600, env={**os.environ}, check=False,
+    )
+    assert cli.returncode == 0, cli.stderr
+    printed = json.loads(cli.stdout)
+    with Engine(smollm2_path) as eng:  # the library's defaults: context size, threads, prompt style
+        mine = eng.score_ticket(TICKETS[1], load_pack(pack_file))
+    assert printed["mode"] == mine.mode == "fanout" and printed["readout"] == mine.readout == "label"
+    got = [o["probability"] for c in printed["criteria"] for o in c["options"]]
+    assert got == probs(mine).tolist()  # the same numbers, bit for bit (JSON keeps a float's repr)
