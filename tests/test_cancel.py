@@ -36,7 +36,8 @@ def long_ticket(engine: Engine, tokens: int = 900) -> str:
     parts: list[str] = []
     i = 0
     while len(engine.tokenizer.encode(" ".join(parts))) < tokens:
-        parts.append(SENTENCES[i % len(SENTENCES)].replace("third", ["third", "fourth", "fifth"][i // len(SENTENCES) % 3]))
+        day = ["third", "fourth", "fifth"][i // len(SENTENCES) % 3]
+        parts.append(SENTENCES[i % len(SENTENCES)].replace("third", day))
         i += 1
     return " ".join(parts)
 
@@ -56,7 +57,9 @@ def probs(result: TicketResult) -> np.ndarray:
     return np.array([o.probability for c in result.criteria for o in c.options])
 
 
-def cancelled_run(engine: Engine, ticket: str, pack: Pack, options: ScoreOptions) -> tuple[TicketResult, float, float, int]:
+def cancelled_run(
+    engine: Engine, ticket: str, pack: Pack, options: ScoreOptions
+) -> tuple[TicketResult, float, float, int]:
     """Score in a thread and cancel from this one once llama.cpp is inside a decode.
 
     Returns:

@@ -123,8 +123,9 @@ def test_cyclic_choice_does_not_depend_on_option_order(qwen25_path: Path, tmp_pa
         return load_pack(tmp_path / name)
 
     with Engine(qwen25_path, name="qwen2.5-coder-0.5b", n_ctx=1024) as eng:
-        ab = eng.score_ticket(ticket, pack_file("ab.toml", right, wrong), ScoreOptions(mode="serial", orderings="cyclic", readout="letter"))
-        ba = eng.score_ticket(ticket, pack_file("ba.toml", wrong, right), ScoreOptions(mode="serial", orderings="cyclic", readout="letter"))
+        cyclic = ScoreOptions(mode="serial", orderings="cyclic", readout="letter")  # fanout: each order in another sequence, other rounding
+        ab = eng.score_ticket(ticket, pack_file("ab.toml", right, wrong), cyclic)
+        ba = eng.score_ticket(ticket, pack_file("ba.toml", wrong, right), cyclic)
     assert ab.criteria[0].choice == ba.criteria[0].choice == right.lower()
     assert ab.criteria[0].probability(right.lower()) == pytest.approx(ba.criteria[0].probability(right.lower()), abs=1e-9)
     assert ab.criteria[0].orderings == ba.criteria[0].orderings == 2
@@ -187,7 +188,8 @@ def test_prefix_stays_resident(engine: Engine, pack: Pack) -> None:
 def test_a_subset_of_criteria_scores_the_same(engine: Engine, pack: Pack) -> None:
     whole = engine.score_ticket(TICKETS[1], pack, ScoreOptions(mode="split"), schedule=Split())
     for mode in ("split", "serial", "fanout"):
-        only = engine.score_ticket(TICKETS[1], pack, ScoreOptions(mode=mode, criteria=("mood",)), schedule=Split() if mode == "split" else None)
+        schedule = Split() if mode == "split" else None
+        only = engine.score_ticket(TICKETS[1], pack, ScoreOptions(mode=mode, criteria=("mood",)), schedule=schedule)
         assert [c.id for c in only.criteria] == ["mood"]
         want = [o.probability for o in whole.criteria[1].options]
         got = [o.probability for o in only.criteria[0].options]
@@ -364,7 +366,7 @@ def load_pack_text(tmp_path: Path, text: str) -> Pack:
 
 
 def test_the_library_default_is_what_triage_score_prints(smollm2_path: Path, pack: Pack, tmp_path: Path) -> None:
-    """``Engine.score_ticket(t, pack)`` with no options gives ``triage score``'s probabilities (one default per fact)."""
+    """``Engine.score_ticket(t, pack)`` with no options gives ``triage score``'s probabilities."""
     import json
     import os
     import subprocess
@@ -373,7 +375,8 @@ def test_the_library_default_is_what_triage_score_prints(smollm2_path: Path, pac
     pack_file = tmp_path / "pack.toml"
     pack_file.write_text(SMALL_PACK, encoding="utf-8")
     cli = subprocess.run(
-        [sys.executable, "-c", "from triage.cli import main; raise SystemExit(main())", "score", "--model", str(smollm2_path), "--pack", str(pack_file), "--format", "json"],
+        [sys.executable, "-c", "from triage.cli import main; raise SystemExit(main())",
+         "score", "--model", str(smollm2_path), "--pack", str(pack_file), "--format", "json"],
         input=TICKETS[1], capture_output=True, text=True, timeout=600, env={**os.environ}, check=False,
     )
     assert cli.returncode == 0, cli.stderr

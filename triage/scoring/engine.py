@@ -294,7 +294,9 @@ class Engine:
         run.warnings = list(prompts.warnings)
         return run
 
-    def _run(self, run: Run, ticket: Ticket, what: tuple[Pack, ScoreOptions], schedule: Schedule) -> Iterator[ScoreEvent]:
+    def _run(
+        self, run: Run, ticket: Ticket, what: tuple[Pack, ScoreOptions], schedule: Schedule
+    ) -> Iterator[ScoreEvent]:
         """Run ``schedule`` on ``run`` and yield its events, then the final :class:`TicketScored`."""
         pack, options = what
         t_start = time.perf_counter()
@@ -308,6 +310,7 @@ class Engine:
         run.timing.tails_ms = sum(a.ms for a in run.accs.values())
         run.timing.total_ms = (time.perf_counter() - t_start) * 1000
         head = run.decider.head
+        applied = head is not None and any(head.covers(pack.criteria[ci].id) for ci in run.chosen)
         final = TicketResult(
             ticket_id=ticket.id,
             ticket_sha256=ticket.sha256,
@@ -323,7 +326,7 @@ class Engine:
             tokens=run.tokens,
             warnings=run.warnings,
             calibration=run.decider.calibration.name if run.decider.calibration is not None else None,
-            head=head.name if head is not None and any(head.covers(pack.criteria[ci].id) for ci in run.chosen) else None,
+            head=head.name if applied and head is not None else None,
             complete=complete,
             created_at=time.time(),
         )

@@ -64,7 +64,8 @@ class Priors:
     def _file(self, pack: Pack, opts: ScoreOptions) -> Path | None:
         if self.folder is None:
             return None
-        return self.folder / f"{self.engine.stable_key(pack, opts.readout)}-{opts.orderings}-{_mode(opts).replace('/', '_')}.json"
+        mode = _mode(opts).replace("/", "_")
+        return self.folder / f"{self.engine.stable_key(pack, opts.readout)}-{opts.orderings}-{mode}.json"
 
     def _identity(self, pack: Pack, opts: ScoreOptions) -> dict[str, str]:
         eng = self.engine

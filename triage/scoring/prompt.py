@@ -318,7 +318,8 @@ class PromptBuilder:
         longest_tail = max(
             len(self.tok.encode(self.tail_text(c, tuple(range(len(c.options)))))) for c in self.pack.criteria
         ) + self.answer_room
-        overhead = len(self.stable_tokens) + len(self.tok.encode(self.ticket_block_text(""))) + longest_tail + len(self._suffix_tokens) + 4
+        block = len(self.tok.encode(self.ticket_block_text("")))
+        overhead = len(self.stable_tokens) + block + longest_tail + len(self._suffix_tokens) + 4
         budget = n_ctx - overhead
         if budget < 16:
             raise TriageError(

@@ -373,7 +373,8 @@ class LabelReadout:
         lines = ["The questions, and the answers allowed for each:"]
         for crit in pack.criteria:
             lines.append(f"\n{crit.question}")
-            lines += [f"- {o.answer_text}: {m}" if (m := option_meaning(o)) else f"- {o.answer_text}" for o in crit.options]
+            for o in crit.options:
+                lines.append(f"- {o.answer_text}: {m}" if (m := option_meaning(o)) else f"- {o.answer_text}")
         lines.append("\nAnswer each question with one of its answers, exactly as written above.")
         return ["\n".join(lines)]
 

@@ -19,7 +19,8 @@ from triage.scoring.prompt import PromptSpec, TicketPrompts
 from triage.scoring.readout import Reader, Readout
 from triage.scoring.result import CriterionResult, TicketResult, Timing, Tokens
 
-RawReadouts = dict[str, list[tuple[tuple[int, ...], np.ndarray, float]]]  # id -> [(order, position log-probs, coverage)]
+# criterion id -> [(order, position log-probs, coverage), ...]
+RawReadouts = dict[str, list[tuple[tuple[int, ...], np.ndarray, float]]]
 
 
 @dataclass
