@@ -177,8 +177,9 @@ def cluster(worker_home: Path) -> Iterator[Any]:
 
 def run_ray(argv: list[str], on_batch: Any = None) -> int:
     from triage.backlog.ray_score import run_ray as run
+    from triage.commands.score import ray_job
 
-    return run(build_parser().parse_args(argv), on_batch=on_batch)
+    return run(ray_job(build_parser().parse_args(argv)), on_batch=on_batch)
 
 
 @pytest.mark.model

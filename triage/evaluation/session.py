@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from triage.evaluation.cache import ReadoutCache
 from triage.evaluation.data import LabelledRow, LabelledSet
 from triage.evaluation.runner import Scored, Scorer, score_rows
+from triage.scoring.options import DEFAULT_READOUT
 from triage.scoring.pack import Pack
 from triage.scoring.ticket import printable
 
@@ -73,7 +74,8 @@ class ScoringRun:
     cache_path: str
 
 
-def score_sets(engine: Any, pack: Pack, parts: Sequence[tuple[str, Sequence[LabelledRow]]], console: Console, readout: str = "label", *, features: bool = False) -> ScoringRun:
+def score_sets(engine: Any, pack: Pack, parts: Sequence[tuple[str, Sequence[LabelledRow]]], console: Console, readout: str = DEFAULT_READOUT, *,
+               features: bool = False) -> ScoringRun:
     """Score each named list of rows (cache first), showing one progress bar over all of them.
 
     ``features``: also get each criterion's answer-position features (label readout), for learned heads.
