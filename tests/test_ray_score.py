@@ -167,12 +167,23 @@ def worker_home(tmp_path_factory: pytest.TempPathFactory, smollm2_path: Path) ->
     return home
 
 
+LOOPBACK = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
 @pytest.fixture(scope="module")
 def cluster(worker_home: Path) -> Iterator[Any]:
     ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]' (scripts/setup does)")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {"TRIAGE_HOME": str(worker_home)}})
-    yield ray
-    ray.shutdown()
+    before = os.environ.get(LOOPBACK)
+    os.environ[LOOPBACK] = "0"  # the head, the nodes and the driver on 127.0.0.1: test traffic stays on loopback
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {"TRIAGE_HOME": str(worker_home)}})
+        yield ray
+        ray.shutdown()
+    finally:
+        if before is None:
+            os.environ.pop(LOOPBACK, None)
+        else:
+            os.environ[LOOPBACK] = before
 
 
 def run_ray(argv: list[str], on_batch: Any = None) -> int:
