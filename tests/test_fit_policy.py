@@ -15,8 +15,10 @@ from triage.scoring.options import ScoreOptions
 from triage.scoring.pack import parse_pack
 
 PACK = parse_pack({"criterion": [
-    {"id": "topic", "question": "Topic?", "options": [{"id": "billing", "label": "Billing"}, {"id": "other", "label": "Other"}]},
-    {"id": "mood", "question": "Mood?", "options": [{"id": "angry", "label": "Angry"}, {"id": "calm", "label": "Calm"}]},
+    {"id": "topic", "question": "Topic?",
+     "options": [{"id": "billing", "label": "Billing"}, {"id": "other", "label": "Other"}]},
+    {"id": "mood", "question": "Mood?",
+     "options": [{"id": "angry", "label": "Angry"}, {"id": "calm", "label": "Calm"}]},
 ]})
 
 
@@ -39,15 +41,19 @@ def make_head(model: Model, *, name: str = "team head") -> head_mod.Head:
     n_vocab, n_embd = 300, 50
     f = len(head_mod.feature_ids(n_vocab, n_embd))
     rng = np.random.default_rng(1)
-    topic = head_mod.CriterionHead(["billing", "other"], ["billing", "other"], rng.normal(size=(2, f + 2)), rng.normal(size=2))
-    return head_mod.Head(model.sha256, PACK.hash, model.format_for("label").id, n_vocab, n_embd, {"topic": topic}, name=name)
+    options = ["billing", "other"]
+    topic = head_mod.CriterionHead(options, options, rng.normal(size=(2, f + 2)), rng.normal(size=2))
+    fmt = model.format_for("label").id
+    return head_mod.Head(model.sha256, PACK.hash, fmt, n_vocab, n_embd, {"topic": topic}, name=name)
 
 
 def store(head: head_mod.Head) -> Path:
-    return head_mod.write_head(head, head_mod.heads_dir() / head_mod.stored_name(head.model_sha256, head.pack_hash, head.prompt_format))
+    name = head_mod.stored_name(head.model_sha256, head.pack_hash, head.prompt_format)
+    return head_mod.write_head(head, head_mod.heads_dir() / name)
 
 
-def make_cal(model: Model, *, readout: str = "label", orderings: str = "none", prior: bool = False, name: str = "cal.json") -> Calibration:
+def make_cal(model: Model, *, readout: str = "label", orderings: str = "none", prior: bool = False,
+             name: str = "cal.json") -> Calibration:
     return Calibration(model.sha256, PACK.hash, model.format_for(readout).id, orderings, prior,
                        {"mood": CriterionCalibration(0.5, {"angry": 1.0, "calm": 0.0})}, name=name)
 
@@ -105,17 +111,21 @@ def test_the_prior_with_a_head_is_noted() -> None:
 def test_a_stored_calibration_for_other_options_is_passed_over_an_explicit_one_refused(tmp_path: Path) -> None:
     model = Model()
     cal = make_cal(model, readout="letter", orderings="cyclic")
-    stored = write_calibration(cal, calibrations_dir() / stored_name(cal.model_sha256, cal.pack_hash, cal.prompt_format))
+    key = stored_name(cal.model_sha256, cal.pack_hash, cal.prompt_format)
+    stored = write_calibration(cal, calibrations_dir() / key)
     letters = ScoreOptions(readout="letter", orderings="none")
     fits = choose_fits(model, PACK, letters)
     assert fits.calibration is None
-    assert fits.passed_over("calibration") == [f"stored calibration {stored.name} not applied: fitted on orderings=cyclic, scoring with orderings=none"]
+    why = "fitted on orderings=cyclic, scoring with orderings=none"
+    assert fits.passed_over("calibration") == [f"stored calibration {stored.name} not applied: {why}"]
     assert choose_fits(model, PACK, ScoreOptions(readout="letter")).calibration is not None  # cyclic: it fits
     assert choose_fits(model, PACK, letters, any_base=True).calibration is not None  # eval reads every base
     explicit = write_calibration(cal, tmp_path / "explicit.json")
     with pytest.raises(InputError, match="does not fit these options"):
         choose_fits(model, PACK, letters, FitRequest(calibration=str(explicit)))
     # The config's calibration is an explicit request too; --no-calibration wins over both.
-    fits = choose_fits(model, PACK, ScoreOptions(readout="letter"), FitRequest.of(config={"calibration": str(explicit)}))
+    config = {"calibration": str(explicit)}
+    fits = choose_fits(model, PACK, ScoreOptions(readout="letter"), FitRequest.of(config=config))
     assert fits.calibration_path == str(explicit) and fits.notes[0].text == f"applying calibration {explicit}"
-    assert choose_fits(model, PACK, ScoreOptions(readout="letter"), FitRequest.of(no_calibration=True, config={"calibration": str(explicit)})).calibration is None
+    refused = FitRequest.of(no_calibration=True, config=config)
+    assert choose_fits(model, PACK, ScoreOptions(readout="letter"), refused).calibration is None

@@ -149,7 +149,7 @@ def test_the_cycle_finder_finds_a_circle() -> None:
 
 def test_there_is_no_import_circle_in_triage() -> None:
     graph = import_graph()
-    assert graph["triage.commands.score"] and "triage.scoring.engine" in graph["triage.model.loader"]  # the graph is real
+    assert "triage.backlog.ray_score" in graph["triage.commands.score"]  # the graph is real: a lazy import counts
     cycle = find_cycle(graph)
     assert cycle is None, "import circle: " + " → ".join(cycle or [])
 
@@ -170,6 +170,9 @@ def test_only_the_app_imports_textual() -> None:
         if name.startswith("triage.tui"):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             found += [f"{name} imports {n}" for n in names if n.split(".")[0] == "textual"]
     assert not found, "\n".join(found)

@@ -1,4 +1,5 @@
-"""The one options resolver: a flag beats the config, the config beats the default; a bad value is named with its source."""
+"""The one options resolver: a flag beats the config, the config beats the default;
+a bad value is named with its source."""
 
 from __future__ import annotations
 
@@ -36,11 +37,12 @@ def test_a_bad_config_value_is_named_with_its_file_and_line() -> None:
     with pytest.raises(TriageError) as caught:
         resolve_options(None, load_config())
     assert caught.value.exit_code == 2
-    assert caught.value.message.startswith(f'config {path} line 3: mode = "foo": unknown mode \'foo\'; use one of fanout, serial, full')
+    said = f'config {path} line 3: mode = "foo": unknown mode \'foo\'; use one of fanout, serial, full'
+    assert caught.value.message == said
     # The app's way: the default, and the same words for a notice.
     got = resolve_options(None, load_config(), fallback=True)
     assert got.options.mode == opts.DEFAULT_MODE and got.sources["mode"] == "default"
-    assert got.problems == (f'config {path} line 3: mode = "foo": unknown mode \'foo\'; use one of fanout, serial, full; using the default \'fanout\'',)
+    assert got.problems == (f"{said}; using the default 'fanout'",)
 
 
 def test_a_bad_flag_is_named_as_the_flag_even_with_fallback() -> None:
@@ -49,15 +51,16 @@ def test_a_bad_flag_is_named_as_the_flag_even_with_fallback() -> None:
 
 
 def test_criteria_are_checked_against_the_pack() -> None:
-    pack = parse_pack({"criterion": [{"id": "topic", "question": "Q?", "options": [{"id": "a", "label": "A"}, {"id": "b", "label": "B"}]}]})
+    options = [{"id": "a", "label": "A"}, {"id": "b", "label": "B"}]
+    pack = parse_pack({"criterion": [{"id": "topic", "question": "Q?", "options": options}]})
     assert resolve_options({"criteria": " topic,topic "}, pack=pack).options.criteria == ("topic",)
     with pytest.raises(InputError, match="names no criteria"):
         resolve_options({"criteria": " , "}, pack=pack)
 
 
 def test_choice_lists_come_from_options_py() -> None:
-    parser = build_parser()
-    actions = {a.dest: a for sub in parser._subparsers._group_actions for p in sub.choices.values() for a in p._actions if p.prog.endswith(" score")}  # type: ignore[union-attr]
+    commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    actions = {a.dest: a for a in commands["score"]._actions}
     assert tuple(actions["mode"].choices) == opts.MODES
     assert tuple(actions["readout"].choices) == opts.READOUTS
     assert tuple(actions["orderings"].choices) == opts.ORDERINGS
@@ -68,8 +71,9 @@ def test_score_exits_2_naming_the_config_line(tmp_path: Path, capsys: pytest.Cap
     path = write_config('readout = "word"\n')
     ticket = tmp_path / "t.txt"
     ticket.write_text("I was charged twice", encoding="utf-8")
-    assert main(["score", str(ticket), "--model", str(tmp_path / "no-model.gguf")]) == 2  # before any model is looked for
+    missing = str(tmp_path / "no-model.gguf")
+    assert main(["score", str(ticket), "--model", missing]) == 2  # before any model is looked for
     err = capsys.readouterr().err
     assert f'config {path} line 1: readout = "word": unknown readout \'word\'; use one of label, letter' in err
-    assert main(["score", str(ticket), "--readout", "label", "--model", str(tmp_path / "no-model.gguf")]) != 0
+    assert main(["score", str(ticket), "--readout", "label", "--model", missing]) != 0
     assert "readout" not in capsys.readouterr().err  # the flag wins: the bad config value is never read

@@ -176,7 +176,8 @@ def cluster(worker_home: Path) -> Iterator[Any]:
     before = os.environ.get(LOOPBACK)
     os.environ[LOOPBACK] = "0"  # the head, the nodes and the driver on 127.0.0.1: test traffic stays on loopback
     try:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {"TRIAGE_HOME": str(worker_home)}})
+        env = {"env_vars": {"TRIAGE_HOME": str(worker_home)}}
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=env)
         yield ray
         ray.shutdown()
     finally:

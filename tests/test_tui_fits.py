@@ -35,7 +35,8 @@ async def test_a_bad_config_value_is_shown_with_its_line_and_the_default_is_used
         main = app.main
         await wait_until(pilot, lambda: main.notices.has("config"), what="the config notice")
         text = main.notices.text
-        assert f'config {path} line 2: readout = "letters": unknown readout' in text and "using the default 'label'" in text
+        assert f'config {path} line 2: readout = "letters": unknown readout' in text
+        assert "using the default 'label'" in text
         assert main.readout == "label"
         await score(app, pilot)
         assert main.result is not None and main.result.readout == "label"
@@ -50,7 +51,8 @@ async def test_the_app_applies_the_stored_calibration_by_the_cli_policy_and_says
     crit = pack.criteria[0]
     cal = Calibration(engine.sha256, pack.hash, engine.format_for("label").id, "none", False,
                       {crit.id: CriterionCalibration(1.0, {o.id: 0.0 for o in crit.options})})
-    stored = write_calibration(cal, calibrations_dir() / stored_name(cal.model_sha256, cal.pack_hash, cal.prompt_format))
+    key = stored_name(cal.model_sha256, cal.pack_hash, cal.prompt_format)
+    stored = write_calibration(cal, calibrations_dir() / key)
     async with app.run_test() as pilot:
         await score(app, pilot)
         assert app.main.result is not None and app.main.result.calibration == stored.name

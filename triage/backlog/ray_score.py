@@ -102,11 +102,13 @@ class RayJob:
     config: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for flag, value in (("--workers", self.workers), ("--batch-size", self.batch_size), ("--threads", self.threads)):
+        for flag, value in (("--workers", self.workers), ("--batch-size", self.batch_size),
+                            ("--threads", self.threads)):
             if value is not None and value < 1:
                 raise InputError(f"{flag} must be at least 1")
         if self.resume and self.output is None:
-            raise InputError("--resume needs --output", hint="resume continues the file or folder a stopped run was writing")
+            raise InputError("--resume needs --output",
+                             hint="resume continues the file or folder a stopped run was writing")
 
 
 def run_ray(job: RayJob, *, on_batch: OnBatch | None = None) -> int:
@@ -128,7 +130,8 @@ def run_ray(job: RayJob, *, on_batch: OnBatch | None = None) -> int:
     owned = connect(ray, job.address)
     try:
         identity = check_nodes(ray, spec, expected, job.prompt_style)
-        fits = choose_fits(identity, job.pack, job.options, job.fits)  # the nodes check a head's width against their model
+        # The nodes check a learned head's width against their model.
+        fits = choose_fits(identity, job.pack, job.options, job.fits)
         for note in fits.notes:
             print(f"triage: {'' if note.applied else 'note: '}{note.text}", file=sys.stderr)
         calibration, head = fits.calibration, fits.head
@@ -136,7 +139,8 @@ def run_ray(job: RayJob, *, on_batch: OnBatch | None = None) -> int:
         signature = RunSignature.of(identity.sha256, job.pack.hash, prompt_format, job.options,
                                     calibration.name if calibration else None, head.name if head else None)
         n_ctx = engine_settings(job.n_ctx, None, job.config)["n_ctx"]
-        scorer = ScorerConfig(spec, identity.sha256, job.pack, job.options, calibration, n_ctx, job.threads, job.prompt_style, head)
+        scorer = ScorerConfig(spec, identity.sha256, job.pack, job.options, calibration, n_ctx, job.threads,
+                              job.prompt_style, head)
         summary = score_backlog(ray, rows, scorer, output=job.output, signature=signature, resume=job.resume,
                                 workers=job.workers, batch_size=job.batch_size, on_batch=on_batch)
     finally:

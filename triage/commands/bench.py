@@ -63,8 +63,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, metavar="N", help="use the first N tickets of the file (default: 1 of each length; --quick: the one flagged quick)")
     p.add_argument("--quick", action="store_true", help="a run of under a minute: 1 ticket, orderings none, smaller probe, no restart (see above)")
     p.add_argument("--repeat", type=int, default=1, metavar="N", help="score the ticket set N times (default 1)")
-    p.add_argument("--readout", choices=READOUTS, default=DEFAULT_READOUT, help=f"readout of the full, serial and fanout modes (default {DEFAULT_READOUT}); letter_serial is always letters in every rotation")
-    p.add_argument("--orderings", choices=ORDERINGS, default=None, help="with --readout letter: option orderings (default cyclic; --quick: none)")
+    p.add_argument("--readout", choices=READOUTS, default=DEFAULT_READOUT,
+                   help=f"readout of the full, serial and fanout modes (default {DEFAULT_READOUT}); "
+                   "letter_serial is always letters in every rotation")
+    p.add_argument("--orderings", choices=ORDERINGS, default=None,
+                   help="with --readout letter: option orderings (default cyclic; --quick: none)")
     p.add_argument("--prompt", choices=("auto", "chat", "plain"), default="auto", help="prompt format (default: from the model's chat template)")
     p.add_argument("--probe-reps", type=int, metavar="N", help="timings per tail-probe size (default 2; --quick 1)")
     p.add_argument("--json", dest="json_path", metavar="PATH", help="write the results as JSON (and the chart beside it as .svg)")

@@ -40,9 +40,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_model_options(p, n_ctx=1024)
     p.add_argument("--pack", metavar="CRITERIA.toml", help="criteria pack (default: the built-in support pack)")
     p.add_argument("-o", "--output", metavar="CAL.json", help="write the calibration here (it is also stored in the user data dir)")
-    p.add_argument("--prior", action="store_true", default=None, help="fit on cyclic+prior log-probs (score must then run with --prior; default: the config's prior)")
-    p.add_argument("--readout", choices=READOUTS, default=None, help=f"fit for the label readout (options by name) or the letter readout (default: the config's readout, else {DEFAULT_READOUT})")
-    p.add_argument("--orderings", choices=ORDERINGS, default=None, help=f"letter readout: fit for scoring with every rotation (cyclic) or the pack order only (default: the config's orderings, else {DEFAULT_ORDERINGS})")
+    p.add_argument("--prior", action="store_true", default=None,
+                   help="fit on cyclic+prior log-probs (score must then run with --prior; default: the config's prior)")
+    p.add_argument("--readout", choices=READOUTS, default=None,
+                   help="fit for the label readout (options by name) or the letter readout "
+                   f"(default: the config's readout, else {DEFAULT_READOUT})")
+    p.add_argument("--orderings", choices=ORDERINGS, default=None,
+                   help="letter readout: fit for scoring with every rotation (cyclic) or the pack order only "
+                   f"(default: the config's orderings, else {DEFAULT_ORDERINGS})")
     p.add_argument("--limit", type=int, metavar="N", help="fit on the first N usable rows only")
     p.add_argument("--prompt", choices=("auto", "chat", "plain"), default="auto", help="prompt format (default: from the model's chat template)")
     p.add_argument("--min-per-option", type=int, default=None, metavar="N", help="fewest gold labels per option to fit a criterion (default 5)")

@@ -64,8 +64,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, metavar="N", help="evaluate the first N usable rows only (file order)")
     p.add_argument("--train-limit", type=int, metavar="N", help="train on the first N usable training rows (default: --limit)")
     p.add_argument("--prompt", choices=("auto", "chat", "plain"), default="auto", help="prompt format (default: from the model's chat template)")
-    p.add_argument("--readout", choices=READOUTS, default=None, help=f"read options by name (label: one tail per criterion) or by letter in every rotation (default: the config's readout, else {DEFAULT_READOUT})")
-    p.add_argument("--prior", action="store_true", default=None, help="fit the calibration on prior-corrected log-probs (cyclic+prior for letters)")
+    p.add_argument("--readout", choices=READOUTS, default=None,
+                   help="read options by name (label: one tail per criterion) or by letter in every rotation "
+                   f"(default: the config's readout, else {DEFAULT_READOUT})")
+    p.add_argument("--prior", action="store_true", default=None,
+                   help="fit the calibration on prior-corrected log-probs (cyclic+prior for letters; "
+                   "default: the config's prior)")
     p.add_argument("--calibration", metavar="CAL.json", help="apply this calibration file (without --train)")
     p.add_argument("--no-calibration", action="store_true", help="do not apply a stored calibration automatically")
     p.add_argument("--min-per-option", type=int, default=None, metavar="N", help="fewest training labels per option to fit a criterion (default 5)")
@@ -110,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
     from triage.scoring.ticket import printable
 
     out, err = report_consoles()
-    resolved = score_options({"readout": args.readout, "prior": args.prior}, load_config())  # as `triage score` would read them
+    # The readout and prior as `triage score` would read them: flags, then the config, then the defaults.
+    resolved = score_options({"readout": args.readout, "prior": args.prior}, load_config())
     readout, prior = resolved.readout, resolved.prior
     if args.head and (args.train or args.split):
         raise InputError("--head evaluates a learned head; leave out --train/--split (eval then fits its own), or leave out --head")
@@ -141,7 +146,9 @@ def run(args: argparse.Namespace) -> int:
 
     engine = load_for(args, err)
     with engine:
-        plan = CalibrationPlan(prior=prior, fit_kw={"min_per_option": args.min_per_option or MIN_PER_OPTION, "rare": args.rare_options, "weighting": args.cal_weighting})
+        fit_kw = {"min_per_option": args.min_per_option or MIN_PER_OPTION, "rare": args.rare_options,
+                  "weighting": args.cal_weighting}
+        plan = CalibrationPlan(prior=prior, fit_kw=fit_kw)
         plan.learn = train is not None and readout == "label" and not args.no_learn
         plan.learn_kw = {"min_per_option": args.min_per_option or MIN_PER_OPTION, "rare": "backoff"}  # as `triage learn` by default
         plan.curve = curve_sizes(args.curve) if plan.learn else ()
@@ -157,10 +164,12 @@ def run(args: argparse.Namespace) -> int:
         plan.stored, plan.stored_path = fits.calibration, fits.calibration_path
         plan.stored_head, plan.stored_head_path = fits.head, fits.head_path
         if plan.stored_head is not None:
-            err.print(f"triage: evaluating learned head '{printable(plan.stored_head.name)}' ({printable(plan.stored_head_path)})", markup=False)
+            name, path = printable(plan.stored_head.name), printable(plan.stored_head_path)
+            err.print(f"triage: evaluating learned head '{name}' ({path})", markup=False)
         if plan.stored is not None:
             # Eval has every base a calibration can sit on (raw, cyclic, cyclic+prior) from its one pass.
-            if plan.stored.orderings != options.effective_orderings and not (readout == "letter" and plan.stored.orderings == "none"):
+            unread = plan.stored.orderings != options.effective_orderings
+            if unread and not (readout == "letter" and plan.stored.orderings == "none"):
                 raise InputError(f"calibration {plan.stored_path} was fitted on orderings={plan.stored.orderings}, which eval does not read")
             err.print(f"triage: applying calibration {printable(plan.stored_path)}", markup=False)
         parts = [("dev", dev.rows)] + ([("train", train.rows)] if train is not None else [])
@@ -181,7 +190,8 @@ def run(args: argparse.Namespace) -> int:
             "tickets": set_summary(tickets, dev_scored, args.limit),
             "train": set_summary(train, plan.train, train_limit) if train is not None and plan.train is not None else None,
             "split": args.split,
-            "calibration_settings": {"prior": prior, **plan.fit_kw} if train is not None else {"stored": plan.stored_path},
+            "calibration_settings": ({"prior": prior, **plan.fit_kw} if train is not None
+                                     else {"stored": plan.stored_path}),
             "head": plan.stored_head_path,
             "cache": {"hits": run_.hits, "scored": run_.misses, "path": run_.cache_path},
             "timing": {"wall_s": round(wall, 2), "scoring_s": round(run_.scored_s, 2)},

@@ -132,7 +132,8 @@ def run(args: argparse.Namespace) -> int:
         from triage.store.config import load_config
 
         resolved = resolve_options(None, load_config(), fallback=True)  # the options `triage score` runs with
-        for note in choose_fits(engine, pack, replace(resolved.options, criteria=only), FitRequest(no_calibration=True)).notes:
+        fits = choose_fits(engine, pack, replace(resolved.options, criteria=only), FitRequest(no_calibration=True))
+        for note in fits.notes:
             lead = "`triage score` with this model and pack: " if note.applied else "note: "
             err.print(f"triage: {lead}{printable(note.text)}", markup=False)
     return 0

@@ -67,10 +67,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", nargs="?", metavar="FILE", help="ticket text or JSONL file (default: stdin; - for stdin)")
     add_model_options(p)
     p.add_argument("--pack", metavar="PATH", help="criteria pack TOML (default: the built-in support pack)")
-    p.add_argument("--mode", choices=MODES, default=None, help=f"how to evaluate (default {DEFAULT_MODE}: all tails in one batch)")
-    p.add_argument("--strategy", choices=STRATEGIES, default=None, help=f"serial mode's way back to the prefix (default {DEFAULT_STRATEGY})")
-    p.add_argument("--readout", choices=READOUTS, default=None, help=f"read options by name (label, default {DEFAULT_READOUT}: one tail per criterion) or by letter A/B/C")
-    p.add_argument("--orderings", choices=ORDERINGS, default=None, help=f"letter readout: ask options in pack order only, or in every rotation (default {DEFAULT_ORDERINGS})")
+    p.add_argument("--mode", choices=MODES, default=None,
+                   help=f"how to evaluate (default: the config's mode, else {DEFAULT_MODE}: all tails in one batch)")
+    p.add_argument("--strategy", choices=STRATEGIES, default=None,
+                   help=f"serial mode's way back to the prefix (default {DEFAULT_STRATEGY})")
+    p.add_argument("--readout", choices=READOUTS, default=None,
+                   help=f"read options by name (label, default {DEFAULT_READOUT}: one tail per criterion) "
+                   "or by letter A/B/C")
+    p.add_argument("--orderings", choices=ORDERINGS, default=None,
+                   help="letter readout: ask options in pack order only, or in every rotation "
+                   f"(default {DEFAULT_ORDERINGS})")
     p.add_argument("--criteria", metavar="ID,ID", help="score only these criteria of the pack, by id (default: all); the scores are those of a whole-pack run")
     p.add_argument("--prior", action="store_true", default=None, help="divide out the content-free prior (an 'N/A' ticket)")
     p.add_argument("--calibration", metavar="CAL.json", help="apply this calibration file (default: the stored one fitted for this model, pack and prompt format, if any)")
@@ -260,7 +266,8 @@ def ray_job(args: argparse.Namespace, config: dict[str, Any] | None = None) -> A
 
     address, source = parse_address(args.ray, args.file)
     if args.format not in (None, "jsonl"):
-        raise InputError("--ray writes JSON Lines or Parquet", hint="leave out --format; name the output with --output (.parquet for Parquet)")
+        raise InputError("--ray writes JSON Lines or Parquet",
+                         hint="leave out --format; name the output with --output (.parquet for Parquet)")
     config = load_config() if config is None else config
     pack = resolve_pack(args.pack or config.get("pack"))
     return RayJob(

@@ -74,8 +74,15 @@ class ScoringRun:
     cache_path: str
 
 
-def score_sets(engine: Any, pack: Pack, parts: Sequence[tuple[str, Sequence[LabelledRow]]], console: Console, readout: str = DEFAULT_READOUT, *,
-               features: bool = False) -> ScoringRun:
+def score_sets(
+    engine: Any,
+    pack: Pack,
+    parts: Sequence[tuple[str, Sequence[LabelledRow]]],
+    console: Console,
+    readout: str = DEFAULT_READOUT,
+    *,
+    features: bool = False,
+) -> ScoringRun:
     """Score each named list of rows (cache first), showing one progress bar over all of them.
 
     ``features``: also get each criterion's answer-position features (label readout), for learned heads.

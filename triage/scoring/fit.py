@@ -134,7 +134,8 @@ def choose_fits(
             except InputError as exc:  # a stored file that matched by name but cannot be used
                 notes.append(FitNote("calibration", f"stored calibration not applied: {exc.message}"))
         if calibration is not None:
-            why = None if any_base else check_options(calibration, orderings=options.effective_orderings, prior=options.prior)
+            why = None if any_base else check_options(
+                calibration, orderings=options.effective_orderings, prior=options.prior)
             if why and explicit:
                 raise InputError(f"calibration {explicit} does not fit these options: {why}",
                                  hint="score with the options it was fitted on, or pass --no-calibration")
@@ -150,7 +151,8 @@ def choose_fits(
         if request.head and options.readout != "label":
             raise InputError("a learned head reads options by name; use --readout label, or leave out --head")
         if request.head:
-            head, head_path = load_head(request.head, engine=model, pack=pack, readout=options.readout), str(request.head)
+            head = load_head(request.head, engine=model, pack=pack, readout=options.readout)
+            head_path = str(request.head)
         else:
             found = auto_head(model, pack, options.readout)
             if found.skipped:

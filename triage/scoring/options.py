@@ -148,7 +148,8 @@ def parse_criteria(arg: str | None, pack: Any, source: str = "--criteria") -> tu
         return None
     ids = tuple(dict.fromkeys(part.strip() for part in arg.split(",") if part.strip()))
     if not ids:
-        raise InputError(f"{source} names no criteria", hint=f"use ids of pack {pack.name!r}: {', '.join(c.id for c in pack.criteria)}")
+        ids_of = ", ".join(c.id for c in pack.criteria)
+        raise InputError(f"{source} names no criteria", hint=f"use ids of pack {pack.name!r}: {ids_of}")
     pack.criterion_indices(ids)  # now, before the model loads
     return ids
 
@@ -217,7 +218,9 @@ def resolve_options(
     return ResolvedOptions(ScoreOptions(**values), sources, tuple(problems))
 
 
-def score_options(flags: Mapping[str, Any] | None = None, config: Mapping[str, Any] | None = None, **kw: Any) -> ScoreOptions:
+def score_options(
+    flags: Mapping[str, Any] | None = None, config: Mapping[str, Any] | None = None, **kw: Any
+) -> ScoreOptions:
     """:func:`resolve_options`' options alone (what a command that exits on a bad value wants)."""
     return resolve_options(flags, config, **kw).options
 

@@ -72,7 +72,7 @@ class UIOptions:
 
     @property
     def orderings(self) -> str:
-        """Letter readout: ``cyclic`` (every rotation of the options, the default) or ``none`` (config key ``orderings``)."""
+        """Letter readout: ``cyclic`` (every rotation, the default) or ``none`` (config key ``orderings``)."""
         return self.scoring.options.orderings
 
     @property

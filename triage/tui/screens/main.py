@@ -320,7 +320,8 @@ class MainScreen(Screen[None]):
         sub.started = True
         if sub.ticket_row is not None and engine is not None:
             pack = {"name": sub.pack.name, "version": sub.pack.version, "hash": sub.pack.hash}
-            sub.score_id = self._record(self.history.start_score, sub.ticket_row, model=engine.model_info, pack=pack, orderings=effective_orderings(sub.readout, sub.orderings))
+            sub.score_id = self._record(self.history.start_score, sub.ticket_row, model=engine.model_info, pack=pack,
+                                        orderings=effective_orderings(sub.readout, sub.orderings))
         self.summary.scoring(sub.ticket.id)
         self._score(sub)
 
@@ -339,7 +340,8 @@ class MainScreen(Screen[None]):
                 if engine is None:
                     raise TriageError("no model is loaded")
                 # The config's options (prior, strategy), with what this screen switched (mode, readout, orderings).
-                options = replace(self.options.scoring.options, mode=sub.mode, orderings=sub.orderings, readout=sub.readout)
+                options = replace(self.options.scoring.options, mode=sub.mode, orderings=sub.orderings,
+                                  readout=sub.readout)
                 fits = self._stored_fits(engine, sub.pack, options)
                 for event in engine.score(sub.ticket, sub.pack, options, cancel=stop, **fits.engine_kwargs()):
                     if isinstance(event, Prefilled):
