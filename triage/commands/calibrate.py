@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     rows = read_labelled(args.train, pack)
     report_bad(rows, err)
     rows = rows.limit(args.limit)
-    engine = load_for(args, err)
+    engine = load_for(err, model=args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt)
     with engine:
         run_ = score_sets(engine, pack, [("train", rows.rows)], err, readout)
         scored = run_.sets[0]

@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     train_limit = args.train_limit if args.train_limit is not None else args.limit
     train = train.limit(train_limit) if train is not None else None
 
-    engine = load_for(args, err)
+    engine = load_for(err, model=args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt)
     with engine:
         fit_kw = {"min_per_option": args.min_per_option or MIN_PER_OPTION, "rare": args.rare_options,
                   "weighting": args.cal_weighting}

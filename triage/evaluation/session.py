@@ -43,11 +43,14 @@ def save_fit(fit: Any, out: Console, *, output: str | None, no_store: bool, writ
         out.print(f"stored {path} (applied automatically for this model, pack and prompt format)", markup=False)
 
 
-def load_for(args: Any, err: Console) -> Any:
+def load_for(err: Console, *, model: str | None, n_ctx: int | None, threads: int | None, prompt_style: str) -> Any:
     """The engine for ``--model``, ``--n-ctx``, ``--threads`` and ``--prompt``; its notices go to ``err``."""
     from triage.model.loader import load_engine
 
-    return load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: err.print(f"triage: {printable(m)}", markup=False))
+    def notice(message: str) -> None:
+        err.print(f"triage: {printable(message)}", markup=False)
+
+    return load_engine(model, n_ctx=n_ctx, threads=threads, prompt_style=prompt_style, notice=notice)
 
 
 def report_bad(label_set: LabelledSet, console: Console) -> None:
