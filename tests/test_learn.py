@@ -242,7 +242,8 @@ def learned(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> dic
         out = work / "team.npz"
         said = io.StringIO()
         with contextlib.redirect_stderr(said):
-            argv = ["learn", str(data), "--model", str(smollm2_path), "--n-ctx", "512", "--pack", str(pack), "-o", str(out)]
+            argv = ["learn", str(data), "--model", str(smollm2_path), "--n-ctx", "512", "--pack", str(pack),
+                    "-o", str(out)]
             code = main(argv)
         assert code == 0
         # What `triage score` will now apply, by the one fit policy.
