@@ -87,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
     from triage.bench.terminal import print_summary
     from triage.bench.workload import LONG_PACK_ASSET, make_workload
     from triage.model.loader import engine_settings
+    from triage.scoring.options import score_options
     from triage.scoring.pack import load_pack, resolve_pack
     from triage.store.paths import asset
     from triage.model.resolve import resolve_model
@@ -99,9 +100,11 @@ def run(args: argparse.Namespace) -> int:
     # --quick leaves the long-stable-block measurement out unless --long-pack asks for it
     skip_long = args.no_long_pack or (args.quick and not args.long_pack)
     long_pack = None if skip_long else load_pack(args.long_pack or asset(LONG_PACK_ASSET))
+    # The one resolver, without the config file: bench measures a fixed workload, whatever the user's defaults.
+    readout = score_options({"readout": args.readout, "orderings": args.orderings}).readout
     workload = make_workload(
         pack=pack, long_pack=long_pack, tickets_path=Path(args.tickets) if args.tickets else None,
-        quick=args.quick, limit=args.limit, repeats=args.repeat, orderings=args.orderings, readout=args.readout,
+        quick=args.quick, limit=args.limit, repeats=args.repeat, orderings=args.orderings, readout=readout,
     )
     ref = resolve_model(args.model)
     if ref.notice:
