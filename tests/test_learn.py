@@ -224,6 +224,8 @@ def test_learn_says_when_sklearn_is_missing(monkeypatch: pytest.MonkeyPatch) -> 
 @pytest.fixture(scope="module")
 def learned(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """`triage learn` once on the mixed pack (topic labelled, mood not), in its own TRIAGE_HOME."""
+    import contextlib
+    import io
     import os
 
     from triage.cli import main
@@ -238,8 +240,15 @@ def learned(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> dic
         data = work / "labelled.jsonl"
         data.write_text("\n".join(json.dumps(r) for r in labelled_rows()) + "\n", encoding="utf-8")
         out = work / "team.npz"
-        code = main(["learn", str(data), "--model", str(smollm2_path), "--n-ctx", "512", "--pack", str(pack), "-o", str(out)])
+        said = io.StringIO()
+        with contextlib.redirect_stderr(said):
+            argv = ["learn", str(data), "--model", str(smollm2_path), "--n-ctx", "512", "--pack", str(pack),
+                    "-o", str(out)]
+            code = main(argv)
         assert code == 0
+        # What `triage score` will now apply, by the one fit policy.
+        applied = "applying learned head 'team.npz' to topic (not learned: mood)"
+        assert f"`triage score` with this model and pack: {applied}" in said.getvalue()
     finally:
         if old is None:
             os.environ.pop("TRIAGE_HOME", None)

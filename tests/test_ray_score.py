@@ -99,6 +99,30 @@ def test_resume_refuses_an_output_scored_differently(tmp_path: Path) -> None:
         open_writer(out, signature(), resume=False)
 
 
+def test_the_command_line_becomes_a_plain_job_checked_before_any_cluster(pack: Path, tmp_path: Path) -> None:
+    from triage.backlog.ray_score import RayJob
+    from triage.commands.score import ray_job
+    from triage.errors import InputError
+    from triage.scoring.fit import FitRequest
+
+    src = tmp_path / "in.jsonl"
+    src.write_text(DATA.read_text(encoding="utf-8"), encoding="utf-8")
+    args = build_parser().parse_args(["score", "--ray", str(src), "--pack", str(pack), "--readout", "letter",
+                                      "--no-head", "--workers", "3", "-o", str(tmp_path / "o.jsonl")])
+    job = ray_job(args, config={"prior": True, "mode": "serial"})
+    assert isinstance(job, RayJob) and (job.address, job.source) == ("local", str(src))
+    assert job.options == ScoreOptions(mode="serial", readout="letter", prior=True)  # flag, then config, then default
+    assert job.fits == FitRequest(no_head=True) and (job.workers, job.threads, job.batch_size) == (3, 1, None)
+    with pytest.raises(InputError, match="--workers must be at least 1"):
+        RayJob(str(src), job.pack, job.options, workers=0)
+    with pytest.raises(InputError, match="--resume needs --output"):
+        RayJob(str(src), job.pack, job.options, resume=True)
+    with pytest.raises(InputError, match="not a Ray address"):
+        ray_job(build_parser().parse_args(["score", str(src), "--ray", "nowhere"]), config={})
+    with pytest.raises(Exception, match=r"config \S+config\.toml: mode = 'sideways': unknown mode"):
+        ray_job(args, config={"mode": "sideways"})
+
+
 def test_resume_cuts_a_half_written_last_line(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
     out.write_text('{"ticket_id": "a", "ticket_sha256": "s", "error": "e", "line": 1}\n{"schema": "triage.resu', encoding="utf-8")
@@ -167,18 +191,31 @@ def worker_home(tmp_path_factory: pytest.TempPathFactory, smollm2_path: Path) ->
     return home
 
 
+LOOPBACK = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
 @pytest.fixture(scope="module")
 def cluster(worker_home: Path) -> Iterator[Any]:
     ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[ray]' (scripts/setup does)")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": {"TRIAGE_HOME": str(worker_home)}})
-    yield ray
-    ray.shutdown()
+    before = os.environ.get(LOOPBACK)
+    os.environ[LOOPBACK] = "0"  # the head, the nodes and the driver on 127.0.0.1: test traffic stays on loopback
+    try:
+        env = {"env_vars": {"TRIAGE_HOME": str(worker_home)}}
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=env)
+        yield ray
+        ray.shutdown()
+    finally:
+        if before is None:
+            os.environ.pop(LOOPBACK, None)
+        else:
+            os.environ[LOOPBACK] = before
 
 
 def run_ray(argv: list[str], on_batch: Any = None) -> int:
     from triage.backlog.ray_score import run_ray as run
+    from triage.commands.score import ray_job
 
-    return run(build_parser().parse_args(argv), on_batch=on_batch)
+    return run(ray_job(build_parser().parse_args(argv)), on_batch=on_batch)
 
 
 @pytest.mark.model

@@ -30,6 +30,7 @@ from typing import IO, Any, Protocol
 
 from triage.backlog.rows import record_key
 from triage.errors import InputError
+from triage.scoring.options import ScoreOptions
 from triage.store.files import write_json_atomic
 
 RUN_SCHEMA = "triage.backlog-run/1"
@@ -52,12 +53,11 @@ class RunSignature:
     head: str | None = None  # the learned head's name (absent from run.json files written before heads)
 
     @classmethod
-    def of(cls, model_sha256: str, pack_hash: str, prompt_format: str, options: Any, calibration: str | None, head: str | None = None) -> RunSignature:
+    def of(cls, model_sha256: str, pack_hash: str, prompt_format: str, options: ScoreOptions, calibration: str | None,
+           head: str | None = None) -> RunSignature:
         """The signature of these scoring options (every field of ``ScoreOptions``, whatever they are)."""
         opts = json.loads(json.dumps(dataclasses.asdict(options), default=list))
-        in_record = {"orderings": getattr(options, "effective_orderings", options.orderings), "prior": options.prior}
-        if hasattr(options, "readout"):
-            in_record["readout"] = options.readout
+        in_record = {"orderings": options.effective_orderings, "prior": options.prior, "readout": options.readout}
         return cls(model_sha256, pack_hash, prompt_format, opts, calibration, in_record, head)
 
     def to_dict(self) -> dict[str, Any]:

@@ -16,7 +16,6 @@ record written, so a ticket can never be written twice, whatever Ray retries.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import logging
@@ -24,14 +23,16 @@ import re
 import sys
 import time
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from triage.backlog.output import RunSignature, check_output, open_writer, read_existing
 from triage.backlog.rows import BacklogRow, read_rows
-from triage.backlog.worker import ModelIdentity, NodeModelError, ScorerConfig, cores, default_threads, probe, scorer_class
+from triage.backlog.worker import ModelIdentity, NodeModelError, ScorerConfig, cores, probe, scorer_class
 from triage.errors import InputError, TriageError
+from triage.scoring.fit import FitRequest
+from triage.scoring.options import ScoreOptions
 
 DEFAULT_BATCH = 16
 _ADDRESS = re.compile(r"^(auto|local|ray://.+|[\w.-]+:\d+)$")
@@ -63,56 +64,100 @@ class Summary:
 OnBatch = Callable[[Summary], None]
 
 
-def run_ray(args: argparse.Namespace, *, on_batch: OnBatch | None = None) -> int:
-    """``triage score ... --ray [ADDRESS]``; returns the exit status (1 when a row failed).
+@dataclass(frozen=True)
+class RayJob:
+    """Everything a backlog run needs, as plain values (the command line builds it; tests may too).
+
+    Attributes:
+        source: the input: a JSON Lines or Parquet file, a folder or a glob.
+        pack: the criteria pack.
+        options: the score options, resolved (flags, config, defaults).
+        fits: the explicit head and calibration requests; the policy runs once the nodes
+            have reported the model (:func:`triage.scoring.fit.choose_fits`).
+        address: ``local`` (start a cluster), ``auto``, ``ray://HOST:10001`` or ``HOST:PORT``.
+        output: where to write (``.parquet``: a folder of parts; else JSON Lines); None for stdout.
+        model: ``--model`` (a catalog name or a path), or None for the config's / the default order.
+        prompt_style: ``auto``, ``chat`` or ``plain``.
+        n_ctx: the context size asked for, or None for the config's / the default.
+        threads: llama.cpp threads per worker.
+        workers: scoring actors, or None for the cluster's CPUs / threads.
+        batch_size: tickets per batch, or None (see :func:`score_backlog`).
+        resume: skip the tickets ``output`` already holds for this run's signature.
+        config: the user's config (``load_config()``), for the model's default and n_ctx.
+    """
+
+    source: str
+    pack: Any  # triage.scoring.pack.Pack
+    options: ScoreOptions
+    fits: FitRequest = field(default_factory=FitRequest)
+    address: str = "local"
+    output: Path | None = None
+    model: str | None = None
+    prompt_style: str = "auto"
+    n_ctx: int | None = None
+    threads: int = 1
+    workers: int | None = None
+    batch_size: int | None = None
+    resume: bool = False
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for flag, value in (("--workers", self.workers), ("--batch-size", self.batch_size),
+                            ("--threads", self.threads)):
+            if value is not None and value < 1:
+                raise InputError(f"{flag} must be at least 1")
+        if self.resume and self.output is None:
+            raise InputError("--resume needs --output",
+                             hint="resume continues the file or folder a stopped run was writing")
+
+
+def run_ray(job: RayJob, *, on_batch: OnBatch | None = None) -> int:
+    """Score the backlog of ``job`` on Ray; returns the exit status (1 when a row failed).
 
     Raises:
-        InputError: bad arguments or input; an output scored differently (with --resume).
+        InputError: bad input; an output scored differently (with ``resume``); an explicit
+            head or calibration that does not fit the model the nodes run.
         TriageError: Ray is not installed; a node cannot use the model (named).
     """
-    from triage.commands.score import choose_calibration, choose_head, score_options
-    from triage.store.config import load_config
     from triage.model.loader import engine_settings
-    from triage.scoring.pack import resolve_pack
+    from triage.scoring.fit import choose_fits
 
-    address, source = _address_and_input(args)
-    threads = args.threads or default_threads()
-    for flag, value in (("--workers", args.workers), ("--batch-size", args.batch_size), ("--threads", threads)):
-        if value is not None and value < 1:
-            raise InputError(f"{flag} must be at least 1")
-    if args.format not in (None, "jsonl"):
-        raise InputError("--ray writes JSON Lines or Parquet", hint="leave out --format; name the output with --output (.parquet for Parquet)")
-    if args.resume and not args.output:
-        raise InputError("--resume needs --output", hint="resume continues the file or folder a stopped run was writing")
-    output = Path(args.output).expanduser() if args.output else None
-    if output is not None:
-        check_output(output, resume=args.resume)  # before the cluster starts
-    config = load_config()
-    pack = resolve_pack(args.pack or config.get("pack"))
-    options = score_options(args, config, pack)
-    rows = read_rows(source)
-    spec, expected = model_spec(args.model, config)
+    if job.output is not None:
+        check_output(job.output, resume=job.resume)  # before the cluster starts
+    rows = read_rows(job.source)
+    spec, expected = model_spec(job.model, job.config)
     ray = _import_ray()
-    owned = connect(ray, address)
+    owned = connect(ray, job.address)
     try:
-        identity = check_nodes(ray, spec, expected, args.prompt)
-        calibration = choose_calibration(args, config, identity, pack, options)
-        head = choose_head(args, identity, pack, options)  # the nodes check its width against their model
-        prompt_format = identity.format_for(options.readout).id  # what each result record will say
-        signature = RunSignature.of(identity.sha256, pack.hash, prompt_format, options, calibration.name if calibration else None, head.name if head else None)
-        n_ctx = engine_settings(args.n_ctx, None, config)["n_ctx"]
-        scorer = ScorerConfig(spec, identity.sha256, pack, options, calibration, n_ctx, threads, args.prompt, head)
-        summary = score_backlog(ray, rows, scorer, output=output, signature=signature, resume=args.resume,
-                                workers=args.workers, batch_size=args.batch_size, on_batch=on_batch)
+        identity = check_nodes(ray, spec, expected, job.prompt_style)
+        # The nodes check a learned head's width against their model.
+        fits = choose_fits(identity, job.pack, job.options, job.fits)
+        for note in fits.notes:
+            print(f"triage: {'' if note.applied else 'note: '}{note.text}", file=sys.stderr)
+        calibration, head = fits.calibration, fits.head
+        prompt_format = identity.format_for(job.options.readout).id  # what each result record will say
+        signature = RunSignature.of(identity.sha256, job.pack.hash, prompt_format, job.options,
+                                    calibration.name if calibration else None, head.name if head else None)
+        n_ctx = engine_settings(job.n_ctx, None, job.config)["n_ctx"]
+        scorer = ScorerConfig(spec, identity.sha256, job.pack, job.options, calibration, n_ctx, job.threads,
+                              job.prompt_style, head)
+        summary = score_backlog(ray, rows, scorer, output=job.output, signature=signature, resume=job.resume,
+                                workers=job.workers, batch_size=job.batch_size, on_batch=on_batch)
     finally:
         if owned:
             ray.shutdown()
     return 1 if summary.errors else 0
 
 
-def _address_and_input(args: argparse.Namespace) -> tuple[str, str]:
-    """``--ray`` takes an optional ADDRESS, so ``--ray tickets.jsonl`` means the input, not an address."""
-    address, source = args.ray, args.file
+def parse_address(ray_arg: str, source: str | None) -> tuple[str, str]:
+    """``--ray [ADDRESS]`` and the input FILE as (address, input).
+
+    ``--ray`` takes an optional ADDRESS, so ``--ray tickets.jsonl`` means the input, not an address.
+
+    Raises:
+        InputError: no input file, or an ADDRESS that is not a Ray address.
+    """
+    address = ray_arg
     if source is None and address != "local" and not _ADDRESS.match(address) and Path(address).exists():
         address, source = "local", address
     if source in (None, "-"):

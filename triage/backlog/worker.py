@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from triage.errors import TriageError
+from triage.scoring.options import ScoreOptions
 
 PROBE_N_CTX = 512  # enough to read the prompt format; the probe scores nothing
 
@@ -142,7 +143,7 @@ class ScorerConfig:
     model: str  # catalog name or path
     expected_sha256: str
     pack: Any  # triage.scoring.pack.Pack
-    options: Any  # triage.scoring.engine.ScoreOptions, passed through unchanged
+    options: ScoreOptions  # passed through unchanged
     calibration: Any  # triage.scoring.calibrate.Calibration or None
     n_ctx: int | None
     threads: int

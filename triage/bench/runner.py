@@ -269,7 +269,7 @@ class BenchRunner:
         return self.wl.pack
 
     def _options(self, mode: str, orderings: str | None = None) -> Any:
-        from triage.scoring.engine import ScoreOptions
+        from triage.scoring.options import ScoreOptions
 
         engine_mode, strategy = ENGINE_MODE[mode]
         kind, asked = self.wl.mode_readout(mode)

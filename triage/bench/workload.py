@@ -15,6 +15,7 @@ from typing import Any
 from triage.errors import InputError
 from triage.scoring.pack import Pack
 from triage.scoring.ticket import Ticket, jsonl_lines, make_ticket, read_text_file
+from triage.scoring.options import DEFAULT_READOUT, effective_orderings
 
 TICKETS_ASSET = "bench-tickets.jsonl"
 LONG_PACK_ASSET = "long-stable-pack.toml"
@@ -84,13 +85,13 @@ class Workload:
     session_ids: tuple[str, ...]  # tickets of the cold-start session (issue 7)
     tickets_source: str
     notes: list[str] = field(default_factory=list)
-    readout: str = "label"  # the readout of every mode but letter_serial
+    readout: str = DEFAULT_READOUT  # the readout of every mode but letter_serial
 
     def mode_readout(self, mode: str) -> tuple[str, str]:
         """(readout, orderings) a mode scores with: letter_serial is always letters in every rotation."""
         if mode == LETTER_MODE:
             return "letter", "cyclic"
-        return self.readout, ("none" if self.readout == "label" else self.orderings)
+        return self.readout, effective_orderings(self.readout, self.orderings)
 
     @property
     def modes(self) -> tuple[str, ...]:
@@ -106,7 +107,7 @@ class Workload:
             "pack": {"name": self.pack.name, "version": self.pack.version, "hash": self.pack.hash, "criteria": len(self.pack.criteria)},
             "long_pack": None if self.long_pack is None else {"name": self.long_pack.name, "version": self.long_pack.version, "hash": self.long_pack.hash},
             "readout": self.readout,
-            "orderings": self.orderings if self.readout == "letter" else "none",
+            "orderings": effective_orderings(self.readout, self.orderings),
             "letter_serial": "letter readout, cyclic orderings, serial/truncate (the default before the label readout)",
             "fanout_learned": "fanout with a learned head on every criterion (random weights of the real shape: the cost, not the decisions)",
             "repeats": self.repeats,
@@ -179,7 +180,7 @@ def make_workload(
     limit: int | None = None,
     repeats: int = 1,
     orderings: str | None = None,
-    readout: str = "label",
+    readout: str = DEFAULT_READOUT,
 ) -> Workload:
     """Choose tickets and per-phase subsets for a run.
 

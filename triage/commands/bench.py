@@ -53,6 +53,7 @@ examples:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from triage.cli import add_model_options
+    from triage.scoring.options import DEFAULT_READOUT, ORDERINGS, READOUTS
 
     add_model_options(p)
     p.add_argument("--pack", metavar="PATH", help="criteria pack (default: the built-in support pack)")
@@ -62,8 +63,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, metavar="N", help="use the first N tickets of the file (default: 1 of each length; --quick: the one flagged quick)")
     p.add_argument("--quick", action="store_true", help="a run of under a minute: 1 ticket, orderings none, smaller probe, no restart (see above)")
     p.add_argument("--repeat", type=int, default=1, metavar="N", help="score the ticket set N times (default 1)")
-    p.add_argument("--readout", choices=("label", "letter"), default="label", help="readout of the full, serial and fanout modes (default label); letter_serial is always letters in every rotation")
-    p.add_argument("--orderings", choices=("none", "cyclic"), default=None, help="with --readout letter: option orderings (default cyclic; --quick: none)")
+    p.add_argument("--readout", choices=READOUTS, default=DEFAULT_READOUT,
+                   help=f"readout of the full, serial and fanout modes (default {DEFAULT_READOUT}); "
+                   "letter_serial is always letters in every rotation")
+    p.add_argument("--orderings", choices=ORDERINGS, default=None,
+                   help="with --readout letter: option orderings (default cyclic; --quick: none)")
     p.add_argument("--prompt", choices=("auto", "chat", "plain"), default="auto", help="prompt format (default: from the model's chat template)")
     p.add_argument("--probe-reps", type=int, metavar="N", help="timings per tail-probe size (default 2; --quick 1)")
     p.add_argument("--json", dest="json_path", metavar="PATH", help="write the results as JSON (and the chart beside it as .svg)")
@@ -83,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
     from triage.bench.terminal import print_summary
     from triage.bench.workload import LONG_PACK_ASSET, make_workload
     from triage.model.loader import engine_settings
+    from triage.scoring.options import score_options
     from triage.scoring.pack import load_pack, resolve_pack
     from triage.store.paths import asset
     from triage.model.resolve import resolve_model
@@ -95,9 +100,11 @@ def run(args: argparse.Namespace) -> int:
     # --quick leaves the long-stable-block measurement out unless --long-pack asks for it
     skip_long = args.no_long_pack or (args.quick and not args.long_pack)
     long_pack = None if skip_long else load_pack(args.long_pack or asset(LONG_PACK_ASSET))
+    # The one resolver, without the config file: bench measures a fixed workload, whatever the user's defaults.
+    readout = score_options({"readout": args.readout, "orderings": args.orderings}).readout
     workload = make_workload(
         pack=pack, long_pack=long_pack, tickets_path=Path(args.tickets) if args.tickets else None,
-        quick=args.quick, limit=args.limit, repeats=args.repeat, orderings=args.orderings, readout=args.readout,
+        quick=args.quick, limit=args.limit, repeats=args.repeat, orderings=args.orderings, readout=readout,
     )
     ref = resolve_model(args.model)
     if ref.notice:

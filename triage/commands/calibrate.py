@@ -34,14 +34,20 @@ examples:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from triage.cli import add_model_options
+    from triage.scoring.options import DEFAULT_ORDERINGS, DEFAULT_READOUT, ORDERINGS, READOUTS
 
     p.add_argument("train", metavar="TRAIN.jsonl", help="labelled tickets to fit on")
     add_model_options(p, n_ctx=1024)
     p.add_argument("--pack", metavar="CRITERIA.toml", help="criteria pack (default: the built-in support pack)")
     p.add_argument("-o", "--output", metavar="CAL.json", help="write the calibration here (it is also stored in the user data dir)")
-    p.add_argument("--prior", action="store_true", help="fit on cyclic+prior log-probs (score must then run with --prior)")
-    p.add_argument("--readout", choices=("label", "letter"), default="label", help="fit for the label readout (default: options by name) or the letter readout")
-    p.add_argument("--orderings", choices=("cyclic", "none"), default="cyclic", help="letter readout: fit for scoring with every rotation (default) or the pack order only")
+    p.add_argument("--prior", action="store_true", default=None,
+                   help="fit on cyclic+prior log-probs (score must then run with --prior; default: the config's prior)")
+    p.add_argument("--readout", choices=READOUTS, default=None,
+                   help="fit for the label readout (options by name) or the letter readout "
+                   f"(default: the config's readout, else {DEFAULT_READOUT})")
+    p.add_argument("--orderings", choices=ORDERINGS, default=None,
+                   help="letter readout: fit for scoring with every rotation (cyclic) or the pack order only "
+                   f"(default: the config's orderings, else {DEFAULT_ORDERINGS})")
     p.add_argument("--limit", type=int, metavar="N", help="fit on the first N usable rows only")
     p.add_argument("--prompt", choices=("auto", "chat", "plain"), default="auto", help="prompt format (default: from the model's chat template)")
     p.add_argument("--min-per-option", type=int, default=None, metavar="N", help="fewest gold labels per option to fit a criterion (default 5)")
@@ -58,14 +64,18 @@ def run(args: argparse.Namespace) -> int:
     from triage.evaluation.runner import gold
     from triage.evaluation.session import load_for, report_bad, report_consoles, save_fit, score_sets
     from triage.evaluation.variants import readings
+    from triage.scoring.options import score_options
     from triage.scoring.pack import resolve_pack
+    from triage.store.config import load_config
     from triage.scoring.ticket import printable
 
     out, err = report_consoles()
     if not args.output and args.no_store:
         raise InputError("with --no-store, give -o CAL.json: the fit would go nowhere")
-    orderings = "none" if args.readout == "label" else args.orderings
-    if args.prior and args.readout == "letter" and args.orderings == "none":
+    # The options `triage score` will run with: the fit is made on the log-probs it will be applied to.
+    options = score_options({"readout": args.readout, "orderings": args.orderings, "prior": args.prior}, load_config())
+    readout, orderings, prior = options.readout, options.effective_orderings, options.prior
+    if prior and readout == "letter" and orderings == "none":
         raise InputError("--prior is fitted on cyclic log-probs; leave it out with --orderings none")
     holdout = cal_mod.HOLDOUT_FRACTION if args.holdout is None else args.holdout
     if not 0 <= holdout < 1:
@@ -74,16 +84,16 @@ def run(args: argparse.Namespace) -> int:
     rows = read_labelled(args.train, pack)
     report_bad(rows, err)
     rows = rows.limit(args.limit)
-    engine = load_for(args, err)
+    engine = load_for(err, model=args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt)
     with engine:
-        run_ = score_sets(engine, pack, [("train", rows.rows)], err, args.readout)
+        run_ = score_sets(engine, pack, [("train", rows.rows)], err, readout)
         scored = run_.sets[0]
         if not scored.rows:
             raise InputError(f"no row of {args.train} could be scored")
-        base = {c.id: readings(c, scored.outcomes, run_.prior).base(args.prior, orderings) for c in pack.criteria}
+        base = {c.id: readings(c, scored.outcomes, run_.prior).base(prior, orderings) for c in pack.criteria}
         cal, outcomes = cal_mod.fit_calibration(
             pack, base, {c.id: gold(scored.rows, c) for c in pack.criteria}, [r.id for r in scored.rows],
-            model_sha256=engine.sha256, prompt_format=engine.format_for(args.readout).id, orderings=orderings, prior=args.prior,
+            model_sha256=engine.sha256, prompt_format=engine.format_for(readout).id, orderings=orderings, prior=prior,
             name=Path(args.output).name if args.output else "calibration",
             min_per_option=args.min_per_option or cal_mod.MIN_PER_OPTION, rare=args.rare_options, holdout=holdout, weighting=args.weighting,
         )

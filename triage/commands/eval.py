@@ -52,6 +52,7 @@ examples:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from triage.cli import add_model_options
+    from triage.scoring.options import DEFAULT_READOUT, READOUTS
 
     p.add_argument("tickets", metavar="TICKETS.jsonl", help="labelled tickets to evaluate on")
     add_model_options(p, n_ctx=1024)
@@ -63,8 +64,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, metavar="N", help="evaluate the first N usable rows only (file order)")
     p.add_argument("--train-limit", type=int, metavar="N", help="train on the first N usable training rows (default: --limit)")
     p.add_argument("--prompt", choices=("auto", "chat", "plain"), default="auto", help="prompt format (default: from the model's chat template)")
-    p.add_argument("--readout", choices=("label", "letter"), default="label", help="read options by name (default; one tail per criterion) or by letter in every rotation")
-    p.add_argument("--prior", action="store_true", help="fit the calibration on prior-corrected log-probs (cyclic+prior for letters)")
+    p.add_argument("--readout", choices=READOUTS, default=None,
+                   help="read options by name (label: one tail per criterion) or by letter in every rotation "
+                   f"(default: the config's readout, else {DEFAULT_READOUT})")
+    p.add_argument("--prior", action="store_true", default=None,
+                   help="fit the calibration on prior-corrected log-probs (cyclic+prior for letters; "
+                   "default: the config's prior)")
     p.add_argument("--calibration", metavar="CAL.json", help="apply this calibration file (without --train)")
     p.add_argument("--no-calibration", action="store_true", help="do not apply a stored calibration automatically")
     p.add_argument("--min-per-option", type=int, default=None, metavar="N", help="fewest training labels per option to fit a criterion (default 5)")
@@ -96,7 +101,10 @@ def curve_sizes(text: str) -> tuple[int, ...]:
 def run(args: argparse.Namespace) -> int:
     import time
 
-    from triage.scoring.calibrate import MIN_PER_OPTION, auto_calibration, load_calibration
+    from triage.scoring.calibrate import MIN_PER_OPTION
+    from triage.scoring.fit import FitRequest, choose_fits
+    from triage.scoring.options import ScoreOptions, score_options
+    from triage.store.config import load_config
     from triage.errors import InputError
     from triage.evaluation.data import read_labelled, split_by_id, write_jsonl
     from triage.evaluation.report import print_report, write_json
@@ -106,9 +114,12 @@ def run(args: argparse.Namespace) -> int:
     from triage.scoring.ticket import printable
 
     out, err = report_consoles()
+    # The readout and prior as `triage score` would read them: flags, then the config, then the defaults.
+    resolved = score_options({"readout": args.readout, "prior": args.prior}, load_config())
+    readout, prior = resolved.readout, resolved.prior
     if args.head and (args.train or args.split):
         raise InputError("--head evaluates a learned head; leave out --train/--split (eval then fits its own), or leave out --head")
-    if args.head and (args.readout != "label" or args.no_learn):
+    if args.head and (readout != "label" or args.no_learn):
         raise InputError("--head needs the label readout and the learned variant; leave out --readout letter / --no-learn, or --head")
     if args.calibration and (args.train or args.split):
         raise InputError("--calibration applies a fitted file; leave out --train/--split, or leave out --calibration")
@@ -133,55 +144,54 @@ def run(args: argparse.Namespace) -> int:
     train_limit = args.train_limit if args.train_limit is not None else args.limit
     train = train.limit(train_limit) if train is not None else None
 
-    engine = load_for(args, err)
+    engine = load_for(err, model=args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt)
     with engine:
-        plan = CalibrationPlan(prior=args.prior, fit_kw={"min_per_option": args.min_per_option or MIN_PER_OPTION, "rare": args.rare_options, "weighting": args.cal_weighting})
-        plan.learn = train is not None and args.readout == "label" and not args.no_learn
+        fit_kw = {"min_per_option": args.min_per_option or MIN_PER_OPTION, "rare": args.rare_options,
+                  "weighting": args.cal_weighting}
+        plan = CalibrationPlan(prior=prior, fit_kw=fit_kw)
+        plan.learn = train is not None and readout == "label" and not args.no_learn
         plan.learn_kw = {"min_per_option": args.min_per_option or MIN_PER_OPTION, "rare": "backoff"}  # as `triage learn` by default
         plan.curve = curve_sizes(args.curve) if plan.learn else ()
-        if args.calibration:
-            plan.stored = load_calibration(args.calibration, engine=engine, pack=pack, readout=args.readout)
-            plan.stored_path = str(args.calibration)
-        elif train is None and not args.no_calibration:
-            plan.stored = auto_calibration(engine, pack, args.readout)
-            plan.stored_path = plan.stored.name if plan.stored else None
-        if train is None and args.readout == "label" and not args.no_learn:
-            from triage.scoring.head import auto_head, load_head
-
-            if args.head:
-                plan.stored_head, plan.stored_head_path = load_head(args.head, engine=engine, pack=pack), str(args.head)
-            else:
-                found = auto_head(engine, pack)
-                if found.skipped:
-                    err.print(f"triage: note: {printable(found.skipped)}", markup=False)
-                plan.stored_head = found.head
-                plan.stored_head_path = str(found.path) if found.head else None
-            if plan.stored_head is not None:
-                err.print(f"triage: evaluating learned head '{printable(plan.stored_head.name)}' ({printable(plan.stored_head_path)})", markup=False)
+        # With --train eval fits its own; without, it measures what `triage score` would apply (the one fit policy).
+        # It reads every base a calibration may sit on, so none is passed over for its orderings or prior.
+        request = FitRequest(head=args.head, no_head=train is not None or readout != "label" or args.no_learn,
+                             calibration=args.calibration, no_calibration=train is not None or args.no_calibration)
+        options = ScoreOptions(readout=readout, orderings=orderings_for(readout), prior=prior)
+        fits = choose_fits(engine, pack, options, request, any_base=True)
+        for note in fits.notes:
+            if not note.applied:
+                err.print(f"triage: note: {printable(note.text)}", markup=False)
+        plan.stored, plan.stored_path = fits.calibration, fits.calibration_path
+        plan.stored_head, plan.stored_head_path = fits.head, fits.head_path
+        if plan.stored_head is not None:
+            name, path = printable(plan.stored_head.name), printable(plan.stored_head_path)
+            err.print(f"triage: evaluating learned head '{name}' ({path})", markup=False)
         if plan.stored is not None:
             # Eval has every base a calibration can sit on (raw, cyclic, cyclic+prior) from its one pass.
-            if plan.stored.orderings != orderings_for(args.readout) and not (args.readout == "letter" and plan.stored.orderings == "none"):
+            unread = plan.stored.orderings != options.effective_orderings
+            if unread and not (readout == "letter" and plan.stored.orderings == "none"):
                 raise InputError(f"calibration {plan.stored_path} was fitted on orderings={plan.stored.orderings}, which eval does not read")
             err.print(f"triage: applying calibration {printable(plan.stored_path)}", markup=False)
         parts = [("dev", dev.rows)] + ([("train", train.rows)] if train is not None else [])
         t0 = time.perf_counter()
-        run_ = score_sets(engine, pack, parts, err, args.readout, features=plan.learn or plan.stored_head is not None)
+        run_ = score_sets(engine, pack, parts, err, readout, features=plan.learn or plan.stored_head is not None)
         wall = time.perf_counter() - t0
         dev_scored = run_.sets[0]
         plan.train = run_.sets[1] if train is not None else None
         report, _ = build_report(
             pack, dev_scored, prior=run_.prior, plan=plan, baseline=not args.no_baseline,
-            engine_info={"model_sha256": engine.sha256, "prompt_format": engine.format_for(args.readout).id},
-            readout=args.readout,
+            engine_info={"model_sha256": engine.sha256, "prompt_format": engine.format_for(readout).id},
+            readout=readout,
         )
         report.update({
             "model": engine.model_info,
-            "prompt_format": engine.format_for(args.readout).id,
+            "prompt_format": engine.format_for(readout).id,
             "n_ctx": engine.n_ctx,
             "tickets": set_summary(tickets, dev_scored, args.limit),
             "train": set_summary(train, plan.train, train_limit) if train is not None and plan.train is not None else None,
             "split": args.split,
-            "calibration_settings": {"prior": args.prior, **plan.fit_kw} if train is not None else {"stored": plan.stored_path},
+            "calibration_settings": ({"prior": prior, **plan.fit_kw} if train is not None
+                                     else {"stored": plan.stored_path}),
             "head": plan.stored_head_path,
             "cache": {"hits": run_.hits, "scored": run_.misses, "path": run_.cache_path},
             "timing": {"wall_s": round(wall, 2), "scoring_s": round(run_.scored_s, 2)},
@@ -193,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
         + (f", {plan.train.cut} training" if plan.train is not None else ""),
         markup=False, highlight=False,
     )
-    head = f"{engine.name} · {engine.format_for(args.readout).id} · pack {pack.name} {pack.hash} · n_ctx {engine.n_ctx}"
+    head = f"{engine.name} · {engine.format_for(readout).id} · pack {pack.name} {pack.hash} · n_ctx {engine.n_ctx}"
     out.print(head, style="bold", markup=False, highlight=False)
     print_report(report, out, confusion=args.confusion)
     if args.json_path:

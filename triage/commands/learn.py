@@ -57,7 +57,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from triage.commands.score import chosen_criteria
     from triage.errors import InputError
     from triage.evaluation.data import read_labelled
     from triage.evaluation.runner import gold, stack_features
@@ -65,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
     from triage.evaluation.variants import readings
     from triage.scoring import head as head_mod
     from triage.scoring import learn as learn_mod
+    from triage.scoring.fit import FitRequest
+    from triage.scoring.options import parse_criteria
     from triage.scoring.pack import resolve_pack
     from triage.scoring.ticket import printable
 
@@ -77,11 +78,11 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--min-per-option must be at least 2, got {args.min_per_option}")
     learn_mod._sklearn()  # say it before scoring, not after
     pack = resolve_pack(args.pack)
-    only = chosen_criteria(args.criteria, pack)
+    only = parse_criteria(args.criteria, pack)
     rows = read_labelled(args.labelled, pack, partial=True)
     report_bad(rows, err)
     rows = rows.limit(args.limit)
-    engine = load_for(args, err)
+    engine = load_for(err, model=args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt)
     with engine:
         run_ = score_sets(engine, pack, [("learn", rows.rows)], err, "label", features=True)
         scored = run_.sets[0]
@@ -123,6 +124,18 @@ def run(args: argparse.Namespace) -> int:
     if not head.criteria:
         raise InputError("no criterion could be learned; nothing written", hint="label at least --min-per-option rows for two or more options of a criterion")
     save_fit(head, out, output=args.output, no_store=args.no_store, write=head_mod.write_head, store=head_mod.store_head)
+    if not args.no_store:  # what `triage score` will now apply, by the same policy
+        from dataclasses import replace
+
+        from triage.scoring.fit import choose_fits
+        from triage.scoring.options import resolve_options
+        from triage.store.config import load_config
+
+        resolved = resolve_options(None, load_config(), fallback=True)  # the options `triage score` runs with
+        fits = choose_fits(engine, pack, replace(resolved.options, criteria=only), FitRequest(no_calibration=True))
+        for note in fits.notes:
+            lead = "`triage score` with this model and pack: " if note.applied else "note: "
+            err.print(f"triage: {lead}{printable(note.text)}", markup=False)
     return 0
 
 

@@ -60,14 +60,23 @@ examples:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from triage.cli import add_model_options
+    from triage.scoring.options import (
+        DEFAULT_MODE, DEFAULT_ORDERINGS, DEFAULT_READOUT, DEFAULT_STRATEGY, MODES, ORDERINGS, READOUTS, STRATEGIES,
+    )
 
     p.add_argument("file", nargs="?", metavar="FILE", help="ticket text or JSONL file (default: stdin; - for stdin)")
     add_model_options(p)
     p.add_argument("--pack", metavar="PATH", help="criteria pack TOML (default: the built-in support pack)")
-    p.add_argument("--mode", choices=("full", "serial", "fanout"), default=None, help="how to evaluate (default fanout: all tails in one batch)")
-    p.add_argument("--strategy", choices=("truncate", "restore"), default="truncate", help="serial mode's way back to the prefix (default truncate)")
-    p.add_argument("--readout", choices=("label", "letter"), default=None, help="read options by name (default: one tail per criterion) or by letter A/B/C")
-    p.add_argument("--orderings", choices=("none", "cyclic"), default=None, help="letter readout: ask options in pack order only, or in every rotation (default cyclic)")
+    p.add_argument("--mode", choices=MODES, default=None,
+                   help=f"how to evaluate (default: the config's mode, else {DEFAULT_MODE}: all tails in one batch)")
+    p.add_argument("--strategy", choices=STRATEGIES, default=None,
+                   help=f"serial mode's way back to the prefix (default {DEFAULT_STRATEGY})")
+    p.add_argument("--readout", choices=READOUTS, default=None,
+                   help=f"read options by name (label, default {DEFAULT_READOUT}: one tail per criterion) "
+                   "or by letter A/B/C")
+    p.add_argument("--orderings", choices=ORDERINGS, default=None,
+                   help="letter readout: ask options in pack order only, or in every rotation "
+                   f"(default {DEFAULT_ORDERINGS})")
     p.add_argument("--criteria", metavar="ID,ID", help="score only these criteria of the pack, by id (default: all); the scores are those of a whole-pack run")
     p.add_argument("--prior", action="store_true", default=None, help="divide out the content-free prior (an 'N/A' ticket)")
     p.add_argument("--calibration", metavar="CAL.json", help="apply this calibration file (default: the stored one fitted for this model, pack and prompt format, if any)")
@@ -220,90 +229,53 @@ def _say(line: str) -> None:
     print(printable(line), file=sys.stderr)
 
 
-def chosen_criteria(arg: str | None, pack: Any) -> tuple[str, ...] | None:
-    """``--criteria a,b`` as ids of ``pack``, checked before the model loads.
-
-    Raises:
-        InputError: no id given, or an id the pack does not have (naming the ones it has).
-    """
-    if arg is None:
-        return None
-    ids = tuple(dict.fromkeys(part.strip() for part in arg.split(",") if part.strip()))
-    if not ids:
-        raise InputError("--criteria names no criteria", hint=f"use ids of pack {pack.name!r}: {', '.join(c.id for c in pack.criteria)}")
-    pack.criterion_indices(ids)  # now, before the model loads
-    return ids
-
-
-def score_options(args: argparse.Namespace, config: dict[str, Any], pack: Any) -> Any:
-    """The :class:`~triage.scoring.engine.ScoreOptions` of these arguments and config: one place for
+def options_of(args: argparse.Namespace, config: dict[str, Any], pack: Any) -> Any:
+    """The :class:`~triage.scoring.options.ScoreOptions` of these arguments and config: one place for
     ``triage score`` and ``--ray``, so both always score with the same options."""
-    from triage.scoring.engine import DEFAULT_MODE, ScoreOptions
+    from triage.scoring.options import score_options
 
-    return ScoreOptions(
-        mode=args.mode or config.get("mode", DEFAULT_MODE),
-        strategy=args.strategy,
-        readout=args.readout or config.get("readout", "label"),
-        orderings=args.orderings or config.get("orderings", "cyclic"),
-        prior=bool(args.prior if args.prior is not None else config.get("prior", False)),
-        criteria=chosen_criteria(args.criteria, pack),
+    return score_options(vars(args), config, pack=pack)
+
+
+def fit_request(args: argparse.Namespace, config: dict[str, Any]) -> Any:
+    """The explicit head and calibration asks of ``--head``, ``--no-head``, ``--calibration``, ``--no-calibration``."""
+    from triage.scoring.fit import FitRequest
+
+    return FitRequest.of(head=args.head, no_head=args.no_head, calibration=args.calibration,
+                         no_calibration=args.no_calibration, config=config)
+
+
+def say_fit_notes(fits: Any) -> None:
+    """The fit policy's notes on stderr: what is applied, and what was passed over and why."""
+    for note in fits.notes:
+        _say(f"triage: {'' if note.applied else 'note: '}{note.text}")
+
+
+def ray_job(args: argparse.Namespace, config: dict[str, Any] | None = None) -> Any:
+    """The :class:`~triage.backlog.ray_score.RayJob` of ``triage score ... --ray [ADDRESS]``.
+
+    Raises:
+        InputError: no input file, a bad address, ``--format`` other than jsonl, a bad pack or option.
+    """
+    from pathlib import Path
+
+    from triage.backlog.ray_score import RayJob, parse_address
+    from triage.backlog.worker import default_threads
+    from triage.scoring.pack import resolve_pack
+    from triage.store.config import load_config
+
+    address, source = parse_address(args.ray, args.file)
+    if args.format not in (None, "jsonl"):
+        raise InputError("--ray writes JSON Lines or Parquet",
+                         hint="leave out --format; name the output with --output (.parquet for Parquet)")
+    config = load_config() if config is None else config
+    pack = resolve_pack(args.pack or config.get("pack"))
+    return RayJob(
+        source=source, pack=pack, options=options_of(args, config, pack), fits=fit_request(args, config),
+        address=address, output=Path(args.output).expanduser() if args.output else None, model=args.model,
+        prompt_style=args.prompt, n_ctx=args.n_ctx, threads=default_threads() if args.threads is None else args.threads,
+        workers=args.workers, batch_size=args.batch_size, resume=args.resume, config=dict(config),
     )
-
-
-def choose_calibration(args: argparse.Namespace, config: dict[str, Any], engine: Any, pack: Any, options: Any) -> Any:
-    """The calibration to apply (``--calibration``, else the stored one), or None; says which.
-
-    ``engine`` needs only ``sha256`` and ``fmt.id`` (``--ray`` passes what the nodes reported).
-
-    Raises:
-        InputError: an explicit calibration that does not fit the model, pack, readout or options.
-    """
-    from triage.scoring.calibrate import auto_calibration, check_options, load_calibration
-
-    explicit = args.calibration or config.get("calibration")
-    if args.no_calibration:
-        return None
-    calibration = load_calibration(explicit, engine=engine, pack=pack, readout=options.readout) if explicit else auto_calibration(engine, pack, options.readout)
-    if calibration is None:
-        return None
-    why = check_options(calibration, orderings=options.effective_orderings, prior=options.prior)
-    if why and explicit:
-        raise InputError(f"calibration {explicit} does not fit these options: {why}", hint="score with the options it was fitted on, or pass --no-calibration")
-    if why:
-        _say(f"triage: note: stored calibration {calibration.name} not applied: {why}")
-        return None
-    _say(f"triage: applying calibration {calibration.name}")
-    return calibration
-
-
-def choose_head(args: argparse.Namespace, engine: Any, pack: Any, options: Any) -> Any:
-    """The learned head to apply (``--head``, else the stored one), or None; says which, or why not.
-
-    Raises:
-        InputError: an explicit head that cannot be read or does not fit the model, pack or readout.
-    """
-    from triage.scoring.head import auto_head, load_head
-
-    explicit = getattr(args, "head", None)
-    if getattr(args, "no_head", False):
-        return None
-    if explicit and options.readout != "label":
-        raise InputError("a learned head reads options by name; use --readout label, or leave out --head")
-    if explicit:
-        head = load_head(explicit, engine=engine, pack=pack, readout=options.readout)
-    else:
-        found = auto_head(engine, pack, options.readout)
-        if found.skipped:
-            _say(f"triage: note: {found.skipped}")
-        head = found.head
-    if head is None:
-        return None
-    learned = [c.id for c in pack.criteria if head.covers(c.id) and (options.criteria is None or c.id in options.criteria)]
-    rest = [c.id for c in pack.criteria if not head.covers(c.id) and (options.criteria is None or c.id in options.criteria)]
-    if learned and options.prior:
-        _say("triage: note: learned criteria read the raw readout; --prior applies to the others only")
-    _say(f"triage: applying learned head '{head.name}' to {', '.join(learned) or 'no chosen criterion'}" + (f" (not learned: {', '.join(rest)})" if rest else ""))
-    return head
 
 
 def run(args: argparse.Namespace) -> int:
@@ -314,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
     if args.ray is not None:
         from triage.backlog.ray_score import run_ray
 
-        return run_ray(args)
+        return run_ray(ray_job(args))
     for flag, given in (("--output", args.output), ("--workers", args.workers), ("--batch-size", args.batch_size), ("--resume", args.resume)):
         if given:
             raise InputError(f"{flag} works only with --ray", hint="add --ray to score a backlog on a (local) Ray cluster")
@@ -323,7 +295,7 @@ def run(args: argparse.Namespace) -> int:
     if not rows:
         raise InputError("the input holds no tickets")
     pack = resolve_pack(args.pack or config.get("pack"))
-    options = score_options(args, config, pack)
+    options = options_of(args, config, pack)
     streamed = rows[0].line is not None  # JSON Lines input: records are written as tickets finish
     fmt = args.format or ("table" if sys.stdout.isatty() else "jsonl" if streamed else "json")
     # Check every ticket before loading the model, so a bad single ticket fails fast.
@@ -364,8 +336,10 @@ def _score_all(args: argparse.Namespace, config: dict[str, Any], pack: Any, opti
     from triage.render import print_table
 
     engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: _say(f"triage: {m}"))
-    calibration = choose_calibration(args, config, engine, pack, options)
-    head = choose_head(args, engine, pack, options)
+    from triage.scoring.fit import choose_fits
+
+    fits = choose_fits(engine, pack, options, fit_request(args, config))
+    say_fit_notes(fits)
     failed = 0
     with engine:
         for row, ticket in tickets:
@@ -375,10 +349,7 @@ def _score_all(args: argparse.Namespace, config: dict[str, Any], pack: Any, opti
                 record = {"ticket_id": row.ticket_id, "line": row.line, "error": row.error}
             else:
                 try:
-                    result = engine.score_ticket(
-                        ticket, pack, options,
-                        calibration=calibration, head=head,
-                    )
+                    result = engine.score_ticket(ticket, pack, options, **fits.engine_kwargs())
                 except TriageError as exc:
                     failed += 1
                     _say(f"triage: error: ticket {ticket.id}: {exc.message}")

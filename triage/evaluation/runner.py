@@ -15,6 +15,7 @@ from triage.evaluation.cache import CacheKey, Outcome, ReadoutCache
 from triage.evaluation.data import BadRow, LabelledRow, LabelledSet
 from triage.evaluation.variants import CALIBRATED, CYCLIC, LEARNED, PRIOR, RAW, RAW_CALIBRATED, RAW_PRIOR, prior_from, readings
 from triage.scoring.head import FEATURES as FEATURES_KIND
+from triage.scoring.options import DEFAULT_MODE, DEFAULT_READOUT, effective_orderings
 from triage.scoring.pack import Pack
 from triage.scoring.ticket import Ticket, make_ticket
 
@@ -24,15 +25,13 @@ ORDERINGS = "cyclic"  # the letter readout is always asked in every rotation: ra
 
 def orderings_for(readout: str) -> str:
     """What eval asks: every rotation for letters; the label readout has no option order."""
-    return "none" if readout == "label" else ORDERINGS
+    return effective_orderings(readout, ORDERINGS)
 
 
 def mode_for(readout: str) -> str:
     """How eval scores: the label readout as `triage score` and the app do (fanout, the default), so that
     calibrations and learned heads are fitted on the numbers they will be applied to; letters serially,
     one rotation after another, as they were measured before the label readout."""
-    from triage.scoring.engine import DEFAULT_MODE
-
     return DEFAULT_MODE if readout == "label" else "serial"
 
 
@@ -46,7 +45,7 @@ class Scorer:
         readout: ``label`` (options by name) or ``letter`` (every rotation).
     """
 
-    def __init__(self, engine: Any, pack: Pack, cache: ReadoutCache, readout: str = "label") -> None:
+    def __init__(self, engine: Any, pack: Pack, cache: ReadoutCache, readout: str = DEFAULT_READOUT) -> None:
         self.engine = engine
         self.pack = pack
         self.cache = cache
@@ -210,7 +209,7 @@ def build_report(
     plan: CalibrationPlan | None = None,
     baseline: bool = True,
     engine_info: dict[str, Any] | None = None,
-    readout: str = "letter",
+    readout: str = DEFAULT_READOUT,
 ) -> tuple[dict[str, Any], Any]:
     """Metrics of every variant (and the baseline) for every criterion.
 

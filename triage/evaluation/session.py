@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from triage.evaluation.cache import ReadoutCache
 from triage.evaluation.data import LabelledRow, LabelledSet
 from triage.evaluation.runner import Scored, Scorer, score_rows
+from triage.scoring.options import DEFAULT_READOUT
 from triage.scoring.pack import Pack
 from triage.scoring.ticket import printable
 
@@ -42,11 +43,14 @@ def save_fit(fit: Any, out: Console, *, output: str | None, no_store: bool, writ
         out.print(f"stored {path} (applied automatically for this model, pack and prompt format)", markup=False)
 
 
-def load_for(args: Any, err: Console) -> Any:
+def load_for(err: Console, *, model: str | None, n_ctx: int | None, threads: int | None, prompt_style: str) -> Any:
     """The engine for ``--model``, ``--n-ctx``, ``--threads`` and ``--prompt``; its notices go to ``err``."""
     from triage.model.loader import load_engine
 
-    return load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: err.print(f"triage: {printable(m)}", markup=False))
+    def notice(message: str) -> None:
+        err.print(f"triage: {printable(message)}", markup=False)
+
+    return load_engine(model, n_ctx=n_ctx, threads=threads, prompt_style=prompt_style, notice=notice)
 
 
 def report_bad(label_set: LabelledSet, console: Console) -> None:
@@ -73,7 +77,15 @@ class ScoringRun:
     cache_path: str
 
 
-def score_sets(engine: Any, pack: Pack, parts: Sequence[tuple[str, Sequence[LabelledRow]]], console: Console, readout: str = "label", *, features: bool = False) -> ScoringRun:
+def score_sets(
+    engine: Any,
+    pack: Pack,
+    parts: Sequence[tuple[str, Sequence[LabelledRow]]],
+    console: Console,
+    readout: str = DEFAULT_READOUT,
+    *,
+    features: bool = False,
+) -> ScoringRun:
     """Score each named list of rows (cache first), showing one progress bar over all of them.
 
     ``features``: also get each criterion's answer-position features (label readout), for learned heads.

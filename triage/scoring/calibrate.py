@@ -29,6 +29,7 @@ from triage.scoring.debias import log_normalize
 from triage.errors import InputError
 from triage.store.files import write_json_atomic
 from triage.store.paths import user_dirs
+from triage.scoring.options import DEFAULT_READOUT
 
 SCHEMA = "triage.calibration/1"
 MIN_PER_OPTION = 5  # fewer gold labels than this for any option: refuse the criterion
@@ -127,7 +128,7 @@ def check_match(cal: Any, *, model_sha256: str, pack_hash: str, prompt_format: s
     return "; ".join(problems) or None
 
 
-def load_calibration(path: str | Path, *, engine: Any, pack: Any, readout: str = "label") -> Calibration:
+def load_calibration(path: str | Path, *, engine: Any, pack: Any, readout: str = DEFAULT_READOUT) -> Calibration:
     """Read a calibration file and check that it was fitted for this engine, pack and readout.
 
     Raises:
@@ -434,7 +435,7 @@ def find_calibration(model_sha256: str, pack_hash: str, prompt_format: str) -> P
     return None
 
 
-def auto_calibration(engine: Any, pack: Any, readout: str = "label") -> Calibration | None:
+def auto_calibration(engine: Any, pack: Any, readout: str = DEFAULT_READOUT) -> Calibration | None:
     """The stored calibration for this engine, pack and readout, loaded and checked, or None.
 
     What ``triage score`` and the TUI call when no ``--calibration`` is given.

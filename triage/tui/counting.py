@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from triage.scoring.pack import Pack
 from triage.scoring.prompt import PromptBuilder, PromptFormat
 from triage.scoring.tokenizer import Tokenizer
+from triage.scoring.options import DEFAULT_READOUT
 
 CHUNK_CHARS = 16_384
 QWEN3_FORMAT = PromptFormat("chat", think=True)  # the product model's format, for estimates before it loads
@@ -87,7 +88,7 @@ def count_ticket(
     builder: PromptBuilder | None,
     n_ctx: int,
     cancelled: Callable[[], bool] = lambda: False,
-    readout: str = "label",
+    readout: str = DEFAULT_READOUT,
 ) -> TokenCount | None:
     """Count a cleaned ticket with the engine's builder, or estimate with Qwen3's tokenizer.
 

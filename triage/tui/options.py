@@ -6,6 +6,8 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
+from triage.scoring.options import ResolvedOptions, resolve_options
+
 
 @dataclass
 class UIOptions:
@@ -34,6 +36,7 @@ class UIOptions:
     cursor_blink: bool = True
     animate: bool = True
     preload_tokenizer: bool = True
+    _scoring: ResolvedOptions | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace, config: dict[str, Any]) -> UIOptions:
@@ -52,21 +55,27 @@ class UIOptions:
         return bool(self.config.get("auto_score", False))
 
     @property
+    def scoring(self) -> ResolvedOptions:
+        """The score options of the config file, by the one resolver the CLI uses.
+
+        A bad config value does not stop the app: the default is used instead and
+        :attr:`ResolvedOptions.problems` names the file, the line and what was used, for a notice.
+        """
+        if self._scoring is None:
+            self._scoring = resolve_options(None, self.config, fallback=True)
+        return self._scoring
+
+    @property
     def readout(self) -> str:
         """How options are read: ``label`` (by name, the default) or ``letter`` (config key ``readout``)."""
-        value = self.config.get("readout", "label")
-        return value if value in ("label", "letter") else "label"
+        return self.scoring.options.readout
 
     @property
     def orderings(self) -> str:
-        """Debiasing: ``cyclic`` (every rotation of the options) or ``none``."""
-        value = self.config.get("orderings", "cyclic")
-        return value if value in ("cyclic", "none") else "cyclic"
+        """Letter readout: ``cyclic`` (every rotation, the default) or ``none`` (config key ``orderings``)."""
+        return self.scoring.options.orderings
 
     @property
     def mode(self) -> str:
-        """Engine mode: the engine's default (``fanout``, the fastest measured) unless the config says otherwise."""
-        from triage.scoring.engine import DEFAULT_MODE
-
-        value = self.config.get("mode", DEFAULT_MODE)
-        return value if value in ("serial", "fanout", "full") else DEFAULT_MODE
+        """Engine mode: ``fanout`` (the fastest measured) unless the config says otherwise."""
+        return self.scoring.options.mode

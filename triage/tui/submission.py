@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from triage.scoring.pack import Pack
 from triage.scoring.result import Tokens
 from triage.scoring.ticket import Ticket
+from triage.scoring.options import DEFAULT_READOUT
 
 
 @dataclass
@@ -24,7 +25,7 @@ class Submission:
     pack: Pack
     mode: str
     orderings: str
-    readout: str = "label"
+    readout: str = DEFAULT_READOUT
     submitted_at: float = field(default_factory=time.monotonic)
     ticket_row: int | None = None  # history rows, None when history could not be written
     score_id: int | None = None

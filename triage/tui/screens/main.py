@@ -17,8 +17,9 @@ import logging
 import sqlite3
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from textual import work
 from textual.app import ComposeResult
@@ -30,6 +31,7 @@ from textual.worker import get_current_worker
 
 from triage.errors import InputError, TriageError
 from triage.store.history import History, SavedScore
+from triage.scoring.options import ScoreOptions, effective_orderings
 from triage.scoring.pack import Pack
 from triage.scoring.result import TicketResult
 from triage.scoring.ticket import make_ticket
@@ -52,6 +54,9 @@ from triage.tui.widgets.model_status import ModelState, ModelStatus
 from triage.tui.widgets.notice_bar import NoticeBar
 from triage.tui.widgets.score_summary import PRODUCT_MODEL, ScoreSummary
 from triage.tui.widgets.ticket_input import TicketInput
+
+if TYPE_CHECKING:
+    from triage.scoring.fit import Fits, ModelIdentity
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -139,6 +144,9 @@ class MainScreen(Screen[None]):
         self.ticket.focus()
         if self.history.notice:
             self.notices.put("history", self.history.notice, "warning")
+        problems = self.options.scoring.problems  # bad config values: the defaults are used, and said so
+        if problems:
+            self.notices.put("config", " · ".join(problems), "warning")
         self.load_model(self.options.model)
         if self.options.preload_tokenizer:
             self._preload_tokenizer()
@@ -251,7 +259,7 @@ class MainScreen(Screen[None]):
         from triage.tui.counting import count_ticket
 
         worker = get_current_worker()
-        orders = [debias.orders_for(len(c.options), "none" if readout == "label" else orderings) for c in pack.criteria]
+        orders = [debias.orders_for(len(c.options), effective_orderings(readout, orderings)) for c in pack.criteria]
         try:
             with self.host.borrow() as engine:  # kept open while we tokenize, even beside a running score
                 if engine is not None:
@@ -312,13 +320,14 @@ class MainScreen(Screen[None]):
         sub.started = True
         if sub.ticket_row is not None and engine is not None:
             pack = {"name": sub.pack.name, "version": sub.pack.version, "hash": sub.pack.hash}
-            sub.score_id = self._record(self.history.start_score, sub.ticket_row, model=engine.model_info, pack=pack, orderings=sub.orderings if sub.readout == "letter" else "none")
+            sub.score_id = self._record(self.history.start_score, sub.ticket_row, model=engine.model_info, pack=pack,
+                                        orderings=effective_orderings(sub.readout, sub.orderings))
         self.summary.scoring(sub.ticket.id)
         self._score(sub)
 
     @work(thread=True, exclusive=True, group="score", exit_on_error=False)
     def _score(self, sub: Submission) -> None:
-        from triage.scoring.engine import CriterionScored, Prefilled, ScoreOptions, TicketScored
+        from triage.scoring.engine import CriterionScored, Prefilled, TicketScored
 
         worker = get_current_worker()
 
@@ -330,9 +339,11 @@ class MainScreen(Screen[None]):
                 engine = self.host.engine
                 if engine is None:
                     raise TriageError("no model is loaded")
-                options = ScoreOptions(mode=sub.mode, orderings=sub.orderings, readout=sub.readout)
-                extra = self._stored_fits(engine, sub.pack, options)
-                for event in engine.score(sub.ticket, sub.pack, options, cancel=stop, **extra):
+                # The config's options (prior, strategy), with what this screen switched (mode, readout, orderings).
+                options = replace(self.options.scoring.options, mode=sub.mode, orderings=sub.orderings,
+                                  readout=sub.readout)
+                fits = self._stored_fits(engine, sub.pack, options)
+                for event in engine.score(sub.ticket, sub.pack, options, cancel=stop, **fits.engine_kwargs()):
                     if isinstance(event, Prefilled):
                         self.post_message(TicketPrefilled(sub.id, event.tokens, event.prefill_ms, event.criteria))
                     elif isinstance(event, CriterionScored):
@@ -345,34 +356,29 @@ class MainScreen(Screen[None]):
             log.exception("scoring ticket %s failed", sub.ticket.id)
             self.post_message(ScoreFailed(sub.id, f"{type(exc).__name__}: {exc}"))
 
-    def _stored_fits(self, engine: object, pack: Pack, options: object) -> dict[str, object]:
-        """What decides beside the readout: the stored learned head and calibration for this model, pack and prompt format.
+    def _stored_fits(self, engine: ModelIdentity, pack: Pack, options: ScoreOptions) -> Fits:
+        """What decides beside the readout: the learned head and calibration, by the one fit policy.
 
-        A stored head that cannot be applied (learned for another model, or
-        damaged) is named in a notice, with why.
+        The config's ``calibration`` is asked for as the CLI asks for it; when it does not fit,
+        the notice says why and the ticket is scored without it. A stored head or calibration
+        that is passed over (learned for another model, other options, damaged) is named in a
+        notice, with why.
         """
-        from triage.scoring.calibrate import auto_calibration, check_options
-        from triage.scoring.head import auto_head
+        from triage.scoring.fit import FitRequest, choose_fits
 
-        if not hasattr(engine, "sha256") or not hasattr(engine, "fmt"):
-            return {}  # an engine without identity (the tests' scripted one) has no calibration
-        extra: dict[str, object] = {}
-        found = auto_head(engine, pack, options.readout)  # type: ignore[attr-defined]
-        if found.skipped:
-            self.app.call_from_thread(self.notices.put, "head", found.skipped, "warning")
-        else:
-            self.app.call_from_thread(self.notices.drop, "head")
-        if found.head is not None:
-            extra["head"] = found.head
+        refused = None
         try:
-            cal = auto_calibration(engine, pack, options.readout)  # type: ignore[attr-defined]
-        except TriageError as exc:
-            log.warning("stored calibration not used: %s", exc.message)
-            return extra
-        if cal is None or check_options(cal, orderings=options.effective_orderings, prior=options.prior):  # type: ignore[attr-defined]
-            return extra
-        extra["calibration"] = cal
-        return extra
+            fits = choose_fits(engine, pack, options, FitRequest.of(config=self.options.config))
+        except InputError as exc:  # the config's calibration file: it must not stop scoring
+            refused = f"{exc.message}; scoring without it"
+            fits = choose_fits(engine, pack, options, FitRequest(no_calibration=True))
+        for about in ("head", "calibration"):
+            said = fits.passed_over(about) + ([refused] if refused and about == "calibration" else [])
+            if said:
+                self.app.call_from_thread(self.notices.put, about, " ".join(said), "warning")
+            else:
+                self.app.call_from_thread(self.notices.drop, about)
+        return fits
 
     def _is_current(self, submission: int) -> bool:
         return self.current is not None and self.current.id == submission

@@ -1,0 +1,173 @@
+"""Which learned head and calibration a run applies, and what was passed over and why.
+
+The one policy for ``triage score`` (and ``--ray``, with what the nodes reported as the
+model), ``triage eval``, ``triage learn`` and the app. It never prints: the notes come back
+with the choice, and each front end prints or shows them its own way.
+
+Order: an explicit file (``--head``, ``--calibration``, the config's ``calibration``) is
+applied or refused with an error; without one, the file stored for this model, pack and
+prompt format is applied when it fits the options, and otherwise named in a note.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from triage.errors import InputError
+
+if TYPE_CHECKING:
+    from triage.scoring.calibrate import Calibration
+    from triage.scoring.head import Head
+    from triage.scoring.options import ScoreOptions
+    from triage.scoring.pack import Pack
+    from triage.scoring.prompt import PromptFormat
+
+
+class ModelIdentity(Protocol):
+    """What the policy reads of the model: an :class:`~triage.scoring.engine.Engine`, or what Ray nodes reported."""
+
+    @property
+    def sha256(self) -> str: ...
+
+    def format_for(self, kind: str) -> PromptFormat: ...
+
+
+@dataclass(frozen=True)
+class FitRequest:
+    """What the user asked for explicitly.
+
+    Attributes:
+        head: ``--head FILE``.
+        no_head: ``--no-head``: apply no learned head, not even the stored one.
+        calibration: ``--calibration FILE``, else the config's ``calibration``.
+        no_calibration: ``--no-calibration``.
+    """
+
+    head: str | None = None
+    no_head: bool = False
+    calibration: str | None = None
+    no_calibration: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        head: str | None = None,
+        no_head: bool = False,
+        calibration: str | None = None,
+        no_calibration: bool = False,
+        config: dict[str, Any] | None = None,
+    ) -> FitRequest:
+        """A request from a command's flags; ``calibration`` falls back to the config's ``calibration`` key."""
+        return cls(head, no_head, calibration or (config or {}).get("calibration"), no_calibration)
+
+
+@dataclass(frozen=True)
+class FitNote:
+    """One line for the user about the choice.
+
+    Attributes:
+        about: ``head`` or ``calibration``.
+        text: the line, without any prefix (``applying calibration cal.json``).
+        applied: True for what is applied; False for what was passed over, and why.
+    """
+
+    about: Literal["head", "calibration"]
+    text: str
+    applied: bool = False
+
+
+@dataclass(frozen=True)
+class Fits:
+    """The head and calibration to score with (either may be None) and the notes on the choice."""
+
+    head: Head | None = None
+    calibration: Calibration | None = None
+    notes: tuple[FitNote, ...] = ()
+    head_path: str | None = None  # the file the head was read from
+    calibration_path: str | None = None  # the explicit file, or the stored calibration's name
+
+    def passed_over(self, about: Literal["head", "calibration"]) -> list[str]:
+        """The notes on what was not applied, for ``about``."""
+        return [n.text for n in self.notes if n.about == about and not n.applied]
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        """``calibration=`` and ``head=`` for :meth:`~triage.scoring.engine.Engine.score`."""
+        return {"calibration": self.calibration, "head": self.head}
+
+
+def choose_fits(
+    model: ModelIdentity,
+    pack: Pack,
+    options: ScoreOptions,
+    request: FitRequest | None = None,
+    *,
+    any_base: bool = False,
+) -> Fits:
+    """The learned head and calibration to apply for this model, pack and options.
+
+    Args:
+        model: the model's identity (``sha256``, ``format_for``); a learned head's width is
+            also checked against ``model.native`` when it has one.
+        request: the explicit files and refusals; default none.
+        any_base: the caller reads every base a calibration may sit on (eval), so a stored
+            calibration fitted on other orderings or prior is not passed over here.
+
+    Raises:
+        InputError: an explicit file that cannot be read or does not fit the model, pack,
+            readout or options (the message names the file and what differs).
+    """
+    from triage.scoring.calibrate import auto_calibration, check_options, load_calibration
+    from triage.scoring.head import auto_head, load_head
+
+    request = request or FitRequest()
+    notes: list[FitNote] = []
+    calibration, calibration_path = None, None
+    if not request.no_calibration:
+        explicit = request.calibration
+        if explicit:
+            calibration = load_calibration(explicit, engine=model, pack=pack, readout=options.readout)
+        else:
+            try:
+                calibration = auto_calibration(model, pack, options.readout)
+            except InputError as exc:  # a stored file that matched by name but cannot be used
+                notes.append(FitNote("calibration", f"stored calibration not applied: {exc.message}"))
+        if calibration is not None:
+            why = None if any_base else check_options(
+                calibration, orderings=options.effective_orderings, prior=options.prior)
+            if why and explicit:
+                raise InputError(f"calibration {explicit} does not fit these options: {why}",
+                                 hint="score with the options it was fitted on, or pass --no-calibration")
+            if why:
+                notes.append(FitNote("calibration", f"stored calibration {calibration.name} not applied: {why}"))
+                calibration = None
+            else:
+                calibration_path = str(explicit) if explicit else calibration.name
+                notes.append(FitNote("calibration", f"applying calibration {calibration_path}", applied=True))
+
+    head, head_path = None, None
+    if not request.no_head:
+        if request.head and options.readout != "label":
+            raise InputError("a learned head reads options by name; use --readout label, or leave out --head")
+        if request.head:
+            head = load_head(request.head, engine=model, pack=pack, readout=options.readout)
+            head_path = str(request.head)
+        else:
+            found = auto_head(model, pack, options.readout)
+            if found.skipped:
+                notes.append(FitNote("head", found.skipped))
+            head, head_path = found.head, (str(found.path) if found.path else None)
+    if head is not None:
+        chosen = [c.id for c in pack.criteria if options.criteria is None or c.id in options.criteria]
+        learned = [cid for cid in chosen if head.covers(cid)]
+        rest = [cid for cid in chosen if not head.covers(cid)]
+        if learned and options.prior:
+            notes.append(FitNote("head", "learned criteria read the raw readout; --prior applies to the others only"))
+        notes.append(FitNote(
+            "head",
+            f"applying learned head '{head.name}' to {', '.join(learned) or 'no chosen criterion'}"
+            + (f" (not learned: {', '.join(rest)})" if rest else ""),
+            applied=True,
+        ))
+    return Fits(head, calibration, tuple(notes), head_path, calibration_path)
