@@ -395,3 +395,70 @@ async def test_first_run_escape_returns_none() -> None:
         await pilot.press("escape")
         await pilot.pause()
     assert app.result is None
+
+
+# --- the smoke script's expectations come from the code ------------------------------------
+
+
+def test_smoke_script_expects_the_codes_result_schema(tmp_path: Path) -> None:
+    """smoke.sh once checked for `triage.result/1` long after the schema became /2: the
+    expectation now comes from triage/scoring/result.py, and this test holds it to the
+    code by running the smoke's own checker on a result the code makes."""
+    import re
+
+    from fake_engine import FakeEngine
+
+    from triage.scoring import result as result_module
+    from triage.scoring.pack import default_pack
+
+    smoke = (PACKAGING / "smoke.sh").read_text(encoding="utf-8")
+    kept = re.findall(r"triage\.result/\d+", smoke)
+    assert not kept, f"smoke.sh keeps its own copy of the schema: {kept}"
+    assert "packaging/check_score.py" in smoke
+    checker = load_module(PACKAGING / "check_score.py", "check_score")
+    assert checker.result_schema() == result_module.SCHEMA
+    engine = FakeEngine()
+    result = engine.score_ticket("I was charged twice; please refund the duplicate.", default_pack()).to_dict()
+    good = tmp_path / "score.json"
+    good.write_text(json.dumps(result), encoding="utf-8")
+    run = [sys.executable, str(PACKAGING / "check_score.py"), str(good), result["model"]["path"]]
+    proc = subprocess.run(run, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert result_module.SCHEMA in proc.stdout
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({**result, "schema": "triage.result/0"}), encoding="utf-8")
+    proc = subprocess.run([*run[:2], str(old), run[3]], capture_output=True, text=True, check=False)
+    assert proc.returncode == 1 and "triage.result/0" in proc.stderr and result_module.SCHEMA in proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.model
+def test_the_desktop_build_passes_the_smoke_test(smollm2_path: Path) -> None:
+    """Build the app for this machine and run packaging/smoke.sh on it, as a release would.
+
+    Measured here (2 shared cores, the llama-cpp-python wheel cached by scripts/setup):
+    the build took 53 s and the smoke test 27 s. Without the cached wheel the build
+    first compiles llama.cpp (about 8 minutes), so the test skips rather than do that.
+    """
+    build = load_module(PACKAGING / "build.py", "triage_build_for_smoke")
+    options, _required = build.class_options("native-safe")
+    key = build.cpuflags.build_key(options, build.LLAMA_VERSION)
+    if not list((build.wheel_cache() / "llama-cpp-python" / key).glob("llama_cpp_python-*.whl")):
+        pytest.skip(f"no cached llama-cpp-python wheel for build key {key}: the build would compile llama.cpp (~8 min); run ./scripts/setup")
+    python = getattr(sys, "_base_executable", sys.executable)  # the build makes its own venv from a real interpreter
+    # The build writes packaging/build and packaging/dist; remove what this test made, or
+    # pyflakes over packaging/ (scripts/test) would read the build venv's site-packages.
+    made = [d for d in (PACKAGING / "build", PACKAGING / "dist") if not d.exists()]
+    try:
+        proc = subprocess.run([python, str(PACKAGING / "build.py"), "--cpu", "native-safe", "--no-tarball"], capture_output=True, text=True, timeout=1200, check=False)
+        assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+        version = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+        app = PACKAGING / "dist" / f"triage-{version}-linux-x86_64-native-safe" / "triage" / "triage"
+        assert app.is_file()
+        smoke = subprocess.run(["sh", str(PACKAGING / "smoke.sh"), str(app), str(smollm2_path)], capture_output=True, text=True, timeout=600, check=False)
+        assert smoke.returncode == 0, (smoke.stdout[-3000:], smoke.stderr[-3000:])
+        assert "smoke: ok: all checks passed" in smoke.stdout
+        assert "score JSON (triage.result/" in smoke.stdout
+    finally:
+        for folder in made:
+            shutil.rmtree(folder, ignore_errors=True)

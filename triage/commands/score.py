@@ -113,12 +113,12 @@ def read_input(file: str | None, *, force_jsonl: bool, force_text: bool, ticket_
     Raises:
         InputError: unreadable file, invalid UTF-8, no input.
     """
-    from triage.scoring.ticket import decode_ticket_bytes, read_text_file
+    from triage.scoring.ticket import read_stream, read_text_file
 
     if file in (None, "-"):
         if sys.stdin is None or sys.stdin.isatty():
             raise InputError("no ticket given", hint="pipe a ticket in (echo '...' | triage score) or pass a FILE")
-        text = decode_ticket_bytes(sys.stdin.buffer.read(), "standard input")
+        text = read_stream(sys.stdin.buffer, "standard input")
     else:
         text = read_text_file(file, "ticket file")
     if force_jsonl or (not force_text and _looks_jsonl(file, text)):
@@ -132,9 +132,13 @@ def _looks_jsonl(file: str | None, text: str) -> bool:
     first = text.lstrip().split("\n", 1)[0]
     if not first.startswith("{"):
         return False
+    from triage.store.bounded import Bounded, loads_json
+
     try:
-        obj = json.loads(first)
-    except json.JSONDecodeError:
+        obj = loads_json(first)
+    except Bounded:  # JSON past a bound (nesting, digits): jsonl_lines makes it that line's error
+        return True
+    except ValueError:
         return False
     return isinstance(obj, dict) and "text" in obj
 

@@ -172,6 +172,11 @@ class ReadoutCache:
                 f"the eval readout cache {self.path} is unusable ({reason}) and cannot be moved aside ({err.strerror or err})",
                 hint=f"delete {self.path} and run again",
             ) from exc
+        if aside is None:  # nothing was there to move: creating it failed, and will again
+            raise TriageError(
+                f"the eval readout cache {self.path} cannot be created: {reason}",
+                hint="check the permissions and free space of the cache folder",
+            ) from exc
         log.error("eval readout cache %s was unusable (%s); moved aside to %s", self.path, reason, aside)
         self.notice = f"the eval readout cache was unusable ({reason}); it was moved aside to {aside} and its readouts are computed again"
 

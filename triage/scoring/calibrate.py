@@ -17,8 +17,9 @@ and :func:`auto_calibration` loads it for an engine and pack.
 from __future__ import annotations
 
 import json
+import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,11 +28,13 @@ import numpy as np
 
 from triage.scoring.debias import log_normalize
 from triage.errors import InputError
+from triage.store.bounded import Bounded, loads_json, read_bounded, set_aside
 from triage.store.files import write_json_atomic
 from triage.store.paths import user_dirs
 from triage.scoring.options import DEFAULT_READOUT
 
 SCHEMA = "triage.calibration/1"
+log = logging.getLogger(__name__)
 MIN_PER_OPTION = 5  # fewer gold labels than this for any option: refuse the criterion
 HOLDOUT_FRACTION = 0.25
 HOLDOUT_SALT = "triage-holdout/1"  # not the dev/train split's salt: a different quarter
@@ -90,29 +93,57 @@ class Calibration:
         }
 
 
+MAX_CALIBRATION_BYTES = 16 << 20  # a real one is a few KB
+
+
+class DamagedCalibration(InputError):
+    """A calibration file that is damaged or not a calibration (not one for another setup)."""
+
+
 def read_calibration(path: str | Path) -> Calibration:
-    """Read a calibration file.
+    """Read a calibration file, bounded in size and nesting, every number checked.
 
     Raises:
-        InputError: missing, not JSON, or not a triage calibration.
+        InputError: missing or unreadable.
+        DamagedCalibration: too large, not JSON, nested too deep, or not a triage calibration.
     """
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        raw = read_bounded(path, MAX_CALIBRATION_BYTES)
     except FileNotFoundError:
         raise InputError(f"calibration file {path} does not exist", hint="make one with `triage calibrate TRAIN.jsonl --pack PACK -o CAL.json`") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"calibration file {path} cannot be read as JSON: {exc}") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise InputError(f"{path} is not a triage calibration file (expected schema {SCHEMA})")
+    except IsADirectoryError:
+        raise InputError(f"calibration path {path} is a directory; pass the .json file itself") from None
+    except Bounded as exc:
+        raise DamagedCalibration(f"calibration file {path} is not a calibration: {exc}") from None
+    except OSError as exc:
+        raise InputError(f"calibration file {path} cannot be read: {exc.strerror or exc}") from None
     try:
-        crits = {k: CriterionCalibration(float(v["temperature"]), {o: float(b) for o, b in v["bias"].items()}) for k, v in data["criteria"].items()}
+        data = loads_json(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DamagedCalibration(f"calibration file {path} cannot be read as JSON: {exc}") from None
+    except Bounded as exc:
+        raise DamagedCalibration(f"calibration file {path} is not a calibration: {exc}") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise DamagedCalibration(f"{path} is not a triage calibration file (expected schema {SCHEMA})")
+    try:
+        crits = {str(k): CriterionCalibration(_finite(v["temperature"], positive=True), {str(o): _finite(b) for o, b in v["bias"].items()}) for k, v in data["criteria"].items()}
         return Calibration(
-            data["model_sha256"], data["pack_hash"], data["prompt_format"], data.get("orderings", "cyclic"),
+            str(data["model_sha256"]), str(data["pack_hash"]), str(data["prompt_format"]), str(data.get("orderings", "cyclic")),
             bool(data.get("prior", False)), crits, name=path.name, report=data.get("report", {}),
         )
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise InputError(f"calibration file {path} is malformed: {exc}") from None
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        raise DamagedCalibration(f"calibration file {path} is malformed: {exc}") from None
+
+
+def _finite(value: Any, *, positive: bool = False) -> float:
+    """A number from a calibration file: finite (and above 0 for a temperature), never a string or a bool."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{value!r} is not a number")
+    number = float(value)
+    if not math.isfinite(number) or (positive and number <= 0):
+        raise ValueError(f"{value!r} is not a {'positive ' if positive else ''}finite number")
+    return number
 
 
 def check_match(cal: Any, *, model_sha256: str, pack_hash: str, prompt_format: str) -> str | None:
@@ -413,21 +444,28 @@ def store_calibration(cal: Calibration) -> Path:
     return write_calibration(cal, calibrations_dir() / stored_name(cal.model_sha256, cal.pack_hash, cal.prompt_format))
 
 
-def find_calibration(model_sha256: str, pack_hash: str, prompt_format: str) -> Path | None:
+def find_calibration(model_sha256: str, pack_hash: str, prompt_format: str, notice: Callable[[str], None] | None = None) -> Path | None:
     """The stored calibration fitted for exactly this model, pack and prompt format, or None.
 
     Looks first for the file :func:`store_calibration` writes, then at any other
     ``*.json`` in :func:`calibrations_dir` (newest first) whose three keys match.
-    Files that cannot be read are passed over.
+    A damaged file there is moved aside (``NAME.bad-TIME``), said in one line to
+    ``notice`` (and the log), and passed over: it must not cost every score.
     """
     folder = calibrations_dir()
     if not folder.is_dir():
         return None
     preferred = folder / stored_name(model_sha256, pack_hash, prompt_format)
-    others = sorted((p for p in folder.glob("*.json") if p != preferred), key=lambda p: p.stat().st_mtime, reverse=True)
+    others = sorted((p for p in folder.glob("*.json") if p != preferred), key=_mtime, reverse=True)
     for path in ([preferred] if preferred.is_file() else []) + others:
         try:
             cal = read_calibration(path)
+        except DamagedCalibration as exc:
+            line = set_aside(path, "stored calibration", exc.message)
+            log.warning("%s", line)
+            if notice is not None:
+                notice(line)
+            continue
         except InputError:
             continue
         if check_match(cal, model_sha256=model_sha256, pack_hash=pack_hash, prompt_format=prompt_format) is None:
@@ -435,14 +473,22 @@ def find_calibration(model_sha256: str, pack_hash: str, prompt_format: str) -> P
     return None
 
 
-def auto_calibration(engine: Any, pack: Any, readout: str = DEFAULT_READOUT) -> Calibration | None:
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def auto_calibration(engine: Any, pack: Any, readout: str = DEFAULT_READOUT, notice: Callable[[str], None] | None = None) -> Calibration | None:
     """The stored calibration for this engine, pack and readout, loaded and checked, or None.
 
     What ``triage score`` and the TUI call when no ``--calibration`` is given.
     The caller should score with ``cal.orderings`` and ``cal.prior`` (see
-    :func:`check_options`), since the fit was made on those log-probs.
+    :func:`check_options`), since the fit was made on those log-probs. ``notice``
+    hears of a damaged stored file that was moved aside.
     """
-    path = find_calibration(engine.sha256, pack.hash, engine.format_for(readout).id)
+    path = find_calibration(engine.sha256, pack.hash, engine.format_for(readout).id, notice)
     return load_calibration(path, engine=engine, pack=pack, readout=readout) if path else None
 
 

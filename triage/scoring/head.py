@@ -32,8 +32,10 @@ Heads are stored in ``user_dirs().data / "heads"`` under a name made of the keys
 from __future__ import annotations
 
 import json
+import re
 import time
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,7 @@ import numpy as np
 from triage.errors import InputError
 from triage.scoring import calibrate
 from triage.scoring.debias import log_normalize
+from triage.store.bounded import Bounded, loads_json, set_aside
 from triage.store.paths import user_dirs
 
 SCHEMA = "triage.head/1"
@@ -167,54 +170,112 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-def read_head(path: str | Path) -> Head:
+# Limits checked before anything is decompressed or allocated. A real head is a few
+# hundred KB (Qwen3-0.6B's width 1024: about 3.6 KB per option); these leave a wide margin.
+MAX_HEAD_BYTES = 256 << 20  # the archive, and the sum of its members once decompressed
+MAX_META_BYTES = 16 << 20
+MAX_N_VOCAB = 1 << 22  # 4M tokens (today's largest vocabularies are ~260k)
+MAX_N_EMBD = 1 << 16  # 65,536 (today's largest models are 16-32k wide)
+NPY_HEADER = 4096  # room for a .npy member's own header
+_MEMBER = re.compile(r"(meta|c(\d+)_(coef|intercept))\.npy")
+
+
+class DamagedHead(InputError):
+    """A head file that is damaged or not a head: unlike a head for another setup, it can never be used."""
+
+
+def read_head(path: str | Path, *, shape: tuple[int, int] | None = None) -> Head:
     """Read a head file and check that its arrays are whole and consistent.
 
+    Nothing is decompressed before it is checked: the archive's size, each member's
+    declared size against the shape the meta says it has, and the meta's widths
+    (against ``shape`` too, when given) come first. A member that decompresses to more
+    than it declared, or fails its CRC, is refused while it is read.
+
+    Args:
+        path: the ``.npz`` file.
+        shape: the loaded model's ``(n_vocab, n_embd)``; a head for other widths is
+            refused before its weights are read.
+
     Raises:
-        InputError: missing, not a triage head, or damaged (naming what is wrong).
+        DamagedHead: damaged, or not a triage head (naming what is wrong).
+        InputError: missing, unreadable, or (``shape``) fitted for another width.
     """
     path = Path(path)
     if not path.is_file():
         raise InputError(f"head file {path} does not exist", hint="make one with `triage learn LABELLED.jsonl --pack PACK`")
     try:
+        size = path.stat().st_size
         with path.open("rb") as fh:
             magic = fh.read(4)
     except OSError as exc:
         raise InputError(f"head file {path} cannot be read: {exc.strerror or exc}") from None
     if magic != b"PK\x03\x04":  # .npz is a zip archive; anything else is not a head (and is never unpickled)
-        raise InputError(f"{path} is not a head file (a head is an .npz archive written by `triage learn`)", hint="pass the .npz that `triage learn` wrote, or run it again")
+        raise DamagedHead(f"{path} is not a head file (a head is an .npz archive written by `triage learn`)", hint="pass the .npz that `triage learn` wrote, or run it again")
+    if size > MAX_HEAD_BYTES:
+        raise DamagedHead(f"head file {path} is {size:,} bytes; a head is never more than {MAX_HEAD_BYTES >> 20} MiB")
+    damaged = "it is damaged or not a head file; run `triage learn` again"
     try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {k: data[k] for k in data.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, KeyError) as exc:
-        raise InputError(f"head file {path} cannot be read: {exc}", hint="it is damaged or not a head file; run `triage learn` again") from None
+        with zipfile.ZipFile(path) as zf:
+            return _read_archive(zf, path, shape)
+    except (DamagedHead, InputError):
+        raise
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, KeyError, NotImplementedError, RuntimeError) as exc:
+        raise DamagedHead(f"head file {path} cannot be read: {exc}", hint=damaged) from None
+
+
+def _read_archive(zf: zipfile.ZipFile, path: Path, shape: tuple[int, int] | None) -> Head:
+    """The head in an open archive, checking sizes before reading (see :func:`read_head`)."""
+    members = {i.filename: i for i in zf.infolist()}
+    strange = [n for n in members if not _MEMBER.fullmatch(n)]
+    if strange or "meta.npy" not in members:
+        raise DamagedHead(f"{path} is not a triage head file (members {sorted(members)[:5]})")
+    total = sum(i.file_size for i in members.values())
+    if total > MAX_HEAD_BYTES:
+        raise DamagedHead(f"head file {path} declares {total:,} bytes once unpacked; a head is never more than {MAX_HEAD_BYTES >> 20} MiB")
+    if members["meta.npy"].file_size > MAX_META_BYTES:
+        raise DamagedHead(f"head file {path}: its meta declares {members['meta.npy'].file_size:,} bytes, more than {MAX_META_BYTES >> 20} MiB")
+    meta_array = _read_member(zf, "meta.npy")
     try:
-        meta = json.loads(str(arrays["meta"]))
-    except (KeyError, ValueError) as exc:
-        raise InputError(f"{path} is not a triage head file (no readable meta: {exc})") from None
+        meta = loads_json(str(meta_array))
+    except (Bounded, ValueError) as exc:
+        raise DamagedHead(f"{path} is not a triage head file (no readable meta: {exc})") from None
     if not isinstance(meta, dict) or meta.get("schema") != SCHEMA:
-        raise InputError(f"{path} is not a triage head file (expected schema {SCHEMA})")
+        raise DamagedHead(f"{path} is not a triage head file (expected schema {SCHEMA})")
     try:
         feats = meta["features"]
         if feats["kind"] != FEATURES:
             raise InputError(f"head file {path} uses features {feats['kind']!r}; this triage reads {FEATURES!r}", hint="run `triage learn` again")
-        n_vocab, n_embd = int(feats["n_vocab"]), int(feats["n_embd"])
+        n_vocab, n_embd = _count(feats["n_vocab"], "n_vocab", MAX_N_VOCAB), _count(feats["n_embd"], "n_embd", MAX_N_EMBD)
+        if shape is not None and (n_vocab, n_embd) != tuple(shape):
+            raise InputError(
+                f"head {path} was learned for another setup: features for vocabulary {n_vocab} × width {n_embd} ≠ the model's {shape[0]} × {shape[1]}",
+                hint="run `triage learn` for this model and pack, or leave out --head",
+            )
         n_feat = len(feature_ids(n_vocab, n_embd))
         if int(feats["count"]) != n_feat:
             raise ValueError(f"features.count is {feats['count']}, expected {n_feat}")
         crits: dict[str, CriterionHead] = {}
+        if not isinstance(meta["criteria"], list) or len(meta["criteria"]) > len(members):
+            raise ValueError("the criteria list does not fit the archive's members")
         for i, c in enumerate(meta["criteria"]):
             options, classes = [str(o) for o in c["options"]], [str(o) for o in c["classes"]]
             if len(set(options)) != len(options) or len(classes) < 2 or not set(classes) <= set(options):
                 raise ValueError(f"criterion {c['id']!r}: classes {classes} do not fit its options {options}")
-            coef, icpt = arrays[f"c{i}_coef"], arrays[f"c{i}_intercept"]
             want = (len(classes), n_feat + len(options))
+            for name, cells, item in ((f"c{i}_coef.npy", want[0] * want[1], 4), (f"c{i}_intercept.npy", want[0], 8)):
+                info = members.get(name)
+                if info is None:
+                    raise ValueError(f"criterion {c['id']!r}: member {name} is missing")
+                if info.file_size > NPY_HEADER + cells * item:  # checked before it is decompressed
+                    raise ValueError(f"criterion {c['id']!r}: {name} declares {info.file_size:,} bytes; weights of shape {want} need at most {NPY_HEADER + cells * item:,}")
+            coef, icpt = _read_member(zf, f"c{i}_coef.npy"), _read_member(zf, f"c{i}_intercept.npy")
             if coef.dtype not in (np.float16, np.float32) or coef.shape != want or icpt.shape != (len(classes),):
                 raise ValueError(f"criterion {c['id']!r}: weights are {coef.shape} and {icpt.shape}, expected {want} and ({len(classes)},)")
             if not (np.all(np.isfinite(coef)) and np.all(np.isfinite(icpt))):
                 raise ValueError(f"criterion {c['id']!r}: weights are not all finite")
-            info = {k: v for k, v in c.items() if k not in ("id", "options", "classes")}
-            crits[str(c["id"])] = CriterionHead(options, classes, coef.astype(np.float64), icpt.astype(np.float64), info)
+            info_fields = {k: v for k, v in c.items() if k not in ("id", "options", "classes")}
+            crits[str(c["id"])] = CriterionHead(options, classes, coef.astype(np.float64), icpt.astype(np.float64), info_fields)
         return Head(
             str(meta["model_sha256"]), str(meta["pack_hash"]), str(meta["prompt_format"]), n_vocab, n_embd, crits,
             name=str(meta.get("name") or path.name), report=meta.get("report", {}),
@@ -222,7 +283,20 @@ def read_head(path: str | Path) -> Head:
     except InputError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise InputError(f"head file {path} is damaged: {exc}", hint="run `triage learn` again") from None
+        raise DamagedHead(f"head file {path} is damaged: {exc}", hint="run `triage learn` again") from None
+
+
+def _count(value: Any, what: str, most: int) -> int:
+    """A width or count from the meta: a whole number between 1 and ``most`` (before anything is sized by it)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= most:
+        raise ValueError(f"features.{what} is {value!r}; a model's is a whole number from 1 to {most:,}")
+    return value
+
+
+def _read_member(zf: zipfile.ZipFile, name: str) -> np.ndarray:
+    """One ``.npy`` member, never unpickled; reading stops at its declared size (CRC checked)."""
+    with zf.open(name) as fh:
+        return np.lib.format.read_array(fh, allow_pickle=False)
 
 
 def check_match(head: Head, *, engine: Any, pack: Any, readout: str = "label") -> str | None:
@@ -246,7 +320,8 @@ def load_head(path: str | Path, *, engine: Any, pack: Any, readout: str = "label
     Raises:
         InputError: it does not match (naming what differs), or cannot be read.
     """
-    head = read_head(path)
+    native = getattr(engine, "native", None)
+    head = read_head(path, shape=(native.n_vocab, native.n_embd) if native is not None else None)
     why = check_match(head, engine=engine, pack=pack, readout=readout)
     if why:
         raise InputError(f"head {path} was learned for another setup: {why}", hint="run `triage learn` for this model and pack, or leave out --head")
@@ -283,8 +358,9 @@ def auto_head(engine: Any, pack: Any, readout: str = "label") -> Found:
     What ``triage score`` and the app call when no ``--head`` is given. The file
     stored under this setup's name is applied when it loads and matches. When
     there is none, a stored head learned for the same pack with another model or
-    prompt format is not applied, and :attr:`Found.skipped` says why (so is a
-    damaged file).
+    prompt format is not applied, and :attr:`Found.skipped` says why. A damaged
+    stored head is moved aside (``NAME.bad-TIME``, named in :attr:`Found.skipped`)
+    and scoring goes on without it.
     """
     if readout != "label":
         return Found()
@@ -293,16 +369,30 @@ def auto_head(engine: Any, pack: Any, readout: str = "label") -> Found:
     if path.is_file():
         try:
             return Found(load_head(path, engine=engine, pack=pack, readout=readout), path=path)
+        except DamagedHead as exc:  # never again: one bad file must not cost every score a warning
+            return Found(None, set_aside(path, "stored learned head", exc.message))
         except InputError as exc:
             return Found(None, f"learned head not applied: {exc.message}")
     if not folder.is_dir():
         return Found()
-    for other in sorted(folder.glob(f"*-{pack.hash}-*{SUFFIX}"), key=lambda p: p.stat().st_mtime, reverse=True):
+    notes = []
+    for other in sorted(folder.glob(f"*-{pack.hash}-*{SUFFIX}"), key=_mtime, reverse=True):
         try:
             head = read_head(other)
+        except DamagedHead as exc:
+            notes.append(set_aside(other, "stored learned head", exc.message))
+            continue
         except InputError:
             continue
         why = check_match(head, engine=engine, pack=pack, readout=readout)
         if why:
-            return Found(None, f"learned head {other.name} not applied: it was learned for another setup ({why})")
-    return Found()
+            notes.append(f"learned head {other.name} not applied: it was learned for another setup ({why})")
+            break
+    return Found(None, "; ".join(notes) or None)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0

@@ -178,6 +178,14 @@ def _text(value: Any, where: str, field_name: str, *, required: bool = True) -> 
     return value.strip()
 
 
+def _version(value: Any, where: str) -> str:
+    """``version`` as text. A whole number is fine; a TOML float is not: ``1.10`` reads as 1.1."""
+    if isinstance(value, bool) or isinstance(value, float) or not isinstance(value, str | int):
+        shown = "true or false" if isinstance(value, bool) else f"the number {value!r}" if isinstance(value, float) else type(value).__name__
+        raise PackError(f"{where}: field 'version' must be text, got {shown}", hint='write it in quotes, e.g. version = "1.10"')
+    return str(value).strip() or "1"
+
+
 def parse_pack(data: dict[str, Any], source: str = "<pack>") -> Pack:
     """Validate parsed TOML data and build a :class:`Pack`.
 
@@ -191,7 +199,7 @@ def parse_pack(data: dict[str, Any], source: str = "<pack>") -> Pack:
     if unknown:
         raise PackError(f"{source}: unknown top-level key(s) {sorted(unknown)}; expected [pack], [[criterion]], [[example]]")
     name = _text(head.get("name", _default_name(source)), f"{source} [pack]", "name")
-    version = str(head.get("version", "1")).strip() or "1"
+    version = _version(head.get("version", "1"), f"{source} [pack]")
     instruction = _text(head.get("instruction", DEFAULT_INSTRUCTION), f"{source} [pack]", "instruction")
     context = _text(head.get("context"), f"{source} [pack]", "context", required=False)
     unknown_head = set(head) - {"name", "version", "instruction", "context"}
@@ -225,6 +233,12 @@ def parse_pack(data: dict[str, Any], source: str = "<pack>") -> Pack:
             if not isinstance(opt, dict):
                 raise PackError(f"{where}: option #{j} must be a table {{ id = ..., label = ... }}")
             oid = _text(opt.get("id"), f"{where}, option #{j}", "id")
+            if not readable_id(oid) and not str(opt.get("answer") or "").strip():
+                raise PackError(
+                    f"{where}, option {oid!r}: the id has no letters or digits, so the model would be asked to "
+                    "answer nothing (_ and - are read as spaces)",
+                    hint='name the option, e.g. id = "other", or give it an answer: answer = "..."',
+                )
             if oid in option_ids:
                 raise PackError(f"{where}: duplicate option id {oid!r}")
             option_ids.add(oid)
@@ -302,6 +316,8 @@ def load_pack(path: str | Path) -> Pack:
         raise PackError(f"pack file {path} is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise PackError(f"pack file {path} is not valid TOML: {exc}") from exc
+    except RecursionError:  # tomllib recurses per nested array or table; a pack nests 3 deep
+        raise PackError(f"pack file {path} is nested too deep to be a pack (arrays or tables inside each other, thousands of levels)") from None
     return parse_pack(data, str(path))
 
 

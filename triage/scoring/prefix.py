@@ -55,6 +55,16 @@ def _running(pid: int) -> bool:
     return True
 
 
+def _forget(path: Path) -> bool:
+    """Delete a cache file if we may; a read-only or foreign folder keeps it (True when deleted)."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        log.info("cannot delete stable cache file %s: %s", path, exc.strerror or exc)
+        return False
+    return True
+
+
 def tokens_digest(tokens: tuple[int, ...]) -> bytes:
     """sha256 of token ids (little-endian int32s)."""
     return hashlib.sha256(struct.pack(f"<{len(tokens)}i", *tokens)).digest()
@@ -131,9 +141,12 @@ class StableCache:
             self.stats.rejected += 1
             self.stats.misses += 1
             log.warning("stable cache file %s is invalid; deleting it and recomputing", path)
-            path.unlink(missing_ok=True)
+            _forget(path)
             return None
-        os.utime(path)  # LRU: last use
+        try:
+            os.utime(path)  # LRU: last use
+        except OSError as exc:  # a read-only disk, another user's file: the state is still good
+            log.info("cannot mark stable cache file %s as used: %s", path, exc.strerror or exc)
         self.stats.disk_hits += 1
         self._remember(key, digest, state)
         return state
@@ -173,8 +186,8 @@ class StableCache:
         alive = []
         for p, st in files:
             if p != keep and now - st.st_mtime > self.ttl_s:
-                p.unlink(missing_ok=True)
-                self.stats.evicted += 1
+                if _forget(p):
+                    self.stats.evicted += 1
             else:
                 alive.append((p, st))
         alive.sort(key=lambda x: x[1].st_mtime)  # oldest use first
@@ -184,9 +197,9 @@ class StableCache:
                 break
             if p == keep:
                 continue
-            p.unlink(missing_ok=True)
-            total -= st.st_size
-            self.stats.evicted += 1
+            if _forget(p):
+                total -= st.st_size
+                self.stats.evicted += 1
 
     def swap_last(self, parts: dict[str, str]) -> dict[str, str] | None:
         """Record ``parts`` as the last stable block used; return the previous record.

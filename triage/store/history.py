@@ -161,6 +161,9 @@ class History:
         except OSError as exc:
             log.error("history %s is unusable (%s) and cannot be moved aside: %s", path, reason, exc)
             return cls(_connect(None), None, f"history {path} is unusable ({reason}) and could not be moved aside ({exc.strerror}); this session's history is kept in memory only")
+        if aside is None:  # nothing was there: the folder itself is the problem
+            log.error("history %s cannot be created (%s)", path, reason)
+            return cls(_connect(None), None, f"history {path} cannot be created ({reason}); this session's history is kept in memory only")
         log.error("history %s was unusable (%s); moved aside to %s", path, reason, aside)
         notice = f"history {path.name} was unusable ({reason}); it was moved aside to {aside} and a new history started"
         try:
@@ -373,21 +376,29 @@ def _migrate(conn: sqlite3.Connection, version: int) -> None:
         log.info("history migrated to schema %d", number)
 
 
-def move_aside(path: Path) -> Path:
-    """Rename ``path`` (and its ``-wal``/``-shm``) to ``<name>.bad-<time>``; returns the new path."""
+def move_aside(path: Path) -> Path | None:
+    """Rename ``path`` (and its ``-wal``/``-shm``) to ``<name>.bad-<time>``.
+
+    Returns:
+        The new path, or None when there was nothing to move (no message may then
+        say that something was moved).
+    """
     stamp = time.strftime("%Y%m%d-%H%M%S")
     aside = path.with_name(f"{path.name}.bad-{stamp}")
     n = 1
     while aside.exists():
         n += 1
         aside = path.with_name(f"{path.name}.bad-{stamp}-{n}")
+    moved = False
     if path.exists() or path.is_symlink():
         os.replace(path, aside)
+        moved = True
     for suffix in ("-wal", "-shm"):
         side = path.with_name(path.name + suffix)
         if side.exists():
             os.replace(side, aside.with_name(aside.name + suffix))
-    return aside
+            moved = True
+    return aside if moved else None
 
 
 def is_busy(exc: BaseException) -> bool:
