@@ -90,7 +90,9 @@ def run_ray(args: argparse.Namespace, *, on_batch: OnBatch | None = None) -> int
     config = load_config()
     pack = resolve_pack(args.pack or config.get("pack"))
     options = score_options(args, config, pack)
-    rows = read_rows(source)
+    from triage.intake.columns import ColumnMap
+
+    rows = read_rows(source, ColumnMap.parse(getattr(args, "text_columns", None), getattr(args, "id_column", None)))
     spec, expected = model_spec(args.model, config)
     ray = _import_ray()
     owned = connect(ray, address)

@@ -141,3 +141,62 @@ def ticket_text(data: dict[str, Any], columns: Sequence[str]) -> tuple[str | Non
     if not parts:
         return None, f"no text in column(s) {', '.join(map(repr, columns))}"
     return TEXT_SEPARATOR.join(parts), None
+
+
+@dataclass(frozen=True)
+class ExportTicket:
+    """One record of an export as a ticket to score: its text and id, or why it is not one."""
+
+    n: int
+    where: str
+    id: str | None
+    text: str | None
+    error: str | None = None
+
+
+EXPORT_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq")
+
+
+def is_export(path: str, columns: ColumnMap) -> bool:
+    """Whether ``triage score`` reads ``path`` as an export: columns named, a .csv/.tsv/.parquet name,
+    or a .json file that holds an array (a plain-text ticket file is never sniffed as CSV)."""
+    from pathlib import Path
+
+    suffix = Path(path).suffix.lower()
+    if columns.explicit or suffix in EXPORT_SUFFIXES:
+        return True
+    if suffix == ".json":
+        try:
+            with open(path, "rb") as fh:
+                return fh.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"[")
+        except OSError:
+            return False
+    return False
+
+
+def export_tickets(path: str, columns: ColumnMap) -> Any:
+    """The records of an export as :class:`ExportTicket` s, streamed (for ``triage score``).
+
+    Raises:
+        InputError: the file is not an export, is empty, or lacks a named column (listing those it has).
+    """
+    from triage.intake.readers import open_export
+
+    export = open_export(path, "input file")
+    names = export.columns
+    wanted: dict[str, list[str]] = {"--text-columns": list(columns.text)}
+    if columns.explicit and columns.id not in (None, "id"):
+        wanted["--id-column"] = [columns.id or ""]
+    check_columns(wanted, names, str(path))
+    id_col = columns.id if columns.id in names else None
+    return _tickets(export, columns, id_col)
+
+
+def _tickets(export: Any, columns: ColumnMap, id_col: str | None) -> Any:
+    for rec in export.records():
+        if rec.data is None:
+            yield ExportTicket(rec.n, rec.where, None, None, f"{rec.where}: {rec.error}")
+            continue
+        rid = as_text(get_value(rec.data, id_col)).strip() if id_col else ""
+        text, why = ticket_text(rec.data, columns.text)
+        yield ExportTicket(rec.n, rec.where, rid or None, text, None if text is not None else f"{rec.where}: {why}")
