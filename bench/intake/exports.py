@@ -4,7 +4,9 @@
   the description is HTML (paragraphs as ``<p>``, line breaks as ``<br>``, text escaped);
   label values are the options' labels (``Technical support``).
 - ``jira.csv``: semicolon CSV in Windows-1252 (characters it lacks become ``?``), CRLF, columns
-  ``Issue key;Summary;Description;<Criterion>...``; label values are the option ids in upper case.
+  ``Issue key;Summary;Description;Reporter;<Criterion>...``; label values are the option ids in upper
+  case. The reporter is always "Zoë Müller", so the file is Windows-1252 and not UTF-8 even when every
+  ticket is ASCII.
 - ``zendesk.jsonl``: JSON Lines with nested objects: ``{"ticket": {"id", "subject", "description"},
   "fields": {<criterion>: option id}}``.
 
@@ -62,10 +64,10 @@ def write_freshdesk(rows: list[dict[str, Any]], pack: Pack, path: Path) -> Path:
 def write_jira(rows: list[dict[str, Any]], pack: Pack, path: Path) -> Path:
     with path.open("w", encoding="cp1252", errors="replace", newline="") as fh:
         w = csv.writer(fh, delimiter=";", lineterminator="\r\n")
-        w.writerow(["Issue key", "Summary", "Description", *[c.id.title() for c in pack.criteria]])
+        w.writerow(["Issue key", "Summary", "Description", "Reporter", *[c.id.title() for c in pack.criteria]])
         for r in rows:
             subject, body = split_text(r["text"])
-            w.writerow([r["id"], subject, body, *[r["labels"].get(c.id, "").upper() for c in pack.criteria]])
+            w.writerow([r["id"], subject, body, "Zoë Müller", *[r["labels"].get(c.id, "").upper() for c in pack.criteria]])
     return path
 
 

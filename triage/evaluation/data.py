@@ -252,9 +252,8 @@ def read_export(path: str | Path, pack: Pack, columns: ColumnMap, *, partial: bo
         with_data += 1
         rid = as_text(get_value(rec.data, id_col)).strip() if id_col else ""
         rid = rid or f"row-{rec.n}"
-        text, why = ticket_text(rec.data, columns.text)
         gold: dict[str, str] = {}
-        problem = None if text is not None else why
+        problem = None
         for cid, col in label_cols.items():
             value = get_value(rec.data, col)
             value = "" if isinstance(value, (list, dict)) else as_text(value).strip()
@@ -270,6 +269,13 @@ def read_export(path: str | Path, pack: Pack, columns: ColumnMap, *, partial: bo
             gold[cid] = oid
         if problem is None and not gold:
             problem = "no label that maps to an option of the pack"
+        if problem is None and sample is not None and rid not in seen_ids and not sample.wants(rid, gold):
+            sample.offered += 1  # counted, not kept: its text (HTML and all) is never read
+            seen_ids.add(rid)
+            continue
+        text, why = ticket_text(rec.data, columns.text) if problem is None else (None, problem)
+        if text is None:
+            problem = why
         if problem is not None:
             out.bad.append(BadRow(rec.n, f"{where} (id {rid}): {problem}"))
             continue

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from triage.errors import InputError
-from triage.intake.columns import as_text, check_columns, get_value, ticket_text
+from triage.intake.columns import as_text, check_columns, get_value
 from triage.intake.readers import open_export
 from triage.scoring.pack import LETTERS, Pack, parse_pack, readable_id, value_key
 
@@ -142,7 +142,7 @@ def plan_pack(
             bad += 1
             continue
         rows += 1
-        if ticket_text(rec.data, text_columns)[0] is None:
+        if not any(as_text(get_value(rec.data, c)).strip() for c in text_columns):  # raw: no HTML parsed for a count
             no_text += 1
         for cid, col in criteria.items():
             raw = get_value(rec.data, col)

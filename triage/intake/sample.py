@@ -58,6 +58,15 @@ class StratifiedSample:
             refs = self._rows.get(row.id, (row, 0))[1]
             self._rows[row.id] = (row, refs + 1)
 
+    def wants(self, row_id: str, labels: dict[str, str]) -> bool:
+        """Whether :meth:`offer` would keep a row with this id and these labels (so its text is worth reading)."""
+        b = sample_bucket(row_id)
+        for key in labels.items():
+            heap = self._heaps.get(key)
+            if heap is None or len(heap) < self.per_option or -heap[0][0] > b:
+                return True
+        return False
+
     def remove(self, row_id: str) -> None:
         """Take a row back out (a later row with the same id replaces it)."""
         if row_id not in self._rows:
