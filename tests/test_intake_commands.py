@@ -148,3 +148,14 @@ def test_score_reads_a_csv_export_with_text_columns(sample: dict[str, Any], smol
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
     assert [r["ticket_id"] for r in records] == [r[0] for r in rows[1:]]
     assert all(r["criteria"][0]["id"] == "priority" for r in records)
+
+
+def test_learn_checks_holdout_and_per_option_before_loading_a_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "x.csv"
+    f.write_text("id,text,mood\n1,a,good\n", encoding="utf-8")
+    assert main(["learn", str(f), "--holdout", "1.5", "--model", str(tmp_path / "none.gguf")]) == 2
+    assert "--holdout wants a share between 0 and 1, got 1.5" in capsys.readouterr().err
+    assert main(["learn", str(f), "--per-option", "0", "--model", str(tmp_path / "none.gguf")]) == 2
+    assert "--per-option must be at least 1" in capsys.readouterr().err
+    assert main(["eval", str(f), "--text", "body", "--model", str(tmp_path / "none.gguf")]) == 2
+    assert "has no column 'body' (given by --text); its columns are 'id', 'text', 'mood'" in capsys.readouterr().err

@@ -234,3 +234,18 @@ def test_stratified_sample_keeps_at_most_n_per_option(tmp_path: Path) -> None:
     assert [r.line for r in rows.rows] == sorted(r.line for r in rows.rows)
     again = read_labelled(f, PACK, columns=ColumnMap(), per_option=5)
     assert [r.id for r in again.rows] == [r.id for r in rows.rows]
+
+
+def test_json_array_streams_across_chunk_boundaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import triage.intake.readers as readers
+
+    monkeypatch.setattr(readers, "CHUNK", 64)  # elements far longer than a chunk, split anywhere
+    objs = [{"id": f"a{i}", "text": ("word " * (i * 7 + 3)).strip(), "labels": {"queue": "billing"}} for i in range(40)]
+    f = tmp_path / "arr.json"
+    f.write_text(" [\n" + ",\n".join(json.dumps(o) for o in objs) + "\n] \n", encoding="utf-8")
+    got = [r.data for r in readers.open_export(f).records()]
+    assert got == objs
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"id": 1}, {"id": ', encoding="utf-8")
+    with pytest.raises(InputError, match="element 2: not valid JSON"):
+        list(readers.open_export(bad).records())
