@@ -84,6 +84,7 @@ class RayJob:
         batch_size: tickets per batch, or None (see :func:`score_backlog`).
         resume: skip the tickets ``output`` already holds for this run's signature.
         config: the user's config (``load_config()``), for the model's default and n_ctx.
+        columns: which columns of an export hold the text and the id (``--text-columns``, ``--id-column``).
     """
 
     source: str
@@ -100,6 +101,7 @@ class RayJob:
     batch_size: int | None = None
     resume: bool = False
     config: dict[str, Any] = field(default_factory=dict)
+    columns: Any = None  # triage.intake.columns.ColumnMap: the export's text and id columns (None: text, id)
 
     def __post_init__(self) -> None:
         for flag, value in (("--workers", self.workers), ("--batch-size", self.batch_size),
@@ -124,7 +126,7 @@ def run_ray(job: RayJob, *, on_batch: OnBatch | None = None) -> int:
 
     if job.output is not None:
         check_output(job.output, resume=job.resume)  # before the cluster starts
-    rows = read_rows(job.source)
+    rows = read_rows(job.source, job.columns)
     spec, expected = model_spec(job.model, job.config)
     ray = _import_ray()
     owned = connect(ray, job.address)

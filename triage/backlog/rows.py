@@ -1,4 +1,9 @@
-"""The backlog's input: JSON Lines or Parquet, one file, a folder or a glob.
+"""The backlog's input: JSON Lines, Parquet or a helpdesk export (CSV, a JSON array), one file, a folder or a glob.
+
+An export (a .csv/.tsv or JSON-array file, or any file when columns are named) is read
+through :mod:`triage.intake` with a :class:`~triage.intake.columns.ColumnMap`
+(``--text-columns``, ``--id-column``); JSON Lines and Parquet with the default columns are
+read as before.
 
 Rows are read the way ``triage score`` reads JSON Lines (the same ids, the same error
 for a bad line), so a row that cannot be a ticket becomes an error record and the
@@ -18,7 +23,7 @@ from typing import Any
 
 from triage.errors import InputError
 
-SUFFIXES = (".jsonl", ".json", ".ndjson", ".parquet")
+SUFFIXES = (".jsonl", ".json", ".ndjson", ".parquet", ".csv", ".tsv")
 
 
 @dataclass(frozen=True)
@@ -83,8 +88,10 @@ def input_files(spec: str) -> list[Path]:
     return matches
 
 
-def read_rows(spec: str) -> list[BacklogRow]:
+def read_rows(spec: str, columns: Any = None) -> list[BacklogRow]:
     """Every row of the input, in order; a repeated ticket (same id and text) is kept once.
+
+    ``columns``: a :class:`~triage.intake.columns.ColumnMap` (default: ``text`` and ``id``).
 
     Raises:
         InputError: no input files, an unreadable file, invalid UTF-8, no rows at all.
@@ -96,14 +103,33 @@ def read_rows(spec: str) -> list[BacklogRow]:
     seen: set[str] = set()
     for f in files:
         source = (str(f.relative_to(root)) if root else str(f)) if many else None
-        reader = _parquet_rows if f.suffix.lower() == ".parquet" else _jsonl_rows
-        for row in reader(f, source):
+        for row in _reader(f, columns)(f, source):
             if row.key not in seen:
                 seen.add(row.key)
                 rows.append(row)
     if not rows:
         raise InputError(f"the input {spec} holds no tickets")
     return rows
+
+
+def _reader(path: Path, columns: Any) -> Any:
+    from triage.intake.columns import ColumnMap, is_export
+
+    if is_export(str(path), columns or ColumnMap()) and not (path.suffix.lower() == ".parquet" and not (columns and columns.explicit)):
+        return lambda f, source: _export_rows(f, source, columns or ColumnMap())
+    return _parquet_rows if path.suffix.lower() == ".parquet" else _jsonl_rows
+
+
+def _export_rows(path: Path, source: str | None, columns: Any) -> Iterator[BacklogRow]:
+    from triage.intake.columns import export_tickets
+
+    prefix = f"{source} " if source else ""
+    for t in export_tickets(str(path), columns):
+        tid = _fallback_id(t.id or f"row-{t.n}", t.n, source, t.id is not None, "row")
+        if t.error is not None:
+            yield BacklogRow(row_key(source, t.n), tid, None, t.n, source, error=f"{prefix}{t.error}")
+            continue
+        yield _make(t.n, tid, t.text, source, f"{prefix}{t.where}")
 
 
 def _make(line: int, tid: str | None, text: Any, source: str | None, where: str) -> BacklogRow:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from triage.commands._input import INPUT_HELP
+
 NAME = "calibrate"
 ORDER = 45
 HELP = "fit a calibration (temperature + option biases) on labelled tickets"
@@ -29,15 +31,21 @@ shared with `triage eval`'s cache: tickets it scored are not scored again.
 
 examples:
   triage calibrate train.jsonl --pack criteria.toml -o cal.json
-  triage calibrate train.jsonl --pack criteria.toml --prior -o cal.json"""
+  triage calibrate train.jsonl --pack criteria.toml --prior -o cal.json
+  triage calibrate export.csv --pack team.toml --text Subject,Description --label queue=Group -o cal.json
+
+""" + INPUT_HELP
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from triage.cli import add_model_options
     from triage.scoring.options import DEFAULT_ORDERINGS, DEFAULT_READOUT, ORDERINGS, READOUTS
 
-    p.add_argument("train", metavar="TRAIN.jsonl", help="labelled tickets to fit on")
+    from triage.commands._input import add_input_arguments
+
+    p.add_argument("train", metavar="TRAIN", help="labelled tickets to fit on (JSON Lines, or an export: CSV, JSON, Parquet)")
     add_model_options(p, n_ctx=1024)
+    add_input_arguments(p)
     p.add_argument("--pack", metavar="CRITERIA.toml", help="criteria pack (default: the built-in support pack)")
     p.add_argument("-o", "--output", metavar="CAL.json", help="write the calibration here (it is also stored in the user data dir)")
     p.add_argument("--prior", action="store_true", default=None,
@@ -60,7 +68,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from triage.scoring import calibrate as cal_mod
     from triage.errors import InputError
-    from triage.evaluation.data import read_labelled
+    from triage.commands._input import labelled_rows
     from triage.evaluation.runner import gold
     from triage.evaluation.session import load_for, report_bad, report_consoles, save_fit, score_sets
     from triage.evaluation.variants import readings
@@ -81,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= holdout < 1:
         raise InputError(f"--holdout wants a share between 0 and 1, got {holdout}")
     pack = resolve_pack(args.pack)
-    rows = read_labelled(args.train, pack)
+    rows = labelled_rows(args, args.train, pack)
     report_bad(rows, err)
     rows = rows.limit(args.limit)
     engine = load_for(err, model=args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from triage.commands._input import INPUT_HELP
+
 NAME = "eval"
 ORDER = 40
 HELP = "measure accuracy and calibration on labelled tickets (raw, cyclic, prior, calibrated, baseline)"
@@ -47,15 +49,21 @@ DIR/dev.jsonl and DIR/train.jsonl and exits.
 
 examples:
   triage eval dev.jsonl --pack criteria.toml --train train.jsonl --json out.json
-  triage eval tickets.jsonl --pack criteria.toml --split 0.5 --limit 100"""
+  triage eval tickets.jsonl --pack criteria.toml --split 0.5 --limit 100
+  triage eval export.csv --pack team.toml --text Subject,Description --label queue=Group --split 0.7
+
+""" + INPUT_HELP
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from triage.cli import add_model_options
     from triage.scoring.options import DEFAULT_READOUT, READOUTS
 
-    p.add_argument("tickets", metavar="TICKETS.jsonl", help="labelled tickets to evaluate on")
+    from triage.commands._input import add_input_arguments
+
+    p.add_argument("tickets", metavar="TICKETS", help="labelled tickets to evaluate on (JSON Lines, or an export: CSV, JSON, Parquet)")
     add_model_options(p, n_ctx=1024)
+    add_input_arguments(p)
     p.add_argument("--pack", metavar="CRITERIA.toml", help="criteria pack (default: the built-in support pack)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--train", metavar="TRAIN.jsonl", help="labelled tickets to fit the calibration and the baseline on")
@@ -106,7 +114,8 @@ def run(args: argparse.Namespace) -> int:
     from triage.scoring.options import ScoreOptions, score_options
     from triage.store.config import load_config
     from triage.errors import InputError
-    from triage.evaluation.data import read_labelled, split_by_id, write_jsonl
+    from triage.commands._input import labelled_rows
+    from triage.evaluation.data import split_by_id, write_jsonl
     from triage.evaluation.report import print_report, write_json
     from triage.evaluation.runner import CalibrationPlan, build_report, orderings_for, set_summary
     from triage.evaluation.session import load_for, report_bad, report_consoles, score_sets
@@ -126,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     if args.save_split and args.split is None:
         raise InputError("--save-split needs --split F")
     pack = resolve_pack(args.pack)
-    tickets = read_labelled(args.tickets, pack)
+    tickets = labelled_rows(args, args.tickets, pack)
     report_bad(tickets, err)
     train = None
     if args.split is not None:
@@ -138,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
             out.print(f"wrote {len(tickets.rows)} dev rows to {folder / 'dev.jsonl'} and {len(train.rows)} training rows to {folder / 'train.jsonl'}")
             return 0
     elif args.train:
-        train = read_labelled(args.train, pack)
+        train = labelled_rows(args, args.train, pack)
         report_bad(train, err)
     dev = tickets.limit(args.limit)
     train_limit = args.train_limit if args.train_limit is not None else args.limit

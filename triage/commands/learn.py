@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from triage.commands._input import INPUT_HELP
+
 NAME = "learn"
 ORDER = 46
 HELP = "learn each criterion from labelled tickets (a read-out on the model's hidden state)"
@@ -38,14 +40,20 @@ extra); scoring with a head needs only numpy.
 
 examples:
   triage learn history.jsonl --pack criteria.toml
-  triage learn history.jsonl --pack criteria.toml -o team.npz --min-per-option 10"""
+  triage learn history.jsonl --pack criteria.toml -o team.npz --min-per-option 10
+  triage learn export.csv --pack team.toml --text Subject,Description --label queue=Group --holdout 0.3
+
+""" + INPUT_HELP
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from triage.cli import add_model_options
 
-    p.add_argument("labelled", metavar="LABELLED.jsonl", help="labelled tickets to learn from")
+    from triage.commands._input import add_input_arguments
+
+    p.add_argument("labelled", metavar="LABELLED", help="labelled tickets to learn from (JSON Lines, or an export: CSV, JSON, Parquet)")
     add_model_options(p, n_ctx=1024)
+    add_input_arguments(p)
     p.add_argument("--pack", metavar="CRITERIA.toml", help="criteria pack (default: the built-in support pack)")
     p.add_argument("-o", "--output", metavar="HEAD.npz", help="write the head here (it is also stored in the user data dir)")
     p.add_argument("--criteria", metavar="ID,ID", help="learn only these criteria (default: every criterion with labels)")
@@ -54,11 +62,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-per-option", type=int, default=None, metavar="N", help="fewest labels per option to learn a criterion (default 5)")
     p.add_argument("--rare-options", choices=("backoff", "refuse"), default="backoff", help="an option below --min-per-option: learn the other options and leave that one to the zero-shot readout (default), or leave the whole criterion unlearned")
     p.add_argument("--no-store", action="store_true", help="do not store the head in the user data dir")
+    p.add_argument("--holdout", type=float, metavar="F", help="keep the share F of rows out (by id hash: eval --split 1-F's dev rows), fit on the rest, and print per criterion balanced accuracy, macro-F1 and ECE on them for the head, zero-shot and TF-IDF, with the confusion matrix, before storing the head")
+    p.add_argument("--per-option", type=int, metavar="N", help="learn from a stratified sample: for each option, the N rows of lowest id hash (streamed; before --limit and --holdout); default: every row")
 
 
 def run(args: argparse.Namespace) -> int:
+    from triage.commands._input import labelled_rows
     from triage.errors import InputError
-    from triage.evaluation.data import read_labelled
     from triage.evaluation.runner import gold, stack_features
     from triage.evaluation.session import load_for, report_bad, report_consoles, save_fit, score_sets
     from triage.evaluation.variants import readings
@@ -76,15 +86,27 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"a head file ends in {head_mod.SUFFIX}, got {args.output}", hint=f"e.g. -o {Path(args.output).with_suffix(head_mod.SUFFIX).name}")
     if args.min_per_option is not None and args.min_per_option < 2:
         raise InputError(f"--min-per-option must be at least 2, got {args.min_per_option}")
+    if args.holdout is not None and not 0 < args.holdout < 1:
+        raise InputError(f"--holdout wants a share between 0 and 1, got {args.holdout}")
+    if args.per_option is not None and args.per_option < 1:
+        raise InputError(f"--per-option must be at least 1, got {args.per_option}")
     learn_mod._sklearn()  # say it before scoring, not after
     pack = resolve_pack(args.pack)
     only = parse_criteria(args.criteria, pack)
-    rows = read_labelled(args.labelled, pack, partial=True)
+    rows = labelled_rows(args, args.labelled, pack, partial=True, per_option=args.per_option)
     report_bad(rows, err)
     rows = rows.limit(args.limit)
+    held = None
+    if args.holdout is not None:
+        from triage.evaluation.data import split_by_id
+
+        held, rows = split_by_id(rows, 1 - args.holdout)
+        if not held.rows or not rows.rows:
+            raise InputError(f"--holdout {args.holdout:g} leaves {len(rows.rows)} row(s) to fit on and {len(held.rows)} held out; both need rows")
     engine = load_for(err, model=args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt)
     with engine:
-        run_ = score_sets(engine, pack, [("learn", rows.rows)], err, "label", features=True)
+        parts = [("learn", rows.rows)] + ([("holdout", held.rows)] if held is not None else [])
+        run_ = score_sets(engine, pack, parts, err, "label", features=True)
         scored = run_.sets[0]
         if not scored.rows:
             raise InputError(f"no row of {args.labelled} could be scored")
@@ -123,6 +145,13 @@ def run(args: argparse.Namespace) -> int:
             err.print(f"triage: warning: {printable(w)}", style="yellow", markup=False)
     if not head.criteria:
         raise InputError("no criterion could be learned; nothing written", hint="label at least --min-per-option rows for two or more options of a criterion")
+    if held is not None:
+        from triage.evaluation.holdout import brief, holdout_metrics, print_holdout
+        from triage.store.files import json_safe
+
+        results = holdout_metrics(pack, head, scored, run_.sets[1], only)
+        print_holdout(results, out, fraction=args.holdout, fit_n=len(scored.rows))
+        head.report["holdout"] = json_safe({"fraction": args.holdout, **brief(results)})
     save_fit(head, out, output=args.output, no_store=args.no_store, write=head_mod.write_head, store=head_mod.store_head)
     if not args.no_store:  # what `triage score` will now apply, by the same policy
         from dataclasses import replace

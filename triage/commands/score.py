@@ -46,8 +46,15 @@ Exit status: 0 every ticket scored; 1 a line or ticket failed (it has an error
 record); 2 bad usage, or a single plain-text ticket that cannot be scored;
 130 interrupted.
 
+Helpdesk exports: a .csv/.tsv, .parquet or JSON-array .json file (or any file
+with --text-columns/--id-column) is read as an export: --text-columns COL[,COL]
+names the text (joined by a blank line; HTML becomes text; dotted paths reach
+into nested JSON) and --id-column COL the id. Here --text and --id keep their
+meaning (one plain-text ticket, its id); the other commands spell the same
+mapping --text and --id.
+
 A backlog runs on Ray with --ray (a local cluster) or --ray ADDRESS (an existing
-one): the same scoring and options, JSON Lines or Parquet in (a file, folder or
+one): the same scoring and options, JSON Lines, CSV or Parquet in (a file, folder or
 glob) and out (--output), --resume to continue a stopped run (docs/scale.md).
 Needs the ray extra: pip install 'triage[ray]'.
 
@@ -89,6 +96,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     kind = p.add_mutually_exclusive_group()
     kind.add_argument("--jsonl", action="store_true", help="treat input as JSON Lines")
     kind.add_argument("--text", action="store_true", help="treat input as one plain-text ticket")
+    from triage.commands._input import add_input_arguments
+
+    add_input_arguments(p, labels=False, score=True)
     ray = p.add_argument_group("backlog on Ray (docs/scale.md)")
     ray.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS", help="score on Ray: a local cluster, or join ADDRESS (auto, ray://host:10001)")
     ray.add_argument("--output", "-o", metavar="PATH", help="with --ray: write here (.parquet: a folder of Parquet parts; else JSON Lines; default stdout)")
@@ -107,13 +117,17 @@ class Row:
     error: str | None = None
 
 
-def read_input(file: str | None, *, force_jsonl: bool, force_text: bool, ticket_id: str | None) -> list[Row]:
-    """Read tickets from a file or stdin.
+def read_input(file: str | None, *, force_jsonl: bool, force_text: bool, ticket_id: str | None, columns: Any = None) -> list[Row]:
+    """Read tickets from a file or stdin (``columns``: a :class:`~triage.intake.columns.ColumnMap` for an export).
 
     Raises:
         InputError: unreadable file, invalid UTF-8, no input.
     """
+    from triage.intake.columns import export_tickets, is_export
     from triage.scoring.ticket import read_stream, read_text_file
+
+    if file not in (None, "-") and not force_text and not force_jsonl and columns is not None and is_export(file, columns):
+        return [Row(t.n, t.id or f"row-{t.n}", t.text, t.error) for t in export_tickets(file, columns)]
 
     if file in (None, "-"):
         if sys.stdin is None or sys.stdin.isatty():
@@ -264,6 +278,7 @@ def ray_job(args: argparse.Namespace, config: dict[str, Any] | None = None) -> A
     from pathlib import Path
 
     from triage.backlog.ray_score import RayJob, parse_address
+    from triage.intake.columns import ColumnMap
     from triage.backlog.worker import default_threads
     from triage.scoring.pack import resolve_pack
     from triage.store.config import load_config
@@ -279,6 +294,7 @@ def ray_job(args: argparse.Namespace, config: dict[str, Any] | None = None) -> A
         address=address, output=Path(args.output).expanduser() if args.output else None, model=args.model,
         prompt_style=args.prompt, n_ctx=args.n_ctx, threads=default_threads() if args.threads is None else args.threads,
         workers=args.workers, batch_size=args.batch_size, resume=args.resume, config=dict(config),
+        columns=ColumnMap.parse(getattr(args, "text_columns", None), getattr(args, "id_column", None)),
     )
 
 
@@ -295,7 +311,9 @@ def run(args: argparse.Namespace) -> int:
         if given:
             raise InputError(f"{flag} works only with --ray", hint="add --ray to score a backlog on a (local) Ray cluster")
     config = load_config()
-    rows = read_input(args.file, force_jsonl=args.jsonl, force_text=args.text, ticket_id=args.ticket_id)
+    from triage.commands._input import column_map
+
+    rows = read_input(args.file, force_jsonl=args.jsonl, force_text=args.text, ticket_id=args.ticket_id, columns=column_map(args))
     if not rows:
         raise InputError("the input holds no tickets")
     pack = resolve_pack(args.pack or config.get("pack"))

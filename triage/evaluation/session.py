@@ -54,7 +54,10 @@ def load_for(err: Console, *, model: str | None, n_ctx: int | None, threads: int
 
 
 def report_bad(label_set: LabelledSet, console: Console) -> None:
-    """Print the rows that were skipped (the first few by message) and their count."""
+    """Print what reading decided (encoding, unmapped values, duplicates), the rows that were skipped
+    (the first few by message) and their count."""
+    for note in label_set.notes:
+        console.print(f"triage: {printable(note)}", style="yellow", markup=False, highlight=False)
     if label_set.bad:
         for b in label_set.bad[:SHOW_BAD]:
             console.print(f"triage: skipped {printable(b.message)}", style="yellow", markup=False, highlight=False)

@@ -16,7 +16,9 @@ A pack is a TOML file::
       { id = "low", label = "Low" },
     ]
     # Each option may give an ``answer``: the word the model answers with
-    # (default: the id made readable, ``credit_card`` -> ``credit card``).
+    # (default: the id made readable, ``credit_card`` -> ``credit card``),
+    # and ``aliases``: the team's own names for it in exports
+    # (``aliases = ["Billing and Payments", "Billing"]``).
 
     [[example]]                 # optional few-shot examples, part of the stable block
     text = "My card was charged twice."
@@ -25,6 +27,11 @@ A pack is a TOML file::
 A pack has a canonical serialisation (:meth:`Pack.canonical_json`) and a hash of
 it (:attr:`Pack.hash`). Together with the model's sha256 and the prompt-format
 version, the hash names every cached prefix.
+
+Aliases are not part of the hash: no prompt shows them (they only map the values of
+an export's label column to options, :mod:`triage.intake.values`), so adding one
+keeps every cached prefix, calibration and learned head of the pack valid, and a
+pack without aliases hashes as it always did.
 """
 
 from __future__ import annotations
@@ -66,6 +73,7 @@ class Option:
     label: str
     description: str = ""
     answer: str = ""
+    aliases: tuple[str, ...] = ()  # not in the hash: no prompt shows them
 
     @property
     def answer_text(self) -> str:
@@ -249,10 +257,12 @@ def parse_pack(data: dict[str, Any], source: str = "<pack>") -> Pack:
             answer = _text(opt.get("answer"), f"{where}, option {oid!r}", "answer", required=False)
             if "\n" in answer:
                 raise PackError(f"{where}, option {oid!r}: field 'answer' must be one line (a word or a few)")
-            unknown_opt = set(opt) - {"id", "label", "description", "answer"}
+            unknown_opt = set(opt) - {"id", "label", "description", "answer", "aliases"}
             if unknown_opt:
-                raise PackError(f"{where}, option {oid!r}: unknown field(s) {sorted(unknown_opt)}; expected id, label, description, answer")
-            options.append(Option(oid, label, " ".join(description.split()), " ".join(answer.split())))
+                raise PackError(f"{where}, option {oid!r}: unknown field(s) {sorted(unknown_opt)}; expected id, label, description, answer, aliases")
+            aliases = _aliases(opt.get("aliases"), f"{where}, option {oid!r}")
+            options.append(Option(oid, label, " ".join(description.split()), " ".join(answer.split()), aliases))
+        _check_names(options, where)
         answers: dict[str, str] = {}
         for o in options:
             said = o.answer_text.casefold()
@@ -285,6 +295,50 @@ def parse_pack(data: dict[str, Any], source: str = "<pack>") -> Pack:
                 raise PackError(f"{where}: field 'labels.{cid}' = {oid!r} is not an option of criterion {cid!r}")
         examples.append(Example(text, {str(c): str(o) for c, o in labels.items()}))
     return Pack(name, version, instruction, tuple(criteria), tuple(examples), context, source)
+
+
+def value_key(value: str) -> str:
+    """How an export's label value is compared with an option's names: case and spacing ignored."""
+    return " ".join(value.split()).casefold()
+
+
+def option_names(o: Option) -> list[str]:
+    """The names a label value may match an option by: its id (also made readable), label and aliases."""
+    return [o.id, readable_id(o.id), o.label, *o.aliases]
+
+
+def _aliases(value: Any, where: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+        raise PackError(f"{where}: field 'aliases' must be a list of strings, e.g. aliases = [\"Billing and Payments\"]")
+    out: list[str] = []
+    for a in value:
+        a = " ".join(a.split())
+        if not a:
+            raise PackError(f"{where}: field 'aliases' has an empty name")
+        if value_key(a) not in {value_key(x) for x in out}:
+            out.append(a)
+    return tuple(out)
+
+
+def _check_names(options: list[Option], where: str) -> None:
+    """No two options may share a name (id, label or alias): a label value must map to one option."""
+    owner: dict[str, str] = {}
+    for o in options:
+        for name in dict.fromkeys(value_key(n) for n in option_names(o)):
+            other = owner.get(name)
+            if other is not None and other != o.id and (o.aliases or _option_by(options, other).aliases):
+                raise PackError(
+                    f"{where}: options {other!r} and {o.id!r} both have the name {name!r} (id, label or alias); "
+                    "a label value could not be mapped to one of them",
+                    hint="remove that alias from one of them",
+                )
+            owner.setdefault(name, o.id)
+
+
+def _option_by(options: list[Option], oid: str) -> Option:
+    return next(o for o in options if o.id == oid)
 
 
 def _default_name(source: str) -> str:

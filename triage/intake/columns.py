@@ -1,0 +1,202 @@
+"""Which columns of an export are a ticket's text, its id and its labels (``--text``, ``--id``, ``--label``).
+
+``--text subject,description`` joins the columns' values with a blank line (empty values are
+left out, HTML becomes plain text). A column name may be a dotted path into nested JSON or a
+Parquet struct (``ticket.description``); a name that is a key as it stands (a CSV header
+``ticket.description``) wins over the path. The defaults read triage's own JSON Lines shape:
+``text``, ``id`` and, for each criterion, ``labels.<criterion>`` (or a column named like the
+criterion).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from triage.errors import InputError
+from triage.intake.html import html_to_text
+
+Unmapped = Literal["skip", "error"]
+TEXT_SEPARATOR = "\n\n"
+
+
+@dataclass(frozen=True)
+class ColumnMap:
+    """The columns to read: text columns (joined), the id column, and a column per criterion.
+
+    ``labels`` empty means the default: ``labels.<criterion>``, else ``<criterion>``, for each
+    criterion of the pack that has such a column. ``unmapped``: what a label value that matches
+    no option does (``skip`` its row's label, or ``error``: stop).
+    """
+
+    text: tuple[str, ...] = ("text",)
+    id: str | None = "id"
+    labels: dict[str, str] = field(default_factory=dict)
+    unmapped: Unmapped = "skip"
+    explicit: bool = False  # any of --text/--id/--label given
+
+    @staticmethod
+    def parse(text: str | None = None, id_column: str | None = None, labels: Sequence[str] = (), unmapped: str = "skip") -> ColumnMap:
+        """From the command-line values (``--text a,b``, ``--id c``, ``--label crit=col`` repeated).
+
+        Raises:
+            InputError: an empty column list, or a ``--label`` that is not ``CRITERION=COLUMN``.
+        """
+        cols = ("text",)
+        if text is not None:
+            cols = tuple(c.strip() for c in text.split(",") if c.strip())
+            if not cols:
+                raise InputError(f"--text names no column: {text!r}", hint="e.g. --text Subject,Description")
+        by: dict[str, str] = {}
+        for item in labels:
+            crit, eq, col = item.partition("=")
+            if not eq or not crit.strip() or not col.strip():
+                raise InputError(f"--label wants CRITERION=COLUMN, got {item!r}", hint="e.g. --label queue=Group --label priority=Priority")
+            by[crit.strip()] = col.strip()
+        if unmapped not in ("skip", "error"):
+            raise InputError(f"--unmapped is skip or error, got {unmapped!r}")
+        explicit = text is not None or id_column is not None or bool(labels)
+        return ColumnMap(cols, id_column.strip() if id_column else "id", by, unmapped, explicit)  # type: ignore[arg-type]
+
+    def label_columns(self, criteria: Sequence[str], columns: Sequence[str]) -> dict[str, str]:
+        """Criterion id -> column, for the criteria this export labels.
+
+        Raises:
+            InputError: a ``--label`` criterion that is not in ``criteria``.
+        """
+        if self.labels:
+            unknown = [c for c in self.labels if c not in criteria]
+            if unknown:
+                raise InputError(f"--label names criterion {', '.join(map(repr, unknown))}, which the pack does not have; "
+                                 f"its criteria are {', '.join(criteria)}")
+            return dict(self.labels)
+        have = set(columns)
+        out = {}
+        for cid in criteria:
+            for col in (f"labels.{cid}", cid):
+                if col in have:
+                    out[cid] = col
+                    break
+        return out
+
+
+def check_columns(wanted: dict[str, Sequence[str]], columns: Sequence[str], source: str) -> None:
+    """Every named column exists in the export, or an error names it and lists those that do.
+
+    ``wanted``: flag -> column names (``{"--text": ["Subject"], ...}``).
+
+    Raises:
+        InputError: a column the export does not have.
+    """
+    have = set(columns)
+    for flag, names in wanted.items():
+        for name in names:
+            if name not in have:
+                shown = ", ".join(repr(c) for c in columns[:40]) + (f" and {len(columns) - 40} more" if len(columns) > 40 else "")
+                raise InputError(f"{source} has no column {name!r} (given by {flag}); its columns are {shown or 'none'}",
+                                 hint="name a column of the export (a dotted path such as ticket.description reaches into nested JSON)")
+
+
+def get_value(data: dict[str, Any], name: str) -> Any:
+    """The value of column ``name`` in a record: the key as it stands, else the dotted path; None when absent."""
+    if name in data:
+        return data[name]
+    node: Any = data
+    for part in name.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def as_text(value: Any) -> str:
+    """A cell as text: strings as they are, numbers and booleans written out, nothing for None."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, (int, float)):
+        return str(value)
+    return str(value)
+
+
+def ticket_text(data: dict[str, Any], columns: Sequence[str]) -> tuple[str | None, str | None]:
+    """(text, None) from the text columns joined by a blank line, or (None, why) when there is none.
+
+    Non-string values (a list, an object) are refused rather than printed as Python.
+    """
+    parts = []
+    for name in columns:
+        value = get_value(data, name)
+        if isinstance(value, (list, dict)):
+            return None, f"column {name!r} holds a {type(value).__name__}, not text"
+        text = html_to_text(as_text(value)).strip()
+        if text:
+            parts.append(text)
+    if not parts:
+        return None, f"no text in column(s) {', '.join(map(repr, columns))}"
+    return TEXT_SEPARATOR.join(parts), None
+
+
+@dataclass(frozen=True)
+class ExportTicket:
+    """One record of an export as a ticket to score: its text and id, or why it is not one."""
+
+    n: int
+    where: str
+    id: str | None
+    text: str | None
+    error: str | None = None
+
+
+EXPORT_SUFFIXES = (".csv", ".tsv", ".parquet", ".pq")
+
+
+def is_export(path: str, columns: ColumnMap) -> bool:
+    """Whether ``triage score`` reads ``path`` as an export: columns named, a .csv/.tsv/.parquet name,
+    or a .json file that holds an array (a plain-text ticket file is never sniffed as CSV)."""
+    from pathlib import Path
+
+    suffix = Path(path).suffix.lower()
+    if columns.explicit or suffix in EXPORT_SUFFIXES:
+        return True
+    if suffix == ".json":
+        try:
+            with open(path, "rb") as fh:
+                return fh.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"[")
+        except OSError:
+            return False
+    return False
+
+
+def export_tickets(path: str, columns: ColumnMap) -> Any:
+    """The records of an export as :class:`ExportTicket` s, streamed (for ``triage score``).
+
+    Raises:
+        InputError: the file is not an export, is empty, or lacks a named column (listing those it has).
+    """
+    from triage.intake.readers import open_export
+
+    export = open_export(path, "input file")
+    names = export.columns
+    wanted: dict[str, list[str]] = {"--text-columns": list(columns.text)}
+    if columns.explicit and columns.id not in (None, "id"):
+        wanted["--id-column"] = [columns.id or ""]
+    check_columns(wanted, names, str(path))
+    id_col = columns.id if columns.id in names else None
+    return _tickets(export, columns, id_col)
+
+
+def _tickets(export: Any, columns: ColumnMap, id_col: str | None) -> Any:
+    for rec in export.records():
+        if rec.data is None:
+            yield ExportTicket(rec.n, rec.where, None, None, f"{rec.where}: {rec.error}")
+            continue
+        rid = as_text(get_value(rec.data, id_col)).strip() if id_col else ""
+        text, why = ticket_text(rec.data, columns.text)
+        yield ExportTicket(rec.n, rec.where, rid or None, text, None if text is not None else f"{rec.where}: {why}")

@@ -1,0 +1,350 @@
+"""Read a helpdesk export as a stream of records: CSV, JSON Lines, a JSON array or Parquet.
+
+The format is chosen by content first (Parquet's ``PAR1`` magic, a JSON array's ``[``, a JSON
+object's ``{``, else a CSV whose delimiter the sniffer or the header line reveals) and by the
+file's extension when the content allows both. Text is UTF-8, with or without a BOM; a file
+that is not UTF-8 is read as Windows-1252 (or Latin-1 when it has bytes Windows-1252 leaves
+undefined), and :attr:`Export.notice` says so in one line.
+
+Memory stays bounded by one record (one CSV row, one JSON line or element, one Parquet
+batch): nothing here holds the whole file. One cell may hold at most :data:`MAX_CELL`
+characters; the csv module's own limit (128 KiB) is raised to it on purpose, and a larger
+cell stops the read with its row named (a ticket that size is not a ticket: the model reads
+a few thousand tokens at most).
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from itertools import chain
+from pathlib import Path
+from typing import Any, Literal
+
+from triage.errors import InputError
+
+Format = Literal["csv", "jsonl", "json", "parquet"]
+FORMATS: tuple[Format, ...] = ("csv", "jsonl", "json", "parquet")
+SUFFIXES: dict[str, Format] = {
+    ".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet", ".pq": "parquet",
+}
+MAX_CELL = 8 * 1024 * 1024  # characters in one cell; see the module docstring
+CHUNK = 1 << 20
+SNIFF_BYTES = 64 * 1024
+PEEK_RECORDS = 200  # JSON records looked at to list the columns an export has
+DELIMITERS = ",;\t|"
+
+
+@dataclass(frozen=True)
+class Record:
+    """One record of an export: its data (nested dicts for JSON and Parquet structs), or why it has none.
+
+    ``n`` counts records from 1; ``where`` names it for messages (``row 3 (line 5)``, ``line 7``).
+    """
+
+    n: int
+    where: str
+    data: dict[str, Any] | None
+    error: str | None = None
+
+
+@dataclass
+class Export:
+    """An opened export: its format, encoding and columns; :meth:`records` streams it."""
+
+    path: Path
+    format: Format
+    encoding: str | None = None  # None for Parquet
+    notice: str | None = None  # one line when the file is not UTF-8
+    delimiter: str | None = None
+    _columns: list[str] | None = None
+    _peeked: list[Record] = field(default_factory=list)
+    _stream: Iterator[Record] | None = None
+
+    @property
+    def columns(self) -> list[str]:
+        """The column names (dotted paths into nested JSON and Parquet structs), in file order."""
+        if self._columns is None and self.format == "csv":
+            self._columns = _csv_header(self.path, self.encoding or "utf-8", self.delimiter or ",")
+        if self._columns is None:
+            self._stream = self._read()
+            seen: dict[str, None] = {}
+            for rec in self._stream:
+                self._peeked.append(rec)
+                if rec.data is not None:
+                    for name in flat_names(rec.data):
+                        seen.setdefault(name, None)
+                if len(self._peeked) >= PEEK_RECORDS:
+                    break
+            self._columns = list(seen)
+        return self._columns
+
+    def records(self) -> Iterator[Record]:
+        """Every record, in file order (once: the file is streamed, not held)."""
+        if self._stream is not None:
+            peeked, stream = self._peeked, self._stream
+            self._peeked, self._stream = [], None
+            return chain(peeked, stream)
+        return self._read()
+
+    def _read(self) -> Iterator[Record]:
+        if self.format == "parquet":
+            return _parquet_records(self.path)
+        if self.format == "csv":
+            return _csv_records(self.path, self.encoding or "utf-8", self.delimiter or ",")
+        if self.format == "jsonl":
+            return _jsonl_records(self.path, self.encoding or "utf-8")
+        return _json_array_records(self.path, self.encoding or "utf-8")
+
+
+def flat_names(data: dict[str, Any], prefix: str = "") -> Iterator[str]:
+    """Dotted names of a record's values: ``{"ticket": {"subject": ...}}`` -> ``ticket.subject``.
+
+    A nested object is also a name of its own (``labels`` as well as ``labels.queue``).
+    """
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        yield name
+        if isinstance(value, dict):
+            yield from flat_names(value, f"{name}.")
+
+
+def open_export(path: str | Path, what: str = "export") -> Export:
+    """Open an export, choosing its format and encoding (see the module docstring).
+
+    Raises:
+        InputError: the file is missing, a folder, empty, binary, or not CSV/JSON/Parquet.
+    """
+    path = Path(path).expanduser()
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(SNIFF_BYTES)
+    except FileNotFoundError:
+        raise InputError(f"{what} {path} does not exist") from None
+    except IsADirectoryError:
+        raise InputError(f"{path} is a directory; pass the {what} file itself") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}") from None
+    suffix = SUFFIXES.get(path.suffix.lower())
+    if head.startswith(b"PAR1"):
+        return Export(path, "parquet")
+    if suffix == "parquet":
+        raise InputError(f"{path} is named .parquet but is not a Parquet file (no PAR1 magic)")
+    if not head.strip(b" \t\r\n\xef\xbb\xbf"):
+        raise InputError(f"the {what} {path} is empty", hint="export the tickets again; the file holds no rows")
+    if b"\x00" in head:
+        raise InputError(
+            f"{path} is not a CSV, JSON Lines, JSON or Parquet export (it holds binary data)",
+            hint="export the tickets as CSV, JSON or Parquet",
+        )
+    encoding, notice = detect_encoding(path)
+    text = head.decode(encoding if encoding != "utf-8-sig" else "utf-8", errors="ignore").lstrip("\ufeff \t\r\n")
+    if text.startswith("["):
+        return Export(path, "json", encoding, notice)
+    if text.startswith("{"):
+        return Export(path, "jsonl", encoding, notice)
+    if suffix in ("json", "jsonl"):
+        raise InputError(f"{path} is named {path.suffix} but does not start with a JSON object or array")
+    delimiter = sniff_delimiter(text, tab=path.suffix.lower() == ".tsv")
+    if delimiter is None:
+        raise InputError(
+            f"{path} is not a CSV, JSON Lines, JSON or Parquet export: its first line has no ',', ';', tab or '|' "
+            "between column names",
+            hint="export the tickets as CSV with a header row (or JSON / Parquet)",
+        )
+    return Export(path, "csv", encoding, notice, delimiter)
+
+
+def detect_encoding(path: Path) -> tuple[str, str | None]:
+    """``utf-8-sig`` when the whole file is UTF-8 (BOM or not), else Windows-1252 or Latin-1, with a notice.
+
+    Reads the file once in chunks (bounded memory).
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0
+    with path.open("rb") as fh:
+        while chunk := fh.read(CHUNK):
+            try:
+                decoder.decode(chunk)
+            except UnicodeDecodeError as exc:
+                bad = offset + exc.start
+                byte = chunk[exc.start] if exc.start < len(chunk) else 0
+                break
+            offset += len(chunk)
+        else:
+            try:
+                decoder.decode(b"", final=True)
+                return "utf-8-sig", None
+            except UnicodeDecodeError:
+                bad, byte = offset, 0
+    encoding, name = ("cp1252", "Windows-1252") if _decodes(path, "cp1252") else ("latin-1", "Latin-1")
+    return encoding, f"{path} is not UTF-8 (byte 0x{byte:02x} at offset {bad}); read as {name}"
+
+
+def _decodes(path: Path, encoding: str) -> bool:
+    decoder = codecs.getincrementaldecoder(encoding)()
+    try:
+        with path.open("rb") as fh:
+            while chunk := fh.read(CHUNK):
+                decoder.decode(chunk)
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def sniff_delimiter(sample: str, *, tab: bool = False) -> str | None:
+    """The CSV delimiter: the sniffer's, else the one the header line has most of; None when there is none."""
+    if tab:
+        return "\t"
+    header = sample.split("\n", 1)[0]
+    counts = {d: header.count(d) for d in DELIMITERS}
+    try:
+        found = csv.Sniffer().sniff(sample, delimiters=DELIMITERS).delimiter
+        if counts.get(found, 0) > 0:
+            return found
+    except csv.Error:
+        pass
+    best = max(counts, key=lambda d: counts[d])
+    return best if counts[best] > 0 else None
+
+
+@contextmanager
+def _csv_limit() -> Iterator[None]:
+    previous = csv.field_size_limit(MAX_CELL)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(previous)
+
+
+def _csv_header(path: Path, encoding: str, delimiter: str) -> list[str]:
+    with path.open(encoding=encoding, newline="") as fh, _csv_limit():
+        try:
+            header = next(csv.reader(fh, delimiter=delimiter, quotechar='"', doublequote=True), None)
+        except csv.Error as exc:
+            raise InputError(f"{path} line 1: not a valid CSV header ({exc})") from None
+    return _unique([h.strip() or f"column {i}" for i, h in enumerate(header or [], 1)])
+
+
+def _csv_records(path: Path, encoding: str, delimiter: str) -> Iterator[Record]:
+    with path.open(encoding=encoding, newline="") as fh, _csv_limit():
+        reader = csv.reader(fh, delimiter=delimiter, quotechar='"', doublequote=True, strict=False)
+        try:
+            header = next(reader, None)
+            if header is None:
+                raise InputError(f"the export {path} is empty")
+            names = _unique([h.strip() or f"column {i}" for i, h in enumerate(header, 1)])
+            n = 0
+            for fields in reader:
+                if not fields or (len(fields) == 1 and not fields[0].strip()):
+                    continue  # a blank line
+                n += 1
+                where = f"row {n} (line {reader.line_num})"
+                if len(fields) > len(names):
+                    yield Record(n, where, None, f"has {len(fields)} fields, the header has {len(names)}")
+                    continue
+                fields += [""] * (len(names) - len(fields))
+                yield Record(n, where, dict(zip(names, fields, strict=True)))
+        except csv.Error as exc:
+            line = reader.line_num
+            if "field larger than field limit" in str(exc):
+                raise InputError(
+                    f"{path} line {line}: a cell is larger than {MAX_CELL // (1024 * 1024)} MiB (triage's limit for one cell)",
+                    hint="cut that cell (the model reads a few thousand tokens of a ticket at most) or remove the row",
+                ) from None
+            raise InputError(f"{path} line {line}: not valid CSV ({exc})") from None
+
+
+def _unique(names: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name} ({seen[name]})")
+    return out
+
+
+def _json_error(exc: json.JSONDecodeError) -> str:
+    where = f"column {exc.colno}" if exc.msg.endswith(" at") else f"at column {exc.colno}"
+    return f"not valid JSON ({exc.msg} {where})"
+
+
+def _jsonl_records(path: Path, encoding: str) -> Iterator[Record]:
+    with path.open(encoding=encoding, newline="") as fh:
+        n = 0
+        for line_no, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            n += 1
+            if len(raw) > MAX_CELL:
+                raise InputError(f"{path} line {line_no} is larger than {MAX_CELL // (1024 * 1024)} MiB (triage's limit for one record)",
+                                 hint="cut that ticket's text or remove the line")
+            try:
+                obj = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                yield Record(n, f"line {line_no}", None, _json_error(exc))
+                continue
+            if not isinstance(obj, dict):
+                yield Record(n, f"line {line_no}", None, f"expected a JSON object, got {type(obj).__name__}")
+                continue
+            yield Record(n, f"line {line_no}", obj)
+
+
+def _json_array_records(path: Path, encoding: str) -> Iterator[Record]:
+    """The elements of a top-level JSON array, one at a time (``raw_decode`` over a growing window)."""
+    decoder = json.JSONDecoder()
+    with path.open(encoding=encoding, newline="") as fh:
+        buf = fh.read(CHUNK).lstrip("\ufeff \t\r\n")
+        if not buf.startswith("["):
+            raise InputError(f"{path} does not start with a JSON array")
+        pos, n, eof = 1, 0, False
+        while True:
+            while pos < len(buf) and buf[pos] in " \t\r\n,":
+                pos += 1
+            if pos >= len(buf) and not eof:
+                more = fh.read(CHUNK)
+                buf, pos, eof = buf[pos:] + more, 0, not more
+                continue
+            if pos < len(buf) and buf[pos] == "]":
+                return
+            if pos >= len(buf):
+                raise InputError(f"{path}: the JSON array is not closed (no ']' at the end)")
+            try:
+                obj, end = decoder.raw_decode(buf, pos)
+            except json.JSONDecodeError as exc:
+                if eof:
+                    raise InputError(f"{path} element {n + 1}: {_json_error(exc)}") from None
+                if len(buf) - pos > MAX_CELL:
+                    raise InputError(f"{path} element {n + 1} is larger than {MAX_CELL // (1024 * 1024)} MiB (triage's limit for one record)")
+                more = fh.read(CHUNK)
+                buf, pos, eof = buf[pos:] + more, 0, not more
+                continue
+            n += 1
+            pos = end
+            if not isinstance(obj, dict):
+                yield Record(n, f"element {n}", None, f"expected a JSON object, got {type(obj).__name__}")
+            else:
+                yield Record(n, f"element {n}", obj)
+            if pos > CHUNK:  # drop what was read, keep memory at about one chunk and one element
+                buf, pos = buf[pos:], 0
+
+
+def _parquet_records(path: Path) -> Iterator[Record]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise InputError(f"reading {path} needs pyarrow", hint="pip install pyarrow (or 'triage[ray]')") from None
+    try:
+        pfile = pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises several types for a bad file
+        raise InputError(f"cannot read {path} as Parquet: {exc}") from None
+    n = 0
+    for batch in pfile.iter_batches(batch_size=2048):
+        for data in batch.to_pylist():
+            n += 1
+            yield Record(n, f"row {n}", data)
