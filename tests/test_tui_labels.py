@@ -88,3 +88,77 @@ async def test_answering_before_the_result_or_without_history_stores_nothing() -
         await pilot.press("enter")
         assert app.main.decisions.cards[0].answer is None
         assert lab.count(app.history) == 0
+
+
+async def test_agreement_screen_shows_the_numbers_and_a_chart() -> None:
+    from textual_plotext import PlotextPlot
+
+    from triage.tui.screens.stats import AgreementScreen
+
+    app = fake_app(FakeFactory(FakeEngine()))
+    async with app.run_test(size=(120, 48)) as pilot:
+        await pilot.press("f7")
+        await wait_until(pilot, lambda: isinstance(app.screen, AgreementScreen))
+        assert "No labels yet" in str(app.screen.query_one("#stats-empty").render())
+        await pilot.press("escape")
+        await _scored(app, pilot)
+        await pilot.press("f6", "enter", "enter")  # confirm two cards
+        card = app.main.decisions.cards[2]
+        wrong = next(i for i, (oid, _) in enumerate(card.spec.options) if oid != card.result.choice)  # type: ignore[union-attr]
+        await pilot.press(str(wrong + 1))  # correct the third
+        await wait_until(pilot, lambda: lab.count(app.history) == 3)
+        await pilot.press("f7")
+        await wait_until(pilot, lambda: isinstance(app.screen, AgreementScreen))
+        screen = app.screen
+        assert isinstance(screen, AgreementScreen)
+        rates = {r.criterion: r.overall.rate for r in screen.rows}
+        assert rates == {c.spec.id: (0.0 if c is card else 1.0) for c in app.main.decisions.cards[:3]}
+        assert screen.query_one(PlotextPlot) is not None
+        table = screen.query_one("#stats-table")
+        await pilot.pause()
+        assert table.region.height > 0
+
+
+def test_kill_9_of_the_app_right_after_a_correction_keeps_the_label(tmp_path) -> None:
+    """The real app (scripted engine) in its own process, killed with SIGKILL just after a card is corrected."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "app_then_kill.py"
+    script.write_text(
+        "import asyncio, sys, time\n"
+        "from textual import events\n"
+        "from fake_engine import FakeEngine, FakeFactory, fake_app, wait_until\n"
+        "async def main():\n"
+        "    app = fake_app(FakeFactory(FakeEngine()))\n"
+        "    async with app.run_test(size=(100, 40)) as pilot:\n"
+        "        await wait_until(pilot, lambda: app.main.model_state == 'ready')\n"
+        f"        app.post_message(events.Paste({TICKET!r}))\n"
+        "        await wait_until(pilot, lambda: bool(app.main.ticket.ticket_text))\n"
+        "        await pilot.press('f5')\n"
+        "        await wait_until(pilot, lambda: app.main.result is not None)\n"
+        "        card = app.main.decisions.cards[0]\n"
+        "        wrong = next(i for i, (o, _) in enumerate(card.spec.options) if o != card.result.choice)\n"
+        "        await pilot.press('f6', str(wrong + 1))\n"
+        "        print(card.spec.options[wrong][0], flush=True)\n"
+        "        time.sleep(60)  # the app is still running: killed here\n"
+        "asyncio.run(main())\n",
+        encoding="utf-8",
+    )
+    env = os.environ.copy()
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parent), env.get("PYTHONPATH", "")])
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        corrected = proc.stdout.readline().strip()
+        assert corrected, "the app did not get to the correction"
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    with History.open() as h:
+        [j] = lab.judged(h)
+        assert j.option == corrected and j.shown_option != corrected

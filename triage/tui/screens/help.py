@@ -20,6 +20,7 @@ KEYS = [
     ("Enter or y", "On a card: the shown decision is right (a confirmation)"),
     ("1-9 or a click", "On a card: that option is right (a correction, or a confirmation); the next card opens"),
     ("↑ ↓ (k j), Tab", "Between cards"),
+    ("F7", "Agreement: how often the decisions agreed with the labels, per criterion, and its trend"),
     ("ctrl+l", "Clear the ticket"),
     ("ctrl+p", "Command palette: switch pack, model or readout (by name / letters), export, theme…"),
     ("ctrl+q", "Quit"),

@@ -77,6 +77,7 @@ class MainScreen(Screen[None]):
         Binding("f4", "copy_summary", "Copy"),
         Binding("f5", "score", "Score", priority=True),
         Binding("f6", "label", "Label", priority=True),
+        Binding("f7", "app.agreement", "Agreement", show=False, priority=True),
         Binding("escape", "cancel", "Cancel"),
         Binding("ctrl+l", "clear", "Clear", show=False),
     ]
