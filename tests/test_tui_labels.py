@@ -162,3 +162,28 @@ def test_kill_9_of_the_app_right_after_a_correction_keeps_the_label(tmp_path) ->
     with History.open() as h:
         [j] = lab.judged(h)
         assert j.option == corrected and j.shown_option != corrected
+
+
+async def test_export_over_an_existing_file_asks_first(tmp_path) -> None:
+    import json
+
+    from textual.widgets import Input
+
+    from triage.tui.screens.export import ExportScreen
+
+    target = tmp_path / "out.json"
+    target.write_text("the user's own file\n", encoding="utf-8")
+    app = fake_app(FakeFactory(FakeEngine()))
+    async with app.run_test(size=(100, 40)) as pilot:
+        await _scored(app, pilot)
+        await pilot.press("f3")
+        await wait_until(pilot, lambda: isinstance(app.screen, ExportScreen) and bool(app.screen.query("#export-path")))
+        app.screen.query_one("#export-path", Input).value = str(target)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ExportScreen)  # asked, not written
+        assert "exists" in str(app.screen.query_one("#export-warning").render())
+        assert target.read_text(encoding="utf-8") == "the user's own file\n"
+        await pilot.press("enter")  # yes, replace it
+        await wait_until(pilot, lambda: app.screen is app.main)
+        assert json.loads(target.read_text(encoding="utf-8"))["ticket_id"] == app.main.result.ticket_id  # type: ignore[union-attr]
