@@ -180,13 +180,18 @@ def test_features_kept_float16_pruned_and_matched_by_identity(history: History) 
     vecs = {}
     for (sid,) in rows:
         vecs[sid] = rng.normal(size=64).astype(np.float32)
-        feat.save(history, sid, ident, {"queue": vecs[sid]}, keep=2)
+        raw = np.log(np.array([0.5, 0.3, 0.2]))
+        assert feat.save(history, sid, ident, {"queue": feat.Kept(vecs[sid], raw)}, keep=2) == 1
     assert feat.kept_scores(history) == 2
     newest = rows[-1][0]
     got = feat.load(history, newest, ident)["queue"]
-    assert np.max(np.abs(got - vecs[newest])) < 2e-3  # float16
+    assert np.max(np.abs(got.features - vecs[newest])) < 2e-3  # float16
+    assert np.allclose(got.raw, np.log([0.5, 0.3, 0.2]), atol=1e-6)
     assert feat.load(history, rows[0][0], ident) == {}  # pruned
     assert feat.load(history, newest, feat.Identity("other", "fmt", ident.pack_hash)) == {}
+    ticket = history.conn.execute("SELECT ticket FROM scores WHERE id = ?", (newest,)).fetchone()[0]
+    assert feat.newest_with(history, ticket, ident) == newest
+    assert feat.save(history, newest, ident, {"queue": feat.Kept(np.full(4, np.nan), raw)}) == 0  # never kept
 
 
 def test_history_from_newer_version_is_left_alone_by_label(tmp_path: Path, capsys) -> None:

@@ -109,6 +109,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
                 pack_hash TEXT NOT NULL,
                 width INTEGER NOT NULL,
                 data BLOB NOT NULL,
+                raw BLOB NOT NULL,
                 PRIMARY KEY (score, criterion)
             )""",
         ],
