@@ -230,3 +230,26 @@ def test_kill_9_right_after_a_label_keeps_it(tmp_path: Path) -> None:
     with History.open() as h:
         [j] = lab.judged(h)
         assert (j.ticket_id, j.criterion, j.option) == ("T-9", "queue", "shipping")
+
+
+def test_training_rows_use_kept_inputs_and_name_what_is_left_out(history: History) -> None:
+    from triage.store.training import training_rows
+
+    pack = default_pack()
+    ident = feat.Identity("sha", "fmt", pack.hash)
+    t1 = lab.find_ticket(history, "T-1")
+    t2 = lab.find_ticket(history, "T-2")
+    lab.record(history, t1, [lab.Answer("queue", "billing"), lab.Answer("urgency", "high")], origin="cli")
+    lab.record(history, t2, [lab.Answer("queue", "shipping")], origin="cli")
+    kept = feat.Kept(np.ones(8, dtype=np.float32), np.log(np.full(5, 0.2)))
+    feat.save(history, t1.score_id, ident, {"queue": kept, "urgency": kept})
+    feat.save(history, t2.score_id, feat.Identity("another-model", "fmt", pack.hash), {"queue": kept})
+    # a label on a criterion the pack does not have (as after a pack change)
+    history.conn.execute("INSERT INTO labels (ticket, score, criterion, option, kind, origin, created_at) "
+                         "VALUES (?, ?, 'tone', 'warm', 'correction', 'cli', 1e10)", (t2.ticket_row, t2.score_id))
+    got = training_rows(history, pack, ident)
+    by_id = {r.ticket_id: r for r in got.rows}
+    assert by_id["T-1"].labels == {"queue": "billing", "urgency": "high"} and not by_id["T-1"].needs_scoring
+    assert by_id["T-2"].needs_scoring  # its features are another model's
+    assert (got.kept, got.to_score) == (1, 1)
+    assert got.notes() == ["1 label(s) left out: criterion 'tone' is not in pack 'support'"]
