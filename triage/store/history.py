@@ -75,6 +75,45 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "CREATE INDEX tickets_by_update ON tickets(updated_at)",
         ],
     ),
+    (
+        3,
+        [
+            # An agent's answer on one criterion of one ticket (triage.store.labels). Never updated: a changed
+            # answer is a new row, and the newest row of a (ticket, criterion) is its label.
+            """CREATE TABLE labels (
+                id INTEGER PRIMARY KEY,
+                ticket INTEGER NOT NULL REFERENCES tickets(id) ON DELETE CASCADE,
+                score INTEGER REFERENCES scores(id) ON DELETE SET NULL,
+                criterion TEXT NOT NULL,
+                option TEXT NOT NULL,
+                kind TEXT NOT NULL CHECK (kind IN ('confirmation', 'correction')),
+                shown_option TEXT,
+                shown_probability REAL,
+                shown_source TEXT,
+                shown_head TEXT,
+                pack_name TEXT,
+                pack_hash TEXT,
+                model_sha256 TEXT,
+                prompt_format TEXT,
+                origin TEXT NOT NULL,
+                created_at REAL NOT NULL
+            )""",
+            "CREATE INDEX labels_by_ticket ON labels(ticket, criterion, id)",
+            "CREATE INDEX labels_by_time ON labels(created_at, id)",
+            # What a learned head reads, kept with the score that computed it (triage.store.features).
+            """CREATE TABLE features (
+                score INTEGER NOT NULL REFERENCES scores(id) ON DELETE CASCADE,
+                criterion TEXT NOT NULL,
+                model_sha256 TEXT NOT NULL,
+                prompt_format TEXT NOT NULL,
+                pack_hash TEXT NOT NULL,
+                width INTEGER NOT NULL,
+                data BLOB NOT NULL,
+                raw BLOB NOT NULL,
+                PRIMARY KEY (score, criterion)
+            )""",
+        ],
+    ),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -180,6 +219,20 @@ class History:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One transaction on this history (``BEGIN IMMEDIATE``): committed on success, rolled back on error.
+
+        For the modules that keep more in the same file (labels, features).
+        """
+        with _tx(self._conn):
+            yield self._conn
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """The connection, for reads by the modules that keep more in the same file."""
+        return self._conn
 
     @property
     def schema_version(self) -> int:

@@ -37,6 +37,7 @@ class TriageApp(App[None]):
         Binding("ctrl+q", "quit", "Quit", priority=True),
         Binding("f1,question_mark", "help", "Help", show=False),
         Binding("f2", "history", "History", show=False),
+        Binding("f7", "agreement", "Agreement", show=False),
     ]
 
     def __init__(self, options: UIOptions, *, engine_factory: EngineFactory, history: History, pack: Pack) -> None:
@@ -112,6 +113,13 @@ class TriageApp(App[None]):
 
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
+
+    def action_agreement(self) -> None:
+        """Show how often the decisions agreed with the agents' labels."""
+        from triage.tui.screens.stats import AgreementScreen
+
+        if not isinstance(self.screen, AgreementScreen):
+            self.push_screen(AgreementScreen(self.history))
 
     def action_history(self) -> None:
         """Show the history; the chosen ticket reopens on the main screen."""

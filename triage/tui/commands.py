@@ -37,6 +37,8 @@ class PaletteApp(Protocol):
 
     def action_help(self) -> None: ...
 
+    def action_agreement(self) -> None: ...
+
 
 def app_commands(app: PaletteApp, main: MainScreen) -> Iterator[SystemCommand]:
     """Commands for the main screen."""
@@ -57,6 +59,9 @@ def app_commands(app: PaletteApp, main: MainScreen) -> Iterator[SystemCommand]:
     yield SystemCommand("Copy summary", "Copy a one-line summary of the decisions (F4)", main.action_copy_summary)
     yield SystemCommand("Clear", "Empty the ticket box and the cards (ctrl+l)", main.action_clear)
     yield SystemCommand("History", "Search past tickets and reopen one (F2)", app.action_history)
+    yield SystemCommand("Label this ticket", "Confirm or correct its decisions, card by card (F6)", main.action_label)
+    yield SystemCommand("Agreement", "How often the decisions agreed with your labels, and the trend (F7)",
+                        app.action_agreement)
     state = "on" if main.auto_score else "off"
     yield SystemCommand("Toggle auto-score", f"Score as soon as a ticket is pasted (now {state})", main.action_toggle_auto_score)
     if main.model_state == "failed":

@@ -35,6 +35,7 @@ class ExportScreen(ModalScreen[ExportRequest | None]):
         self.result = result
         self.fmt = fmt
         self.folder = folder
+        self._replace: Path | None = None  # an existing file the user has been asked about once
 
     def compose(self) -> ComposeResult:
         with Vertical(id="export-dialog", classes="dialog"):
@@ -44,6 +45,7 @@ class ExportScreen(ModalScreen[ExportRequest | None]):
                 yield RadioButton("Markdown: a report for people, with the ticket", value=self.fmt == "markdown", id="fmt-markdown")
             yield Label("File:")
             yield Input(str(self.folder / default_name(self.result, self.fmt)), id="export-path")
+            yield Label("", id="export-warning")
             with Horizontal(classes="buttons"):
                 yield Button("Export", variant="primary", id="export-ok")
                 yield Button("Cancel", id="export-cancel")
@@ -66,7 +68,25 @@ class ExportScreen(ModalScreen[ExportRequest | None]):
         if not value:
             self.notify("Give a file name.", severity="warning")
             return
-        self.dismiss(ExportRequest(self.fmt, Path(value).expanduser()))
+        path = Path(value).expanduser()
+        if path.is_dir():
+            self.query_one("#export-warning", Label).update(f"[$error]{escape(str(path))} is a folder; give a file name.[/]")
+            return
+        if path.exists() and self._replace != path:
+            self._replace = path  # asked once: a second Enter (or Export) replaces it
+            self.query_one("#export-warning", Label).update(
+                f"[$warning]{escape(str(path))} exists. Press Enter again to replace it, or change the name.[/]"
+            )
+            self.query_one("#export-ok", Button).label = "Replace"
+            return
+        self.dismiss(ExportRequest(self.fmt, path))
+
+    @on(Input.Changed, "#export-path")
+    def _path_changed(self) -> None:
+        if self._replace is not None:
+            self._replace = None
+            self.query_one("#export-warning", Label).update("")
+            self.query_one("#export-ok", Button).label = "Export"
 
     @on(Button.Pressed, "#export-cancel")
     def action_cancel(self) -> None:

@@ -16,6 +16,11 @@ KEYS = [
     ("F2", "History: search past tickets; Enter reopens one"),
     ("F3", "Export the decisions (JSON or Markdown)"),
     ("F4", "Copy a one-line summary to the clipboard"),
+    ("F6", "Label: move to the first card not yet answered"),
+    ("Enter or y", "On a card: the shown decision is right (a confirmation)"),
+    ("1-9 or a click", "On a card: that option is right (a correction, or a confirmation); the next card opens"),
+    ("↑ ↓ (k j), Tab", "Between cards"),
+    ("F7", "Agreement: how often the decisions agreed with the labels, per criterion, and its trend"),
     ("ctrl+l", "Clear the ticket"),
     ("ctrl+p", "Command palette: switch pack, model or readout (by name / letters), export, theme…"),
     ("ctrl+q", "Quit"),
@@ -31,6 +36,9 @@ ABOUT = (
 NOTES = (
     "Every scored ticket is saved in the history (SQLite, in triage's data folder); re-scoring a ticket keeps "
     "the earlier result too.\n\n"
+    "Your answers on the cards are labels, kept in the history at once with the decision you were shown: "
+    "[b]triage stats[/b] measures how often the decisions were right, and [b]triage label --export[/b] writes "
+    "them for [b]triage learn[/b]. A decision nobody answered is no label.\n\n"
     "The ticket's token count is shown under the box. A ticket longer than the model's context allows has its "
     "middle cut before scoring, and a warning says so. Pasted escape codes and control characters are removed.\n\n"
     "Logs, llama.cpp's included, go to triage.log in triage's state folder.\n\n"

@@ -49,6 +49,7 @@ from triage.tui.messages import (
 )
 from triage.tui.options import UIOptions
 from triage.tui.submission import Submission
+from triage.tui.widgets.criterion_card import CriterionCard
 from triage.tui.widgets.decisions import DecisionsPanel
 from triage.tui.widgets.model_status import ModelState, ModelStatus
 from triage.tui.widgets.notice_bar import NoticeBar
@@ -80,6 +81,8 @@ class MainScreen(Screen[None]):
         Binding("f3", "export('json')", "Export"),
         Binding("f4", "copy_summary", "Copy"),
         Binding("f5", "score", "Score", priority=True),
+        Binding("f6", "label", "Label", priority=True),
+        Binding("f7", "app.agreement", "Agreement", show=False, priority=True),
         Binding("escape", "cancel", "Cancel"),
         Binding("ctrl+l", "clear", "Clear", show=False),
     ]
@@ -100,6 +103,7 @@ class MainScreen(Screen[None]):
         self.pending: Submission | None = None  # submitted before the model was up
         self.result: TicketResult | None = None  # the result on screen
         self.result_text: str | None = None  # its ticket text (for Markdown export)
+        self.result_rows: tuple[int | None, int | None] = (None, None)  # its ticket row and score id in history
         self._subs: dict[int, Submission] = {}
         self._seq = 0
         self._count_stamp = 0.0
@@ -307,6 +311,7 @@ class MainScreen(Screen[None]):
         self.current = sub
         self._subs[sub.id] = sub
         self.result = self.result_text = None
+        self.result_rows = (None, None)
         self.decisions.begin(self.pack, model_ready=self.model_state == "ready")
         if self.model_state == "ready":
             self._start(sub)
@@ -409,7 +414,9 @@ class MainScreen(Screen[None]):
         if not self._is_current(msg.submission):
             return
         self.result, self.result_text = msg.result, sub.ticket.text
+        self.result_rows = (sub.ticket_row, sub.score_id)
         self.decisions.finish(msg.result)
+        self._show_labels()
         self.summary.show(msg.result)
         if not msg.result.complete:
             self.notify(f"Scoring cancelled: {len(msg.result.criteria)} of {len(sub.pack.criteria)} criteria were done.", severity="warning")
@@ -465,7 +472,7 @@ class MainScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel":
             return True if self.scoring else None
-        if action in ("export", "copy_summary"):
+        if action in ("export", "copy_summary", "label"):
             return True if self.result is not None else None
         return True
 
@@ -485,8 +492,10 @@ class MainScreen(Screen[None]):
         self.current = None
         self.ticket.set_ticket(saved.text)
         self.result, self.result_text = saved.result, saved.text
+        self.result_rows = (saved.ticket_row, saved.score_id)
         if saved.result is not None:
             self.decisions.show_result(saved.result)
+            self._show_labels()
             self.summary.show(saved.result, reopened_at=saved.result.created_at or None)
         else:
             self.decisions.show_pack(self.pack)
@@ -494,6 +503,60 @@ class MainScreen(Screen[None]):
             self.summary.update(f"ticket [b]{escape(saved.ticket_id)}[/b] [dim](from history)[/dim] · {escape(note)}. Press F5 to score it.")
         self.ticket.focus()
         self.refresh_bindings()
+
+    # -- labels -----------------------------------------------------------------------
+    def action_label(self) -> None:
+        """Move to the first card not yet answered, to confirm or correct it."""
+        cards = [c for c in self.decisions.cards if c.result is not None]
+        if self.result is None or not cards:
+            self.notify("Nothing to label yet: score a ticket first.", severity="warning")
+            return
+        next((c for c in cards if c.answer is None), cards[0]).focus()
+
+    def _show_labels(self) -> None:
+        """Show the agent's labels of the ticket on screen on its cards."""
+        from triage.store import labels as lab
+
+        ticket_row = self.result_rows[0]
+        if ticket_row is None:
+            return
+        current = self._record(lab.current, self.history, ticket_row) or {}
+        for card in self.decisions.cards:
+            label = current.get(card.spec.id)
+            if label is not None and card.result is not None:
+                card.set_answer(label.option)
+
+    def on_criterion_card_answered(self, msg: CriterionCard.Answered) -> None:
+        """Store the agent's answer as a label, in its own transaction, then move to the next open card."""
+        from triage.store import labels as lab
+
+        msg.stop()
+        ticket_row, score_id = self.result_rows
+        if self.result is None or self.result_text is None:
+            msg.card.set_answer(None)
+            self.notify("Wait for the score to finish, then answer.", severity="warning")
+            return
+        if ticket_row is None or score_id is None:
+            msg.card.set_answer(None)
+            self.notify("Label not saved: the history cannot be written (see the notice at the top).",
+                        severity="error", timeout=10)
+            return
+        scored = lab.ScoredTicket(ticket_row, self.result.ticket_id, self.result_text, score_id, self.result)
+        try:
+            stored = self._record(lab.record, self.history, scored, [lab.Answer(msg.criterion, msg.option)],
+                                  origin="app")
+        except InputError as exc:  # an answer the result does not know: never stored
+            msg.card.set_answer(None)
+            self.notify(exc.message, severity="error", markup=False)
+            return
+        if not stored:
+            msg.card.set_answer(None)  # the write failed; _record said so
+            return
+        cards = [c for c in self.decisions.cards if c.result is not None]
+        later = cards[cards.index(msg.card) + 1:] if msg.card in cards else []
+        nxt = next((c for c in later if c.answer is None), None)
+        if nxt is not None:
+            nxt.focus()
 
     def action_export(self, fmt: str = "json") -> None:
         """Ask where to export the decisions on screen, then write them."""
@@ -542,6 +605,7 @@ class MainScreen(Screen[None]):
         self.ticket.set_ticket("")
         self.ticket.border_subtitle = ""
         self.result = self.result_text = None
+        self.result_rows = (None, None)
         self.decisions.show_pack(self.pack)
         self.summary.idle()
         self.ticket.focus()

@@ -11,7 +11,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from rich.text import Text
+from textual import events
+from textual.binding import Binding
 from textual.markup import escape
+from textual.message import Message
 from textual.widget import Widget
 
 from triage.scoring.pack import Criterion, Option
@@ -54,31 +57,83 @@ class CardSpec:
         return cls(result.id, result.question, tuple((o.id, o.label) for o in result.options))
 
 
-class CriterionCard(Widget):
-    """A criterion's decision as bars (see module docstring)."""
+class CriterionCard(Widget, can_focus=True):
+    """A criterion's decision as bars (see module docstring).
 
-    COMPONENT_CLASSES = {"card--chosen", "card--bar", "card--option", "card--empty", "card--warning"}
+    Once it has a result, the agent can answer it: Enter or ``y`` confirms the
+    shown decision, ``1``-``9`` (or a click on an option's row) picks that option.
+    The card then shows the agent's answer beside the model's and posts
+    :class:`Answered`; the screen stores it as a label.
+    """
+
+    COMPONENT_CLASSES = {"card--chosen", "card--bar", "card--option", "card--empty", "card--warning", "card--answer"}
+    BINDINGS = [
+        Binding("enter,y", "confirm", "Confirm"),
+        Binding("1", "pick(0)", "Pick", key_display="1-9"),
+        *(Binding(str(n), f"pick({n - 1})", show=False) for n in range(2, 10)),
+        Binding("down,j", "app.focus_next", "Next", show=False),
+        Binding("up,k", "app.focus_previous", "Previous", show=False),
+    ]
+
+    class Answered(Message):
+        """The agent answered this card: ``option`` is right for ``criterion``."""
+
+        def __init__(self, card: CriterionCard, criterion: str, option: str) -> None:
+            super().__init__()
+            self.card = card
+            self.criterion = criterion
+            self.option = option
 
     def __init__(self, spec: CardSpec) -> None:
         super().__init__(classes="card")
         self.spec = spec
         self.state: CardState = "idle"
         self.result: CriterionResult | None = None
+        self.answer: str | None = None  # the agent's option, once answered (or reopened with a label)
         self.border_title = f"[b]{escape(spec.id)}[/b] [dim]{escape(spec.question)}[/dim]"
         self.tooltip = Text(spec.question + "\n" + "\n".join(f"{oid}: {label}" for oid, label in spec.options))
         self._sync()
 
     def set_state(self, state: CardState) -> None:
-        """Show an empty card's reason (a result is cleared)."""
+        """Show an empty card's reason (a result and an answer are cleared)."""
         self.result = None
+        self.answer = None
         self.state = state
         self._sync()
 
     def set_result(self, result: CriterionResult) -> None:
-        """Fill the card with the engine's answer."""
+        """Fill the card with the engine's answer (an agent's answer given meanwhile stays)."""
         self.result = result
         self.state = "done"
         self._sync()
+
+    def set_answer(self, option: str | None) -> None:
+        """Show the agent's answer (a label) beside the model's; None clears it."""
+        self.answer = option
+        self._sync()
+
+    # -- answering --------------------------------------------------------------------
+    def action_confirm(self) -> None:
+        """The shown decision is right."""
+        if self.result is not None:
+            self._answer(self.result.choice)
+
+    def action_pick(self, index: int) -> None:
+        """Option number ``index + 1`` is right."""
+        if self.result is not None and 0 <= index < len(self.spec.options):
+            self._answer(self.spec.options[index][0])
+
+    def on_click(self, event: events.Click) -> None:
+        """A click on an option's row picks it."""
+        offset = event.get_content_offset(self)  # None on the border
+        row = offset.y if offset is not None else -1
+        if self.result is not None and 0 <= row < len(self.spec.options):
+            self.focus()
+            self._answer(self.spec.options[row][0])
+
+    def _answer(self, option: str) -> None:
+        self.set_answer(option)
+        self.post_message(self.Answered(self, self.spec.id, option))
 
     def _sync(self) -> None:
         """Classes and subtitle follow the state; the body is drawn in :meth:`render`."""
@@ -89,7 +144,12 @@ class CriterionCard(Widget):
         if r is None:
             self.border_subtitle = STATE_NOTES.get(self.state, "")
         else:
-            self.border_subtitle = f"{r.source} · Δ{r.margin * 100:.0f} pts · {r.tail_ms:.0f} ms · {r.tail_tokens} tok"
+            subtitle = f"{r.source} · Δ{r.margin * 100:.0f} pts · {r.tail_ms:.0f} ms · {r.tail_tokens} tok"
+            if self.answer is not None:
+                verdict = "confirmed" if self.answer == r.choice else f"you: {self.answer}"
+                subtitle = f"[b]✔ {escape(verdict)}[/b] · {subtitle}"
+            self.border_subtitle = subtitle
+        self.set_class(self.answer is not None, "-answered")
         self.refresh(layout=True)
 
     def render(self) -> Text:
@@ -113,7 +173,12 @@ class CriterionCard(Widget):
                 continue
             p = r.probability(oid)
             is_choice = oid == r.choice
-            text.append("▶ " if is_choice else "  ", chosen if is_choice else plain)
+            if self.answer == oid:
+                text.append("✔ ", self.get_component_rich_style("card--answer"))
+            elif self.has_focus and i < 9:
+                text.append(f"{i + 1} ", plain)
+            else:
+                text.append("▶ " if is_choice else "  ", chosen if is_choice else plain)
             text.append(name + " ", chosen if is_choice else plain)
             text.append(bar(p, bar_w), chosen if is_choice else bar_style)
             text.append(f" {p:>{PCT_WIDTH - 1}.1%}", chosen if is_choice else plain)

@@ -1,0 +1,209 @@
+"""Replay a labelled set as an agent would: see the decision, answer it, and let the read-out re-learn every N labels.
+
+For each ticket in file order, the decision *shown* is what ``triage score`` would show
+with the head learned so far (zero-shot before the first fit): the head is applied to the
+ticket's answer-position features exactly as the engine applies it. The gold label is then
+recorded, and every ``--refit-every`` labels the head is fitted again (the same fit as
+``triage learn``: CV, balanced, backoff for rare options, temperature) on every label so
+far. The shown decision is judged against the label before the label is used
+(prequential), so no head is judged on the labels it was fitted on.
+
+Each ticket is scored once (the label readout in fanout, as ``triage score`` runs it,
+through eval's readout cache, so a second run scores nothing); the replay itself only
+applies and fits heads. Prints the agreement curve, zero-shot against learned, and the
+time each re-fit took; writes the numbers as JSON and the curve as an SVG.
+
+  python bench/learning_loop.py ../shared/datasets/airline-sentiment --model qwen2.5-coder-0.5b --limit 300 \
+      --refit-every 20 -o bench/results/learning-loop-airline
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from xml.sax.saxutils import escape
+
+import numpy as np
+
+WINDOW = 50  # the moving window of the curve, in labels
+
+
+def replay(
+    pack: Any,
+    rows: list[Any],
+    features: dict[str, np.ndarray],
+    raw: dict[str, np.ndarray],
+    *,
+    refit_every: int,
+    fit: Any,
+) -> dict[str, Any]:
+    """The prequential replay over rows in order (see the module docstring).
+
+    Args:
+        features, raw: per criterion, (n, F) features and (n, K) raw log-probs of every row.
+        fit: ``fit(rows_so_far_indices) -> Head | None`` (the head to show from then on).
+    """
+    n = len(rows)
+    crit_ids = [c.id for c in pack.criteria]
+    shown = {c: np.full(n, -1) for c in crit_ids}
+    zero = {c: np.full(n, -1) for c in crit_ids}
+    gold = {c: np.full(n, -1) for c in crit_ids}
+    source = {c: [""] * n for c in crit_ids}
+    head = None
+    refits: list[dict[str, Any]] = []
+    for i, row in enumerate(rows):
+        for ci, crit in enumerate(pack.criteria):
+            cid = crit.id
+            if cid not in row.labels:
+                continue
+            lp = raw[cid][i]
+            zero[cid][i] = int(np.argmax(lp))
+            if head is not None and head.covers(cid):
+                shown[cid][i] = int(np.argmax(head.apply(cid, features[cid][i], lp)))
+                source[cid][i] = "learned"
+            else:
+                shown[cid][i] = zero[cid][i]
+                source[cid][i] = "zero-shot"
+            gold[cid][i] = [o.id for o in crit.options].index(row.labels[cid])
+        if (i + 1) % refit_every == 0 and i + 1 < n:
+            t0 = time.perf_counter()
+            head = fit(list(range(i + 1)))
+            refits.append({"labels": i + 1, "seconds": time.perf_counter() - t0,
+                           "criteria": sorted(head.criteria) if head is not None else []})
+    curves = {}
+    for cid in crit_ids:
+        have = gold[cid] >= 0
+        g, s, z = gold[cid][have], shown[cid][have], zero[cid][have]
+        curves[cid] = {
+            "labels": int(have.sum()),
+            "learned_agree": (s == g).astype(int).tolist(),
+            "zero_shot_agree": (z == g).astype(int).tolist(),
+            "source": [x for x, h in zip(source[cid], have, strict=True) if h],
+        }
+    return {"curves": curves, "refits": refits}
+
+
+def windowed(flags: list[int], window: int = WINDOW) -> list[float]:
+    """Agreement over the last ``window`` labels at each label (fewer at the start)."""
+    a = np.asarray(flags, dtype=float)
+    c = np.concatenate([[0.0], np.cumsum(a)])
+    return [float((c[i + 1] - c[max(0, i + 1 - window)]) / (i + 1 - max(0, i + 1 - window))) for i in range(len(a))]
+
+
+def svg(curves: dict[str, Any], title: str, window: int = WINDOW) -> str:
+    """Agreement over the last ``window`` labels against labels seen: learned loop and zero-shot, per criterion."""
+    w, h, left, top, pw, ph = 760, 360, 60, 40, 660, 260
+    colors = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#b279a2"]
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
+             'font-family="system-ui, sans-serif" font-size="12">',
+             f'<rect width="{w}" height="{h}" fill="white"/>',
+             f'<text x="{left}" y="22" font-size="14" font-weight="bold">{escape(title)}</text>']
+    n_max = max((c["labels"] for c in curves.values()), default=1) or 1
+    for k in range(0, 11, 2):
+        y = top + ph - ph * k / 10
+        parts.append(f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e5e5e5"/>')
+        parts.append(f'<text x="{left - 8}" y="{y + 4:.1f}" text-anchor="end">{k * 10}%</text>')
+    for k in range(0, 6):
+        x = left + pw * k / 5
+        parts.append(f'<text x="{x:.1f}" y="{top + ph + 18}" text-anchor="middle">{round(n_max * k / 5)}</text>')
+    parts.append(f'<text x="{left + pw / 2}" y="{h - 8}" text-anchor="middle">labels seen (agreement over the last '
+                 f'{window})</text>')
+    legend_y = top + 4
+    for ci, (cid, c) in enumerate(curves.items()):
+        color = colors[ci % len(colors)]
+        for key, dash, name in (("learned_agree", "", "learned loop"), ("zero_shot_agree", "5,4", "zero-shot")):
+            ys = windowed(c[key], window)
+            pts = " ".join(f"{left + pw * (i + 1) / n_max:.1f},{top + ph - ph * v:.1f}" for i, v in enumerate(ys))
+            parts.append(f'<g class="series" data-series="{escape(cid)}:{name}"><polyline points="{pts}" fill="none" '
+                         f'stroke="{color}" stroke-width="2" stroke-dasharray="{dash}"/></g>')
+            parts.append(f'<line x1="{left + pw - 170}" x2="{left + pw - 145}" y1="{legend_y}" y2="{legend_y}" '
+                         f'stroke="{color}" stroke-width="2" stroke-dasharray="{dash}"/>')
+            parts.append(f'<text x="{left + pw - 140}" y="{legend_y + 4}">{escape(cid)}: {name}</text>')
+            legend_y += 16
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("dataset", type=Path, help="a folder with criteria.toml and tickets.jsonl")
+    ap.add_argument("--model", default=None, help="model name or .gguf path (default: triage's default order)")
+    ap.add_argument("--limit", type=int, default=300, help="replay the first N rows (default 300)")
+    ap.add_argument("--refit-every", type=int, default=20, help="fit the head again after every N labels (default 20)")
+    ap.add_argument("--n-ctx", type=int, default=1024, help="context size (default 1024, as learn and eval)")
+    ap.add_argument("-o", "--output", type=Path, default=None, help="write OUTPUT.json and OUTPUT.svg")
+    args = ap.parse_args(argv)
+
+    from triage.evaluation.data import read_labelled
+    from triage.evaluation.runner import stack_features
+    from triage.evaluation.session import report_consoles, score_sets
+    from triage.evaluation.variants import readings
+    from triage.model.loader import load_engine
+    from triage.scoring import learn as learn_mod
+    from triage.scoring.pack import load_pack
+
+    out, err = report_consoles()
+    pack = load_pack(args.dataset / "criteria.toml")
+    rows = read_labelled(str(args.dataset / "tickets.jsonl"), pack, partial=True).limit(args.limit).rows
+    engine = load_engine(args.model, n_ctx=args.n_ctx, notice=lambda s: err.print(f"triage: {s}", markup=False))
+    t0 = time.perf_counter()
+    with engine:
+        run_ = score_sets(engine, pack, [("replay", rows)], err, "label", features=True)
+        scored_s = time.perf_counter() - t0
+        scored = run_.sets[0]
+        rows = scored.rows
+        feats = {c.id: stack_features(scored.outcomes, c.id) for c in pack.criteria}
+        raw = {c.id: readings(c, scored.outcomes, None).raw for c in pack.criteria}
+        ident = dict(model_sha256=engine.sha256, prompt_format=engine.format_for("label").id,
+                     n_vocab=engine.native.n_vocab, n_embd=engine.native.n_embd)
+
+    def fit(idx: list[int]) -> Any:
+        f, lp, y = {}, {}, {}
+        for crit in pack.criteria:
+            have = [i for i in idx if crit.id in rows[i].labels]
+            if not have:
+                continue
+            ids = [o.id for o in crit.options]
+            f[crit.id], lp[crit.id] = feats[crit.id][have], raw[crit.id][have]
+            y[crit.id] = [ids.index(rows[i].labels[crit.id]) for i in have]
+        if not y:
+            return None
+        head, _ = learn_mod.fit_head(pack, f, lp, y, name="replay", min_per_option=learn_mod.MIN_PER_OPTION,
+                                     rare="backoff", **ident)
+        return head if head.criteria else None
+
+    result = replay(pack, rows, feats, raw, refit_every=args.refit_every, fit=fit)
+    result.update({"dataset": args.dataset.name, "model": engine.name, "rows": len(rows), "n_ctx": args.n_ctx,
+                   "refit_every": args.refit_every, "window": WINDOW, "scoring_s": scored_s,
+                   "cache": {"hits": run_.hits, "scored": run_.misses}})
+    secs = [r["seconds"] for r in result["refits"]]
+    for cid, c in result["curves"].items():
+        n = c["labels"]
+        first = slice(0, min(WINDOW, n))
+        last = slice(max(0, n - WINDOW), n)
+        z, learned = np.asarray(c["zero_shot_agree"]), np.asarray(c["learned_agree"])
+        out.print(
+            f"{args.dataset.name}/{cid}: {n} labels · zero-shot agreement {z.mean():.3f} overall · learned loop "
+            f"{learned.mean():.3f} overall · first {WINDOW}: zero-shot {z[first].mean():.3f} / loop "
+            f"{learned[first].mean():.3f} · last {WINDOW}: zero-shot {z[last].mean():.3f} / loop {learned[last].mean():.3f}",
+            markup=False, highlight=False,
+        )
+    if secs:
+        out.print(f"re-fits: {len(secs)} · median {np.median(secs):.2f} s · max {max(secs):.2f} s "
+                  f"(scoring the {len(rows)} tickets took {scored_s:.1f} s, {run_.misses} scored, {run_.hits} cached)",
+                  markup=False, highlight=False)
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        title = f"{args.dataset.name}: learned loop vs zero-shot ({engine.name}, re-fit every {args.refit_every})"
+        args.output.with_suffix(".svg").write_text(svg(result["curves"], title), encoding="utf-8")
+        out.print(f"wrote {args.output.with_suffix('.json')} and {args.output.with_suffix('.svg')}", markup=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,293 @@
+"""Agents' answers: a confirmed or corrected decision on one criterion of a ticket in the history.
+
+A label is kept in the history file (table ``labels``, migration 3 of
+:mod:`triage.store.history`) with what the agent was shown at the time: the
+decision, its probability, what made it (``learned`` with the head's name,
+``calibrated`` or ``zero-shot``), and the pack and model that computed it. An
+answer equal to the shown decision is a *confirmation*, any other a *correction*.
+A decision nobody answered is no label.
+
+Rows are never updated. Changing an answer adds a row; the newest row of a
+(ticket, criterion) is its label, and the oldest keeps the decision shown before
+anyone answered, which is what agreement is measured on (prequential: no head
+was fitted on a label before it existed). Each call that records labels is one
+transaction, validated in full first: either every label of the call is stored,
+or none is and the error names the first bad one.
+
+This module is core: it must not import Textual.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from triage.errors import InputError
+from triage.scoring.result import TicketResult
+from triage.store.history import History
+
+KINDS = ("confirmation", "correction")
+ORIGINS = ("app", "cli", "file", "serve")
+
+
+@dataclass(frozen=True)
+class Label:
+    """One answer, as stored."""
+
+    id: int
+    ticket_row: int
+    score_id: int | None
+    criterion: str
+    option: str
+    kind: str
+    shown_option: str | None
+    shown_probability: float | None
+    shown_source: str | None
+    shown_head: str | None
+    pack_name: str | None
+    pack_hash: str | None
+    origin: str
+    created_at: float
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A label to record: the option an agent chose for one criterion."""
+
+    criterion: str
+    option: str
+
+
+@dataclass(frozen=True)
+class ScoredTicket:
+    """A ticket of the history with the newest finished result that labels are checked against."""
+
+    ticket_row: int
+    ticket_id: str
+    text: str
+    score_id: int
+    result: TicketResult
+
+
+def find_ticket(history: History, ticket_id: str) -> ScoredTicket:
+    """The ticket with this id and its newest finished score.
+
+    Raises:
+        InputError: no such id; several tickets share it; it was never scored to the end.
+    """
+    rows = history.conn.execute(
+        "SELECT id FROM tickets WHERE ticket_id = ? ORDER BY updated_at DESC, id DESC", (ticket_id,)
+    ).fetchall()
+    if not rows:
+        raise InputError(
+            f"no ticket {ticket_id!r} in the history {history.path or '(in memory)'}",
+            hint="score it with the app or `triage score ... --history` first; `triage stats` lists labelled tickets",
+        )
+    if len(rows) > 1:
+        raise InputError(
+            f"{len(rows)} tickets in the history have the id {ticket_id!r} (different texts)",
+            hint="label them in the app (F2 opens each), or re-score them with distinct ids",
+        )
+    return scored_ticket(history, int(rows[0][0]), ticket_id)
+
+
+def scored_ticket(history: History, ticket_row: int, ticket_id: str | None = None) -> ScoredTicket:
+    """A ticket (by row) with its newest finished score.
+
+    Raises:
+        InputError: the ticket has no finished score.
+    """
+    from triage.store.history import _result
+
+    row = history.conn.execute(
+        """SELECT t.ticket_id, t.text, s.id, s.result_json FROM tickets t
+           JOIN scores s ON s.ticket = t.id
+           WHERE t.id = ? AND s.status = 'done' AND s.result_json IS NOT NULL
+           ORDER BY s.started_at DESC, s.id DESC LIMIT 1""",
+        (ticket_row,),
+    ).fetchone()
+    if row is None:
+        name = ticket_id if ticket_id is not None else f"row {ticket_row}"
+        raise InputError(
+            f"ticket {name!r} has no finished score to label",
+            hint="score it again (its last score was cancelled or failed)",
+        )
+    result = _result(row[3])
+    if result is None:
+        raise InputError(f"ticket {row[0]!r}: its stored result cannot be read by this triage; score it again")
+    return ScoredTicket(ticket_row, row[0], row[1], int(row[2]), result)
+
+
+def check_answers(scored: ScoredTicket, answers: Iterable[Answer]) -> list[Answer]:
+    """The answers, checked against the criteria and options of the ticket's result.
+
+    Raises:
+        InputError: an unknown criterion or option, named with the ones that exist.
+    """
+    by_id = {c.id: c for c in scored.result.criteria}
+    out: list[Answer] = []
+    seen: dict[str, str] = {}
+    for a in answers:
+        crit = by_id.get(a.criterion)
+        if crit is None:
+            raise InputError(
+                f"ticket {scored.ticket_id!r}: no criterion {a.criterion!r} in its result",
+                hint=f"its criteria: {', '.join(by_id)}",
+            )
+        ids = [o.id for o in crit.options]
+        option = _match_option(a.option, crit.options)
+        if option is None:
+            raise InputError(
+                f"ticket {scored.ticket_id!r}, criterion {a.criterion!r}: no option {a.option!r}",
+                hint=f"its options: {', '.join(ids)}",
+            )
+        if a.criterion in seen and seen[a.criterion] != option:
+            raise InputError(f"ticket {scored.ticket_id!r}: criterion {a.criterion!r} is given twice, differently")
+        seen[a.criterion] = option
+        out.append(Answer(a.criterion, option))
+    return list({a.criterion: a for a in out}.values())
+
+
+def _match_option(value: str, options: Iterable[Any]) -> str | None:
+    """An option id by id or label, case- and space-insensitively."""
+    want = " ".join(value.split()).casefold()
+    for o in options:
+        if want in (o.id.casefold(), " ".join(o.label.split()).casefold()):
+            return str(o.id)
+    return None
+
+
+def record(history: History, scored: ScoredTicket, answers: Iterable[Answer], *, origin: str) -> list[Label]:
+    """Store answers on one scored ticket, in one transaction (checked first). Returns the stored labels."""
+    return record_many(history, [(scored, list(answers))], origin=origin)
+
+
+def record_many(
+    history: History, batch: Iterable[tuple[ScoredTicket, list[Answer]]], *, origin: str
+) -> list[Label]:
+    """Store the answers of several tickets in one transaction: all of them, or (on any error) none.
+
+    Raises:
+        InputError: an unknown criterion or option (nothing is stored).
+    """
+    if origin not in ORIGINS:
+        raise ValueError(f"unknown label origin {origin!r}")
+    checked = [(s, check_answers(s, answers)) for s, answers in batch]
+    now = time.time()
+    stored: list[Label] = []
+    with history.transaction() as conn:
+        for s, answers in checked:
+            for a in answers:
+                crit = next(c for c in s.result.criteria if c.id == a.criterion)
+                kind = "confirmation" if a.option == crit.choice else "correction"
+                values = (
+                    s.ticket_row, s.score_id, a.criterion, a.option, kind, crit.choice, crit.probability(crit.choice),
+                    crit.source, s.result.head if crit.source == "learned" else None, s.result.pack.get("name"),
+                    s.result.pack.get("hash"), s.result.model.get("sha256"), s.result.prompt_format, origin, now,
+                )
+                cur = conn.execute(
+                    """INSERT INTO labels (ticket, score, criterion, option, kind, shown_option, shown_probability,
+                                          shown_source, shown_head, pack_name, pack_hash, model_sha256, prompt_format,
+                                          origin, created_at)
+                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                    values,
+                )
+                stored.append(Label(int(cur.lastrowid or 0), *values[:11], origin, now))
+    return stored
+
+
+_COLUMNS = """id, ticket, score, criterion, option, kind, shown_option, shown_probability, shown_source, shown_head,
+              pack_name, pack_hash, origin, created_at"""
+
+
+def current(history: History, ticket_row: int) -> dict[str, Label]:
+    """The labels of one ticket now: the newest answer per criterion."""
+    rows = history.conn.execute(f"SELECT {_COLUMNS} FROM labels WHERE ticket = ? ORDER BY id", (ticket_row,))
+    return {lab.criterion: lab for lab in (Label(*r) for r in rows.fetchall())}
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One (ticket, criterion) that has a label: what was shown before anyone answered, and the answer now."""
+
+    ticket_row: int
+    ticket_id: str
+    text: str
+    criterion: str
+    pack_name: str | None
+    pack_hash: str | None
+    shown_option: str | None
+    shown_source: str | None
+    shown_head: str | None
+    option: str
+    first_at: float
+    changed: int  # how many times the answer was given (1 = never changed)
+
+
+def judged(history: History) -> list[Judged]:
+    """Every labelled (ticket, criterion), oldest first answer first.
+
+    The shown decision is the one of the *first* answer (what the agent saw before
+    answering at all); the option is the newest answer.
+    """
+    rows = history.conn.execute(
+        """SELECT f.ticket, t.ticket_id, t.text, f.criterion, f.pack_name, f.pack_hash, f.shown_option,
+                  f.shown_source, f.shown_head, n.option, f.created_at, g.n
+           FROM (SELECT ticket, criterion, min(id) AS first, max(id) AS last, count(*) AS n
+                 FROM labels GROUP BY ticket, criterion) g
+           JOIN labels f ON f.id = g.first
+           JOIN labels n ON n.id = g.last
+           JOIN tickets t ON t.id = f.ticket
+           ORDER BY f.created_at, f.id"""
+    ).fetchall()
+    return [Judged(*r) for r in rows]
+
+
+def count(history: History) -> int:
+    """How many label rows the history holds (every answer, changed ones too)."""
+    return int(history.conn.execute("SELECT count(*) FROM labels").fetchone()[0])
+
+
+def export_rows(history: History) -> list[dict[str, Any]]:
+    """The history's labels in ``triage learn``'s input format: one row per ticket, newest answers.
+
+    Rows are ``{"id", "text", "labels": {criterion: option}}``, in the order tickets were first labelled.
+    """
+    rows: dict[int, dict[str, Any]] = {}
+    for j in judged(history):
+        row = rows.setdefault(j.ticket_row, {"id": j.ticket_id, "text": j.text, "labels": {}})
+        row["labels"][j.criterion] = j.option
+    return list(rows.values())
+
+
+def parse_pairs(pairs: Iterable[str]) -> list[Answer]:
+    """``criterion=option`` arguments as answers.
+
+    Raises:
+        InputError: a pair without ``=`` or with an empty side.
+    """
+    out = []
+    for p in pairs:
+        crit, sep, option = p.partition("=")
+        if not sep or not crit.strip() or not option.strip():
+            raise InputError(f"{p!r} is not CRITERION=OPTION", hint="e.g. triage label T-17 queue=shipping urgency=high")
+        out.append(Answer(crit.strip(), option.strip()))
+    return out
+
+
+def answers_from_mapping(labels: Mapping[str, Any], where: str) -> list[Answer]:
+    """A JSON object ``{criterion: option}`` as answers.
+
+    Raises:
+        InputError: not an object, or a value that is not a non-empty string.
+    """
+    if not isinstance(labels, Mapping) or not labels:
+        raise InputError(f"{where}: \"labels\" must be a non-empty object {{criterion: option}}")
+    out = []
+    for crit, option in labels.items():
+        if not isinstance(option, str) or not option.strip():
+            raise InputError(f"{where}: label {crit!r} must be an option id (a non-empty string), not {option!r}")
+        out.append(Answer(str(crit), option.strip()))
+    return out
