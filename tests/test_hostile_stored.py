@@ -306,7 +306,7 @@ def test_a_history_that_cannot_be_created_says_so_and_not_that_it_was_moved(tmp_
 
 
 def test_move_aside_reports_nothing_when_nothing_is_there(tmp_path: Path) -> None:
-    from triage.store.history import move_aside
+    from triage.store.files import move_aside
 
     assert move_aside(tmp_path / "absent.sqlite3") is None
     (tmp_path / "present.sqlite3").write_bytes(b"x")

@@ -78,8 +78,19 @@ def all_modules() -> dict[str, Path]:
 
 def import_graph() -> dict[str, set[str]]:
     """Module → the triage modules it imports, from the source: every import statement anywhere in
-    the module (a lazy import inside a function is still a dependency), at module granularity."""
+    the module (a lazy import inside a function is still a dependency), at module granularity.
+
+    Imports under ``if TYPE_CHECKING:`` are left out: they are never executed, and naming a type
+    for a checker is no dependency of the running code."""
     mods = all_modules()
+
+    def type_only(tree: ast.AST) -> set[int]:
+        """ids of the import nodes inside ``if TYPE_CHECKING:`` blocks."""
+        out: set[int] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING":
+                out.update(id(n) for stmt in node.body for n in ast.walk(stmt))
+        return out
 
     def module_of(name: str) -> str | None:
         while name and name not in mods:
@@ -90,7 +101,11 @@ def import_graph() -> dict[str, set[str]]:
     for name, path in mods.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         deps: set[str | None] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        skip = type_only(tree)
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
             if isinstance(node, ast.Import):
                 deps.update(module_of(a.name) for a in node.names if a.name.split(".")[0] == "triage")
             elif isinstance(node, ast.ImportFrom):

@@ -84,7 +84,7 @@ def set_aside(path: Path, what: str, reason: str) -> str:
     place, one damaged file would cost every score. Moved aside, it is kept for
     whoever wants to look at it, and nothing reads it again.
     """
-    from triage.store.history import move_aside
+    from triage.store.files import move_aside
 
     try:
         aside = move_aside(path)

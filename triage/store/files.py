@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -43,3 +44,28 @@ def json_safe(value: Any) -> Any:
 def write_json_atomic(path: str | Path, value: Any) -> Path:
     """Write ``value`` as indented JSON (NaN as null), atomically."""
     return write_text_atomic(path, json.dumps(json_safe(value), indent=2, ensure_ascii=False) + "\n")
+
+
+def move_aside(path: Path) -> Path | None:
+    """Rename ``path`` (and its ``-wal``/``-shm``) to ``<name>.bad-<time>``.
+
+    Returns:
+        The new path, or None when there was nothing to move (no message may then
+        say that something was moved).
+    """
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    aside = path.with_name(f"{path.name}.bad-{stamp}")
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = path.with_name(f"{path.name}.bad-{stamp}-{n}")
+    moved = False
+    if path.exists() or path.is_symlink():
+        os.replace(path, aside)
+        moved = True
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            os.replace(side, aside.with_name(aside.name + suffix))
+            moved = True
+    return aside if moved else None

@@ -20,7 +20,6 @@ This module is core: it must not import Textual.
 from __future__ import annotations
 
 import logging
-import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from typing import Any
 
 from triage.scoring.result import TicketResult, ticket_result_from_dict
 from triage.scoring.ticket import Ticket
+from triage.store.files import move_aside
 
 log = logging.getLogger(__name__)
 
@@ -427,31 +427,6 @@ def _migrate(conn: sqlite3.Connection, version: int) -> None:
                 conn.execute(sql)
             conn.execute(f"PRAGMA user_version = {int(number)}")
         log.info("history migrated to schema %d", number)
-
-
-def move_aside(path: Path) -> Path | None:
-    """Rename ``path`` (and its ``-wal``/``-shm``) to ``<name>.bad-<time>``.
-
-    Returns:
-        The new path, or None when there was nothing to move (no message may then
-        say that something was moved).
-    """
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    aside = path.with_name(f"{path.name}.bad-{stamp}")
-    n = 1
-    while aside.exists():
-        n += 1
-        aside = path.with_name(f"{path.name}.bad-{stamp}-{n}")
-    moved = False
-    if path.exists() or path.is_symlink():
-        os.replace(path, aside)
-        moved = True
-    for suffix in ("-wal", "-shm"):
-        side = path.with_name(path.name + suffix)
-        if side.exists():
-            os.replace(side, aside.with_name(aside.name + suffix))
-            moved = True
-    return aside if moved else None
 
 
 def is_busy(exc: BaseException) -> bool:
