@@ -49,7 +49,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--file", metavar="LABELS.jsonl", help='JSON Lines of {"id": ..., "labels": {criterion: option}}')
     p.add_argument("--export", metavar="FILE.jsonl", help="write every labelled ticket in `triage learn`'s input format")
     p.add_argument("--force", action="store_true", help="with --export: replace an existing file")
-    p.add_argument("--history", metavar="PATH", help="the history file (default: the user data dir's)")
+    p.add_argument("--history-file", metavar="PATH", help="the history file (default: the user data dir's)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
                          hint="triage label --help shows all three")
     if args.ticket and not args.pairs:
         raise InputError(f"no labels given for ticket {args.ticket!r}", hint="e.g. triage label ID queue=shipping")
-    history = _open_history(args.history)
+    history = _open_history(args.history_file)
     with history:
         if args.export:
             return _export(history, Path(args.export), force=args.force)
@@ -85,10 +85,7 @@ def run(args: argparse.Namespace) -> int:
 def _open_history(path: str | None) -> History:
     from triage.store.history import History
 
-    history = History.open(Path(path) if path else None)
-    if history.path is None:
-        history.close()
-        raise InputError(f"the history cannot be used: {history.notice}", hint="close the other triage, or fix the file")
+    history = History.open_writable(Path(path) if path else None)
     if history.notice:
         print(f"triage: note: {history.notice}", file=sys.stderr)
     return history

@@ -21,6 +21,14 @@ chosen by stratified cross-validation on these rows, classes are weighted
 balanced. Scoring with the head costs nothing extra: the features come from the
 decode that reads the options anyway.
 
+Several files are learned together, and --history adds the labels agents gave in
+the app or with `triage label`. A ticket text that comes more than once is
+learned once (its labels merged, a later source winning: files in the order
+given, then the history). A history ticket scored by the app or by `triage score
+--history` kept what a head reads with its score, so it is not scored again; one
+whose features are gone, or were computed with another model, pack or prompt
+format, is scored, and learn says how many.
+
 An option with fewer than --min-per-option labels (default 5) cannot be
 learned: the head learns the other options and leaves that one to the
 zero-shot readout, and learn names it (--rare-options refuse leaves the whole
@@ -40,6 +48,8 @@ extra); scoring with a head needs only numpy.
 
 examples:
   triage learn history.jsonl --pack criteria.toml
+  triage learn --history --pack team.toml           # the labels agents gave in the app
+  triage learn old-export.csv --history --pack team.toml --text Subject,Description --label queue=Group
   triage learn history.jsonl --pack criteria.toml -o team.npz --min-per-option 10
   triage learn export.csv --pack team.toml --text Subject,Description --label queue=Group --holdout 0.3
 
@@ -51,7 +61,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     from triage.commands._input import add_input_arguments
 
-    p.add_argument("labelled", metavar="LABELLED", help="labelled tickets to learn from (JSON Lines, or an export: CSV, JSON, Parquet)")
+    p.add_argument("labelled", nargs="*", metavar="LABELLED", help="labelled tickets to learn from (JSON Lines, or an export: CSV, JSON, Parquet); several files are learned together")
+    p.add_argument("--history", action="store_true", help="also learn from the labels agents gave in the app or with `triage label` (the history); tickets whose score kept what a head reads are not scored again")
+    p.add_argument("--history-file", metavar="PATH", help="with --history: this history file (default: the user data dir's)")
     add_model_options(p, n_ctx=1024)
     add_input_arguments(p)
     p.add_argument("--pack", metavar="CRITERIA.toml", help="criteria pack (default: the built-in support pack)")
@@ -91,25 +103,49 @@ def run(args: argparse.Namespace) -> int:
     if args.per_option is not None and args.per_option < 1:
         raise InputError(f"--per-option must be at least 1, got {args.per_option}")
     learn_mod._sklearn()  # say it before scoring, not after
+    if args.history_file and not args.history:
+        raise InputError("--history-file works only with --history")
+    if not args.labelled and not args.history:
+        raise InputError("nothing to learn from", hint="give labelled files, or --history (the app's labels), or both")
     pack = resolve_pack(args.pack)
     only = parse_criteria(args.criteria, pack)
-    rows = labelled_rows(args, args.labelled, pack, partial=True, per_option=args.per_option)
-    report_bad(rows, err)
-    rows = rows.limit(args.limit)
-    held = None
-    if args.holdout is not None:
-        from triage.evaluation.data import split_by_id
-
-        held, rows = split_by_id(rows, 1 - args.holdout)
-        if not held.rows or not rows.rows:
-            raise InputError(f"--holdout {args.holdout:g} leaves {len(rows.rows)} row(s) to fit on and {len(held.rows)} held out; both need rows")
+    sets = [labelled_rows(args, f, pack, partial=True, per_option=args.per_option) for f in args.labelled]
+    for one in sets:
+        report_bad(one, err)
     engine = load_for(err, model=args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt)
     with engine:
+        history = None
+        if args.history:
+            from triage.store import features as feat
+            from triage.store.history import History
+            from triage.store.training import training_rows
+
+            ident = feat.Identity(engine.sha256, engine.format_for("label").id, pack.hash)
+            with History.open_writable(Path(args.history_file) if args.history_file else None) as h:
+                history = training_rows(h, pack, ident)
+            err.print(f"triage: the history holds {len(history.rows)} labelled ticket(s) for pack {printable(pack.name)}: "
+                      f"{history.kept} with what a head reads kept, {history.to_score} to score (features gone, or "
+                      "scored with another model, pack or prompt format)", markup=False, highlight=False)
+        from triage.evaluation.sources import merge
+
+        merged = merge(sets, history)
+        for note in merged.notes:
+            err.print(f"triage: {printable(note)}", style="dim", markup=False, highlight=False)
+        rows = merged.rows.limit(args.limit)
+        if not rows.rows:
+            raise InputError(f"no labelled row for pack {pack.name!r} in {rows.source}")
+        held = None
+        if args.holdout is not None:
+            from triage.evaluation.data import split_by_id
+
+            held, rows = split_by_id(rows, 1 - args.holdout)
+            if not held.rows or not rows.rows:
+                raise InputError(f"--holdout {args.holdout:g} leaves {len(rows.rows)} row(s) to fit on and {len(held.rows)} held out; both need rows")
         parts = [("learn", rows.rows)] + ([("holdout", held.rows)] if held is not None else [])
-        run_ = score_sets(engine, pack, parts, err, "label", features=True)
+        run_ = score_sets(engine, pack, parts, err, "label", features=True, known=merged.known, prior=False)
         scored = run_.sets[0]
         if not scored.rows:
-            raise InputError(f"no row of {args.labelled} could be scored")
+            raise InputError(f"no row of {rows.source} could be scored")
         features, logprobs, labels = {}, {}, {}
         for crit in pack.criteria:
             have = [i for i, r in enumerate(scored.rows) if crit.id in r.labels]
@@ -119,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
             features[crit.id] = stack_features(outs, crit.id)
             logprobs[crit.id] = readings(crit, outs, None).raw
             labels[crit.id] = gold([scored.rows[i] for i in have], crit)
-        name = Path(args.output).name if args.output else f"{pack.name} head from {Path(args.labelled).name}"
+        name = Path(args.output).name if args.output else _head_name(pack, args.labelled, args.history, len(scored.rows))
         head, outcomes = learn_mod.fit_head(
             pack, features, logprobs, labels,
             model_sha256=engine.sha256, prompt_format=engine.format_for("label").id,
@@ -127,8 +163,10 @@ def run(args: argparse.Namespace) -> int:
             on_criterion=lambda cid, n: err.print(f"triage: fitting {printable(cid)} on {n} row(s)…", style="dim", markup=False, highlight=False),
             min_per_option=args.min_per_option or learn_mod.MIN_PER_OPTION, rare=args.rare_options,
         )
-        head.report.update({"labelled": str(args.labelled), "n_ctx": engine.n_ctx, "model": engine.name, "rows": len(scored.rows), "cut": scored.cut})
-    err.print(f"cache: {run_.hits} hit(s), {run_.misses} scored · {scored.cut} ticket(s) cut to fit the {engine.n_ctx}-token context", markup=False, highlight=False)
+        head.report.update({"labelled": [str(f) for f in args.labelled], "history": bool(args.history), "n_ctx": engine.n_ctx,
+                            "model": engine.name, "rows": len(scored.rows), "cut": scored.cut})
+    known = sum(s_.known for s_ in run_.sets)
+    err.print(f"cache: {run_.hits} hit(s), {run_.misses} scored, {known} kept in the history · {scored.cut} ticket(s) cut to fit the {engine.n_ctx}-token context", markup=False, highlight=False)
     for o in outcomes:
         if o.refused:
             err.print(f"triage: not learned: {printable(o.refused)}", style="yellow", markup=False)
@@ -166,6 +204,13 @@ def run(args: argparse.Namespace) -> int:
             lead = "`triage score` with this model and pack: " if note.applied else "note: "
             err.print(f"triage: {lead}{printable(note.text)}", markup=False)
     return 0
+
+
+def _head_name(pack: object, files: list[str], history: bool, rows: int) -> str:
+    """A readable name for the head: what it was learned from."""
+    what = [Path(f).name for f in files] + ([f"{rows} labelled tickets in the history"] if history and not files else
+                                            ["the history"] if history else [])
+    return f"{getattr(pack, 'name', 'pack')} head from {' + '.join(what)}"
 
 
 def _zero_shot_bacc(logprobs: object, y: list[int]) -> float:

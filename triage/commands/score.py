@@ -99,6 +99,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from triage.commands._input import add_input_arguments
 
     add_input_arguments(p, labels=False, score=True)
+    p.add_argument("--history", action="store_true", help="keep each ticket and its result in the history, as the app does, with what a learned head reads (so `triage label` can label it and `triage learn --history` learn from it without scoring again)")
+    p.add_argument("--history-file", metavar="PATH", help="with --history: this history file (default: the user data dir's)")
     ray = p.add_argument_group("backlog on Ray (docs/scale.md)")
     ray.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS", help="score on Ray: a local cluster, or join ADDRESS (auto, ray://host:10001)")
     ray.add_argument("--output", "-o", metavar="PATH", help="with --ray: write here (.parquet: a folder of Parquet parts; else JSON Lines; default stdout)")
@@ -357,12 +359,14 @@ def _score_all(args: argparse.Namespace, config: dict[str, Any], pack: Any, opti
     from triage.model.loader import load_engine
     from triage.render import print_table
 
+    history = _open_history(args, config)  # before the model: a history that cannot be written stops nothing later
     engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: _say(f"triage: {m}"))
     from triage.scoring.fit import choose_fits
 
     fits = choose_fits(engine, pack, options, fit_request(args, config))
     say_fit_notes(fits)
     failed = 0
+    kept = 0
     with engine:
         for row, ticket in tickets:
             if ticket is None:
@@ -370,13 +374,19 @@ def _score_all(args: argparse.Namespace, config: dict[str, Any], pack: Any, opti
                 _say(f"triage: error: {row.error}")
                 record = {"ticket_id": row.ticket_id, "line": row.line, "error": row.error}
             else:
+                keeper = history.begin(ticket, engine, pack, options) if history is not None else None
                 try:
-                    result = engine.score_ticket(ticket, pack, options, **fits.engine_kwargs())
+                    done = _final(engine.score(ticket, pack, options, features=keeper is not None, **fits.engine_kwargs()))
                 except TriageError as exc:
                     failed += 1
+                    if keeper is not None:
+                        keeper.failed(exc.message)
                     _say(f"triage: error: ticket {ticket.id}: {exc.message}")
                     record = {"ticket_id": ticket.id, "line": row.line, "error": exc.message}
                 else:
+                    result = done.result
+                    if keeper is not None:
+                        kept += keeper.finished(done)
                     for w in result.warnings:
                         _say(f"triage: warning: ticket {ticket.id}: {w}")
                     record = result.to_dict()
@@ -384,4 +394,28 @@ def _score_all(args: argparse.Namespace, config: dict[str, Any], pack: Any, opti
                         print_table(result)
             writer.write(record)
     writer.close()
+    if history is not None:
+        _say(f"triage: kept {kept} scored ticket(s) in the history {history.path}")
+        history.close()
     return 1 if failed else 0
+
+
+def _final(events: Any) -> Any:
+    """The ``TicketScored`` event of one score (result, raw readouts, features)."""
+    from triage.scoring.engine import TicketScored
+
+    return next(e for e in events if isinstance(e, TicketScored))
+
+
+def _open_history(args: argparse.Namespace, config: dict[str, Any]) -> Any:
+    """The history to keep scores in (``--history``), or None."""
+    if not args.history:
+        if args.history_file:
+            raise InputError("--history-file works only with --history")
+        return None
+    from pathlib import Path
+
+    from triage.store.keep import ScoreKeeper
+
+    return ScoreKeeper.open(Path(args.history_file) if args.history_file else None,
+                            keep=int(config.get("keep_features", 5000)))

@@ -25,7 +25,7 @@ examples:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    p.add_argument("--history", metavar="PATH", help="the history file (default: the user data dir's)")
+    p.add_argument("--history-file", metavar="PATH", help="the history file (default: the user data dir's)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from triage.store import labels as lab
     from triage.store.history import History
 
-    with History.open(Path(args.history) if args.history else None) as history:
+    with History.open(Path(args.history_file) if args.history_file else None) as history:
         if history.notice:
             print(f"triage: note: {history.notice}", file=sys.stderr)
         rows = agreement(lab.judged(history))

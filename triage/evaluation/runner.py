@@ -106,6 +106,7 @@ class Scored:
     rows: list[LabelledRow] = field(default_factory=list)
     outcomes: list[Outcome] = field(default_factory=list)
     failed: list[BadRow] = field(default_factory=list)
+    known: int = 0  # rows whose outcome was at hand (kept in the history), not scored
 
     @property
     def cut(self) -> int:
@@ -113,10 +114,25 @@ class Scored:
         return sum(o.cut for o in self.outcomes)
 
 
-def score_rows(scorer: Scorer, rows: Sequence[LabelledRow], on_row: Callable[[bool], None] | None = None) -> Scored:
-    """Score every row; ``on_row(hit)`` is called after each (for a progress bar)."""
+def score_rows(
+    scorer: Scorer,
+    rows: Sequence[LabelledRow],
+    on_row: Callable[[bool], None] | None = None,
+    known: dict[str, Outcome] | None = None,
+) -> Scored:
+    """Score every row; ``on_row(hit)`` is called after each (for a progress bar).
+
+    ``known``: outcomes already at hand, by ticket sha256; those rows are not scored (a hit).
+    """
     out = Scored()
     for row in rows:
+        if known is not None and row.ticket.sha256 in known:
+            out.rows.append(row)
+            out.outcomes.append(known[row.ticket.sha256])
+            out.known += 1
+            if on_row:
+                on_row(True)
+            continue
         try:
             outcome, hit = scorer.outcome(row.ticket)
         except TriageError as exc:

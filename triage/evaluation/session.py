@@ -88,10 +88,14 @@ def score_sets(
     readout: str = DEFAULT_READOUT,
     *,
     features: bool = False,
+    known: dict[str, Any] | None = None,
+    prior: bool = True,
 ) -> ScoringRun:
     """Score each named list of rows (cache first), showing one progress bar over all of them.
 
     ``features``: also get each criterion's answer-position features (label readout), for learned heads.
+    ``known``: outcomes already at hand, by ticket sha256 (kept in the history): those rows are not scored.
+    ``prior``: compute the content-free prior (one more score; ``triage learn`` does not need it).
     """
     total = sum(len(rows) for _, rows in parts)  # rows only: the prior is a step of its own
     with ReadoutCache() as cache:
@@ -105,9 +109,12 @@ def score_sets(
             TextColumn("cached {task.fields[hits]}"), TimeElapsedColumn(), TimeRemainingColumn(),
         )
         with Progress(*columns, console=console, transient=False) as progress:
-            step = progress.add_task("content-free prior", total=1, hits=0)
-            prior = scorer.prior()
-            progress.update(step, advance=1, hits=cache.hits)
+            if prior:
+                step = progress.add_task("content-free prior", total=1, hits=0)
+                content_free = scorer.prior()
+                progress.update(step, advance=1, hits=cache.hits)
+            else:
+                content_free = {}
             prior_hits = cache.hits
             task = progress.add_task(parts[0][0] if parts else "rows", total=total, hits=0)
             out = []
@@ -117,10 +124,10 @@ def score_sets(
                 def tick(hit: bool) -> None:
                     progress.update(task, advance=1, hits=cache.hits - prior_hits)
 
-                out.append(score_rows(scorer, rows, tick))
+                out.append(score_rows(scorer, rows, tick, known))
         if cache.notice != said:  # damage found while reading or writing
             console.print(f"triage: {cache.notice}", style="yellow", markup=False, highlight=False)
         for scored in out:
             for f in scored.failed:
                 console.print(f"triage: skipped {printable(f.message)}", style="yellow", markup=False)
-        return ScoringRun(out, prior, cache.hits, cache.misses, scorer.scoring_s, str(cache.path))
+        return ScoringRun(out, content_free, cache.hits, cache.misses, scorer.scoring_s, str(cache.path))

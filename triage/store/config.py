@@ -31,6 +31,10 @@ KNOWN_KEYS: dict[str, type | tuple[type, ...]] = {
     "calibration": str,
     "stable_cache_mb": int,
     "stable_cache_ttl_days": (int, float),
+    "strategy": str,
+    "keep_features": int,
+    "auto_learn": bool,
+    "auto_learn_every": int,
 }
 
 

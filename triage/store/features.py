@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -40,10 +41,30 @@ class Identity:
 
 @dataclass(frozen=True)
 class Kept:
-    """One criterion's kept inputs of a head: features (F,) and the raw readout (K,)."""
+    """One criterion's kept inputs of a head: features (F,), the raw readout (K,) and its coverage."""
 
     features: np.ndarray
     raw: np.ndarray
+    coverage: float = 1.0
+
+
+def from_scored(readouts: Mapping[str, Any], features: Mapping[str, np.ndarray]) -> dict[str, Kept]:
+    """A head's two inputs per criterion from what the engine returned with a score (``TicketScored``).
+
+    ``readouts``: criterion id -> [(order, position log-probs, coverage), ...]. The raw readout is the
+    pack-order one in option space (the label readout has no other), as ``triage learn`` fits on it
+    (:func:`triage.evaluation.variants.identity_read`). Criteria without features (letters) are left out.
+    """
+    from triage.scoring import debias
+
+    out = {}
+    for cid, vec in features.items():
+        ident = [(o, lp, cov) for o, lp, cov in readouts.get(cid, ()) if tuple(o) == tuple(sorted(o))]
+        if ident:
+            order, logprobs, cov = ident[0]
+            raw = debias.to_option_space(np.asarray(logprobs), order)
+            out[cid] = Kept(np.asarray(vec, dtype=np.float32), raw, float(cov))
+    return out
 
 
 def save(history: History, score_id: int, identity: Identity, kept: Mapping[str, Kept], *,
@@ -61,10 +82,10 @@ def save(history: History, score_id: int, identity: Identity, kept: Mapping[str,
                 continue  # never keep what a fit would choke on
             conn.execute(
                 """INSERT OR REPLACE INTO features (score, criterion, model_sha256, prompt_format, pack_hash, width,
-                                                   data, raw)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+                                                   data, raw, coverage)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 (score_id, crit, identity.model_sha256, identity.prompt_format, identity.pack_hash, len(f),
-                 f.astype("<f2").tobytes(), r.astype("<f4").tobytes()),
+                 f.astype("<f2").tobytes(), r.astype("<f4").tobytes(), float(k.coverage)),
             )
             stored += 1
         conn.execute(
@@ -77,15 +98,15 @@ def save(history: History, score_id: int, identity: Identity, kept: Mapping[str,
 def load(history: History, score_id: int, identity: Identity) -> dict[str, Kept]:
     """What was kept with ``score_id`` for exactly ``identity`` (criterion id -> features as float32, raw)."""
     rows = history.conn.execute(
-        """SELECT criterion, width, data, raw FROM features
+        """SELECT criterion, width, data, raw, coverage FROM features
            WHERE score = ? AND model_sha256 = ? AND prompt_format = ? AND pack_hash = ?""",
         (score_id, identity.model_sha256, identity.prompt_format, identity.pack_hash),
     ).fetchall()
     out = {}
-    for crit, width, data, raw in rows:
+    for crit, width, data, raw, coverage in rows:
         f = np.frombuffer(data, dtype="<f2")
         if len(f) == width:
-            out[crit] = Kept(f.astype(np.float32), np.frombuffer(raw, dtype="<f4").astype(np.float64))
+            out[crit] = Kept(f.astype(np.float32), np.frombuffer(raw, dtype="<f4").astype(np.float64), float(coverage))
     return out
 
 

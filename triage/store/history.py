@@ -110,6 +110,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
                 width INTEGER NOT NULL,
                 data BLOB NOT NULL,
                 raw BLOB NOT NULL,
+                coverage REAL NOT NULL,
                 PRIMARY KEY (score, criterion)
             )""",
         ],
@@ -209,6 +210,22 @@ class History:
             return cls(_connect(path), path, notice)
         except (sqlite3.DatabaseError, OSError, HistoryUnavailable) as exc:
             return cls(_connect(None), None, f"{notice}, but the new one failed too ({describe_error(exc)}); this session's history is kept in memory only")
+
+    @classmethod
+    def open_writable(cls, path: Path | None = None) -> History:
+        """:meth:`open`, for a command that must write to the file: an in-memory stand-in is an error.
+
+        Raises:
+            TriageError: the file cannot be used (newer schema, locked, unusable); nothing was written.
+        """
+        from triage.errors import TriageError
+
+        history = cls.open(path)
+        if history.path is None:
+            history.close()
+            raise TriageError(f"the history cannot be used: {history.notice}",
+                              hint="close the other triage, or move the file aside", exit_code=2)
+        return history
 
     def close(self) -> None:
         """Close the database (pending work is already committed)."""

@@ -30,6 +30,7 @@ class HistoryRow:
     text: str
     labels: dict[str, str]  # criterion id -> option id, in the pack
     kept: dict[str, feat.Kept] = field(default_factory=dict)  # the labelled criteria's kept inputs, when all are
+    warnings: list[str] = field(default_factory=list)  # the kept score's warnings (a cut ticket says so)
 
     @property
     def needs_scoring(self) -> bool:
@@ -57,6 +58,16 @@ class HistoryTraining:
         return [f"{n} label(s) left out: {why}" for why, n in self.skipped.most_common()]
 
 
+def _warnings(history: History, score_id: int) -> list[str]:
+    import json
+
+    (raw,) = history.conn.execute("SELECT result_json FROM scores WHERE id = ?", (score_id,)).fetchone()
+    try:
+        return [str(w) for w in json.loads(raw or "{}").get("warnings", [])]
+    except (ValueError, AttributeError):
+        return []
+
+
 def training_rows(history: History, pack: Any, identity: feat.Identity) -> HistoryTraining:
     """Every labelled ticket of ``history`` as training rows for ``pack`` (oldest first answer first)."""
     by_crit = {c.id: {o.id for o in c.options} for c in pack.criteria}
@@ -78,4 +89,5 @@ def training_rows(history: History, pack: Any, identity: feat.Identity) -> Histo
         kept = feat.load(history, score, identity)
         if all(c in kept for c in row.labels):
             row.kept = {c: kept[c] for c in row.labels}
+            row.warnings = _warnings(history, score)
     return HistoryTraining(list(rows.values()), skipped)
