@@ -130,6 +130,7 @@ class FakeEngine:
         cancel: Callable[[], bool] | None = None,
         calibration: Any = None,
         head: Any = None,
+        features: bool = False,  # the real engine gathers what a head reads; the fake has no hidden state
     ) -> Iterator[ScoreEvent]:
         options = options or ScoreOptions()
         if isinstance(ticket, str):

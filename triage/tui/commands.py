@@ -62,6 +62,8 @@ def app_commands(app: PaletteApp, main: MainScreen) -> Iterator[SystemCommand]:
     yield SystemCommand("Label this ticket", "Confirm or correct its decisions, card by card (F6)", main.action_label)
     yield SystemCommand("Agreement", "How often the decisions agreed with your labels, and the trend (F7)",
                         app.action_agreement)
+    yield SystemCommand("Learn from labels now", "Re-fit the learned read-out from the history's labels, in the "
+                        "background (it also runs by itself after every 20 new labels)", main.action_learn)
     state = "on" if main.auto_score else "off"
     yield SystemCommand("Toggle auto-score", f"Score as soon as a ticket is pasted (now {state})", main.action_toggle_auto_score)
     if main.model_state == "failed":

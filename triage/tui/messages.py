@@ -7,7 +7,8 @@ result never overwrites a newer one (history still records it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from textual.message import Message
 
@@ -89,10 +90,26 @@ class CriterionDecided(Message):
 
 @dataclass
 class TicketDecided(Message):
-    """The ticket is done (``result.complete`` is False when it was cancelled)."""
+    """The ticket is done (``result.complete`` is False when it was cancelled).
+
+    ``kept``: per criterion, what a learned head reads (features and raw readout), kept with the
+    score in the history so that labels on it can be learned from without scoring again.
+    """
 
     submission: int
     result: TicketResult
+    kept: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class HeadLearned(Message):
+    """The background re-fit stored a new head (``head`` None: nothing could be learned; ``why`` says)."""
+
+    head: Any
+    labels: int
+    seconds: float
+    why: str | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.markup import escape
@@ -38,6 +38,7 @@ from triage.scoring.ticket import make_ticket
 from triage.tui.engine_host import EngineHost
 from triage.tui.messages import (
     CriterionDecided,
+    HeadLearned,
     ModelLoaded,
     ModelLoadFailed,
     ScoreFailed,
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+AUTO_LEARN_EVERY = 20  # labels between two background re-fits (config auto_learn_every)
 
 
 class ModelUnavailableHook(Protocol):
@@ -104,6 +106,7 @@ class MainScreen(Screen[None]):
         self.result: TicketResult | None = None  # the result on screen
         self.result_text: str | None = None  # its ticket text (for Markdown export)
         self.result_rows: tuple[int | None, int | None] = (None, None)  # its ticket row and score id in history
+        self._labels_since_fit = 0  # labels stored since the last re-fit (this session)
         self._subs: dict[int, Submission] = {}
         self._seq = 0
         self._count_stamp = 0.0
@@ -348,13 +351,18 @@ class MainScreen(Screen[None]):
                 options = replace(self.options.scoring.options, mode=sub.mode, orderings=sub.orderings,
                                   readout=sub.readout)
                 fits = self._stored_fits(engine, sub.pack, options)
-                for event in engine.score(sub.ticket, sub.pack, options, cancel=stop, **fits.engine_kwargs()):
+                keep = sub.readout == "label" and sub.score_id is not None  # what a head reads, for learning later
+                for event in engine.score(sub.ticket, sub.pack, options, cancel=stop, features=keep,
+                                          **fits.engine_kwargs()):
                     if isinstance(event, Prefilled):
                         self.post_message(TicketPrefilled(sub.id, event.tokens, event.prefill_ms, event.criteria))
                     elif isinstance(event, CriterionScored):
                         self.post_message(CriterionDecided(sub.id, event.result))
                     elif isinstance(event, TicketScored):
-                        self.post_message(TicketDecided(sub.id, event.result))
+                        from triage.store.features import from_scored
+
+                        kept = from_scored(event.readouts, event.features) if keep and event.result.complete else {}
+                        self.post_message(TicketDecided(sub.id, event.result, kept))
         except TriageError as exc:
             self.post_message(ScoreFailed(sub.id, exc.message))
         except Exception as exc:
@@ -411,6 +419,8 @@ class MainScreen(Screen[None]):
         sub.finished = True
         if sub.score_id is not None:  # history records every result, stale ones too
             self._record(self.history.finish_score, sub.score_id, msg.result)
+            if msg.kept:
+                self._keep_features(sub.score_id, msg.result, msg.kept)
         if not self._is_current(msg.submission):
             return
         self.result, self.result_text = msg.result, sub.ticket.text
@@ -504,6 +514,68 @@ class MainScreen(Screen[None]):
         self.ticket.focus()
         self.refresh_bindings()
 
+    def on_paste(self, event: events.Paste) -> None:
+        """A paste while a card has the focus (the agent was labelling) is the next ticket: it goes to the box.
+
+        The box's last ticket is in the history already (F2), so the new paste replaces it.
+        """
+        if self.focused is self.ticket or isinstance(self.focused, TicketInput):
+            return
+        event.stop()
+        if self.result is not None and self.ticket.ticket_text.strip():
+            self.ticket.set_ticket("")
+        self.ticket.focus()
+        self.ticket.post_message(events.Paste(event.text))
+
+    # -- labels and learning ----------------------------------------------------------
+    def _keep_features(self, score_id: int, result: TicketResult, kept: dict[str, Any]) -> None:
+        from triage.store import features as feat
+
+        ident = feat.Identity(result.model.get("sha256", ""), result.prompt_format, result.pack.get("hash", ""))
+        keep = self.options.config.get("keep_features", feat.DEFAULT_KEEP)
+        self._record(feat.save, self.history, score_id, ident, kept, keep=keep)
+
+    @property
+    def auto_learn_every(self) -> int | None:
+        """Re-fit after this many new labels (config ``auto_learn``, ``auto_learn_every``), or None when off."""
+        if not self.options.config.get("auto_learn", True):
+            return None
+        return max(1, int(self.options.config.get("auto_learn_every", AUTO_LEARN_EVERY)))
+
+    def action_learn(self) -> None:
+        """Re-fit the learned head from the history's labels now, in the background."""
+        engine = self.host.engine
+        if engine is None:
+            self.notify("Learning needs a loaded model.", severity="warning")
+            return
+        if self.history.path is None:
+            self.notify("Learning needs a history file; this session keeps history in memory only.", severity="warning")
+            return
+        self._labels_since_fit = 0
+        self.notices.put("learn", f"Learning from the history's labels for pack {self.pack.name}…", "information")
+        self._relearn(engine, self.pack, self.history.path)
+
+    @work(thread=True, exclusive=True, group="learn", exit_on_error=False)
+    def _relearn(self, engine: Any, pack: Pack, path: Path) -> None:
+        from triage.evaluation.relearn import learn_from_history
+
+        t0 = time.monotonic()
+        try:
+            outcome = learn_from_history(path, engine, pack)
+        except Exception as exc:  # a failed re-fit must never take the app down
+            log.exception("re-learning from the history failed")
+            self.post_message(HeadLearned(None, 0, time.monotonic() - t0, f"{type(exc).__name__}: {exc}"))
+            return
+        self.post_message(HeadLearned(outcome.head, outcome.labels, time.monotonic() - t0, outcome.why, outcome.notes))
+
+    def on_head_learned(self, msg: HeadLearned) -> None:
+        if msg.head is None:
+            self.notices.put("learn", f"Not re-learned from {msg.labels} label(s): {msg.why}", "warning")
+            return
+        crits = ", ".join(sorted(msg.head.criteria))
+        self.notices.put("learn", f"Learned from {msg.labels} labels in {msg.seconds:.1f} s ({crits}); the next "
+                                  "ticket uses it." + (" " + " ".join(msg.notes) if msg.notes else ""), "information")
+
     # -- labels -----------------------------------------------------------------------
     def action_label(self) -> None:
         """Move to the first card not yet answered, to confirm or correct it."""
@@ -552,6 +624,10 @@ class MainScreen(Screen[None]):
         if not stored:
             msg.card.set_answer(None)  # the write failed; _record said so
             return
+        self._labels_since_fit += 1
+        every = self.auto_learn_every
+        if every is not None and self._labels_since_fit >= every:
+            self.action_learn()
         cards = [c for c in self.decisions.cards if c.result is not None]
         later = cards[cards.index(msg.card) + 1:] if msg.card in cards else []
         nxt = next((c for c in later if c.answer is None), None)

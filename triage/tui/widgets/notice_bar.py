@@ -31,6 +31,10 @@ class NoticeBar(Static):
         """Whether the notice called ``key`` is shown."""
         return key in self._notices
 
+    def text_of(self, key: str) -> str:
+        """The text of the notice called ``key`` ("" when none)."""
+        return self._notices.get(key, ("", "information"))[0]
+
     @property
     def text(self) -> str:
         """All notices, one per line."""

@@ -1,0 +1,86 @@
+"""The team's loop in the app, on the real smollm2-135m: score, correct and confirm cards, quit, reopen and see
+the labels; after N labels the background re-fit stores a head and the next ticket's cards say `learned`."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_engine import fake_app, wait_until
+from textual import events
+
+from test_learn import MIXED, labelled_rows
+from triage.scoring.engine import Engine
+from triage.scoring.pack import parse_pack
+from triage.store import labels as lab
+from triage.tui.screens.history import HistoryScreen
+
+pytestmark = [pytest.mark.model, pytest.mark.slow]
+
+
+def _factory(smollm2_path: Path) -> Any:
+    def factory(requested: str | None, notice: Any) -> Engine:
+        return Engine(smollm2_path, name="smollm2-135m", stand_in=True, n_ctx=512)
+
+    return factory
+
+
+async def _score(app: Any, pilot: Any, text: str) -> None:
+    main = app.main
+    before = main.result
+    main.ticket.set_ticket("")
+    app.post_message(events.Paste(text))
+    await wait_until(pilot, lambda: main.ticket.ticket_text.strip() == text.strip(), what="the paste")
+    await pilot.press("f5")
+    await wait_until(pilot, lambda: main.result is not None and main.result is not before and not main.scoring,
+                     timeout=120, what="the score")
+
+
+async def test_label_quit_reopen_then_auto_refit_makes_the_next_ticket_learned(smollm2_path: Path) -> None:
+    pack = parse_pack(tomllib.loads(MIXED), "mixed.toml")
+    rows = labelled_rows()
+    app = fake_app(_factory(smollm2_path), pack=pack, config={"auto_learn_every": 12})
+    async with app.run_test(size=(110, 40)) as pilot:
+        main = app.main
+        await wait_until(pilot, lambda: main.model_state == "ready", timeout=120, what="smollm2-135m to load")
+        # one ticket: correct one card, confirm the other
+        await _score(app, pilot, str(rows[0]["text"]))
+        topic, mood = main.decisions.card("topic"), main.decisions.card("mood")
+        wrong = next(i for i, (o, _) in enumerate(mood.spec.options) if o != mood.result.choice)
+        await pilot.press("f6")  # topic first
+        await pilot.press("enter")  # confirm topic
+        await pilot.press(str(wrong + 1))  # correct mood
+        first_ticket = main.result_rows[0]
+        now = lab.current(app.history, first_ticket)
+        assert now["topic"].kind == "confirmation" and now["mood"].kind == "correction"
+    # quit and reopen: the labels are shown
+    app = fake_app(_factory(smollm2_path), pack=pack, config={"auto_learn_every": 12})
+    async with app.run_test(size=(110, 40)) as pilot:
+        main = app.main
+        await wait_until(pilot, lambda: main.model_state == "ready", timeout=120, what="smollm2-135m to load")
+        await pilot.press("f2")
+        await wait_until(pilot, lambda: isinstance(app.screen, HistoryScreen))
+        await pilot.press("enter", "enter")
+        await wait_until(pilot, lambda: app.screen is main and main.result is not None)
+        assert main.decisions.card("topic").answer == topic.result.choice
+        assert main.decisions.card("mood").answer == mood.spec.options[wrong][0]
+        # label the topic of 12 more tickets (12 labels since this app started): the re-fit runs in the background
+        picks = [r for r in rows[1:] if r["labels"]["topic"] == "payment"][:6] + \
+                [r for r in rows[1:] if r["labels"]["topic"] == "delivery"][:6]
+        for r in picks:
+            await _score(app, pilot, str(r["text"]))
+            card = main.decisions.card("topic")
+            index = [o for o, _ in card.spec.options].index(r["labels"]["topic"])
+            await pilot.press("f6", str(index + 1))
+        await wait_until(pilot, lambda: "Learned from" in main.notices.text_of("learn")
+                         or "Not re-learned" in main.notices.text_of("learn"), timeout=120, what="the background re-fit")
+        assert "Learned from 14 labels" in main.notices.text_of("learn"), main.notices.text_of("learn")  # 13 topic, 1 mood
+        assert "topic" in main.notices.text_of("learn")
+        await _score(app, pilot, "My card was charged twice for the lamp, refund me.")
+        result = main.result
+        assert result.head and "learned from" in result.head
+        assert main.decisions.card("topic").result.source == "learned"
+        assert str(main.decisions.card("topic").border_subtitle).startswith("learned ·")
+        assert "learned from" in str(main.summary.render())
