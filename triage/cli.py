@@ -51,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``triage`` console script."""
+    from triage import signals
+
+    signals.install()  # SIGTERM is handled like Ctrl-C
     parser = build_parser()
     args = parser.parse_args(argv)
     run = getattr(args, "_run", None)
@@ -71,8 +74,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {printable(exc.hint)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("triage: interrupted", file=sys.stderr)
-        return 130
+        print(f"triage: {signals.word()}", file=sys.stderr)
+        return signals.exit_code()
     except BrokenPipeError:
         return 0
 

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 from triage.errors import InputError, TriageError
+from triage.signals import held
 
 NAME = "score"
 ORDER = 10
@@ -175,28 +173,6 @@ def _jsonl_rows(text: str) -> Iterator[Row]:
         yield Row(n, tid, body)
 
 
-@contextmanager
-def _uninterrupted() -> Iterator[None]:
-    """Hold Ctrl-C (SIGINT) back while one record is written: an interrupt lands after it, never inside.
-
-    A Python-level handler, not a signal mask: llama.cpp's threads may be the ones the
-    signal is delivered to, and Python then interrupts the main thread anyway.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    held: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, _frame: held.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if held and previous is signal.default_int_handler:
-            raise KeyboardInterrupt
-        if held and callable(previous):
-            previous(signal.SIGINT, None)
-
-
 class RecordWriter:
     """Writes records as they come: JSON Lines, or a JSON array that is closed whatever happens.
 
@@ -212,10 +188,16 @@ class RecordWriter:
         self.array = array
         self.out = out or sys.stdout
         self.written = 0
+        self.broken: str | None = None  # why the output can no longer be written
         self._single: dict[str, Any] | None = None
 
     def write(self, record: dict[str, Any]) -> None:
-        """Write one record whole, and flush it."""
+        """Write one record whole, and flush it.
+
+        Raises:
+            TriageError: the output cannot be written (closed, full disk, too large); only whole
+                records were left in a regular file, and the message says how many.
+        """
         if self.fmt == "table":
             return
         if self.fmt == "json" and not self.array:
@@ -226,20 +208,90 @@ class RecordWriter:
         else:
             item = "\n".join("  " + line for line in json.dumps(record, indent=2, ensure_ascii=False).split("\n"))
             text = ("[\n" if self.written == 0 else ",\n") + item
-        with _uninterrupted():
-            self.out.write(text)
-            self.out.flush()
+        with held():
+            self._emit(text)
             self.written += 1  # inside: a held-back interrupt lands after this line, never before it
 
     def close(self) -> None:
         """End the output: close the array (``[]`` when empty), or write the single object."""
-        if self.fmt == "json" and self.array:
-            with _uninterrupted():
-                self.out.write("\n]\n" if self.written else "[]\n")
-                self.out.flush()
-        elif self._single is not None:
-            self.out.write(json.dumps(self._single, indent=2, ensure_ascii=False) + "\n")
-            self.out.flush()
+        if self.broken is not None:
+            return
+        with held():
+            if self.fmt == "json" and self.array:
+                self._emit("\n]\n" if self.written else "[]\n")
+            elif self._single is not None:
+                self._emit(json.dumps(self._single, indent=2, ensure_ascii=False) + "\n")
+
+    def _emit(self, text: str) -> None:
+        out = self.out
+        if out is None or getattr(out, "closed", False):
+            self.broken = "standard output is closed"
+            raise TriageError("standard output is closed, so no record can be written", exit_code=2,
+                              hint="run it with its output redirected to a file or a pipe")
+        start = _position(out)
+        try:
+            if start is None:  # a pipe or a terminal
+                out.write(text)
+                out.flush()
+            else:  # a regular file: write the bytes ourselves, so that a short write is seen, not buffered
+                import os
+
+                out.flush()
+                view = memoryview(text.encode("utf-8"))
+                while view:
+                    view = view[os.write(out.fileno(), view):]
+        except BrokenPipeError:
+            self.broken = "closed pipe"
+            raise
+        except OSError as exc:
+            self.broken = exc.strerror or str(exc)
+            kept = _cut_back(out, start)
+            whole = f"{self.written} whole record(s)"
+            raise TriageError(
+                f"the output could not be written ({self.broken}) after {whole}; "
+                + ("the output holds exactly those" if kept else "the last record may be cut where it stopped"),
+                hint="free some space (or raise the file size limit) and run again",
+            ) from None
+
+
+def _position(out: TextIO) -> int | None:
+    """Where the next record starts in a regular file (everything before it is flushed), else None."""
+    import os
+    import stat
+
+    try:
+        fd = out.fileno()
+        return os.lseek(fd, 0, os.SEEK_CUR) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _cut_back(out: TextIO, start: int | None) -> bool:
+    """After a failed write, leave only whole records: cut a regular file back to ``start``.
+
+    Whatever the stream still buffers goes to /dev/null (so exiting does not try to write it
+    again). Returns True when the file was cut back to whole records.
+    """
+    import os
+
+    try:
+        fd = out.fileno()
+    except (OSError, ValueError, AttributeError):
+        return False
+    cut = False
+    if start is not None:
+        try:
+            os.ftruncate(fd, start)
+            os.lseek(fd, start, os.SEEK_SET)
+            cut = True
+        except OSError:
+            cut = False
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, fd)
+    finally:
+        os.close(null)
+    return cut
 
 
 def _say(line: str) -> None:
@@ -312,6 +364,9 @@ def run(args: argparse.Namespace) -> int:
     for flag, given in (("--output", args.output), ("--workers", args.workers), ("--batch-size", args.batch_size), ("--resume", args.resume)):
         if given:
             raise InputError(f"{flag} works only with --ray", hint="add --ray to score a backlog on a (local) Ray cluster")
+    if sys.stdout is None:  # started with its output closed (`>&-`): say so before any work
+        raise InputError("standard output is closed, so no record can be written",
+                         hint="run it with its output redirected to a file or a pipe")
     config = load_config()
     from triage.commands._input import column_map
 
@@ -347,7 +402,9 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         writer.close()
         if streamed:
-            _say(f"triage: interrupted after {writer.written} of {len(tickets)} record(s); those written are complete")
+            from triage import signals
+
+            _say(f"triage: {signals.word()} after {writer.written} of {len(tickets)} record(s); those written are complete")
         raise
     except BaseException:
         if writer.written:

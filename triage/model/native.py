@@ -22,6 +22,7 @@ from pathlib import Path
 import llama_cpp
 import numpy as np
 
+from triage import signals
 from triage.errors import InputError, TriageError
 from triage.model.seq import Seq
 
@@ -192,6 +193,8 @@ class NativeModel:
         self._stack.close()
 
     def _should_abort(self, _data: object) -> bool:
+        if signals.pending():  # Ctrl-C or SIGTERM during the decode: stop it, then raise (signals.deferred)
+            return True
         stop = self._stop
         if stop is None:
             return False
@@ -306,7 +309,8 @@ class NativeModel:
             batch.n_tokens = n
             self._stop = should_stop
             try:
-                rc = llama_cpp.llama_decode(self.ctx, batch)
+                with signals.deferred():  # a signal inside the abort callback would be lost: noted, raised after
+                    rc = llama_cpp.llama_decode(self.ctx, batch)
             finally:
                 self._stop = None
             if rc == ABORTED:
