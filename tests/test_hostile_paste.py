@@ -96,3 +96,15 @@ async def test_ansi_coloured_log_keeps_its_words_in_order() -> None:
         "2024-05-01 10:00:02 ERROR disk full on /var",
         "WARN  retrying link now",
     ]
+
+
+async def test_a_ticket_with_no_visible_characters_is_refused_in_the_app() -> None:
+    app = fake_app()
+    async with app.run_test(size=(100, 32)) as pilot:
+        await wait_until(pilot, lambda: app.main.model_state == "ready", what="the model to load")
+        app.main.ticket.focus()
+        app.post_message(events.Paste("\u200b\u2800 \u3164\u200d"))
+        await pilot.pause(0.2)
+        await pilot.press("f5")
+        await wait_until(pilot, lambda: any("no visible characters" in n.message for n in app._notifications), what="the refusal")
+        assert app.main.result is None and app.is_running

@@ -155,7 +155,7 @@ _MAGIC = (
     (b"%PDF", "a PDF document"),
     (b"\xd0\xcf\x11\xe0", "an old Office document (.xls, .doc)"),
 )
-_CONVERT = "convert it to JSON Lines, one {\"id\": ..., \"text\": ...} object per line (docs/schema.md)"
+_CONVERT = "convert it to JSON Lines, one {\"id\": ..., \"text\": ...} object per line (see `triage score --help`)"
 
 
 def _table_error(source: str, kind: str) -> InputError:
