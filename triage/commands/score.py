@@ -267,7 +267,10 @@ def choose_calibration(args: argparse.Namespace, config: dict[str, Any], engine:
     explicit = args.calibration or config.get("calibration")
     if args.no_calibration:
         return None
-    calibration = load_calibration(explicit, engine=engine, pack=pack, readout=options.readout) if explicit else auto_calibration(engine, pack, options.readout, notice=lambda line: _say(f"triage: note: {line}"))
+    if explicit:
+        calibration = load_calibration(explicit, engine=engine, pack=pack, readout=options.readout)
+    else:
+        calibration = auto_calibration(engine, pack, options.readout, notice=lambda line: _say(f"triage: note: {line}"))
     if calibration is None:
         return None
     why = check_options(calibration, orderings=options.effective_orderings, prior=options.prior)

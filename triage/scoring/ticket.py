@@ -94,7 +94,8 @@ def make_ticket(text: str, ticket_id: str | None = None) -> Ticket:
         raise InputError(f"{label} is {what}; there is nothing to score")
     if not visible(cleaned):
         raise InputError(
-            f"{label} has no visible characters (only spaces, zero-width or blank characters); there is nothing to score"
+            f"{label} has no visible characters (only spaces, zero-width or blank characters); "
+            "there is nothing to score"
         )
     tid = safe_id(ticket_id) if ticket_id else hashlib.sha256(cleaned.encode("utf-8")).hexdigest()[:12]
     return Ticket(tid, cleaned, text)
@@ -122,7 +123,8 @@ def read_text_file(path: str | Path, what: str, *, limit: int = MAX_INPUT_BYTES)
     except Bounded:
         raise InputError(
             f"{what} {path} is larger than {mib(limit)}; triage reads at most that much from one file",
-            hint="split it into parts (e.g. split -l 100000 FILE part-) and score each, or check that this is the file you meant",
+            hint="split it into parts (e.g. split -l 100000 FILE part-) and score each,"
+            " or check that it is the right file",
         ) from None
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror}") from None
@@ -160,9 +162,10 @@ _CONVERT = "convert it to JSON Lines, one {\"id\": ..., \"text\": ...} object pe
 
 def _table_error(source: str, kind: str) -> InputError:
     return InputError(
-        f"{source} is a {kind} file; triage reads tickets as text or JSON Lines, and would score the whole table as one ticket",
-        hint="convert it, e.g. python3 -c 'import csv,json,sys; [print(json.dumps(r)) for r in csv.DictReader(sys.stdin)]' "
-        "< FILE.csv > FILE.jsonl (the column with the ticket must be called text)",
+        f"{source} is a {kind} file; triage reads tickets as text or JSON Lines, and would score the whole table"
+        " as one ticket",
+        hint="convert it, e.g. python3 -c 'import csv,json,sys; [print(json.dumps(r)) "
+        "for r in csv.DictReader(sys.stdin)]' < FILE.csv > FILE.jsonl (the column with the ticket must be called text)",
     )
 
 

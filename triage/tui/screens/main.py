@@ -365,7 +365,10 @@ class MainScreen(Screen[None]):
         if found.head is not None:
             extra["head"] = found.head
         try:
-            cal = auto_calibration(engine, pack, options.readout)  # type: ignore[attr-defined]
+            def said(line: str) -> None:  # a damaged stored calibration was moved aside
+                self.app.call_from_thread(self.notices.put, "calibration", line, "warning")
+
+            cal = auto_calibration(engine, pack, options.readout, said)  # type: ignore[attr-defined]
         except TriageError as exc:
             log.warning("stored calibration not used: %s", exc.message)
             return extra
