@@ -63,8 +63,9 @@ def flip_deflate(path: Path, member: str) -> None:
     with zipfile.ZipFile(path) as zf:
         info = zf.getinfo(member)
     data = bytearray(path.read_bytes())
-    name_len, extra_len = int.from_bytes(data[info.header_offset + 26: info.header_offset + 28], "little"), int.from_bytes(data[info.header_offset + 28: info.header_offset + 30], "little")
-    start = info.header_offset + 30 + name_len + extra_len
+    at = info.header_offset  # the local header: 30 bytes, then the name and the extra field
+    name_len, extra_len = (int.from_bytes(data[at + k: at + k + 2], "little") for k in (26, 28))
+    start = at + 30 + name_len + extra_len
     for k in range(start + 2, start + min(info.compress_size - 2, 40)):
         data[k] ^= 0xFF
     path.write_bytes(bytes(data))
@@ -176,8 +177,11 @@ def test_a_calibration_nested_deep_or_with_huge_numbers_is_a_clear_error(tmp_pat
 @pytest.mark.parametrize("temperature", ["0", "-1", "1e999", '"1"', "true"])
 def test_a_calibration_with_a_nonsense_temperature_is_refused(tmp_path: Path, temperature: str) -> None:
     path = tmp_path / "cal.json"
-    path.write_text('{"schema": "triage.calibration/1", "model_sha256": "x", "pack_hash": "p", "prompt_format": "f",'
-                    ' "criteria": {"mood": {"temperature": ' + temperature + ', "bias": {"angry": 0}}}}', encoding="utf-8")
+    path.write_text(
+        '{"schema": "triage.calibration/1", "model_sha256": "x", "pack_hash": "p", "prompt_format": "f",'
+        ' "criteria": {"mood": {"temperature": ' + temperature + ', "bias": {"angry": 0}}}}',
+        encoding="utf-8",
+    )
     with pytest.raises(InputError, match="malformed"):
         read_calibration(path)
 
