@@ -133,10 +133,9 @@ def test_learn_goes_on_past_a_lone_surrogate(smollm2_path: Path, triage_home: Pa
     (tmp_path / "labels.jsonl").write_text(body, encoding="utf-8")
     proc = run(["learn", str(tmp_path / "labels.jsonl"), "--model", str(smollm2_path), "--threads", "1", "--pack", str(pack),
                 "--min-per-option", "2", "-o", str(tmp_path / "head.npz"), "--no-store"], triage_home)  # fmt: skip
-    _out, err = text(proc)
-    assert "UnicodeEncodeError" not in err
-    assert proc.returncode in (0, 1), err[-2000:]  # a head, or a refusal in words (12 rows is little)
-    assert "12" in err or (tmp_path / "head.npz").exists(), err[-2000:]
+    out, err = text(proc)
+    assert proc.returncode == 0, err[-2000:]
+    assert "learned from n=12" in out and (tmp_path / "head.npz").is_file()  # the surrogate's row counted too
 
 
 # -- class 6: silently wrong ----------------------------------------------------------------
