@@ -191,7 +191,8 @@ def decode_ticket_bytes(data: bytes, source: str) -> str:
     """
     for magic, kind in _MAGIC:
         if data.startswith(magic):
-            raise InputError(f"{source} is {kind}, not text; triage reads tickets as text or JSON Lines", hint=_CONVERT)
+            hint = _CONVERT + (", or score it with --ray, which reads Parquet" if magic == b"PAR1" else "")
+            raise InputError(f"{source} is {kind}, not text; triage reads tickets as text or JSON Lines", hint=hint)
     head = data[:4096]
     if head.startswith((b"\xff\xfe", b"\xfe\xff")) or (len(head) >= 4 and head.count(0) * 3 >= len(head)):
         raise InputError(
