@@ -316,3 +316,19 @@ def test_move_aside_reports_nothing_when_nothing_is_there(tmp_path: Path) -> Non
     (tmp_path / "present.sqlite3").write_bytes(b"x")
     aside = move_aside(tmp_path / "present.sqlite3")
     assert aside is not None and aside.read_bytes() == b"x"
+
+
+@pytest.mark.model
+def test_a_stored_prior_nested_thousands_deep_is_recomputed(smollm2_path: Path, tmp_path: Path, pack_file: Path) -> None:
+    from triage.scoring.engine import Engine, ScoreOptions
+
+    pack = load_pack(pack_file)
+    with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, threads=1, prior_dir=tmp_path / "priors") as eng:
+        options = ScoreOptions(prior=True)
+        path = eng._prior_file(pack, options.effective_orderings, options.readout)
+        assert path is not None
+        path.parent.mkdir(parents=True)
+        path.write_text(DEEP, encoding="utf-8")
+        result = eng.score_ticket(TICKET, pack, options)
+    assert result.complete and result.criteria[0].choice in ("angry", "calm")
+    assert json.loads(path.read_text(encoding="utf-8"))["pack_hash"] == pack.hash  # recomputed and saved again

@@ -414,7 +414,7 @@ class Engine:
             if any(len(prior[c.id]) != len(c.options) or not np.all(np.isfinite(prior[c.id])) for c in pack.criteria):
                 return None
             return prior
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):  # RecursionError: JSON nested thousands deep
             return None  # missing or damaged: recompute
 
     def _save_prior(self, pack: Pack, orderings: str, kind: str, prior: dict[str, np.ndarray]) -> None:
