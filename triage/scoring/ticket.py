@@ -229,16 +229,18 @@ class JsonLine:
 def jsonl_lines(text: str, expected: str = '{"id": ..., "text": ...}') -> Iterator[JsonLine]:
     """Parse JSON Lines text: every non-blank line as an object or an error.
 
-    Lines end at "\\n", "\\r\\n" or a lone "\\r" (old Mac files): JSON never holds a raw
-    carriage return inside a string, so that split is safe. ``str.splitlines()``
+    Lines are split on "\\n" only (a trailing "\\r" is dropped): ``str.splitlines()``
     would also break inside JSON strings at U+2028/U+2029/U+0085, which JSON allows
-    raw (real GitHub issues contain them). A line nested deeper than
+    raw (real GitHub issues contain them). A file with carriage returns and no "\\n"
+    at all (old Mac line ends) is split on "\\r": JSON never holds a raw carriage
+    return inside a string. Line numbers of other files stay what ``wc -l`` counts
+    (resume keys depend on them). A line nested deeper than
     :data:`triage.store.bounded.MAX_DEPTH` or holding a number of thousands of digits
     is that line's error.
     """
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    for n, raw in enumerate(text.split("\n"), 1):
+    ending = "\r" if "\r" in text and "\n" not in text else "\n"
+    for n, raw in enumerate(text.split(ending), 1):
+        raw = raw.removesuffix("\r")
         if not raw.strip():
             continue
         try:
