@@ -69,7 +69,8 @@ def main(argv: list[str]) -> int:
         print(f"smoke: score JSON: {p}", file=sys.stderr)
     if problems:
         return 1
-    print("smoke: ok: score JSON (" + result["schema"] + "): " + ", ".join(f"{c['id']}={c['choice']}" for c in result["criteria"]))
+    choices = ", ".join(f"{c['id']}={c['choice']}" for c in result["criteria"])
+    print(f"smoke: ok: score JSON ({result['schema']}): {choices}")
     return 0
 
 

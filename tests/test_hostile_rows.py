@@ -133,10 +133,9 @@ def test_learn_goes_on_past_a_lone_surrogate(smollm2_path: Path, triage_home: Pa
     (tmp_path / "labels.jsonl").write_text(body, encoding="utf-8")
     proc = run(["learn", str(tmp_path / "labels.jsonl"), "--model", str(smollm2_path), "--threads", "1", "--pack", str(pack),
                 "--min-per-option", "2", "-o", str(tmp_path / "head.npz"), "--no-store"], triage_home)  # fmt: skip
-    _out, err = text(proc)
-    assert "UnicodeEncodeError" not in err
-    assert proc.returncode in (0, 1), err[-2000:]  # a head, or a refusal in words (12 rows is little)
-    assert "12" in err or (tmp_path / "head.npz").exists(), err[-2000:]
+    out, err = text(proc)
+    assert proc.returncode == 0, err[-2000:]
+    assert "learned from n=12" in out and (tmp_path / "head.npz").is_file()  # the surrogate's row counted too
 
 
 # -- class 6: silently wrong ----------------------------------------------------------------
@@ -153,7 +152,9 @@ def test_a_ticket_with_no_visible_characters_is_refused(triage_home: Path, pack:
 @pytest.mark.parametrize("oid", ["_", "-", "__", "- _"])
 def test_an_option_id_that_normalises_to_nothing_is_refused_at_load(triage_home: Path, tmp_path: Path, smollm2_path: Path, oid: str) -> None:
     (tmp_path / "p.toml").write_text(
-        f'[[criterion]]\nid = "c"\nquestion = "Which?"\noptions = [ {{ id = "yes", label = "Yes" }}, {{ id = "{oid}", label = "Other" }} ]\n', encoding="utf-8"
+        '[[criterion]]\nid = "c"\nquestion = "Which?"\n'
+        f'options = [ {{ id = "yes", label = "Yes" }}, {{ id = "{oid}", label = "Other" }} ]\n',
+        encoding="utf-8",
     )
     proc = score(triage_home, smollm2_path, tmp_path / "p.toml", stdin=b"Where is my parcel?")
     _out, err = text(proc)
@@ -164,7 +165,8 @@ def test_an_option_id_of_punctuation_with_an_answer_is_fine(tmp_path: Path) -> N
     from triage.scoring.pack import load_pack
 
     (tmp_path / "p.toml").write_text(
-        '[[criterion]]\nid = "c"\nquestion = "Which?"\noptions = [ { id = "yes", label = "Yes" }, { id = "_", label = "Other", answer = "other" } ]\n',
+        '[[criterion]]\nid = "c"\nquestion = "Which?"\n'
+        'options = [ { id = "yes", label = "Yes" }, { id = "_", label = "Other", answer = "other" } ]\n',
         encoding="utf-8",
     )
     assert load_pack(tmp_path / "p.toml").criteria[0].options[1].answer_text == "other"
@@ -174,7 +176,8 @@ def test_an_option_id_of_punctuation_with_an_answer_is_fine(tmp_path: Path) -> N
 def test_a_pack_version_that_toml_would_misread_is_refused(tmp_path: Path, value: str, says: str) -> None:
     from triage.scoring.pack import PackError, load_pack
 
-    (tmp_path / "p.toml").write_text(f"[pack]\nversion = {value}\n" + MINI_PACK.replace('[pack]\nname = "mini"\n', ""), encoding="utf-8")
+    criteria = MINI_PACK.replace('[pack]\nname = "mini"\n', "")
+    (tmp_path / "p.toml").write_text(f"[pack]\nversion = {value}\n{criteria}", encoding="utf-8")
     with pytest.raises(PackError, match="field 'version' must be text") as info:
         load_pack(tmp_path / "p.toml")
     assert says in info.value.message and 'version = "1.10"' in (info.value.hint or "")

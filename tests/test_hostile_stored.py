@@ -63,8 +63,9 @@ def flip_deflate(path: Path, member: str) -> None:
     with zipfile.ZipFile(path) as zf:
         info = zf.getinfo(member)
     data = bytearray(path.read_bytes())
-    name_len, extra_len = int.from_bytes(data[info.header_offset + 26: info.header_offset + 28], "little"), int.from_bytes(data[info.header_offset + 28: info.header_offset + 30], "little")
-    start = info.header_offset + 30 + name_len + extra_len
+    at = info.header_offset  # the local header: 30 bytes, then the name and the extra field
+    name_len, extra_len = (int.from_bytes(data[at + k: at + k + 2], "little") for k in (26, 28))
+    start = at + 30 + name_len + extra_len
     for k in range(start + 2, start + min(info.compress_size - 2, 40)):
         data[k] ^= 0xFF
     path.write_bytes(bytes(data))
@@ -176,8 +177,11 @@ def test_a_calibration_nested_deep_or_with_huge_numbers_is_a_clear_error(tmp_pat
 @pytest.mark.parametrize("temperature", ["0", "-1", "1e999", '"1"', "true"])
 def test_a_calibration_with_a_nonsense_temperature_is_refused(tmp_path: Path, temperature: str) -> None:
     path = tmp_path / "cal.json"
-    path.write_text('{"schema": "triage.calibration/1", "model_sha256": "x", "pack_hash": "p", "prompt_format": "f",'
-                    ' "criteria": {"mood": {"temperature": ' + temperature + ', "bias": {"angry": 0}}}}', encoding="utf-8")
+    path.write_text(
+        '{"schema": "triage.calibration/1", "model_sha256": "x", "pack_hash": "p", "prompt_format": "f",'
+        ' "criteria": {"mood": {"temperature": ' + temperature + ', "bias": {"angry": 0}}}}',
+        encoding="utf-8",
+    )
     with pytest.raises(InputError, match="malformed"):
         read_calibration(path)
 
@@ -312,3 +316,19 @@ def test_move_aside_reports_nothing_when_nothing_is_there(tmp_path: Path) -> Non
     (tmp_path / "present.sqlite3").write_bytes(b"x")
     aside = move_aside(tmp_path / "present.sqlite3")
     assert aside is not None and aside.read_bytes() == b"x"
+
+
+@pytest.mark.model
+def test_a_stored_prior_nested_thousands_deep_is_recomputed(smollm2_path: Path, tmp_path: Path, pack_file: Path) -> None:
+    from triage.scoring.engine import Engine, ScoreOptions
+
+    pack = load_pack(pack_file)
+    with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, threads=1, prior_dir=tmp_path / "priors") as eng:
+        options = ScoreOptions(prior=True)
+        path = eng._prior_file(pack, options.effective_orderings, options.readout)
+        assert path is not None
+        path.parent.mkdir(parents=True)
+        path.write_text(DEEP, encoding="utf-8")
+        result = eng.score_ticket(TICKET, pack, options)
+    assert result.complete and result.criteria[0].choice in ("angry", "calm")
+    assert json.loads(path.read_text(encoding="utf-8"))["pack_hash"] == pack.hash  # recomputed and saved again

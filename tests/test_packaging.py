@@ -444,7 +444,10 @@ def test_the_desktop_build_passes_the_smoke_test(smollm2_path: Path) -> None:
     options, _required = build.class_options("native-safe")
     key = build.cpuflags.build_key(options, build.LLAMA_VERSION)
     if not list((build.wheel_cache() / "llama-cpp-python" / key).glob("llama_cpp_python-*.whl")):
-        pytest.skip(f"no cached llama-cpp-python wheel for build key {key}: the build would compile llama.cpp (~8 min); run ./scripts/setup")
+        pytest.skip(
+            f"no cached llama-cpp-python wheel for build key {key}: the build would compile llama.cpp (~8 min);"
+            " run ./scripts/setup"
+        )
     python = getattr(sys, "_base_executable", sys.executable)  # the build makes its own venv from a real interpreter
     # The build writes packaging/build and packaging/dist; remove what this test made, or
     # pyflakes over packaging/ (scripts/test) would read the build venv's site-packages.

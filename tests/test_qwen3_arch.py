@@ -37,7 +37,9 @@ name = "qwen3-arch"
 [[criterion]]
 id = "fruit"
 question = "Which fruit does the ticket name?"
-options = [ { id = "apple", label = "Apple" }, { id = "banana", label = "Banana" }, { id = "cherry", label = "Cherry" } ]
+options = [
+  { id = "apple", label = "Apple" }, { id = "banana", label = "Banana" }, { id = "cherry", label = "Cherry" },
+]
 [[criterion]]
 id = "mood"
 question = "Is the customer happy or angry?"

@@ -127,9 +127,15 @@ def read_calibration(path: str | Path) -> Calibration:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise DamagedCalibration(f"{path} is not a triage calibration file (expected schema {SCHEMA})")
     try:
-        crits = {str(k): CriterionCalibration(_finite(v["temperature"], positive=True), {str(o): _finite(b) for o, b in v["bias"].items()}) for k, v in data["criteria"].items()}
+        crits = {
+            str(k): CriterionCalibration(
+                _finite(v["temperature"], positive=True), {str(o): _finite(b) for o, b in v["bias"].items()}
+            )
+            for k, v in data["criteria"].items()
+        }
         return Calibration(
-            str(data["model_sha256"]), str(data["pack_hash"]), str(data["prompt_format"]), str(data.get("orderings", "cyclic")),
+            str(data["model_sha256"]), str(data["pack_hash"]), str(data["prompt_format"]),
+            str(data.get("orderings", "cyclic")),
             bool(data.get("prior", False)), crits, name=path.name, report=data.get("report", {}),
         )
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
@@ -444,7 +450,9 @@ def store_calibration(cal: Calibration) -> Path:
     return write_calibration(cal, calibrations_dir() / stored_name(cal.model_sha256, cal.pack_hash, cal.prompt_format))
 
 
-def find_calibration(model_sha256: str, pack_hash: str, prompt_format: str, notice: Callable[[str], None] | None = None) -> Path | None:
+def find_calibration(
+    model_sha256: str, pack_hash: str, prompt_format: str, notice: Callable[[str], None] | None = None
+) -> Path | None:
     """The stored calibration fitted for exactly this model, pack and prompt format, or None.
 
     Looks first for the file :func:`store_calibration` writes, then at any other

@@ -130,7 +130,8 @@ def choose_fits(
             calibration = load_calibration(explicit, engine=model, pack=pack, readout=options.readout)
         else:
             try:
-                calibration = auto_calibration(model, pack, options.readout)
+                calibration = auto_calibration(  # a damaged stored file is moved aside, and said
+                    model, pack, options.readout, notice=lambda line: notes.append(FitNote("calibration", line)))
             except InputError as exc:  # a stored file that matched by name but cannot be used
                 notes.append(FitNote("calibration", f"stored calibration not applied: {exc.message}"))
         if calibration is not None:

@@ -211,7 +211,10 @@ def read_head(path: str | Path, *, shape: tuple[int, int] | None = None) -> Head
     except OSError as exc:
         raise InputError(f"head file {path} cannot be read: {exc.strerror or exc}") from None
     if magic != b"PK\x03\x04":  # .npz is a zip archive; anything else is not a head (and is never unpickled)
-        raise DamagedHead(f"{path} is not a head file (a head is an .npz archive written by `triage learn`)", hint="pass the .npz that `triage learn` wrote, or run it again")
+        raise DamagedHead(
+            f"{path} is not a head file (a head is an .npz archive written by `triage learn`)",
+            hint="pass the .npz that `triage learn` wrote, or run it again",
+        )
     if size > MAX_HEAD_BYTES:
         raise DamagedHead(f"head file {path} is {size:,} bytes; a head is never more than {MAX_HEAD_BYTES >> 20} MiB")
     damaged = "it is damaged or not a head file; run `triage learn` again"
@@ -220,7 +223,8 @@ def read_head(path: str | Path, *, shape: tuple[int, int] | None = None) -> Head
             return _read_archive(zf, path, shape)
     except (DamagedHead, InputError):
         raise
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, KeyError, NotImplementedError, RuntimeError) as exc:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, KeyError, NotImplementedError,
+            RuntimeError) as exc:
         raise DamagedHead(f"head file {path} cannot be read: {exc}", hint=damaged) from None
 
 
@@ -232,9 +236,13 @@ def _read_archive(zf: zipfile.ZipFile, path: Path, shape: tuple[int, int] | None
         raise DamagedHead(f"{path} is not a triage head file (members {sorted(members)[:5]})")
     total = sum(i.file_size for i in members.values())
     if total > MAX_HEAD_BYTES:
-        raise DamagedHead(f"head file {path} declares {total:,} bytes once unpacked; a head is never more than {MAX_HEAD_BYTES >> 20} MiB")
+        raise DamagedHead(
+            f"head file {path} declares {total:,} bytes once unpacked;"
+            f" a head is never more than {MAX_HEAD_BYTES >> 20} MiB"
+        )
     if members["meta.npy"].file_size > MAX_META_BYTES:
-        raise DamagedHead(f"head file {path}: its meta declares {members['meta.npy'].file_size:,} bytes, more than {MAX_META_BYTES >> 20} MiB")
+        size = members["meta.npy"].file_size
+        raise DamagedHead(f"head file {path}: its meta declares {size:,} bytes, more than {MAX_META_BYTES >> 20} MiB")
     meta_array = _read_member(zf, "meta.npy")
     try:
         meta = loads_json(str(meta_array))
@@ -246,10 +254,12 @@ def _read_archive(zf: zipfile.ZipFile, path: Path, shape: tuple[int, int] | None
         feats = meta["features"]
         if feats["kind"] != FEATURES:
             raise InputError(f"head file {path} uses features {feats['kind']!r}; this triage reads {FEATURES!r}", hint="run `triage learn` again")
-        n_vocab, n_embd = _count(feats["n_vocab"], "n_vocab", MAX_N_VOCAB), _count(feats["n_embd"], "n_embd", MAX_N_EMBD)
+        n_vocab = _count(feats["n_vocab"], "n_vocab", MAX_N_VOCAB)
+        n_embd = _count(feats["n_embd"], "n_embd", MAX_N_EMBD)
         if shape is not None and (n_vocab, n_embd) != tuple(shape):
             raise InputError(
-                f"head {path} was learned for another setup: features for vocabulary {n_vocab} × width {n_embd} ≠ the model's {shape[0]} × {shape[1]}",
+                f"head {path} was learned for another setup: features for vocabulary {n_vocab} × width {n_embd}"
+                f" ≠ the model's {shape[0]} × {shape[1]}",
                 hint="run `triage learn` for this model and pack, or leave out --head",
             )
         n_feat = len(feature_ids(n_vocab, n_embd))
@@ -268,14 +278,18 @@ def _read_archive(zf: zipfile.ZipFile, path: Path, shape: tuple[int, int] | None
                 if info is None:
                     raise ValueError(f"criterion {c['id']!r}: member {name} is missing")
                 if info.file_size > NPY_HEADER + cells * item:  # checked before it is decompressed
-                    raise ValueError(f"criterion {c['id']!r}: {name} declares {info.file_size:,} bytes; weights of shape {want} need at most {NPY_HEADER + cells * item:,}")
+                    raise ValueError(
+                        f"criterion {c['id']!r}: {name} declares {info.file_size:,} bytes; weights of shape {want}"
+                        f" need at most {NPY_HEADER + cells * item:,}"
+                    )
             coef, icpt = _read_member(zf, f"c{i}_coef.npy"), _read_member(zf, f"c{i}_intercept.npy")
             if coef.dtype not in (np.float16, np.float32) or coef.shape != want or icpt.shape != (len(classes),):
                 raise ValueError(f"criterion {c['id']!r}: weights are {coef.shape} and {icpt.shape}, expected {want} and ({len(classes)},)")
             if not (np.all(np.isfinite(coef)) and np.all(np.isfinite(icpt))):
                 raise ValueError(f"criterion {c['id']!r}: weights are not all finite")
             info_fields = {k: v for k, v in c.items() if k not in ("id", "options", "classes")}
-            crits[str(c["id"])] = CriterionHead(options, classes, coef.astype(np.float64), icpt.astype(np.float64), info_fields)
+            weights = coef.astype(np.float64), icpt.astype(np.float64)
+            crits[str(c["id"])] = CriterionHead(options, classes, *weights, info_fields)
         return Head(
             str(meta["model_sha256"]), str(meta["pack_hash"]), str(meta["prompt_format"]), n_vocab, n_embd, crits,
             name=str(meta.get("name") or path.name), report=meta.get("report", {}),

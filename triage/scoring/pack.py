@@ -189,8 +189,13 @@ def _text(value: Any, where: str, field_name: str, *, required: bool = True) -> 
 def _version(value: Any, where: str) -> str:
     """``version`` as text. A whole number is fine; a TOML float is not: ``1.10`` reads as 1.1."""
     if isinstance(value, bool) or isinstance(value, float) or not isinstance(value, str | int):
-        shown = "true or false" if isinstance(value, bool) else f"the number {value!r}" if isinstance(value, float) else type(value).__name__
-        raise PackError(f"{where}: field 'version' must be text, got {shown}", hint='write it in quotes, e.g. version = "1.10"')
+        if isinstance(value, bool):
+            shown = "true or false"
+        else:
+            shown = f"the number {value!r}" if isinstance(value, float) else type(value).__name__
+        raise PackError(
+            f"{where}: field 'version' must be text, got {shown}", hint='write it in quotes, e.g. version = "1.10"'
+        )
     return str(value).strip() or "1"
 
 
@@ -371,7 +376,10 @@ def load_pack(path: str | Path) -> Pack:
     except tomllib.TOMLDecodeError as exc:
         raise PackError(f"pack file {path} is not valid TOML: {exc}") from exc
     except RecursionError:  # tomllib recurses per nested array or table; a pack nests 3 deep
-        raise PackError(f"pack file {path} is nested too deep to be a pack (arrays or tables inside each other, thousands of levels)") from None
+        raise PackError(
+            f"pack file {path} is nested too deep to be a pack"
+            " (arrays or tables inside each other, thousands of levels)"
+        ) from None
     return parse_pack(data, str(path))
 
 

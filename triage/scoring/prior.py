@@ -85,7 +85,7 @@ class Priors:
             if any(len(prior[c.id]) != len(c.options) or not np.all(np.isfinite(prior[c.id])) for c in pack.criteria):
                 return None
             return prior
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):  # RecursionError: nested thousands deep
             return None  # missing or damaged: recompute
 
     def _save(self, pack: Pack, opts: ScoreOptions, prior: Prior) -> None:

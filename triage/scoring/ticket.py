@@ -94,7 +94,8 @@ def make_ticket(text: str, ticket_id: str | None = None) -> Ticket:
         raise InputError(f"{label} is {what}; there is nothing to score")
     if not visible(cleaned):
         raise InputError(
-            f"{label} has no visible characters (only spaces, zero-width or blank characters); there is nothing to score"
+            f"{label} has no visible characters (only spaces, zero-width or blank characters); "
+            "there is nothing to score"
         )
     tid = safe_id(ticket_id) if ticket_id else hashlib.sha256(cleaned.encode("utf-8")).hexdigest()[:12]
     return Ticket(tid, cleaned, text)
@@ -122,7 +123,8 @@ def read_text_file(path: str | Path, what: str, *, limit: int = MAX_INPUT_BYTES)
     except Bounded:
         raise InputError(
             f"{what} {path} is larger than {mib(limit)}; triage reads at most that much from one file",
-            hint="split it into parts (e.g. split -l 100000 FILE part-) and score each, or check that this is the file you meant",
+            hint="split it into parts (e.g. split -l 100000 FILE part-) and score each,"
+            " or check that it is the right file",
         ) from None
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror}") from None
@@ -155,14 +157,15 @@ _MAGIC = (
     (b"%PDF", "a PDF document"),
     (b"\xd0\xcf\x11\xe0", "an old Office document (.xls, .doc)"),
 )
-_CONVERT = "convert it to JSON Lines, one {\"id\": ..., \"text\": ...} object per line (docs/schema.md)"
+_CONVERT = "convert it to JSON Lines, one {\"id\": ..., \"text\": ...} object per line (see `triage score --help`)"
 
 
 def _table_error(source: str, kind: str) -> InputError:
     return InputError(
-        f"{source} is a {kind} file; triage reads tickets as text or JSON Lines, and would score the whole table as one ticket",
-        hint="convert it, e.g. python3 -c 'import csv,json,sys; [print(json.dumps(r)) for r in csv.DictReader(sys.stdin)]' "
-        "< FILE.csv > FILE.jsonl (the column with the ticket must be called text)",
+        f"{source} is a {kind} file; triage reads tickets as text or JSON Lines, and would score the whole table"
+        " as one ticket",
+        hint="convert it, e.g. python3 -c 'import csv,json,sys; [print(json.dumps(r)) "
+        "for r in csv.DictReader(sys.stdin)]' < FILE.csv > FILE.jsonl (the column with the ticket must be called text)",
     )
 
 
@@ -188,7 +191,8 @@ def decode_ticket_bytes(data: bytes, source: str) -> str:
     """
     for magic, kind in _MAGIC:
         if data.startswith(magic):
-            raise InputError(f"{source} is {kind}, not text; triage reads tickets as text or JSON Lines", hint=_CONVERT)
+            hint = _CONVERT + (", or score it with --ray, which reads Parquet" if magic == b"PAR1" else "")
+            raise InputError(f"{source} is {kind}, not text; triage reads tickets as text or JSON Lines", hint=hint)
     head = data[:4096]
     if head.startswith((b"\xff\xfe", b"\xfe\xff")) or (len(head) >= 4 and head.count(0) * 3 >= len(head)):
         raise InputError(
@@ -225,16 +229,18 @@ class JsonLine:
 def jsonl_lines(text: str, expected: str = '{"id": ..., "text": ...}') -> Iterator[JsonLine]:
     """Parse JSON Lines text: every non-blank line as an object or an error.
 
-    Lines end at "\\n", "\\r\\n" or a lone "\\r" (old Mac files): JSON never holds a raw
-    carriage return inside a string, so that split is safe. ``str.splitlines()``
+    Lines are split on "\\n" only (a trailing "\\r" is dropped): ``str.splitlines()``
     would also break inside JSON strings at U+2028/U+2029/U+0085, which JSON allows
-    raw (real GitHub issues contain them). A line nested deeper than
+    raw (real GitHub issues contain them). A file with carriage returns and no "\\n"
+    at all (old Mac line ends) is split on "\\r": JSON never holds a raw carriage
+    return inside a string. Line numbers of other files stay what ``wc -l`` counts
+    (resume keys depend on them). A line nested deeper than
     :data:`triage.store.bounded.MAX_DEPTH` or holding a number of thousands of digits
     is that line's error.
     """
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    for n, raw in enumerate(text.split("\n"), 1):
+    ending = "\r" if "\r" in text and "\n" not in text else "\n"
+    for n, raw in enumerate(text.split(ending), 1):
+        raw = raw.removesuffix("\r")
         if not raw.strip():
             continue
         try:

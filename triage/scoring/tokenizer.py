@@ -79,7 +79,8 @@ class NativeTokenizer:
         # The tokens llama.cpp's tokenizer matches by their text before BPE (its
         # "special tokens cache"): control, user-defined and unknown ones. 151,936
         # look-ups take about 35 ms, once per model.
-        special = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
+        attr = llama_cpp
+        special = attr.LLAMA_TOKEN_ATTR_CONTROL | attr.LLAMA_TOKEN_ATTR_USER_DEFINED | attr.LLAMA_TOKEN_ATTR_UNKNOWN
         texts = [
             llama_cpp.llama_vocab_get_text(native.vocab, i).decode("utf-8", "replace")
             for i in range(native.n_vocab)
@@ -88,7 +89,9 @@ class NativeTokenizer:
         self._special = special_pattern(texts)
 
     def encode(self, text: str) -> list[int]:
-        return [t for piece in plain_pieces(text, self._special) for t in self._n.tokenize(piece, special=False)] if text else []
+        if not text:
+            return []
+        return [t for piece in plain_pieces(text, self._special) for t in self._n.tokenize(piece, special=False)]
 
     def control(self, token: str) -> int | None:
         """Id of ``token`` when the vocab has it as one control or user-defined token (``<think>`` is

@@ -203,7 +203,8 @@ class History:
             return cls(_connect(None), None, f"history {path} is unusable ({reason}) and could not be moved aside ({exc.strerror}); this session's history is kept in memory only")
         if aside is None:  # nothing was there: the folder itself is the problem
             log.error("history %s cannot be created (%s)", path, reason)
-            return cls(_connect(None), None, f"history {path} cannot be created ({reason}); this session's history is kept in memory only")
+            notice = f"history {path} cannot be created ({reason}); this session's history is kept in memory only"
+            return cls(_connect(None), None, notice)
         log.error("history %s was unusable (%s); moved aside to %s", path, reason, aside)
         notice = f"history {path.name} was unusable ({reason}); it was moved aside to {aside} and a new history started"
         try:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.driver import Driver
 from textual.screen import Screen
 from textual.theme import Theme
 
@@ -46,6 +47,16 @@ class TriageApp(App[None]):
         self.host = EngineHost(engine_factory)
         self.history = history
         self.pack = pack
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's driver for this terminal; on Linux, one whose input parser takes a
+        bracketed paste whole (:mod:`triage.tui.terminal_input`)."""
+        from triage.tui.terminal_input import PasteSafeDriver
+
+        base = super().get_driver_class()
+        if PasteSafeDriver is not None and base is PasteSafeDriver.__bases__[0]:
+            return PasteSafeDriver
+        return base
 
     def get_default_screen(self) -> Screen[None]:
         return MainScreen(self.host, self.history, self.options, self.pack)
