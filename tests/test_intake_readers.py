@@ -249,3 +249,11 @@ def test_json_array_streams_across_chunk_boundaries(tmp_path: Path, monkeypatch:
     bad.write_text('[{"id": 1}, {"id": ', encoding="utf-8")
     with pytest.raises(InputError, match="element 2: not valid JSON"):
         list(readers.open_export(bad).records())
+
+
+def test_keep_html_leaves_the_text_as_it_is(tmp_path: Path) -> None:
+    f = tmp_path / "x.csv"
+    f.write_text('id,text,queue,priority\n1,"Hello,<br><br>my card was charged twice.",billing,high\n', encoding="utf-8")
+    assert read_labelled(f, PACK, columns=ColumnMap()).rows[0].ticket.text == "Hello,\n\nmy card was charged twice."
+    kept = read_labelled(f, PACK, columns=ColumnMap.parse(keep_html=True)).rows[0].ticket.text
+    assert kept == "Hello,<br><br>my card was charged twice."

@@ -19,7 +19,8 @@ by a blank line; HTML becomes plain text; a dotted path such as ticket.descripti
 reaches into nested JSON), --id COL and --label CRITERION=COL (repeatable; default: the
 column labels.CRITERION, else CRITERION). A label value matches an option by id, label
 or one of its aliases, case and spacing ignored; values that match none are counted and
-listed, and --unmapped skip (default) leaves them out, --unmapped error stops."""
+listed, and --unmapped skip (default) leaves them out, --unmapped error stops.
+More in docs/teams.md."""
 
 
 def add_input_arguments(p: argparse.ArgumentParser, *, labels: bool = True, score: bool = False) -> None:
@@ -29,9 +30,10 @@ def add_input_arguments(p: argparse.ArgumentParser, *, labels: bool = True, scor
     id_flags = ("--id-column",) if score else ("--id", "--id-column")
     g.add_argument(*text_flags, dest="text_columns", metavar="COL[,COL...]", help="the column(s) holding the ticket text, joined by a blank line (default: text)")
     g.add_argument(*id_flags, dest="id_column", metavar="COL", help="the column holding the ticket id (default: id; rows without one are row-N)")
+    g.add_argument("--keep-html", action="store_true", help="leave HTML in the text as it is (default: a value holding HTML elements such as <p> or <br> becomes plain text)")
     if labels:
         g.add_argument("--label", dest="label_columns", action="append", default=[], metavar="CRITERION=COL", help="the column holding a criterion's label (repeatable; default: labels.CRITERION, else CRITERION)")
-        g.add_argument("--unmapped", choices=("skip", "error"), default="skip", help="a label value that matches no option: leave its rows out and say how many (default), or stop")
+        g.add_argument("--unmapped", choices=("skip", "error"), default="skip", help="a label value that matches no option: leave it out and say how many (its row; for learn, whose rows may label some criteria only, that label), or stop")
 
 
 def column_map(args: argparse.Namespace) -> Any:
@@ -40,7 +42,7 @@ def column_map(args: argparse.Namespace) -> Any:
 
     return ColumnMap.parse(
         getattr(args, "text_columns", None), getattr(args, "id_column", None),
-        getattr(args, "label_columns", None) or (), getattr(args, "unmapped", "skip"),
+        getattr(args, "label_columns", None) or (), getattr(args, "unmapped", "skip"), keep_html=getattr(args, "keep_html", False),
     )
 
 

@@ -348,7 +348,8 @@ def ray_job(args: argparse.Namespace, config: dict[str, Any] | None = None) -> A
         address=address, output=Path(args.output).expanduser() if args.output else None, model=args.model,
         prompt_style=args.prompt, n_ctx=args.n_ctx, threads=default_threads() if args.threads is None else args.threads,
         workers=args.workers, batch_size=args.batch_size, resume=args.resume, config=dict(config),
-        columns=ColumnMap.parse(getattr(args, "text_columns", None), getattr(args, "id_column", None)),
+        columns=ColumnMap.parse(getattr(args, "text_columns", None), getattr(args, "id_column", None),
+                                keep_html=getattr(args, "keep_html", False)),
     )
 
 

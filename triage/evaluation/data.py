@@ -273,7 +273,7 @@ def read_export(path: str | Path, pack: Pack, columns: ColumnMap, *, partial: bo
             sample.offered += 1  # counted, not kept: its text (HTML and all) is never read
             seen_ids.add(rid)
             continue
-        text, why = ticket_text(rec.data, columns.text) if problem is None else (None, problem)
+        text, why = ticket_text(rec.data, columns.text, html=columns.html) if problem is None else (None, problem)
         if text is None:
             problem = why
         if problem is not None:

@@ -10,7 +10,7 @@ criterion).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -35,9 +35,10 @@ class ColumnMap:
     labels: dict[str, str] = field(default_factory=dict)
     unmapped: Unmapped = "skip"
     explicit: bool = False  # any of --text/--id/--label given
+    html: bool = True  # a value with HTML elements becomes plain text (--keep-html: left as it is)
 
     @staticmethod
-    def parse(text: str | None = None, id_column: str | None = None, labels: Sequence[str] = (), unmapped: str = "skip") -> ColumnMap:
+    def parse(text: str | None = None, id_column: str | None = None, labels: Sequence[str] = (), unmapped: str = "skip", *, keep_html: bool = False) -> ColumnMap:
         """From the command-line values (``--text a,b``, ``--id c``, ``--label crit=col`` repeated).
 
         Raises:
@@ -57,7 +58,7 @@ class ColumnMap:
         if unmapped not in ("skip", "error"):
             raise InputError(f"--unmapped is skip or error, got {unmapped!r}")
         explicit = text is not None or id_column is not None or bool(labels)
-        return ColumnMap(cols, id_column.strip() if id_column else "id", by, unmapped, explicit)  # type: ignore[arg-type]
+        return ColumnMap(cols, id_column.strip() if id_column else "id", by, unmapped, explicit, not keep_html)  # type: ignore[arg-type]
 
     def label_columns(self, criteria: Sequence[str], columns: Sequence[str]) -> dict[str, str]:
         """Criterion id -> column, for the criteria this export labels.
@@ -125,8 +126,10 @@ def as_text(value: Any) -> str:
     return str(value)
 
 
-def ticket_text(data: dict[str, Any], columns: Sequence[str]) -> tuple[str | None, str | None]:
+def ticket_text(data: dict[str, Any], columns: Sequence[str], *, html: bool = True) -> tuple[str | None, str | None]:
     """(text, None) from the text columns joined by a blank line, or (None, why) when there is none.
+
+    ``html``: a value holding HTML elements becomes plain text (:func:`~triage.intake.html.html_to_text`).
 
     Non-string values (a list, an object) are refused rather than printed as Python.
     """
@@ -135,7 +138,7 @@ def ticket_text(data: dict[str, Any], columns: Sequence[str]) -> tuple[str | Non
         value = get_value(data, name)
         if isinstance(value, (list, dict)):
             return None, f"column {name!r} holds a {type(value).__name__}, not text"
-        text = html_to_text(as_text(value)).strip()
+        text = (html_to_text(as_text(value)) if html else as_text(value)).strip()
         if text:
             parts.append(text)
     if not parts:
@@ -174,7 +177,7 @@ def is_export(path: str, columns: ColumnMap) -> bool:
     return False
 
 
-def export_tickets(path: str, columns: ColumnMap) -> Any:
+def export_tickets(path: str, columns: ColumnMap) -> Iterator[ExportTicket]:
     """The records of an export as :class:`ExportTicket` s, streamed (for ``triage score``).
 
     Raises:
@@ -192,11 +195,11 @@ def export_tickets(path: str, columns: ColumnMap) -> Any:
     return _tickets(export, columns, id_col)
 
 
-def _tickets(export: Any, columns: ColumnMap, id_col: str | None) -> Any:
+def _tickets(export: Any, columns: ColumnMap, id_col: str | None) -> Iterator[ExportTicket]:
     for rec in export.records():
         if rec.data is None:
             yield ExportTicket(rec.n, rec.where, None, None, f"{rec.where}: {rec.error}")
             continue
         rid = as_text(get_value(rec.data, id_col)).strip() if id_col else ""
-        text, why = ticket_text(rec.data, columns.text)
+        text, why = ticket_text(rec.data, columns.text, html=columns.html)
         yield ExportTicket(rec.n, rec.where, rid or None, text, None if text is not None else f"{rec.where}: {why}")
