@@ -121,11 +121,31 @@ def run_ray(job: RayJob, *, on_batch: OnBatch | None = None) -> int:
             head or calibration that does not fit the model the nodes run.
         TriageError: Ray is not installed; a node cannot use the model (named).
     """
+    if job.output is not None:
+        from triage.store.outputs import check_not_inside
+
+        check_not_inside(job.output, job.source, option="--output")  # it would read its own output next time
+        check_output(job.output, resume=job.resume)  # before the cluster starts
+    with _one_writer(job.output):
+        return _run(job, on_batch)
+
+
+@contextlib.contextmanager
+def _one_writer(output: Path | None) -> Generator[None, None, None]:
+    """Hold the output's lock for the whole run: a second run on the same output is refused, not merged."""
+    if output is None:
+        yield
+        return
+    from triage.store.outputs import OutputLock
+
+    with OutputLock(output):
+        yield
+
+
+def _run(job: RayJob, on_batch: OnBatch | None) -> int:
     from triage.model.loader import engine_settings
     from triage.scoring.fit import choose_fits
 
-    if job.output is not None:
-        check_output(job.output, resume=job.resume)  # before the cluster starts
     rows = read_rows(job.source, job.columns)
     spec, expected = model_spec(job.model, job.config)
     ray = _import_ray()

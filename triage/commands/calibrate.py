@@ -48,6 +48,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_input_arguments(p)
     p.add_argument("--pack", metavar="CRITERIA.toml", help="criteria pack (default: the built-in support pack)")
     p.add_argument("-o", "--output", metavar="CAL.json", help="write the calibration here (it is also stored in the user data dir)")
+    p.add_argument("--force", action="store_true", help="replace an existing -o file (never an input)")
     p.add_argument("--prior", action="store_true", default=None,
                    help="fit on cyclic+prior log-probs (score must then run with --prior; default: the config's prior)")
     p.add_argument("--readout", choices=READOUTS, default=None,
@@ -80,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
     out, err = report_consoles()
     if not args.output and args.no_store:
         raise InputError("with --no-store, give -o CAL.json: the fit would go nowhere")
+    if args.output:  # now, not after the scoring and the fit
+        from triage.store.outputs import check_output, check_writable
+
+        check_writable(check_output(args.output, inputs=[args.train], force=args.force, what="calibration"))
     # The options `triage score` will run with: the fit is made on the log-probs it will be applied to.
     options = score_options({"readout": args.readout, "orderings": args.orderings, "prior": args.prior}, load_config())
     readout, orderings, prior = options.readout, options.effective_orderings, options.prior

@@ -68,6 +68,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--train", metavar="TRAIN.jsonl", help="labelled tickets to fit the calibration and the baseline on")
     src.add_argument("--split", type=float, metavar="F", help="hold the share F of TICKETS (by id hash) out as training rows")
+    p.add_argument("--force", action="store_true", help="with --save-split: replace existing dev.jsonl / train.jsonl (never the input)")
     p.add_argument("--save-split", metavar="DIR", help="with --split: write DIR/dev.jsonl and DIR/train.jsonl, then exit")
     p.add_argument("--limit", type=int, metavar="N", help="evaluate the first N usable rows only (file order)")
     p.add_argument("--train-limit", type=int, metavar="N", help="train on the first N usable training rows (default: --limit)")
@@ -141,9 +142,13 @@ def run(args: argparse.Namespace) -> int:
     if args.split is not None:
         tickets, train = split_by_id(tickets, args.split)
         if args.save_split:
+            from triage.store.outputs import check_output
+
             folder = Path(args.save_split)
-            write_jsonl(tickets.rows, folder / "dev.jsonl")
-            write_jsonl(train.rows, folder / "train.jsonl")
+            paths = [check_output(folder / name, inputs=[args.tickets], force=args.force, what="split",
+                                  option="--save-split") for name in ("dev.jsonl", "train.jsonl")]
+            write_jsonl(tickets.rows, paths[0])
+            write_jsonl(train.rows, paths[1])
             out.print(f"wrote {len(tickets.rows)} dev rows to {folder / 'dev.jsonl'} and {len(train.rows)} training rows to {folder / 'train.jsonl'}")
             return 0
     elif args.train:

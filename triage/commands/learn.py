@@ -74,6 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-per-option", type=int, default=None, metavar="N", help="fewest labels per option to learn a criterion (default 5)")
     p.add_argument("--rare-options", choices=("backoff", "refuse"), default="backoff", help="an option below --min-per-option: learn the other options and leave that one to the zero-shot readout (default), or leave the whole criterion unlearned")
     p.add_argument("--no-store", action="store_true", help="do not store the head in the user data dir")
+    p.add_argument("--force", action="store_true", help="replace an existing -o file, and keep a criterion whose head cross-validates worse than zero-shot (refused by default)")
     p.add_argument("--holdout", type=float, metavar="F", help="keep the share F of rows out (by id hash: eval --split 1-F's dev rows), fit on the rest, and print per criterion balanced accuracy, macro-F1 and ECE on them for the head, zero-shot and TF-IDF, with the confusion matrix, before storing the head")
     p.add_argument("--per-option", type=int, metavar="N", help="learn from a stratified sample: for each option, the N rows of lowest id hash (streamed; before --limit and --holdout); default: every row")
 
@@ -105,6 +106,10 @@ def run(args: argparse.Namespace) -> int:
     learn_mod._sklearn()  # say it before scoring, not after
     if args.history_file and not args.history:
         raise InputError("--history-file works only with --history")
+    if args.output:  # now, not after the scoring and the fit
+        from triage.store.outputs import check_output, check_writable
+
+        check_writable(check_output(args.output, inputs=args.labelled, force=args.force, what="head"))
     if not args.labelled and not args.history:
         raise InputError("nothing to learn from", hint="give labelled files, or --history (the app's labels), or both")
     pack = resolve_pack(args.pack)
@@ -161,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
             model_sha256=engine.sha256, prompt_format=engine.format_for("label").id,
             n_vocab=engine.native.n_vocab, n_embd=engine.native.n_embd, name=name, criteria=only,
             on_criterion=lambda cid, n: err.print(f"triage: fitting {printable(cid)} on {n} row(s)…", style="dim", markup=False, highlight=False),
-            min_per_option=args.min_per_option or learn_mod.MIN_PER_OPTION, rare=args.rare_options,
+            min_per_option=args.min_per_option or learn_mod.MIN_PER_OPTION, rare=args.rare_options, force=args.force,
         )
         head.report.update({"labelled": [str(f) for f in args.labelled], "history": bool(args.history), "n_ctx": engine.n_ctx,
                             "model": engine.name, "rows": len(scored.rows), "cut": scored.cut})

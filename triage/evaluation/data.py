@@ -185,11 +185,11 @@ def split_by_id(rows: LabelledSet, train_fraction: float) -> tuple[LabelledSet, 
 
 
 def write_jsonl(rows: list[LabelledRow], path: Path) -> None:
-    """Write rows back as labelled JSONL (the raw text, as given)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as fh:
-        for r in rows:
-            fh.write(json.dumps({"id": r.id, "text": r.ticket.raw, "labels": r.labels}, ensure_ascii=False) + "\n")
+    """Write rows back as labelled JSONL (the raw text, as given), atomically."""
+    from triage.store.files import write_text_atomic
+
+    write_text_atomic(path, "".join(json.dumps({"id": r.id, "text": r.ticket.raw, "labels": r.labels},
+                                               ensure_ascii=False) + "\n" for r in rows))
 
 
 def read_export(path: str | Path, pack: Pack, columns: ColumnMap, *, partial: bool = False, per_option: int | None = None) -> LabelledSet:

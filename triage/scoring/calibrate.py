@@ -446,8 +446,13 @@ def write_calibration(cal: Calibration, path: str | Path) -> Path:
 
 
 def store_calibration(cal: Calibration) -> Path:
-    """Save ``cal`` in :func:`calibrations_dir` under :func:`stored_name` (replacing an older one)."""
-    return write_calibration(cal, calibrations_dir() / stored_name(cal.model_sha256, cal.pack_hash, cal.prompt_format))
+    """Save ``cal`` in :func:`calibrations_dir` under :func:`stored_name`; the one it replaces is kept as ``.prev``."""
+    import shutil
+
+    path = calibrations_dir() / stored_name(cal.model_sha256, cal.pack_hash, cal.prompt_format)
+    if path.exists():
+        shutil.copy2(path, path.with_name(path.name + ".prev"))
+    return write_calibration(cal, path)
 
 
 def find_calibration(

@@ -141,8 +141,11 @@ class Head:
         }
 
 
-def write_head(head: Head, path: str | Path) -> Path:
-    """Write ``head`` as ``.npz`` atomically (a temporary file renamed over ``path``)."""
+def write_head(head: Head, path: str | Path, *, backup: bool = False) -> Path:
+    """Write ``head`` as ``.npz`` atomically (a temporary file renamed over ``path``).
+
+    ``backup``: keep the file it replaces as ``NAME.prev`` (:func:`triage.store.outputs.replace_keeping_backup`).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     arrays: dict[str, np.ndarray] = {"meta": np.array(json.dumps(head.meta(), allow_nan=False, default=_plain))}
@@ -150,9 +153,17 @@ def write_head(head: Head, path: str | Path) -> Path:
         arrays[f"c{i}_coef"] = stored_weights(h.coef)
         arrays[f"c{i}_intercept"] = h.intercept.astype(np.float64)
     tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("wb") as fh:
-        np.savez_compressed(fh, **arrays)
-    tmp.replace(path)
+    try:
+        with tmp.open("wb") as fh:
+            np.savez_compressed(fh, **arrays)
+        if backup:
+            from triage.store.outputs import replace_keeping_backup
+
+            replace_keeping_backup(tmp, path)
+        else:
+            tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
 
 
@@ -353,8 +364,8 @@ def stored_name(model_sha256: str, pack_hash: str, prompt_format: str) -> str:
 
 
 def store_head(head: Head) -> Path:
-    """Save ``head`` in :func:`heads_dir` under :func:`stored_name` (replacing an older one)."""
-    return write_head(head, heads_dir() / stored_name(head.model_sha256, head.pack_hash, head.prompt_format))
+    """Save ``head`` in :func:`heads_dir` under :func:`stored_name`; the one it replaces is kept as ``.prev``."""
+    return write_head(head, heads_dir() / stored_name(head.model_sha256, head.pack_hash, head.prompt_format), backup=True)
 
 
 @dataclass

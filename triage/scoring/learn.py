@@ -140,8 +140,12 @@ def fit_criterion(
     rare: str = "refuse",
     c_grid: Sequence[float] = C_GRID,
     folds: int = FOLDS,
+    force: bool = False,
 ) -> tuple[CriterionHead | None, LearnOutcome]:
     """Fit one criterion's head; (None, outcome naming why) when it cannot be learned.
+
+    A head whose cross-validated balanced accuracy is below the zero-shot readout's on the
+    same rows is refused (it would make the decisions worse), unless ``force``.
 
     Args:
         criterion: the pack's criterion.
@@ -153,6 +157,7 @@ def fit_criterion(
             learn the others and leave those options to the zero-shot readout.
         c_grid: candidate C values (inverse L2 strength), chosen by cross-validation.
         folds: cross-validation folds (fewer when the rarest learned option has fewer rows).
+        force: keep a head that cross-validates worse than zero-shot.
     """
     _, model_selection, _ = _sklearn()
     ids = [o.id for o in criterion.options]
@@ -199,6 +204,15 @@ def fit_criterion(
     temperature, _ = fit_vector_scaling(np.log(np.clip(best_pred, 1e-12, 1.0)), yi, frozen=range(len(classes)), l2_log_t=0.0)
     out.c = best[1]
     out.cv = {"folds": k_folds, "balanced_logloss": best[0], "balanced_accuracy": best[2], "temperature": temperature}
+    zero = _balanced_accuracy(np.exp(logprobs[keep][:, classes]), yk, classes)  # the readout alone, same rows
+    out.cv["zero_shot_balanced_accuracy"] = zero
+    if best[2] < zero:
+        msg = (f"criterion {criterion.id!r}: the head's cross-validated balanced accuracy {best[2]:.3f} is below "
+               f"zero-shot's {zero:.3f} on the same rows")
+        if not force:
+            out.refused = msg + "; not learned (it would make the decisions worse; --force keeps it)"
+            return None, out
+        out.warnings.append(msg + "; kept (--force)")
     scaler, lr = _fit_lr(x, yk, best[1])
     coef, icpt = _folded(scaler, lr, classes)
     coef, icpt = coef / temperature, icpt / temperature

@@ -79,15 +79,38 @@ def check_output(
     return out
 
 
+def check_writable(path: str | Path) -> Path:
+    """``path``, once a file can be created in its folder (said before any long work, not after it).
+
+    Raises:
+        InputError: the folder cannot be created or written.
+    """
+    import tempfile
+
+    out = Path(path)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}.", suffix=".probe"):
+            pass
+    except OSError as exc:
+        raise InputError(f"cannot write {out}: {exc.strerror or exc}",
+                         hint="pick a folder you may write to, or free some space") from None
+    return out
+
+
 def check_not_inside(path: str | Path, folder: str | Path, *, option: str = "-o") -> None:
     """Refuse an output inside a folder the command reads as input (it would read its own output next time).
 
     Raises:
         InputError: ``path`` lies inside ``folder``.
     """
-    if Path(folder).is_dir() and _inside(Path(path), Path(folder)):
+    import fnmatch
+
+    src = str(folder)
+    matches = any(ch in src for ch in "*?[") and fnmatch.fnmatch(str(Path(path).resolve()), str(Path(src).absolute()))
+    if matches or (Path(folder).is_dir() and _inside(Path(path), Path(folder))):
         raise InputError(
-            f"{option} {path} is inside the input folder {folder}: a later run would read its own output as tickets",
+            f"{option} {path} is inside the input {folder}: a later run would read its own output as tickets",
             hint="write the output outside the input folder",
         )
 
