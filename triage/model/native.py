@@ -169,10 +169,12 @@ class NativeModel:
         cparams.n_threads_batch = threads
         cparams.no_perf = True
         # llama.cpp asks this between graph computations (per node on the CPU), so a long decode
-        # stops within milliseconds of the caller's cancel; decode() says what to ask.
+        # stops within milliseconds of the caller's cancel. It is armed only for a decode that has
+        # a stop to ask (see _arm): a call from C into Python per node is not free on a busy machine.
         self._stop: Callable[[], bool] | None = None
         self._abort_cb = llama_cpp.ggml_abort_callback(self._should_abort)  # kept: C holds only a pointer
-        cparams.abort_callback = self._abort_cb
+        self._armed = False
+        cparams.abort_callback = llama_cpp.ggml_abort_callback()  # NULL until a decode arms it
         cparams.abort_callback_data = None
         ctx = llama_cpp.llama_init_from_model(model, cparams)
         if not ctx:
@@ -191,6 +193,14 @@ class NativeModel:
     def close(self) -> None:
         """Free the context and the model (idempotent)."""
         self._stack.close()
+
+    def _arm(self, stop: Callable[[], bool] | None) -> None:
+        """Point llama.cpp's abort callback at ``stop`` (None: no callback at all)."""
+        self._stop = stop
+        if (stop is not None) != self._armed:
+            cb = self._abort_cb if stop is not None else llama_cpp.ggml_abort_callback()
+            llama_cpp.llama_set_abort_callback(self.ctx, cb, None)
+            self._armed = stop is not None
 
     def _should_abort(self, _data: object) -> bool:
         if signals.pending():  # Ctrl-C or SIGTERM during the decode: stop it, then raise (signals.deferred)
@@ -307,12 +317,12 @@ class NativeModel:
                         wants.append((piece, n))
                     n += 1
             batch.n_tokens = n
-            self._stop = should_stop
+            self._arm(should_stop)
             try:
                 with signals.deferred():  # a signal inside the abort callback would be lost: noted, raised after
                     rc = llama_cpp.llama_decode(self.ctx, batch)
             finally:
-                self._stop = None
+                self._stop = None  # armed or not, nothing is asked between decodes
             if rc == ABORTED:
                 raise Cancelled()
             if rc != 0:

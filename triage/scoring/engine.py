@@ -209,7 +209,7 @@ class Engine:
         decider = Decider(pack, self.tokenizer, prior, calibration, head)
         with self._lock:
             run = self._start(ticket, pack, options, (decider, features))
-            run.stop = cancel or run.stop
+            run.stop = cancel
             yield from self._run(run, ticket, (pack, options), schedule)
 
     def score_ticket(self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None = None, **kw: Any) -> TicketResult:
@@ -282,7 +282,7 @@ class Engine:
         # the features cost a gather: only when a head or the caller reads them
         reader = reader.with_features(self.feature_ids if head is not None or want_features else None)
         store = self.resident.store
-        run = Run(prompts, reader, replace(decider, head=head), lambda: False, self.stable_key(pack, kind),
+        run = Run(prompts, reader, replace(decider, head=head), None, self.stable_key(pack, kind),
                   stable_note=store.note_change(self.stable_parts(pack, kind)) if store is not None else None)
         run.tokens = Tokens(
             prefix=len(prompts.prefix),
