@@ -92,7 +92,9 @@ def run_ray(args: argparse.Namespace, *, on_batch: OnBatch | None = None) -> int
     options = score_options(args, config, pack)
     from triage.intake.columns import ColumnMap
 
-    rows = read_rows(source, ColumnMap.parse(getattr(args, "text_columns", None), getattr(args, "id_column", None), keep_html=getattr(args, "keep_html", False)))
+    columns = ColumnMap.parse(getattr(args, "text_columns", None), getattr(args, "id_column", None),
+                              keep_html=getattr(args, "keep_html", False))
+    rows = read_rows(source, columns)
     spec, expected = model_spec(args.model, config)
     ray = _import_ray()
     owned = connect(ray, address)

@@ -51,7 +51,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     from triage.commands._input import add_input_arguments
 
-    p.add_argument("labelled", metavar="LABELLED", help="labelled tickets to learn from (JSON Lines, or an export: CSV, JSON, Parquet)")
+    p.add_argument("labelled", metavar="LABELLED",
+                   help="labelled tickets to learn from (JSON Lines, or an export: CSV, JSON, Parquet)")
     add_model_options(p, n_ctx=1024)
     add_input_arguments(p)
     p.add_argument("--pack", metavar="CRITERIA.toml", help="criteria pack (default: the built-in support pack)")
@@ -62,8 +63,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-per-option", type=int, default=None, metavar="N", help="fewest labels per option to learn a criterion (default 5)")
     p.add_argument("--rare-options", choices=("backoff", "refuse"), default="backoff", help="an option below --min-per-option: learn the other options and leave that one to the zero-shot readout (default), or leave the whole criterion unlearned")
     p.add_argument("--no-store", action="store_true", help="do not store the head in the user data dir")
-    p.add_argument("--holdout", type=float, metavar="F", help="keep the share F of rows out (by id hash: eval --split 1-F's dev rows), fit on the rest, and print per criterion balanced accuracy, macro-F1 and ECE on them for the head, zero-shot and TF-IDF, with the confusion matrix, before storing the head")
-    p.add_argument("--per-option", type=int, metavar="N", help="learn from a stratified sample: for each option, the N rows of lowest id hash (streamed; before --limit and --holdout); default: every row")
+    p.add_argument("--holdout", type=float, metavar="F",
+                   help="keep the share F of rows out (by id hash: eval --split 1-F's dev rows), fit on the rest, "
+                   "and print per criterion balanced accuracy, macro-F1 and ECE on them for the head, zero-shot "
+                   "and TF-IDF, with the confusion matrix, before storing the head")
+    p.add_argument("--per-option", type=int, metavar="N",
+                   help="learn from a stratified sample: for each option, the N rows of lowest id hash "
+                   "(streamed; before --limit and --holdout); default: every row")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -101,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
 
         held, rows = split_by_id(rows, 1 - args.holdout)
         if not held.rows or not rows.rows:
-            raise InputError(f"--holdout {args.holdout:g} leaves {len(rows.rows)} row(s) to fit on and {len(held.rows)} held out; both need rows")
+            raise InputError(f"--holdout {args.holdout:g} leaves {len(rows.rows)} row(s) to fit on "
+                             f"and {len(held.rows)} held out; both need rows")
     engine = load_for(args, err)
     with engine:
         parts = [("learn", rows.rows)] + ([("holdout", held.rows)] if held is not None else [])
