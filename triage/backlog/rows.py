@@ -115,7 +115,8 @@ def read_rows(spec: str, columns: Any = None) -> list[BacklogRow]:
 def _reader(path: Path, columns: Any) -> Any:
     from triage.intake.columns import ColumnMap, is_export
 
-    if is_export(str(path), columns or ColumnMap()) and not (path.suffix.lower() == ".parquet" and not (columns and columns.explicit)):
+    default_parquet = path.suffix.lower() == ".parquet" and not (columns and columns.explicit)
+    if is_export(str(path), columns or ColumnMap()) and not default_parquet:
         return lambda f, source: _export_rows(f, source, columns or ColumnMap())
     return _parquet_rows if path.suffix.lower() == ".parquet" else _jsonl_rows
 

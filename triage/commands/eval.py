@@ -61,7 +61,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     from triage.commands._input import add_input_arguments
 
-    p.add_argument("tickets", metavar="TICKETS", help="labelled tickets to evaluate on (JSON Lines, or an export: CSV, JSON, Parquet)")
+    p.add_argument("tickets", metavar="TICKETS",
+                   help="labelled tickets to evaluate on (JSON Lines, or an export: CSV, JSON, Parquet)")
     add_model_options(p, n_ctx=1024)
     add_input_arguments(p)
     p.add_argument("--pack", metavar="CRITERIA.toml", help="criteria pack (default: the built-in support pack)")

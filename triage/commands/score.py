@@ -117,7 +117,9 @@ class Row:
     error: str | None = None
 
 
-def read_input(file: str | None, *, force_jsonl: bool, force_text: bool, ticket_id: str | None, columns: Any = None) -> list[Row]:
+def read_input(
+    file: str | None, *, force_jsonl: bool, force_text: bool, ticket_id: str | None, columns: Any = None,
+) -> list[Row]:
     """Read tickets from a file or stdin (``columns``: a :class:`~triage.intake.columns.ColumnMap` for an export).
 
     Raises:
@@ -126,7 +128,8 @@ def read_input(file: str | None, *, force_jsonl: bool, force_text: bool, ticket_
     from triage.intake.columns import export_tickets, is_export
     from triage.scoring.ticket import read_stream, read_text_file
 
-    if file not in (None, "-") and not force_text and not force_jsonl and columns is not None and is_export(file, columns):
+    export = file not in (None, "-") and not force_text and not force_jsonl and columns is not None
+    if export and is_export(str(file), columns):
         return [Row(t.n, t.id or f"row-{t.n}", t.text, t.error) for t in export_tickets(file, columns)]
 
     if file in (None, "-"):
@@ -371,7 +374,8 @@ def run(args: argparse.Namespace) -> int:
     config = load_config()
     from triage.commands._input import column_map
 
-    rows = read_input(args.file, force_jsonl=args.jsonl, force_text=args.text, ticket_id=args.ticket_id, columns=column_map(args))
+    rows = read_input(args.file, force_jsonl=args.jsonl, force_text=args.text, ticket_id=args.ticket_id,
+                      columns=column_map(args))
     if not rows:
         raise InputError("the input holds no tickets")
     pack = resolve_pack(args.pack or config.get("pack"))

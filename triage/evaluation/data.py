@@ -57,7 +57,7 @@ class LabelledSet:
     rows: list[LabelledRow]
     bad: list[BadRow] = field(default_factory=list)
     ignored_criteria: dict[str, int] = field(default_factory=dict)  # labels for criteria not in the pack
-    notes: list[str] = field(default_factory=list)  # what reading decided: encoding, unmapped values, duplicates, sample
+    notes: list[str] = field(default_factory=list)  # what reading decided: encoding, unmapped, duplicates, sample
 
     def limit(self, n: int | None) -> LabelledSet:
         """The first ``n`` usable rows (file order), keeping the bad-row report."""
@@ -106,7 +106,8 @@ def parse_row(item: JsonLine, source: str, pack: Pack, *, partial: bool = False)
 
 
 def read_labelled(
-    path: str | Path, pack: Pack, *, partial: bool = False, columns: ColumnMap | None = None, per_option: int | None = None,
+    path: str | Path, pack: Pack, *, partial: bool = False, columns: ColumnMap | None = None,
+    per_option: int | None = None,
 ) -> LabelledSet:
     """Read labelled tickets, checking every row against ``pack``.
 
@@ -192,7 +193,9 @@ def write_jsonl(rows: list[LabelledRow], path: Path) -> None:
                                                ensure_ascii=False) + "\n" for r in rows))
 
 
-def read_export(path: str | Path, pack: Pack, columns: ColumnMap, *, partial: bool = False, per_option: int | None = None) -> LabelledSet:
+def read_export(
+    path: str | Path, pack: Pack, columns: ColumnMap, *, partial: bool = False, per_option: int | None = None,
+) -> LabelledSet:
     """Read a helpdesk export's labelled rows through ``columns``, streaming it.
 
     Label values map to options by id, label or alias (:mod:`triage.intake.values`). A row
@@ -228,7 +231,8 @@ def read_export(path: str | Path, pack: Pack, columns: ColumnMap, *, partial: bo
     missing = [c for c in crit_ids if c not in label_cols]
     if missing and not partial:
         raise InputError(
-            f"no label column for criterion {', '.join(map(repr, missing))} of pack {pack.name!r}; every criterion needs one here",
+            f"no label column for criterion {', '.join(map(repr, missing))} of pack {pack.name!r}; "
+            "every criterion needs one here",
             hint="add --label CRITERION=COLUMN for it, or use a pack with only the criteria the export labels",
         )
     id_col = columns.id if columns.id in names else None
@@ -264,7 +268,8 @@ def read_export(path: str | Path, pack: Pack, columns: ColumnMap, *, partial: bo
             oid = matchers[cid].match(value)
             if oid is None:
                 unmapped.add(cid, value)
-                problem = problem or (None if partial else f"label {value!r} in column {col!r} is not an option of {cid!r}")
+                why = f"label {value!r} in column {col!r} is not an option of {cid!r}"
+                problem = problem or (None if partial else why)
                 continue
             gold[cid] = oid
         if problem is None and not gold:
@@ -305,7 +310,8 @@ def read_export(path: str | Path, pack: Pack, columns: ColumnMap, *, partial: bo
             seen_ids.add(rid)  # ids only: the sample holds the rows
             sample.offer(row)
     if records == 0:
-        raise InputError(f"the export {path} holds no rows (only a header, or nothing)", hint="export the tickets again, with their rows")
+        raise InputError(f"the export {path} holds no rows (only a header, or nothing)",
+                         hint="export the tickets again, with their rows")
     for cid, n in filled.items():
         if n == 0 and with_data > 0:
             raise InputError(
@@ -314,23 +320,28 @@ def read_export(path: str | Path, pack: Pack, columns: ColumnMap, *, partial: bo
             )
     if unmapped and columns.unmapped == "error":
         lines = "; ".join(unmapped.describe(pack.criterion(c), label_cols[c]) for c in unmapped.counts)
-        raise InputError(f"{path}: {lines}", hint="give those options aliases = [\"...\"] in the pack, or pass --unmapped skip to leave the rows out")
+        raise InputError(f"{path}: {lines}",
+                         hint="give those options aliases = [\"...\"] in the pack, "
+                         "or pass --unmapped skip to leave the rows out")
     for cid in unmapped.counts:
         action = "labels left out (the rows still count for other criteria)" if partial else "rows left out"
         out.notes.append(f"{unmapped.describe(pack.criterion(cid), label_cols[cid])}; {action}")
     rows = sample.rows() if sample is not None else list(kept.values())
     if replaced:
-        out.notes.append(f"{replaced} id(s) appear again with other labels or text; the later row wins (e.g. {', '.join(replaced_ids)})")
+        out.notes.append(f"{replaced} id(s) appear again with other labels or text; the later row wins "
+                         f"(e.g. {', '.join(replaced_ids)})")
     if repeated:
         out.notes.append(f"{repeated} row(s) repeat an earlier row exactly (same id, text and labels); kept once")
     if sample is not None:
-        out.notes.append(f"sampled {len(rows)} of {sample.offered - replaced} row(s): at most {per_option} per option (--per-option)")
+        out.notes.append(f"sampled {len(rows)} of {sample.offered - replaced} row(s): "
+                         f"at most {per_option} per option (--per-option)")
     if not rows:
         if unmapped:
             lines = "; ".join(unmapped.describe(pack.criterion(c), label_cols[c]) for c in unmapped.counts)
             raise InputError(
                 f"no row of {path} has a label that maps to an option: {lines}",
-                hint="give the options aliases = [\"...\"] with the export's values, or write a pack from it: triage pack init",
+                hint="give the options aliases = [\"...\"] with the export's values, "
+                "or write a pack from it: triage pack init",
             )
         detail = f"; {len(out.bad)} bad row(s), first: {out.bad[0].message}" if out.bad else ""
         raise InputError(f"{path} holds no usable labelled rows{detail}")

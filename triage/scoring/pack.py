@@ -264,7 +264,8 @@ def parse_pack(data: dict[str, Any], source: str = "<pack>") -> Pack:
                 raise PackError(f"{where}, option {oid!r}: field 'answer' must be one line (a word or a few)")
             unknown_opt = set(opt) - {"id", "label", "description", "answer", "aliases"}
             if unknown_opt:
-                raise PackError(f"{where}, option {oid!r}: unknown field(s) {sorted(unknown_opt)}; expected id, label, description, answer, aliases")
+                raise PackError(f"{where}, option {oid!r}: unknown field(s) {sorted(unknown_opt)}; "
+                                "expected id, label, description, answer, aliases")
             aliases = _aliases(opt.get("aliases"), f"{where}, option {oid!r}")
             options.append(Option(oid, label, " ".join(description.split()), " ".join(answer.split()), aliases))
         _check_names(options, where)
@@ -316,7 +317,8 @@ def _aliases(value: Any, where: str) -> tuple[str, ...]:
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
-        raise PackError(f"{where}: field 'aliases' must be a list of strings, e.g. aliases = [\"Billing and Payments\"]")
+        raise PackError(f"{where}: field 'aliases' must be a list of strings, "
+                        "e.g. aliases = [\"Billing and Payments\"]")
     out: list[str] = []
     for a in value:
         a = " ".join(a.split())
