@@ -15,7 +15,6 @@ import pytest
 
 from triage.cli import main
 
-
 PACK = """
 [pack]
 name = "one"
@@ -33,14 +32,17 @@ def _pack(folder: Path) -> str:
 
 
 def _labelled(path: Path, n: int = 8) -> Path:
-    rows = [{"id": f"r{i}", "text": f"Ticket {i} about a refund", "labels": {"queue": "billing"}, "extra": i}
-            for i in range(n)]
+    rows = [
+        {"id": f"r{i}", "text": f"Ticket {i} about a refund", "labels": {"queue": "billing"}, "extra": i}
+        for i in range(n)
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows) + "not json\n", encoding="utf-8")
     return path
 
 
-def test_eval_save_split_never_replaces_its_input(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_eval_save_split_never_replaces_its_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.chdir(tmp_path)
     src = _labelled(tmp_path / "dev.jsonl")
     before = src.read_bytes()
@@ -68,7 +70,9 @@ def test_calibrate_and_learn_refuse_their_input_as_output(tmp_path: Path, capsys
     assert train.read_bytes() == before
 
 
-def test_learn_to_an_unwritable_place_fails_before_any_scoring(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_learn_to_an_unwritable_place_fails_before_any_scoring(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     train = _labelled(tmp_path / "train.jsonl")
     blocked = tmp_path / "file-not-folder"
     blocked.write_text("x", encoding="utf-8")
@@ -116,9 +120,15 @@ def test_ray_refuses_an_output_inside_its_input_and_a_second_writer(tmp_path: Pa
     assert inside.returncode == 2 and "inside the input" in inside.stderr
     out = tmp_path / "same.jsonl"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import time\nfrom triage.store.outputs import OutputLock\n"
-         f"with OutputLock({str(out)!r}):\n    print('held', flush=True)\n    time.sleep(60)\n"],
-        stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import time\nfrom triage.store.outputs import OutputLock\n"
+            f"with OutputLock({str(out)!r}):\n    print('held', flush=True)\n    time.sleep(60)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         second = subprocess.run([*cmd, str(out)], capture_output=True, text=True, timeout=120)

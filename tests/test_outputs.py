@@ -61,10 +61,14 @@ def test_backup_of_the_replaced_file(tmp_path: Path) -> None:
 def test_second_writer_is_refused_while_the_first_holds_the_lock(tmp_path: Path) -> None:
     out = tmp_path / "same.jsonl"
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time\nfrom triage.store.outputs import OutputLock\n"
-         f"with OutputLock({str(out)!r}):\n    print('held', flush=True)\n    time.sleep(30)\n"],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom triage.store.outputs import OutputLock\n"
+            f"with OutputLock({str(out)!r}):\n    print('held', flush=True)\n    time.sleep(30)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"

@@ -43,7 +43,9 @@ labels = { q = "t" }
 
 def stable_in_fresh_process(which: str, seed: str, *extra: str) -> dict[str, object]:
     env = {**os.environ, "PYTHONHASHSEED": seed}
-    out = subprocess.run([sys.executable, "-c", SCRIPT, which, *extra], capture_output=True, text=True, check=True, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, which, *extra], capture_output=True, text=True, check=True, env=env
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -36,7 +36,8 @@ def cached_split(ds: str, part: str, *, features: bool = True) -> tuple[Any, Any
     pack = load_pack(DATA / ds / "criteria.toml")
     crit = pack.criteria[0]
     found = _cache._db.execute(
-        "SELECT model, prompt FROM outcome WHERE pack=? AND prompt LIKE '%chat/label' AND n_ctx=? LIMIT 1", (pack.hash, N_CTX)
+        "SELECT model, prompt FROM outcome WHERE pack=? AND prompt LIKE '%chat/label' AND n_ctx=? LIMIT 1",
+        (pack.hash, N_CTX),
     ).fetchone()
     if found is None:
         raise SystemExit(f"no cached label readouts of {ds} at n_ctx {N_CTX}: run bench/quality/learn.sh first")

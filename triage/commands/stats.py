@@ -55,13 +55,29 @@ def run(args: argparse.Namespace) -> int:
         return "—" if rate is None else f"{rate:.0%}"
 
     table = Table(title=f"agreement with {answers} answer(s)", title_justify="left")
-    for col in ("pack", "criterion", "labels", "corrections", "agreement", f"last {RECENT}", "by source",
-                f"trend (blocks of {BLOCK})"):
+    for col in (
+        "pack",
+        "criterion",
+        "labels",
+        "corrections",
+        "agreement",
+        f"last {RECENT}",
+        "by source",
+        f"trend (blocks of {BLOCK})",
+    ):
         table.add_column(col, justify="right" if col in ("labels", "corrections") else "left")
     for r in rows:
         sources = ", ".join(f"{s} {pct(v.rate)} of {v.n}" for s, v in r.by_source.items())
         trend = " → ".join(pct(t.rate) for t in r.trend[-8:])
-        table.add_row(safe(r.pack), safe(r.criterion), str(r.labels), str(r.corrections), pct(r.overall.rate),
-                      pct(r.recent.rate), sources, trend)
+        table.add_row(
+            safe(r.pack),
+            safe(r.criterion),
+            str(r.labels),
+            str(r.corrections),
+            pct(r.overall.rate),
+            pct(r.recent.rate),
+            sources,
+            trend,
+        )
     Console().print(table)
     return 0

@@ -66,7 +66,9 @@ class LabelledSet:
         return LabelledSet(self.source, self.rows[:n], self.bad, self.ignored_criteria, self.notes)
 
 
-def parse_row(item: JsonLine, source: str, pack: Pack, *, partial: bool = False) -> tuple[LabelledRow | None, str | None, list[str]]:
+def parse_row(
+    item: JsonLine, source: str, pack: Pack, *, partial: bool = False
+) -> tuple[LabelledRow | None, str | None, list[str]]:
     """Validate one JSON Lines object (``item.obj`` is not None) against ``pack``.
 
     With ``partial``, a row may leave criteria unlabelled (a team's history labels
@@ -93,7 +95,11 @@ def parse_row(item: JsonLine, source: str, pack: Pack, *, partial: bool = False)
         value = labels[crit.id]
         valid = [o.id for o in crit.options]
         if not isinstance(value, str) or value not in valid:
-            return None, f"{where}: label {crit.id}={value!r} is not an option of {crit.id!r} (options: {', '.join(valid)})", []
+            return (
+                None,
+                f"{where}: label {crit.id}={value!r} is not an option of {crit.id!r} (options: {', '.join(valid)})",
+                [],
+            )
         gold[crit.id] = value
     if not gold:
         return None, f"{where}: no label for any criterion of the pack ({', '.join(c.id for c in pack.criteria)})", []
@@ -106,7 +112,11 @@ def parse_row(item: JsonLine, source: str, pack: Pack, *, partial: bool = False)
 
 
 def read_labelled(
-    path: str | Path, pack: Pack, *, partial: bool = False, columns: ColumnMap | None = None,
+    path: str | Path,
+    pack: Pack,
+    *,
+    partial: bool = False,
+    columns: ColumnMap | None = None,
     per_option: int | None = None,
 ) -> LabelledSet:
     """Read labelled tickets, checking every row against ``pack``.
@@ -189,12 +199,21 @@ def write_jsonl(rows: list[LabelledRow], path: Path) -> None:
     """Write rows back as labelled JSONL (the raw text, as given), atomically."""
     from triage.store.files import write_text_atomic
 
-    write_text_atomic(path, "".join(json.dumps({"id": r.id, "text": r.ticket.raw, "labels": r.labels},
-                                               ensure_ascii=False) + "\n" for r in rows))
+    write_text_atomic(
+        path,
+        "".join(
+            json.dumps({"id": r.id, "text": r.ticket.raw, "labels": r.labels}, ensure_ascii=False) + "\n" for r in rows
+        ),
+    )
 
 
 def read_export(
-    path: str | Path, pack: Pack, columns: ColumnMap, *, partial: bool = False, per_option: int | None = None,
+    path: str | Path,
+    pack: Pack,
+    columns: ColumnMap,
+    *,
+    partial: bool = False,
+    per_option: int | None = None,
 ) -> LabelledSet:
     """Read a helpdesk export's labelled rows through ``columns``, streaming it.
 
@@ -310,8 +329,10 @@ def read_export(
             seen_ids.add(rid)  # ids only: the sample holds the rows
             sample.offer(row)
     if records == 0:
-        raise InputError(f"the export {path} holds no rows (only a header, or nothing)",
-                         hint="export the tickets again, with their rows")
+        raise InputError(
+            f"the export {path} holds no rows (only a header, or nothing)",
+            hint="export the tickets again, with their rows",
+        )
     for cid, n in filled.items():
         if n == 0 and with_data > 0:
             raise InputError(
@@ -320,31 +341,34 @@ def read_export(
             )
     if unmapped and columns.unmapped == "error":
         lines = "; ".join(unmapped.describe(pack.criterion(c), label_cols[c]) for c in unmapped.counts)
-        raise InputError(f"{path}: {lines}",
-                         hint="give those options aliases = [\"...\"] in the pack, "
-                         "or pass --unmapped skip to leave the rows out")
+        raise InputError(
+            f"{path}: {lines}",
+            hint='give those options aliases = ["..."] in the pack, or pass --unmapped skip to leave the rows out',
+        )
     for cid in unmapped.counts:
         action = "labels left out (the rows still count for other criteria)" if partial else "rows left out"
         out.notes.append(f"{unmapped.describe(pack.criterion(cid), label_cols[cid])}; {action}")
     rows = sample.rows() if sample is not None else list(kept.values())
     if replaced:
-        out.notes.append(f"{replaced} id(s) appear again with other labels or text; the later row wins "
-                         f"(e.g. {', '.join(replaced_ids)})")
+        out.notes.append(
+            f"{replaced} id(s) appear again with other labels or text; the later row wins "
+            f"(e.g. {', '.join(replaced_ids)})"
+        )
     if repeated:
         out.notes.append(f"{repeated} row(s) repeat an earlier row exactly (same id, text and labels); kept once")
     if sample is not None:
-        out.notes.append(f"sampled {len(rows)} of {sample.offered - replaced} row(s): "
-                         f"at most {per_option} per option (--per-option)")
+        out.notes.append(
+            f"sampled {len(rows)} of {sample.offered - replaced} row(s): at most {per_option} per option (--per-option)"
+        )
     if not rows:
         if unmapped:
             lines = "; ".join(unmapped.describe(pack.criterion(c), label_cols[c]) for c in unmapped.counts)
             raise InputError(
                 f"no row of {path} has a label that maps to an option: {lines}",
-                hint="give the options aliases = [\"...\"] with the export's values, "
+                hint='give the options aliases = ["..."] with the export\'s values, '
                 "or write a pack from it: triage pack init",
             )
         detail = f"; {len(out.bad)} bad row(s), first: {out.bad[0].message}" if out.bad else ""
         raise InputError(f"{path} holds no usable labelled rows{detail}")
     out.rows = rows
     return out
-

@@ -130,7 +130,15 @@ class NativeModel:
         TriageError: the file cannot be loaded, or the context cannot be made.
     """
 
-    def __init__(self, path: str | Path, *, n_ctx: int = 4096, n_batch: int = 1024, n_threads: int | None = None, n_seq_max: int = N_SEQ_MAX) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        n_ctx: int = 4096,
+        n_batch: int = 1024,
+        n_threads: int | None = None,
+        n_seq_max: int = N_SEQ_MAX,
+    ) -> None:
         check_n_ctx(n_ctx)
         if n_threads is not None:
             check_threads(n_threads)
@@ -144,7 +152,10 @@ class NativeModel:
         mparams.use_mmap = True
         model = llama_cpp.llama_model_load_from_file(str(self.path).encode("utf-8"), mparams)
         if not model:
-            raise TriageError(f"llama.cpp could not load {self.path}: the file is damaged or of an unsupported model type", hint="run `triage model list` and re-pull the model, or pass another --model")
+            raise TriageError(
+                f"llama.cpp could not load {self.path}: the file is damaged or of an unsupported model type",
+                hint="run `triage model list` and re-pull the model, or pass another --model",
+            )
         self._stack.callback(llama_cpp.llama_model_free, model)
         self.model = model
         self.vocab = llama_cpp.llama_model_get_vocab(model)
@@ -179,7 +190,9 @@ class NativeModel:
         ctx = llama_cpp.llama_init_from_model(model, cparams)
         if not ctx:
             self.close()
-            raise TriageError(f"llama.cpp could not create a {n_ctx}-token context for {self.path}", hint="try a smaller --n-ctx")
+            raise TriageError(
+                f"llama.cpp could not create a {n_ctx}-token context for {self.path}", hint="try a smaller --n-ctx"
+            )
         self._stack.callback(llama_cpp.llama_free, ctx)
         self.ctx = ctx
         self.mem = llama_cpp.llama_get_memory(ctx)
@@ -287,7 +300,9 @@ class NativeModel:
         chunks: list[tuple[Seq, int, tuple[int, ...], bool]] = []
         for s in seqs:
             if len(s.also) + 1 > self.n_seq_max:
-                raise ValueError(f"a piece belongs to {len(s.also) + 1} sequences; this context allows {self.n_seq_max}")
+                raise ValueError(
+                    f"a piece belongs to {len(s.also) + 1} sequences; this context allows {self.n_seq_max}"
+                )
             for i in range(0, len(s.tokens), self.n_batch):
                 part = s.tokens[i : i + self.n_batch]
                 chunks.append((s, s.pos + i, part, i + self.n_batch >= len(s.tokens)))
@@ -326,7 +341,10 @@ class NativeModel:
             if rc == ABORTED:
                 raise Cancelled()
             if rc != 0:
-                raise TriageError(f"llama_decode failed with code {rc} ({n} tokens; the {self.n_ctx}-token KV cache may be full)", hint="raise --n-ctx")
+                raise TriageError(
+                    f"llama_decode failed with code {rc} ({n} tokens; the {self.n_ctx}-token KV cache may be full)",
+                    hint="raise --n-ctx",
+                )
             for piece, idx in wants:
                 ptr = llama_cpp.llama_get_logits_ith(self.ctx, idx)
                 row = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()

@@ -75,7 +75,9 @@ def check_output(
     if out.is_dir():
         raise InputError(f"{option} {out} is a folder; the {what} is a file", hint=f"e.g. {option} {out / 'out'}")
     if out.exists() and not force:
-        raise InputError(f"{out} exists; the {what} would replace it", hint="pass --force to replace it, or pick another name")
+        raise InputError(
+            f"{out} exists; the {what} would replace it", hint="pass --force to replace it, or pick another name"
+        )
     return out
 
 
@@ -93,8 +95,9 @@ def check_writable(path: str | Path) -> Path:
         with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}.", suffix=".probe"):
             pass
     except OSError as exc:
-        raise InputError(f"cannot write {out}: {exc.strerror or exc}",
-                         hint="pick a folder you may write to, or free some space") from None
+        raise InputError(
+            f"cannot write {out}: {exc.strerror or exc}", hint="pick a folder you may write to, or free some space"
+        ) from None
     return out
 
 

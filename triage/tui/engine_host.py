@@ -41,7 +41,12 @@ class ScoringEngine(Protocol):
     def builder(self, pack: Pack) -> PromptBuilder: ...
 
     def score(
-        self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None = None, *, cancel: Callable[[], bool] | None = None
+        self,
+        ticket: Ticket | str,
+        pack: Pack,
+        options: ScoreOptions | None = None,
+        *,
+        cancel: Callable[[], bool] | None = None,
     ) -> Iterator[ScoreEvent]: ...
 
     def close(self) -> None: ...

@@ -67,7 +67,9 @@ class TicketInput(TextArea):
         event.prevent_default()  # Textual would also run TextArea's own handler, inserting the raw text again
         text = clean_text(event.text)
         if not text:
-            self.app.notify("The paste held only control characters or escape codes; nothing was added.", severity="warning")
+            self.app.notify(
+                "The paste held only control characters or escape codes; nothing was added.", severity="warning"
+            )
             return
         if self._large is not None or len(self.text) + len(text) > LARGE_CHARS:
             self._show_large(text)  # a huge paste is a whole ticket: it replaces the box
