@@ -27,8 +27,8 @@ SPLITS = os.environ.get("TRIAGE_SPLITS", "/tmp/triage-quality/splits")
 eng = Engine(MODEL, n_ctx=2048, threads=2)
 n = eng.native
 pack = default_pack()
-rows = [json.loads(l) for l in open(f"{SPLITS}/cfpb-product/dev.jsonl")][:3]
-rows += [json.loads(l) for l in open(f"{SPLITS}/airline-sentiment/dev.jsonl")][:3]
+rows = [json.loads(line) for line in open(f"{SPLITS}/cfpb-product/dev.jsonl")][:3]
+rows += [json.loads(line) for line in open(f"{SPLITS}/airline-sentiment/dev.jsonl")][:3]
 texts = [r["text"][:1500] for r in rows]
 opts = ScoreOptions(mode="fanout")
 eng.score_ticket("warm up", pack, opts)
@@ -56,7 +56,7 @@ print(
     "off again:",
     [round(x) for x in off2],
 )
-ratio = [b / ((a + c) / 2) for a, b, c in zip(off1, on, off2)]
+ratio = [b / ((a + c) / 2) for a, b, c in zip(off1, on, off2, strict=True)]
 print("embeddings on / off, per ticket:", [round(r, 3) for r in ratio], "median", round(statistics.median(ratio), 3))
 
 # Cost of a second small decode: K single tokens, one per sequence, after a prefix.
@@ -67,7 +67,7 @@ small = []
 for emb in (False, True):
     llama_cpp.llama_set_embeddings(n.ctx, emb)
     ts = []
-    for rep in range(5):
+    for _rep in range(5):
         for k in range(1, 6):
             n.seq_cp(0, k, -1, -1)
         t0 = time.perf_counter()
@@ -85,7 +85,9 @@ V = n.n_vocab
 S = np.linspace(0, V - 1, 2 * d).astype(int)
 eng.clear()
 llama_cpp.llama_set_embeddings(n.ctx, True)
-allt = eng.tokenizer.encode("\n".join(json.loads(l)["text"] for l in open(f"{SPLITS}/issue-kind/dev.jsonl")))[:3000]
+allt = eng.tokenizer.encode("\n".join(json.loads(line)["text"] for line in open(f"{SPLITS}/issue-kind/dev.jsonl")))[
+    :3000
+]
 H, L = [], []
 pos = 0
 for i in range(0, len(allt), 500):

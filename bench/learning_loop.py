@@ -56,7 +56,7 @@ def replay(
     head = None
     refits: list[dict[str, Any]] = []
     for i, row in enumerate(rows):
-        for ci, crit in enumerate(pack.criteria):
+        for _ci, crit in enumerate(pack.criteria):
             cid = crit.id
             if cid not in row.labels:
                 continue
@@ -216,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         out.print(
             f"{args.dataset.name}/{cid}: {n} labels · zero-shot agreement {z.mean():.3f} overall · learned loop "
             f"{learned.mean():.3f} overall · first {WINDOW}: zero-shot {z[first].mean():.3f} / loop "
-            f"{learned[first].mean():.3f} · last {WINDOW}: zero-shot {z[last].mean():.3f} / loop {learned[last].mean():.3f}",
+            f"{learned[first].mean():.3f} · last {WINDOW}: zero-shot "
+            f"{z[last].mean():.3f} / loop {learned[last].mean():.3f}",
             markup=False,
             highlight=False,
         )

@@ -210,11 +210,15 @@ def main() -> int:
     }
     print(json.dumps(report, indent=2))
     print(
-        f"\nlocal --threads 2:               {fig_local['tickets_per_s']:.3f} tickets/s ({fig_local['steady_tickets_per_s']:.3f} steady), {fig_local['wall_s']:.0f} s\n"
-        f"ray --workers 2 --threads 1:     {fig_ray['tickets_per_s']:.3f} tickets/s ({fig_ray['steady_tickets_per_s']:.3f} steady), {fig_ray['wall_s']:.0f} s\n"
+        f"\nlocal --threads 2:               {fig_local['tickets_per_s']:.3f} tickets/s "
+        f"({fig_local['steady_tickets_per_s']:.3f} steady), {fig_local['wall_s']:.0f} s\n"
+        f"ray --workers 2 --threads 1:     {fig_ray['tickets_per_s']:.3f} tickets/s "
+        f"({fig_ray['steady_tickets_per_s']:.3f} steady), {fig_ray['wall_s']:.0f} s\n"
         f"ratio ray/local:                 {report['ratio_ray_vs_local']} ({report['ratio_steady']} steady)\n"
-        f"Ray overhead per ticket:         {report['ray_overhead_s_per_ticket'] * 1000:.0f} ms (steady state); fixed cost {fig_ray['fixed_s']:.0f} s against {fig_local['fixed_s']:.0f} s\n"
-        f"worker memory (peak RSS/private): {report['worker_peak_rss_mib']} / {report['worker_peak_private_mib']} MiB; local process {report['local_peak_rss_mib']} MiB\n"
+        f"Ray overhead per ticket:         {report['ray_overhead_s_per_ticket'] * 1000:.0f} ms "
+        f"(steady state); fixed cost {fig_ray['fixed_s']:.0f} s against {fig_local['fixed_s']:.0f} s\n"
+        f"worker memory (peak RSS/private): {report['worker_peak_rss_mib']} / "
+        f"{report['worker_peak_private_mib']} MiB; local process {report['local_peak_rss_mib']} MiB\n"
         f"same choices: {report['same_choices']}, max probability difference {diff:.2e}"
     )
     if args.json:

@@ -155,7 +155,7 @@ class FakeEngine:
             yield Prefilled(prompts, tokens, timing.prefill_ms, len(pack.criteria))
             results: list[CriterionResult] = []
             complete = True
-            for ci, crit in enumerate(pack.criteria):
+            for ci, _crit in enumerate(pack.criteria):
                 if self.hold_after is not None and ci == self.hold_after:
                     self.held.set()
                     while not self.gate.wait(0.01):

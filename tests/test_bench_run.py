@@ -24,7 +24,8 @@ options = [ { id = "happy", label = "Happy" }, { id = "angry", label = "Angry" }
 [[criterion]]
 id = "topic"
 question = "What is the ticket about?"
-options = [ { id = "money", label = "Money" }, { id = "delivery", label = "Delivery" }, { id = "other", label = "Other" } ]
+options = [ { id = "money", label = "Money" }, { id = "delivery", label = "Delivery" },
+            { id = "other", label = "Other" } ]
 """
 LONG = """
 [pack]
@@ -33,7 +34,7 @@ context = "We sell fruit baskets by mail. Refunds over 20 dollars need a manager
 [[example]]
 text = "My basket came late and the pears were crushed."
 labels = { mood = "angry", topic = "delivery" }
-"""
+"""  # noqa: E501 (a TOML basic string, the pack's context, cannot be split)
 
 
 @pytest.fixture(scope="module")

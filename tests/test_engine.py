@@ -29,7 +29,8 @@ name = "test"
 [[criterion]]
 id = "fruit"
 question = "Which fruit does the ticket name?"
-options = [ { id = "apple", label = "Apple" }, { id = "banana", label = "Banana" }, { id = "cherry", label = "Cherry" } ]
+options = [ { id = "apple", label = "Apple" }, { id = "banana", label = "Banana" },
+            { id = "cherry", label = "Cherry" } ]
 [[criterion]]
 id = "mood"
 question = "Is the customer happy or angry?"
@@ -357,7 +358,8 @@ def test_another_running_process_pack_switch_is_not_this_results_warning(smollm2
             sys.executable,
             "-c",
             f"import sys, time; from pathlib import Path; from triage.scoring.prefix import StableCache; "
-            f"StableCache(Path({str(folder)!r})).swap_last({other_parts!r}); print('recorded', flush=True); sys.stdin.read()",
+            f"StableCache(Path({str(folder)!r})).swap_last({other_parts!r}); "
+            "print('recorded', flush=True); sys.stdin.read()",
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -380,7 +382,8 @@ def test_another_running_process_pack_switch_is_not_this_results_warning(smollm2
         [
             sys.executable,
             "-c",
-            f"from pathlib import Path; from triage.scoring.prefix import StableCache; StableCache(Path({str(folder)!r})).swap_last({other_parts!r})",
+            "from pathlib import Path; from triage.scoring.prefix import StableCache; "
+            f"StableCache(Path({str(folder)!r})).swap_last({other_parts!r})",
         ],
         check=True,
     )

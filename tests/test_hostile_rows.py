@@ -147,8 +147,9 @@ def test_learn_goes_on_past_a_lone_surrogate(smollm2_path: Path, triage_home: Pa
          ("Lovely service", "calm"), ("Worst shop ever", "angry"), ("Fine, thank you", "calm")] * 2)]  # fmt: skip
     body = "".join(json.dumps(r) + "\n" for r in rows).replace("Lovely service", "Lovely \\ud800 service")
     (tmp_path / "labels.jsonl").write_text(body, encoding="utf-8")
-    proc = run(["learn", str(tmp_path / "labels.jsonl"), "--model", str(smollm2_path), "--threads", "1", "--pack", str(pack),
-                "--min-per-option", "2", "-o", str(tmp_path / "head.npz"), "--no-store"], triage_home)  # fmt: skip
+    proc = run(["learn", str(tmp_path / "labels.jsonl"), "--model", str(smollm2_path), "--threads", "1",
+                "--pack", str(pack), "--min-per-option", "2", "-o", str(tmp_path / "head.npz"), "--no-store"],
+               triage_home)  # fmt: skip
     out, err = text(proc)
     assert proc.returncode == 0, err[-2000:]
     assert "learned from n=12" in out and (tmp_path / "head.npz").is_file()  # the surrogate's row counted too

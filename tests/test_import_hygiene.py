@@ -54,7 +54,8 @@ def test_core_module_does_not_import_textual(module: str) -> None:
 
 def test_help_is_light() -> None:
     mods = modules_after(
-        "import contextlib, io\nfrom triage.cli import build_parser\nwith contextlib.redirect_stdout(io.StringIO()):\n    build_parser().format_help()"
+        "import contextlib, io\nfrom triage.cli import build_parser\nwith "
+        "contextlib.redirect_stdout(io.StringIO()):\n    build_parser().format_help()"
     )
     assert "llama_cpp" not in mods
     assert "textual" not in mods

@@ -27,7 +27,8 @@ name = "mixed"
 [[criterion]]
 id = "topic"
 question = "Is this about a payment or a delivery?"
-options = [ { id = "payment", label = "Payment, charge or refund" }, { id = "delivery", label = "Delivery of an order" } ]
+options = [ { id = "payment", label = "Payment, charge or refund" },
+            { id = "delivery", label = "Delivery of an order" } ]
 [[criterion]]
 id = "mood"
 question = "Is the customer happy or angry?"
@@ -111,7 +112,7 @@ def test_fit_folds_the_scaler_into_the_weights() -> None:
     scaler, lr = _fit_lr(x, y, 0.1)
     coef, icpt = _folded(scaler, lr, [0, 1, 2])
     head = CriterionHead([o.id for o in crit.options], ["a", "b", "z"], coef, icpt)
-    got = np.exp(np.stack([head.apply(f, l) for f, l in zip(feats, lp, strict=True)]))
+    got = np.exp(np.stack([head.apply(f, lp_row) for f, lp_row in zip(feats, lp, strict=True)]))
     assert np.allclose(got, _proba(scaler, lr, x, [0, 1, 2]), atol=1e-9)
 
 

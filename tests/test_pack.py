@@ -56,15 +56,18 @@ def test_no_pack_table_means_defaults(tmp_path: Path) -> None:
             "criterion 'x': field 'options' has 1 option",
         ),
         (
-            '[[criterion]]\nid = "x"\nquestion = "  "\noptions = [ { id = "a", label = "A" }, { id = "b", label = "B" } ]\n',
+            '[[criterion]]\nid = "x"\nquestion = "  "\noptions = [ { '
+            'id = "a", label = "A" }, { id = "b", label = "B" } ]\n',
             "criterion 'x': field 'question' is empty",
         ),
         (
-            '[[criterion]]\nid = "x"\nquestion = "Q?"\noptions = [ { id = "a", label = "A" }, { id = "a", label = "B" } ]\n',
+            '[[criterion]]\nid = "x"\nquestion = "Q?"\noptions = [ { '
+            'id = "a", label = "A" }, { id = "a", label = "B" } ]\n',
             "duplicate option id 'a'",
         ),
         (
-            '[[criterion]]\nid = "x"\nquestion = "Q?"\noptions = [ { id = "a", label = "" }, { id = "b", label = "B" } ]\n',
+            '[[criterion]]\nid = "x"\nquestion = "Q?"\noptions = [ '
+            '{ id = "a", label = "" }, { id = "b", label = "B" } ]\n',
             "option 'a': field 'label' is empty",
         ),
         ('[pack]\nname = "n"\n', "no [[criterion]] entries"),
@@ -103,7 +106,8 @@ def test_hash_is_canonical(tmp_path: Path) -> None:
     b = load_pack(
         write(
             tmp_path,
-            '\n[[criterion]]\nquestion="How urgent?"\nid="urgency"\noptions=[{label="High",id="high"},{label="Low",id="low"}]\n',
+            '\n[[criterion]]\nquestion="How '
+            'urgent?"\nid="urgency"\noptions=[{label="High",id="high"},{label="Low",id="low"}]\n',
             "b.toml",
         )
     )

@@ -84,7 +84,8 @@ def test_desktop_entry_passes_desktop_file_validate() -> None:
     tool = shutil.which("desktop-file-validate")
     if tool is None:
         pytest.skip(
-            "desktop-file-validate is not installed (Debian: apt-get install desktop-file-utils); the Python checks above still ran"
+            "desktop-file-validate is not installed (Debian: apt-get "
+            "install desktop-file-utils); the Python checks above still ran"
         )
     proc = subprocess.run([tool, str(DESKTOP)], capture_output=True, text=True, check=False)
     assert proc.returncode == 0 and not proc.stdout.strip(), proc.stdout + proc.stderr

@@ -34,7 +34,8 @@ options = [ { id = "angry", label = "Angry" }, { id = "calm", label = "Calm" } ]
 [[criterion]]
 id = "topic"
 question = "What is the complaint about?"
-options = [ { id = "billing", label = "Billing" }, { id = "credit", label = "Credit report" }, { id = "other", label = "Other" } ]
+options = [ { id = "billing", label = "Billing" }, { id = "credit", label = "Credit report" },
+            { id = "other", label = "Other" } ]
 """
 # The options of every Ray run here and of the plain run it is compared with.
 OPTIONS = ["--mode", "fanout", "--orderings", "cyclic", "--threads", "1"]

@@ -21,7 +21,8 @@ options = [ { id = "angry", label = "Angry" }, { id = "calm", label = "Calm" } ]
 [[criterion]]
 id = "topic"
 question = "What is the ticket about?"
-options = [ { id = "billing", label = "Billing" }, { id = "delivery", label = "Delivery" }, { id = "other", label = "Other" } ]
+options = [ { id = "billing", label = "Billing" }, { id = "delivery", label = "Delivery" },
+            { id = "other", label = "Other" } ]
 """
 
 
@@ -71,7 +72,8 @@ def test_jsonl_bad_line_is_reported_and_others_scored(
 ) -> None:
     f = tmp_path / "t.jsonl"
     f.write_text(
-        '{"id": "a", "text": "Where is my parcel?"}\n[1, 2]\n{"id": "c", "text": "   "}\n{"id": "d", "text": "Refund!"}\nnot json\n',
+        '{"id": "a", "text": "Where is my parcel?"}\n[1, 2]\n{"id": '
+        '"c", "text": "   "}\n{"id": "d", "text": "Refund!"}\nnot json\n',
         encoding="utf-8",
     )
     code, out, err = run(

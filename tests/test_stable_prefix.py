@@ -31,7 +31,8 @@ context = "We sell phones, plans and accessories."
 [[criterion]]
 id = "q"
 question = "Which team?"
-options = [ { id = "b", label = "Billing", description = "money" }, { id = "t", label = "Tech", description = "broken things" } ]
+options = [ { id = "b", label = "Billing", description = "money" },
+            { id = "t", label = "Tech", description = "broken things" } ]
 [[example]]
 text = "My bill doubled."
 labels = { q = "b" }

@@ -36,7 +36,8 @@ def test_module_does_not_import_textual(module: str) -> None:
 
 def test_cli_help_does_not_import_the_app() -> None:
     mods = modules_after(
-        "import contextlib, io\nfrom triage.cli import build_parser\nwith contextlib.redirect_stdout(io.StringIO()):\n    build_parser().format_help()"
+        "import contextlib, io\nfrom triage.cli import build_parser\nwith "
+        "contextlib.redirect_stdout(io.StringIO()):\n    build_parser().format_help()"
     )
     assert not any(m.startswith("triage.tui") for m in mods)
 

@@ -33,7 +33,10 @@ def add_model_options(parser: argparse.ArgumentParser, *, n_ctx: int | None = No
         "--n-ctx",
         type=int,
         metavar="N",
-        help=f"context size in tokens, at least 256; llama.cpp rounds it up to a multiple of 256 (default {n_ctx or 4096})",
+        help=(
+            "context size in tokens, at least 256; llama.cpp rounds "
+            f"it up to a multiple of 256 (default {n_ctx or 4096})"
+        ),
     )
     if n_ctx is not None:
         parser.set_defaults(n_ctx=n_ctx)

@@ -13,15 +13,15 @@ import warnings
 import numpy as np
 
 warnings.filterwarnings("ignore")
-from cached import SETS, cached_split
-from sklearn.feature_extraction.text import TfidfVectorizer
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import StratifiedKFold
-from sklearn.preprocessing import StandardScaler
+from cached import SETS, cached_split  # noqa: E402 (after the warnings filter, on purpose)
+from sklearn.feature_extraction.text import TfidfVectorizer  # noqa: E402 (after the warnings filter, on purpose)
+from sklearn.linear_model import LogisticRegression  # noqa: E402 (after the warnings filter, on purpose)
+from sklearn.model_selection import StratifiedKFold  # noqa: E402 (after the warnings filter, on purpose)
+from sklearn.preprocessing import StandardScaler  # noqa: E402 (after the warnings filter, on purpose)
 
-from triage.evaluation import metrics
-from triage.evaluation.runner import gold, stack_features
-from triage.evaluation.variants import readings
+from triage.evaluation import metrics  # noqa: E402 (after the warnings filter, on purpose)
+from triage.evaluation.runner import gold, stack_features  # noqa: E402 (after the warnings filter, on purpose)
+from triage.evaluation.variants import readings  # noqa: E402 (after the warnings filter, on purpose)
 
 
 def fit_eval(xtr, ytr, xte, yte, k, w_txt=None):

@@ -53,8 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         src.rstrip(),
         "",
-        f"# Few-shot examples: {len(order)} rows of the training split {Path(args.train).parent.name}/{Path(args.train).name} after the first {args.skip}, "
-        f"first {args.per_option} per option with at most {args.max_chars} characters (bench/quality/make_fewshot_pack.py).",
+        f"# Few-shot examples: {len(order)} rows of the training split "
+        f"{Path(args.train).parent.name}/{Path(args.train).name} after the first {args.skip}, "
+        f"first {args.per_option} per option with at most {args.max_chars} "
+        "characters (bench/quality/make_fewshot_pack.py).",
     ]
     if missing:
         lines.append(f"# Too few such rows for: {', '.join(missing)}")

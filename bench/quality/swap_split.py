@@ -27,7 +27,7 @@ for ds in SETS:
     ytr, y = gold(tr, crit), gold(dv, crit)
     k = len(crit.options)
     head, _ = fit_criterion(crit, xtr, lptr, ytr, rare="backoff")
-    m = metrics.summarize(np.stack([head.apply(f, l) for f, l in zip(xdv, lpdv)]), y, k)
+    m = metrics.summarize(np.stack([head.apply(f, lp_row) for f, lp_row in zip(xdv, lpdv, strict=True)]), y, k)
     o = fit_cal(crit, lptr, ytr, [r.id for r in tr], rare="freeze", holdout=0)
     cal = metrics.summarize(
         apply_vector_scaling(lpdv, o.temperature, np.array([o.bias[i.id] for i in crit.options])), y, k
@@ -35,5 +35,7 @@ for ds in SETS:
     tf = metrics.summarize(fit_predict([r.ticket.text for r in tr], ytr, [r.ticket.text for r in dv], k), y, k)
     zs = metrics.summarize(lpdv, y, k)
     print(
-        f"{ds} (train {len(ytr)} dev rows, test {len(y)} train rows): learned {m['balanced_accuracy']:.3f} (ECE {m['ece']:.3f}, floor {m['ece_floor']:.3f}) · calibrated {cal['balanced_accuracy']:.3f} · TF-IDF {tf['balanced_accuracy']:.3f} · zero-shot {zs['balanced_accuracy']:.3f}"
+        f"{ds} (train {len(ytr)} dev rows, test {len(y)} train rows): learned {m['balanced_accuracy']:.3f} "
+        f"(ECE {m['ece']:.3f}, floor {m['ece_floor']:.3f}) · calibrated {cal['balanced_accuracy']:.3f} · "
+        f"TF-IDF {tf['balanced_accuracy']:.3f} · zero-shot {zs['balanced_accuracy']:.3f}"
     )

@@ -41,7 +41,8 @@ def bal(m: dict | None) -> str:
 def readouts(sets: list[str], results: Path = RESULTS) -> None:
     """One row per set: label against letter, zero-shot and calibrated, from readout-SET-{label,letter}.json."""
     print(
-        "| set | dev / train n | zero-shot: by name (raw) | zero-shot: letters (cyclic) | calibrated: by name | calibrated: letters | "
+        "| set | dev / train n | zero-shot: by name (raw) | zero-shot: "
+        "letters (cyclic) | calibrated: by name | calibrated: letters | "
         "by name + prior | TF-IDF baseline | letter flip rate | ECE by name calibrated (floor) |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -55,7 +56,8 @@ def readouts(sets: list[str], results: Path = RESULTS) -> None:
         cal = v.get("calibrated")
         ece = f"{f(cal['ece'])} ({f(cal.get('ece_floor'))})" if cal else "–"
         print(
-            f"| {name} | {c['n']} / {lab['train']['rows_used'] if lab.get('train') else '–'} | {bal(v.get('raw'))} | {bal(lv.get('cyclic'))} | "
+            f"| {name} | {c['n']} / {lab['train']['rows_used'] if lab.get('train') else '–'} "
+            f"| {bal(v.get('raw'))} | {bal(lv.get('cyclic'))} | "
             f"{bal(cal)} | {bal(lv.get('calibrated'))} | {bal(v.get('raw+prior'))} | {bal(c.get('baseline'))} | "
             f"{f(lv.get('cyclic', {}).get('flip_rate'), '.0%') if lv else '–'} | {ece} |"
         )
@@ -64,7 +66,8 @@ def readouts(sets: list[str], results: Path = RESULTS) -> None:
 def learned(sets: list[str], results: Path = RESULTS) -> None:
     """The learned read-out against calibration and TF-IDF, then the learning curves (learn-SET[-balanced].json)."""
     print(
-        "| set | dev / train n | zero-shot (by name) | calibrated | calibrated (balanced objective) | TF-IDF + LR | **learned** | learned ECE (floor) | calibrated ECE (floor) |"
+        "| set | dev / train n | zero-shot (by name) | calibrated | calibrated (balanced "
+        "objective) | TF-IDF + LR | **learned** | learned ECE (floor) | calibrated ECE (floor) |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     curves = []
@@ -77,8 +80,10 @@ def learned(sets: list[str], results: Path = RESULTS) -> None:
         bv = b["criteria"][0]["variants"] if b else {}
         lm, cm = v.get("learned"), v.get("calibrated")
         print(
-            f"| {name} | {c['n']} / {r['train']['rows_used']} | {bal(v.get('raw'))} | {bal(cm)} | {bal(bv.get('calibrated'))} | {bal(c.get('baseline'))} | "
-            f"**{bal(lm)}** | {f(lm and lm['ece'])} ({f(lm and lm.get('ece_floor'))}) | {f(cm and cm['ece'])} ({f(cm and cm.get('ece_floor'))}) |"
+            f"| {name} | {c['n']} / {r['train']['rows_used']} | {bal(v.get('raw'))} "
+            f"| {bal(cm)} | {bal(bv.get('calibrated'))} | {bal(c.get('baseline'))} | "
+            f"**{bal(lm)}** | {f(lm and lm['ece'])} ({f(lm and lm.get('ece_floor'))}) "
+            f"| {f(cm and cm['ece'])} ({f(cm and cm.get('ece_floor'))}) |"
         )
         curves.append((name, c.get("learning_curve") or []))
     print("\nLearning curves: balanced accuracy on the same dev rows (ECE), fitted on the first N training rows.\n")
@@ -115,10 +120,14 @@ def main() -> None:
     if args.readouts:
         readouts(args.names, args.results)
         return
-    head = "| variant | accuracy | balanced accuracy (95% CI) | macro-F1 | ECE | ECE floor | Brier | NLL | flips |\n|---|---|---|---|---|---|---|---|---|"
+    head = (
+        "| variant | accuracy | balanced accuracy (95% CI) | macro-F1 | ECE | "
+        "ECE floor | Brier | NLL | flips |\n|---|---|---|---|---|---|---|---|---|"
+    )
     if args.levers:
         print(
-            "| run | pack | prompt | dev n | flips | cyclic+prior bal acc | calibrated bal acc | calibrated ECE (floor) | calibrated NLL | raw+calibrated bal acc | raw+calibrated NLL |"
+            "| run | pack | prompt | dev n | flips | cyclic+prior bal acc | calibrated bal acc | "
+            "calibrated ECE (floor) | calibrated NLL | raw+calibrated bal acc | raw+calibrated NLL |"
         )
         print("|---|---|---|---|---|---|---|---|---|---|---|")
         for name in args.names:
@@ -127,7 +136,8 @@ def main() -> None:
                 v = c["variants"]
                 cal, raw = v.get("calibrated"), v.get("raw+calibrated")
                 print(
-                    f"| {name} | {r['pack']['name']} | {r['prompt_format'].split(':')[1]} | {c['n']} | {f(v['cyclic']['flip_rate'], '.0%')} | "
+                    f"| {name} | {r['pack']['name']} | {r['prompt_format'].split(':')[1]} "
+                    f"| {c['n']} | {f(v['cyclic']['flip_rate'], '.0%')} | "
                     f"{f(v['cyclic+prior']['balanced_accuracy'])} | {f(cal and cal['balanced_accuracy'])} | "
                     f"{f(cal and cal['ece'])} ({f(cal and cal['ece_floor'])}) | {f(cal and cal['nll'])} | "
                     f"{f(raw and raw['balanced_accuracy'])} | {f(raw and raw['nll'])} |"

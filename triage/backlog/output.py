@@ -189,7 +189,8 @@ def _jsonl_records(path: Path) -> Iterable[dict[str, Any]]:
         with path.open("r+b") as fh:
             fh.truncate(end)
         print(
-            f"triage: note: {path} ended in an incomplete line (a stopped run); it was removed and that ticket will be scored again",
+            f"triage: note: {path} ended in an incomplete line (a stopped "
+            "run); it was removed and that ticket will be scored again",
             file=sys.stderr,
         )
     for n, raw in enumerate(data[:end].split(b"\n"), 1):

@@ -65,7 +65,8 @@ class BacklogProgress:
         s = self.summary
         where = f" to {output}" if output else ""
         parts = [
-            f"scored {s.scored} tickets{where} in {s.seconds:.1f} s ({s.rate:.2f} tickets/s) on {s.workers} worker(s) × {s.threads} thread(s)"
+            f"scored {s.scored} tickets{where} in {s.seconds:.1f} s ({s.rate:.2f} "
+            f"tickets/s) on {s.workers} worker(s) × {s.threads} thread(s)"
         ]
         if s.skipped:
             parts.append(f"{s.skipped} already done")

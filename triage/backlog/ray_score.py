@@ -290,7 +290,10 @@ def check_nodes(ray: Any, spec: str, expected: str | None, prompt_style: str) ->
             reports.append(
                 {
                     "ok": False,
-                    "error": f"node {node.get('NodeManagerHostname', '?')} ({node.get('NodeManagerAddress', '?')}): the model check failed: {first}",
+                    "error": (
+                        f"node {node.get('NodeManagerHostname', '?')} "
+                        f"({node.get('NodeManagerAddress', '?')}): the model check failed: {first}"
+                    ),
                 }
             )
     bad = [r["error"] for r in reports if not r["ok"]]
@@ -302,7 +305,8 @@ def check_nodes(ray: Any, spec: str, expected: str | None, prompt_style: str) ->
         for what in ("sha256", "prompt_format", "triage_version"):
             if getattr(other, what) != getattr(first, what):
                 raise NodeModelError(
-                    f"node {other.node} has {what.replace('_', ' ')} {getattr(other, what)}, node {first.node} {getattr(first, what)}",
+                    f"node {other.node} has {what.replace('_', ' ')} "
+                    f"{getattr(other, what)}, node {first.node} {getattr(first, what)}",
                     hint="every node must run the same model file and the same triage version; nothing was scored",
                 )
     return first
@@ -339,13 +343,17 @@ def score_backlog(
     n_blocks = -(-len(todo) // batch_size)
     if want * scorer.threads > cpus:  # Ray would wait for CPUs that never come
         raise InputError(
-            f"{want} worker(s) × --threads {scorer.threads} need {want * scorer.threads} CPUs; the Ray cluster has {cpus}",
-            hint="lower --workers or --threads (llama.cpp threads spin: more threads than cores slow every worker down)",
+            f"{want} worker(s) × --threads {scorer.threads} need "
+            f"{want * scorer.threads} CPUs; the Ray cluster has {cpus}",
+            hint=(
+                "lower --workers or --threads (llama.cpp threads spin: more threads than cores slow every worker down)"
+            ),
         )
     summary.workers = max(1, min(want, n_blocks or 1))
     if summary.skipped:
         print(
-            f"triage: resuming {output}: {summary.skipped} of {summary.total} rows are already there; {len(todo) + len(bad)} to go",
+            f"triage: resuming {output}: {summary.skipped} of {summary.total} "
+            f"rows are already there; {len(todo) + len(bad)} to go",
             file=sys.stderr,
         )
     writer = open_writer(output, signature, resume=resume)

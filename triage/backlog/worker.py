@@ -178,7 +178,8 @@ class TicketScorer:
         )
         if self.engine.sha256 != config.expected_sha256:
             raise NodeModelError(
-                f"node {node_name()}: model {config.model} loaded with sha256 {self.engine.sha256}, expected {config.expected_sha256}"
+                f"node {node_name()}: model {config.model} loaded with sha256 "
+                f"{self.engine.sha256}, expected {config.expected_sha256}"
             )
         self.engine.hold_stable(
             config.pack, config.options.readout

@@ -107,7 +107,10 @@ def _t(
     fill: str = "#222",
     extra: str = "",
 ) -> str:
-    return f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" font-weight="{weight}" fill="{fill}" {extra}>{escape(s)}</text>'
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" '
+        f'font-weight="{weight}" fill="{fill}" {extra}>{escape(s)}</text>'
+    )
 
 
 def _nice_step(span: float, ticks: int = 5) -> float:
@@ -143,7 +146,8 @@ def _bars_panel(bars: Sequence[Bar], x0: float, y0: float, w: float, h: float) -
                 continue
             pw = gw * v / vmax
             out.append(
-                f'<rect x="{x:.1f}" y="{y:.1f}" width="{pw:.1f}" height="{bh:.1f}" fill="{COLORS[part]}"><title>{escape(f"{part}: {_ms(v)}")}</title></rect>'
+                f'<rect x="{x:.1f}" y="{y:.1f}" width="{pw:.1f}" height="{bh:.1f}" '
+                f'fill="{COLORS[part]}"><title>{escape(f"{part}: {_ms(v)}")}</title></rect>'
             )
             x += pw
         note = _ms(b.total) + (f" · {b.speedup:.1f}× faster" if b.speedup and b.mode != "full" else "")
@@ -208,7 +212,9 @@ def _scatter_panel(
         dash = ' stroke-dasharray="6 4"' if ln.dashed else ""
         out.append(f'<g class="series" data-series={quoteattr(ln.name)} clip-path="url(#plot)">')
         out.append(
-            f'<line x1="{px(0):.1f}" y1="{py(ln.intercept):.1f}" x2="{px(xmax):.1f}" y2="{py(ln.intercept + ln.slope * xmax):.1f}" stroke="{color}" stroke-width="1.6"{dash}><title>{escape(ln.label)}</title></line>'
+            f'<line x1="{px(0):.1f}" y1="{py(ln.intercept):.1f}" x2="{px(xmax):.1f}" '
+            f'y2="{py(ln.intercept + ln.slope * xmax):.1f}" stroke="{color}" '
+            f'stroke-width="1.6"{dash}><title>{escape(ln.label)}</title></line>'
         )
         out.append("</g>")
     for s in scatters:
@@ -217,7 +223,8 @@ def _scatter_panel(
         for x, y in s.points:
             fill = "none" if s.hollow else color
             out.append(
-                f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3.2" fill="{fill}" stroke="{color}" stroke-width="1.2" fill-opacity="0.75"/>'
+                f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3.2" fill="{fill}" '
+                f'stroke="{color}" stroke-width="1.2" fill-opacity="0.75"/>'
             )
         out.append("</g>")
     # legend, under the plot
@@ -228,7 +235,8 @@ def _scatter_panel(
         if isinstance(item, Line):
             dash = ' stroke-dasharray="6 4"' if item.dashed else ""
             out.append(
-                f'<line x1="{lx}" y1="{ly - 4}" x2="{lx + 18}" y2="{ly - 4}" stroke="{color}" stroke-width="1.6"{dash}/>'
+                f'<line x1="{lx}" y1="{ly - 4}" x2="{lx + 18}" '
+                f'y2="{ly - 4}" stroke="{color}" stroke-width="1.6"{dash}/>'
             )
         else:
             fill = "none" if item.hollow else color
@@ -335,12 +343,16 @@ def chart_from_report(report: dict[str, Any]) -> str:
     wl = report.get("workload", {})
     model = report.get("model", {})
     machine = report.get("machine", {})
-    title = f"triage bench: {model.get('name', '?')}, {wl.get('pack', {}).get('criteria', '?')} criteria, orderings {wl.get('orderings', '?')}"
+    title = (
+        f"triage bench: {model.get('name', '?')}, {wl.get('pack', {}).get('criteria', '?')} "
+        f"criteria, orderings {wl.get('orderings', '?')}"
+    )
     load = machine.get("load_avg_start") or ["?"]
     other = machine.get("other_cpu_share")
     subtitle = [
         report.get("summary", ""),
-        f"{len(wl.get('tickets', []))} tickets{' (quick)' if wl.get('quick') else ''}, {machine.get('threads', '?')} thread{'' if machine.get('threads') == 1 else 's'} on "
+        f"{len(wl.get('tickets', []))} tickets{' (quick)' if wl.get('quick') else ''}, "
+        f"{machine.get('threads', '?')} thread{'' if machine.get('threads') == 1 else 's'} on "
         f"{machine.get('cores', '?')} cores ({machine.get('cpu_model', '?')}), load {load[0]} at start"
         + (f", other processes {other:.0%} of the CPU during the run" if other is not None else "")
         + (" (busy: noisy)" if machine.get("warnings") else ""),

@@ -194,7 +194,8 @@ def build_report(run: BenchRun, *, wait: dict[str, Any] | None = None) -> dict[s
         warnings.append(f"other processes used {share:.0%} of the CPU during the run; timings are noisy")
     if wait is not None and not wait.get("quiet", True):
         warnings.append(
-            f"the load average never fell below {wait.get('threshold')} in {wait.get('waited_s')} s of waiting; ran anyway"
+            f"the load average never fell below {wait.get('threshold')} "
+            f"in {wait.get('waited_s')} s of waiting; ran anyway"
         )
     machine.update(
         {
@@ -272,7 +273,8 @@ def build_report(run: BenchRun, *, wait: dict[str, Any] | None = None) -> dict[s
     report["token_bound_note"] = (
         "token_bound = full prompts' tokens / (prefix + tails), the issue's definition: the prefix, stable block "
         "included, evaluated once per ticket. Reuse modes are timed as in a session, with the stable block already "
-        "resident, so they evaluate only (prefix - stable) + tails: token_bound_resident is the bound for what was timed, "
+        "resident, so they evaluate only (prefix - stable) + tails: "
+        "token_bound_resident is the bound for what was timed, "
         "and bound_ratio compares with it (bound_ratio_vs_token_bound with the plain bound)."
     )
     report["bound_ratio"] = {m: clean(median(v), 3) for m, v in closeness.items()}
@@ -308,7 +310,10 @@ def build_report(run: BenchRun, *, wait: dict[str, Any] | None = None) -> dict[s
         "peak_rss_note": "ru_maxrss of the bench process: one engine at a time, plus Python, NumPy and Rich",
     }
     report["points"] = {
-        "what": "what the chart plots: [tokens, ms] per tail-probe decode, per fresh-sequence decode, and per (ticket, criterion) average engine tail",
+        "what": (
+            "what the chart plots: [tokens, ms] per tail-probe decode, per "
+            "fresh-sequence decode, and per (ticket, criterion) average engine tail"
+        ),
         "probe_tails": [[p.tokens, clean(p.ms, 3)] for p in run.probe if p.kind == "tail"],
         "fresh": [[p.tokens, clean(p.ms, 3)] for p in run.probe if p.kind == "fresh"],
         "fanout_fresh": [[p.tokens, clean(p.ms, 3)] for p in run.probe if p.kind == "fanout_fresh"],
@@ -336,7 +341,8 @@ def _readout_comparison(run: BenchRun, ms: dict[str, dict[str, float]]) -> dict[
         "what": (
             "speedup_vs_letter_serial: per ticket, letter_serial's ms / the mode's ms, median over tickets. "
             "vs_raw: per ticket, the mode's ms / llama.cpp's ms to decode the same number of tokens as one fresh "
-            "sequence in an empty cache (the machine's physical limit for that work), median over tickets; 1.0 = at the limit."
+            "sequence in an empty cache (the machine's physical limit "
+            "for that work), median over tickets; 1.0 = at the limit."
         ),
         "speedup_vs_letter_serial": {},
         "vs_raw": {},
@@ -370,7 +376,8 @@ def _learned_cost(ms: dict[str, dict[str, float]]) -> dict[str, Any] | None:
     return {
         "what": (
             "cost_vs_fanout: per ticket, fanout_learned's ms / fanout's ms (the same tickets, interleaved in one run), "
-            "median over tickets; 1.10 would be 10% more. The head has random weights of the real shape: its cost, not its decisions."
+            "median over tickets; 1.10 would be 10% more. The head has "
+            "random weights of the real shape: its cost, not its decisions."
         ),
         "cost_vs_fanout": clean(median(list(per.values())), 3) if per else None,
         "per_ticket": {t: clean(v, 3) for t, v in per.items()},
@@ -415,7 +422,10 @@ def _cost_and_raw(run: BenchRun, readout_ms: float | None) -> tuple[dict[str, An
     if probe_fit is not None:
         cost = _fit_dict(
             probe_fit,
-            source="tail probe: single tails of varied length decoded after real ticket prefixes, then truncated (serial/truncate's work per tail)",
+            source=(
+                "tail probe: single tails of varied length decoded after real "
+                "ticket prefixes, then truncated (serial/truncate's work per tail)"
+            ),
         )
     else:
         fit = _try_fit([x for x, _ in engine_tail], [y for _, y in engine_tail]) if engine_tail else None
@@ -427,7 +437,10 @@ def _cost_and_raw(run: BenchRun, readout_ms: float | None) -> tuple[dict[str, An
     cost.update(
         {
             "engine_overhead_ms_per_tail": clean(overhead, 3) if overhead is not None else None,
-            "engine_overhead_note": "serial/truncate's measured ms per tail minus the probe fit at the same length: readout, logits copy, Python",
+            "engine_overhead_note": (
+                "serial/truncate's measured ms per tail minus the probe "
+                "fit at the same length: readout, logits copy, Python"
+            ),
             "readout_ms": clean(readout_ms, 3) if readout_ms is not None else None,
             "by_mode": by_mode,
             "seed_onnx": SEED_ONNX,
@@ -476,7 +489,8 @@ def _cost_and_raw(run: BenchRun, readout_ms: float | None) -> tuple[dict[str, An
         ratios["fanout"] = clean(median(vals), 3)
     raw["tails_vs_raw"] = ratios
     raw["tails_vs_raw_note"] = (
-        "the tails' tokens/s over fresh-sequence tokens/s at the nearest measured size (fanout: at its whole batch); below 1 = attention over the prefix plus per-tail overhead"
+        "the tails' tokens/s over fresh-sequence tokens/s at the nearest measured size (fanout: "
+        "at its whole batch); below 1 = attention over the prefix plus per-tail overhead"
     )
     return cost, raw
 
@@ -585,16 +599,21 @@ def _caches(run: BenchRun) -> tuple[dict[str, Any], dict[str, Any]]:
             "paired_ratio_median": clean(median(paired), 3),
             "short_stable_tokens": run.stable_tokens.get("default"),
             "long_stable_tokens": run.stable_tokens.get("long"),
-            "what": "serial/truncate per-ticket ms with the stable block resident: default pack vs assets/long-stable-pack.toml",
+            "what": (
+                "serial/truncate per-ticket ms with the stable block "
+                "resident: default pack vs assets/long-stable-pack.toml"
+            ),
         }
     steady = [s.result.tokens.hit_rate for s in short]
     default_session = stable.get("default", {}).get("session")
     cache = {
         "hit_rate": default_session["hit_rate"] if default_session else clean(median(steady), 4),
         "hit_rate_what": (
-            "cached input tokens / input tokens over the cold-start session (default pack): the first ticket pays the stable block, later ones find it resident"
+            "cached input tokens / input tokens over the cold-start session (default "
+            "pack): the first ticket pays the stable block, later ones find it resident"
             if default_session
-            else "cached input tokens / input tokens per ticket with the stable block resident (serial/truncate, median): no cold-start session was run (--quick)"
+            else "cached input tokens / input tokens per ticket with the stable block "
+            "resident (serial/truncate, median): no cold-start session was run (--quick)"
         ),
         "hit_rate_over": "cold_session" if default_session else "steady",
         "hit_rate_steady_median": clean(median(steady), 4),
@@ -602,7 +621,10 @@ def _caches(run: BenchRun) -> tuple[dict[str, Any], dict[str, Any]]:
         "per_ticket": default_session["per_ticket"] if default_session else [],
         "stable_prefill_ms": {k: clean(v, 1) for k, v in run.stable_prefill_ms.items()},
         "stable_tokens": dict(run.stable_tokens),
-        "stable_what": "the warm-up's prefill of each pack's stable block on a fresh engine: paid once per pack, model and prompt format",
+        "stable_what": (
+            "the warm-up's prefill of each pack's stable block on a "
+            "fresh engine: paid once per pack, model and prompt format"
+        ),
     }
     return cache, stable
 
@@ -646,12 +668,14 @@ def where_time_goes(report: dict[str, Any]) -> dict[str, str]:
         if m in ("full", SPLIT):
             out[m] = (
                 f"{d['tails_ms_median']:.0f} of {total:.0f} ms evaluating {d['tokens_evaluated_median']:.0f} tokens "
-                f"of whole prompts (every prompt re-reads the stable block and the ticket); {d['other_ms_median']:.0f} ms building prompts and reading out"
+                "of whole prompts (every prompt re-reads the stable block and the "
+                f"ticket); {d['other_ms_median']:.0f} ms building prompts and reading out"
             )
         else:
             out[m] = (
                 f"{d['prefill_ms_median']:.0f} ms prefilling the ticket once, {d['tails_ms_median']:.0f} ms on tails, "
-                f"{d['other_ms_median']:.0f} ms other (prompt building, readout{', saving the prefix state' if m == 'serial_restore' else ''}) "
+                f"{d['other_ms_median']:.0f} ms other (prompt building, "
+                f"readout{', saving the prefix state' if m == 'serial_restore' else ''}) "
                 f"of {total:.0f} ms"
             )
     return out

@@ -77,13 +77,17 @@ def figures_table(report: dict[str, Any]) -> Table:
     cf, raw, drift = report["cost_fit"], report["raw_throughput"], report["drift"]
     t.add_row(
         "token bound",
-        f"{_f(report.get('token_bound'), '{:.2f}×')} per ticket (median), {_f(report.get('token_bound_resident'), '{:.2f}×')} "
-        f"with the stable block resident (what is timed; 'of bound' above); whole set {_f(report['aggregate'].get('token_bound'), '{:.2f}×')}",
+        f"{_f(report.get('token_bound'), '{:.2f}×')} per ticket "
+        f"(median), {_f(report.get('token_bound_resident'), '{:.2f}×')} "
+        "with the stable block resident (what is timed; 'of bound' above); "
+        f"whole set {_f(report['aggregate'].get('token_bound'), '{:.2f}×')}",
     )
     t.add_row(
         "cost of one tail",
-        f"{_f(cf.get('fixed_ms'), '{:.1f}')} ms + {_f(cf.get('per_token_ms'), '{:.2f}')} ms/token, R² {_f(cf.get('r2'), '{:.3f}')} "
-        f"(seed ONNX: {cf['seed_onnx']['fixed_ms']} + {cf['seed_onnx']['per_token_ms']}/token); engine overhead {_f(cf.get('engine_overhead_ms_per_tail'), '{:.1f}')} ms/tail",
+        f"{_f(cf.get('fixed_ms'), '{:.1f}')} ms + {_f(cf.get('per_token_ms'), '{:.2f}')} "
+        f"ms/token, R² {_f(cf.get('r2'), '{:.3f}')} "
+        f"(seed ONNX: {cf['seed_onnx']['fixed_ms']} + {cf['seed_onnx']['per_token_ms']}/token); "
+        f"engine overhead {_f(cf.get('engine_overhead_ms_per_tail'), '{:.1f}')} ms/tail",
     )
     sizes = raw.get("sizes", [])
     if sizes:
@@ -91,7 +95,8 @@ def figures_table(report: dict[str, Any]) -> Table:
             "raw llama.cpp",
             ", ".join(f"{s['tokens']} tok {_f(s['fresh_tokens_per_s'])}/s" for s in sizes)
             + (
-                f"; fanout batch {_f(raw['fanout_batch']['tokens'])} tok {_f(raw['fanout_batch']['fresh_tokens_per_s'])}/s"
+                f"; fanout batch {_f(raw['fanout_batch']['tokens'])} "
+                f"tok {_f(raw['fanout_batch']['fresh_tokens_per_s'])}/s"
                 if raw.get("fanout_batch")
                 else ""
             ),
@@ -113,7 +118,8 @@ def figures_table(report: dict[str, Any]) -> Table:
     if learned.get("cost_vs_fanout") is not None:
         t.add_row(
             "learned head",
-            f"fanout with a head on every criterion takes {_f(learned['cost_vs_fanout'], '{:.3f}×')} fanout's time (per ticket, median); "
+            "fanout with a head on every criterion takes "
+            f"{_f(learned['cost_vs_fanout'], '{:.3f}×')} fanout's time (per ticket, median); "
             f"applying it: {_f(learned.get('apply_ms_per_criterion'), '{:.3f}')} ms a criterion",
         )
     ratios = raw.get("tails_vs_raw", {})
@@ -121,7 +127,8 @@ def figures_table(report: dict[str, Any]) -> Table:
         t.add_row("tails vs raw tok/s", ", ".join(f"{SHORT.get(k, k)} {_f(v, '{:.2f}')}" for k, v in ratios.items()))
     t.add_row(
         "drift vs full",
-        f"max |Δp| {_f(drift.get('max_abs_prob_vs_full'), '{:.4f}')} (serial), {_f(drift.get('max_abs_prob_fanout_vs_full'), '{:.4f}')} (fanout); "
+        f"max |Δp| {_f(drift.get('max_abs_prob_vs_full'), '{:.4f}')} (serial), "
+        f"{_f(drift.get('max_abs_prob_fanout_vs_full'), '{:.4f}')} (fanout); "
         f"{drift.get('choice_flips_vs_full', 0)} choice flips",
     )
     same = drift.get("max_abs_prob_same_split")
@@ -166,7 +173,8 @@ def figures_table(report: dict[str, Any]) -> Table:
             t.add_row(
                 f"first ticket, {label} pack",
                 f"cold {_f(d['cold_first_ticket_ms'])} ms (stable prefill {_f(d.get('cold_stable_prefill_ms'))} ms), "
-                f"warm {_f(d.get('warm_first_ticket_ms'))} ms from the cache file; {d.get('stable_tokens')} stable tokens",
+                f"warm {_f(d.get('warm_first_ticket_ms'))} ms from the "
+                f"cache file; {d.get('stable_tokens')} stable tokens",
             )
     fp = report["footprint"]
     t.add_row("footprint", f"load {_f(fp['load_ms'])} ms, peak RSS {_f(fp['peak_rss_mb'])} MiB")
@@ -174,7 +182,8 @@ def figures_table(report: dict[str, Any]) -> Table:
     other = m.get("other_cpu_share")
     t.add_row(
         "machine",
-        f"{m.get('cpu_model')}, {m.get('threads')} threads / {m.get('cores')} cores; load {m['load_avg_start'][0]} → {m['load_avg_end'][0]}"
+        f"{m.get('cpu_model')}, {m.get('threads')} threads / {m.get('cores')} "
+        f"cores; load {m['load_avg_start'][0]} → {m['load_avg_end'][0]}"
         + (f"; others used {other:.0%} of the CPU" if other is not None else ""),
     )
     t.add_row("run", f"{report.get('elapsed_s')} s" + (" (quick)" if report["workload"]["quick"] else ""))

@@ -120,7 +120,10 @@ class Workload:
             "readout": self.readout,
             "orderings": effective_orderings(self.readout, self.orderings),
             "letter_serial": "letter readout, cyclic orderings, serial/truncate (the default before the label readout)",
-            "fanout_learned": "fanout with a learned head on every criterion (random weights of the real shape: the cost, not the decisions)",
+            "fanout_learned": (
+                "fanout with a learned head on every criterion (random "
+                "weights of the real shape: the cost, not the decisions)"
+            ),
             "repeats": self.repeats,
             "modes": list(self.modes),
             "split_tickets": sorted(self.split_ids),

@@ -166,7 +166,8 @@ def run(args: argparse.Namespace) -> int:
         )
         cal.report.update({"train": str(args.train), "n_ctx": engine.n_ctx, "model": engine.name, "cut": scored.cut})
     err.print(
-        f"cache: {run_.hits} hit(s), {run_.misses} scored · {scored.cut} ticket(s) cut to fit the {engine.n_ctx}-token context",
+        f"cache: {run_.hits} hit(s), {run_.misses} scored · {scored.cut} "
+        f"ticket(s) cut to fit the {engine.n_ctx}-token context",
         markup=False,
         highlight=False,
     )
@@ -182,7 +183,8 @@ def run(args: argparse.Namespace) -> int:
             b, a = o.holdout["before"], o.holdout["after"]
             out.print(
                 f"  holdout n={o.holdout['n']} (fit on {o.holdout['fit_n']}): NLL {b['nll']:.3f} → {a['nll']:.3f} · "
-                f"ECE {b['ece']:.3f} → {a['ece']:.3f} · balanced acc {b['balanced_accuracy']:.3f} → {a['balanced_accuracy']:.3f}",
+                f"ECE {b['ece']:.3f} → {a['ece']:.3f} · balanced acc "
+                f"{b['balanced_accuracy']:.3f} → {a['balanced_accuracy']:.3f}",
                 markup=False,
                 highlight=False,
             )

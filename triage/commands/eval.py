@@ -122,7 +122,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--rare-options",
         choices=("refuse", "freeze"),
         default="refuse",
-        help="calibration: an option below --min-per-option refuses the criterion (default), or holds its bias at 0 (the learned variant leaves such an option to zero-shot, as `triage learn` does)",
+        help=(
+            "calibration: an option below --min-per-option refuses the criterion (default), or holds its "
+            "bias at 0 (the learned variant leaves such an option to zero-shot, as `triage learn` does)"
+        ),
     )
     p.add_argument(
         "--cal-weighting",
@@ -139,13 +142,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--head",
         metavar="HEAD.npz",
-        help="evaluate this learned head (without --train; default: the stored one learned for this model, pack and prompt format, if any)",
+        help=(
+            "evaluate this learned head (without --train; default: the stored "
+            "one learned for this model, pack and prompt format, if any)"
+        ),
     )
     p.add_argument(
         "--curve",
         metavar="N,N,...",
         default="25,50,100,150",
-        help="learning curve: fit learned, calibrated and the baseline on the first N training rows (default 25,50,100,150; 'none' to skip)",
+        help=(
+            "learning curve: fit learned, calibrated and the baseline on the "
+            "first N training rows (default 25,50,100,150; 'none' to skip)"
+        ),
     )
     p.add_argument(
         "--confusion", action="store_true", help="print the confusion matrix of every variant (default: the last one)"
@@ -219,7 +228,8 @@ def run(args: argparse.Namespace) -> int:
             write_jsonl(tickets.rows, paths[0])
             write_jsonl(train.rows, paths[1])
             out.print(
-                f"wrote {len(tickets.rows)} dev rows to {folder / 'dev.jsonl'} and {len(train.rows)} training rows to {folder / 'train.jsonl'}"
+                f"wrote {len(tickets.rows)} dev rows to {folder / 'dev.jsonl'} "
+                f"and {len(train.rows)} training rows to {folder / 'train.jsonl'}"
             )
             return 0
     elif args.train:
@@ -266,7 +276,8 @@ def run(args: argparse.Namespace) -> int:
             unread = plan.stored.orderings != options.effective_orderings
             if unread and not (readout == "letter" and plan.stored.orderings == "none"):
                 raise InputError(
-                    f"calibration {plan.stored_path} was fitted on orderings={plan.stored.orderings}, which eval does not read"
+                    f"calibration {plan.stored_path} was fitted on "
+                    f"orderings={plan.stored.orderings}, which eval does not read"
                 )
             err.print(f"triage: applying calibration {printable(plan.stored_path)}", markup=False)
         parts = [("dev", dev.rows)] + ([("train", train.rows)] if train is not None else [])

@@ -67,12 +67,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "labelled",
         nargs="*",
         metavar="LABELLED",
-        help="labelled tickets to learn from (JSON Lines, or an export: CSV, JSON, Parquet); several files are learned together",
+        help=(
+            "labelled tickets to learn from (JSON Lines, or an export: "
+            "CSV, JSON, Parquet); several files are learned together"
+        ),
     )
     p.add_argument(
         "--history",
         action="store_true",
-        help="also learn from the labels agents gave in the app or with `triage label` (the history); tickets whose score kept what a head reads are not scored again",
+        help=(
+            "also learn from the labels agents gave in the app or with `triage label` (the "
+            "history); tickets whose score kept what a head reads are not scored again"
+        ),
     )
     p.add_argument(
         "--history-file", metavar="PATH", help="with --history: this history file (default: the user data dir's)"
@@ -104,25 +110,38 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--rare-options",
         choices=("backoff", "refuse"),
         default="backoff",
-        help="an option below --min-per-option: learn the other options and leave that one to the zero-shot readout (default), or leave the whole criterion unlearned",
+        help=(
+            "an option below --min-per-option: learn the other options and leave that one "
+            "to the zero-shot readout (default), or leave the whole criterion unlearned"
+        ),
     )
     p.add_argument("--no-store", action="store_true", help="do not store the head in the user data dir")
     p.add_argument(
         "--force",
         action="store_true",
-        help="replace an existing -o file, and keep a criterion whose head cross-validates worse than zero-shot (refused by default)",
+        help=(
+            "replace an existing -o file, and keep a criterion whose head "
+            "cross-validates worse than zero-shot (refused by default)"
+        ),
     )
     p.add_argument(
         "--holdout",
         type=float,
         metavar="F",
-        help="keep the share F of rows out (by id hash: eval --split 1-F's dev rows), fit on the rest, and print per criterion balanced accuracy, macro-F1 and ECE on them for the head, zero-shot and TF-IDF, with the confusion matrix, before storing the head",
+        help=(
+            "keep the share F of rows out (by id hash: eval --split 1-F's dev rows), fit on "
+            "the rest, and print per criterion balanced accuracy, macro-F1 and ECE on them for "
+            "the head, zero-shot and TF-IDF, with the confusion matrix, before storing the head"
+        ),
     )
     p.add_argument(
         "--per-option",
         type=int,
         metavar="N",
-        help="learn from a stratified sample: for each option, the N rows of lowest id hash (streamed; before --limit and --holdout); default: every row",
+        help=(
+            "learn from a stratified sample: for each option, the N rows of lowest "
+            "id hash (streamed; before --limit and --holdout); default: every row"
+        ),
     )
 
 
@@ -200,7 +219,8 @@ def run(args: argparse.Namespace) -> int:
             held, rows = split_by_id(rows, 1 - args.holdout)
             if not held.rows or not rows.rows:
                 raise InputError(
-                    f"--holdout {args.holdout:g} leaves {len(rows.rows)} row(s) to fit on and {len(held.rows)} held out; both need rows"
+                    f"--holdout {args.holdout:g} leaves {len(rows.rows)} row(s) "
+                    f"to fit on and {len(held.rows)} held out; both need rows"
                 )
         parts = [("learn", rows.rows)] + ([("holdout", held.rows)] if held is not None else [])
         run_ = score_sets(engine, pack, parts, err, "label", features=True, known=merged.known, prior=False)
@@ -249,7 +269,8 @@ def run(args: argparse.Namespace) -> int:
         )
     known = sum(s_.known for s_ in run_.sets)
     err.print(
-        f"cache: {run_.hits} hit(s), {run_.misses} scored, {known} kept in the history · {scored.cut} ticket(s) cut to fit the {engine.n_ctx}-token context",
+        f"cache: {run_.hits} hit(s), {run_.misses} scored, {known} kept in the "
+        f"history · {scored.cut} ticket(s) cut to fit the {engine.n_ctx}-token context",
         markup=False,
         highlight=False,
     )
@@ -266,7 +287,8 @@ def run(args: argparse.Namespace) -> int:
         )
         out.print(
             printable(
-                f"{o.criterion}: learned from n={o.n} ({', '.join(f'{k} {v}' for k, v in o.counts.items())}) · C={o.c:g} · "
+                f"{o.criterion}: learned from n={o.n} "
+                f"({', '.join(f'{k} {v}' for k, v in o.counts.items())}) · C={o.c:g} · "
                 f"{how} (zero-shot on the same rows {zero:.3f}){back}"
             ),
             markup=False,

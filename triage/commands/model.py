@@ -187,7 +187,8 @@ def _pull(args: argparse.Namespace) -> int:
         print(f"{result.name} is already installed and verified: {result.path}")
     else:
         print(
-            f"installed {result.name}: {result.path} ({result.size:,} bytes, sha256 {result.sha256} verified) in {result.seconds:.1f} s"
+            f"installed {result.name}: {result.path} ({result.size:,} bytes, "
+            f"sha256 {result.sha256} verified) in {result.seconds:.1f} s"
         )
     return 0
 

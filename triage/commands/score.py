@@ -114,13 +114,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--calibration",
         metavar="CAL.json",
-        help="apply this calibration file (default: the stored one fitted for this model, pack and prompt format, if any)",
+        help=(
+            "apply this calibration file (default: the stored one "
+            "fitted for this model, pack and prompt format, if any)"
+        ),
     )
     p.add_argument("--no-calibration", action="store_true", help="do not apply any calibration")
     p.add_argument(
         "--head",
         metavar="HEAD.npz",
-        help="apply this learned head (`triage learn`; default: the stored one learned for this model, pack and prompt format, if any)",
+        help=(
+            "apply this learned head (`triage learn`; default: the stored "
+            "one learned for this model, pack and prompt format, if any)"
+        ),
     )
     p.add_argument("--no-head", action="store_true", help="do not apply any learned head")
     p.add_argument(
@@ -145,7 +151,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--history",
         action="store_true",
-        help="keep each ticket and its result in the history, as the app does, with what a learned head reads (so `triage label` can label it and `triage learn --history` learn from it without scoring again)",
+        help=(
+            "keep each ticket and its result in the history, as the app does, with what a learned head reads "
+            "(so `triage label` can label it and `triage learn --history` learn from it without scoring again)"
+        ),
     )
     p.add_argument(
         "--history-file", metavar="PATH", help="with --history: this history file (default: the user data dir's)"
@@ -168,7 +177,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--workers",
         type=int,
         metavar="N",
-        help="with --ray: scoring actors of --threads threads each (with --ray, --threads defaults to 1 and --workers to the cluster's CPUs / threads)",
+        help=(
+            "with --ray: scoring actors of --threads threads each (with --ray, "
+            "--threads defaults to 1 and --workers to the cluster's CPUs / threads)"
+        ),
     )
     ray.add_argument(
         "--batch-size",
@@ -524,7 +536,8 @@ def run(args: argparse.Namespace) -> int:
             from triage import signals
 
             _say(
-                f"triage: {signals.word()} after {writer.written} of {len(tickets)} record(s); those written are complete"
+                f"triage: {signals.word()} after {writer.written} of "
+                f"{len(tickets)} record(s); those written are complete"
             )
         raise
     except BaseException:

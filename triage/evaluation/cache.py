@@ -157,7 +157,8 @@ class ReadoutCache:
             )
             # A learned head's features: float32 little-endian, one row per criterion.
             db.execute(
-                "CREATE TABLE IF NOT EXISTS features (model TEXT, pack TEXT, prompt TEXT, n_ctx INTEGER, orderings TEXT,"
+                "CREATE TABLE IF NOT EXISTS features (model TEXT, pack "
+                "TEXT, prompt TEXT, n_ctx INTEGER, orderings TEXT,"
                 " ticket TEXT, criterion TEXT, kind TEXT, value BLOB, created REAL,"
                 " PRIMARY KEY (model, pack, prompt, n_ctx, orderings, ticket, criterion, kind))"
             )
@@ -179,7 +180,8 @@ class ReadoutCache:
             aside = move_aside(self.path)
         except OSError as err:
             raise TriageError(
-                f"the eval readout cache {self.path} is unusable ({reason}) and cannot be moved aside ({err.strerror or err})",
+                f"the eval readout cache {self.path} is unusable ({reason}) "
+                f"and cannot be moved aside ({err.strerror or err})",
                 hint=f"delete {self.path} and run again",
             ) from exc
         if aside is None:  # nothing was there to move: creating it failed, and will again
@@ -188,7 +190,10 @@ class ReadoutCache:
                 hint="check the permissions and free space of the cache folder",
             ) from exc
         log.error("eval readout cache %s was unusable (%s); moved aside to %s", self.path, reason, aside)
-        self.notice = f"the eval readout cache was unusable ({reason}); it was moved aside to {aside} and its readouts are computed again"
+        self.notice = (
+            f"the eval readout cache was unusable ({reason}); it was "
+            f"moved aside to {aside} and its readouts are computed again"
+        )
 
     def _recover(self, exc: sqlite3.DatabaseError) -> None:
         """A failure while reading or writing: locked (raise), damaged (move aside, start anew), else raise."""
@@ -256,7 +261,10 @@ class ReadoutCache:
         self, key: CacheKey, ticket_sha256: str, kind: str, criteria: list[str]
     ) -> dict[str, np.ndarray] | None:
         """Cached features of ``kind`` for every one of ``criteria``, or None when any is missing."""
-        sql = "SELECT criterion, value FROM features WHERE model=? AND pack=? AND prompt=? AND n_ctx=? AND orderings=? AND ticket=? AND kind=?"
+        sql = (
+            "SELECT criterion, value FROM features WHERE model=? AND pack=? "
+            "AND prompt=? AND n_ctx=? AND orderings=? AND ticket=? AND kind=?"
+        )
         try:
             rows = self._db.execute(sql, (*self._k(key, ticket_sha256), kind)).fetchall()
         except sqlite3.DatabaseError as exc:

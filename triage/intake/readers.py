@@ -333,7 +333,7 @@ def _json_array_records(path: Path, encoding: str) -> Iterator[Record]:
                     raise InputError(
                         f"{path} element {n + 1} is larger than {MAX_CELL // (1024 * 1024)} MiB "
                         "(triage's limit for one record)"
-                    )
+                    ) from exc
                 more = fh.read(CHUNK)
                 buf, pos, eof = buf[pos:] + more, 0, not more
                 continue

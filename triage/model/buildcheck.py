@@ -80,7 +80,10 @@ class BuildCheckResult:
 
     def summary(self) -> str:
         """The one-line success message (plus a note when the machine was busy)."""
-        line = f"llama.cpp decodes on this CPU (model {self.model}, {self.tokens} tokens in {self.eval_ms:.0f} ms; load {self.load_ms:.0f} ms; llama-cpp-python {self.llama_cpp_version})"
+        line = (
+            f"llama.cpp decodes on this CPU (model {self.model}, {self.tokens} tokens in "
+            f"{self.eval_ms:.0f} ms; load {self.load_ms:.0f} ms; llama-cpp-python {self.llama_cpp_version})"
+        )
         if self.busy is not None and self.busy >= BUSY:
             # llama.cpp's threads spin: with other work on the cores, timings mean little.
             line += f"\n  note: the CPU was {self.busy:.0%} busy with other work; the timing is not representative"
@@ -131,7 +134,8 @@ def check_decode(model_path: Path, model_name: str, *, timeout: float = TIMEOUT)
         sig = -proc.returncode
         if sig == signal.SIGILL:
             raise TriageError(
-                "llama.cpp crashed with SIGILL (illegal instruction): this llama-cpp-python build uses CPU instructions this CPU lacks",
+                "llama.cpp crashed with SIGILL (illegal instruction): this "
+                "llama-cpp-python build uses CPU instructions this CPU lacks",
                 hint=f"rebuild it for this CPU: {rebuild}",
             )
         raise TriageError(
@@ -142,7 +146,8 @@ def check_decode(model_path: Path, model_name: str, *, timeout: float = TIMEOUT)
         if any("No module named 'llama_cpp'" in ln for ln in tail):
             raise TriageError(f"llama-cpp-python is not installed in {sys.executable}", hint="run ./scripts/setup")
         raise TriageError(
-            f"llama.cpp failed to load or decode {model_name} (exit {proc.returncode}): {' | '.join(tail) or 'no message'}"
+            f"llama.cpp failed to load or decode {model_name} (exit "
+            f"{proc.returncode}): {' | '.join(tail) or 'no message'}"
         )
     try:
         data = json.loads(proc.stdout.strip().splitlines()[-1])

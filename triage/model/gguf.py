@@ -203,7 +203,8 @@ class _Cursor:
 
     def _short(self, what: str) -> CorruptGGUFError:
         return CorruptGGUFError(
-            f"{self.path} is a truncated or corrupt GGUF: its header ends early (while reading {what} at byte {self.pos} of {self.end})",
+            f"{self.path} is a truncated or corrupt GGUF: its header ends "
+            f"early (while reading {what} at byte {self.pos} of {self.end})",
             hint="download the model again",
         )
 
@@ -402,7 +403,8 @@ def _parse(buf: mmap.mmap, path: Path, size: int) -> GGUFInfo:
     if size < expected:
         missing = expected - size
         raise TruncatedGGUFError(
-            f"{path} is a truncated GGUF: its tensors need at least {expected:,} bytes but the file has {size:,} ({missing:,} missing)",
+            f"{path} is a truncated GGUF: its tensors need at least "
+            f"{expected:,} bytes but the file has {size:,} ({missing:,} missing)",
             hint="the download was probably cut short; download the model again",
         )
     return GGUFInfo(

@@ -80,6 +80,7 @@ def load_engine(
         from triage.model.native import CTX_STEP
 
         notice(
-            f"context size {settings['n_ctx']} asked for; llama.cpp sizes contexts in steps of {CTX_STEP}, so {engine.n_ctx} tokens are used"
+            f"context size {settings['n_ctx']} asked for; llama.cpp sizes "
+            f"contexts in steps of {CTX_STEP}, so {engine.n_ctx} tokens are used"
         )
     return engine

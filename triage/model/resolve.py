@@ -159,13 +159,17 @@ def resolve_model(requested: str | None = None, *, config: dict[str, Any] | None
         if inspect_installed(entry).present:
             notice = (
                 f"using stand-in model {entry.name} because {default.name} is not installed; "
-                f"get it with `{pull_command(default.name)}` (needs Hugging Face) or pass --model PATH to {default.file or 'its .gguf'}"
+                f"get it with `{pull_command(default.name)}` (needs Hugging "
+                f"Face) or pass --model PATH to {default.file or 'its .gguf'}"
             )
             return _catalog_ref(entry, catalog, notice)
     best = catalog.stand_ins()[0].name if catalog.stand_ins() else default.name
     raise NoModelError(
         "no model is installed",
-        hint=f"install one with `{pull_command(default.name)}`, or without Hugging Face access `{pull_command(best)}`; or pass --model PATH",
+        hint=(
+            f"install one with `{pull_command(default.name)}`, or without "
+            f"Hugging Face access `{pull_command(best)}`; or pass --model PATH"
+        ),
     )
 
 

@@ -405,7 +405,8 @@ def fit_criterion(
             out.holdout = {"n": int(held.sum()), "fit_n": int(fit_rows.sum()), "before": before, "after": after}
             if after["nll"] > before["nll"]:
                 out.warnings.append(
-                    f"criterion {criterion.id!r}: the fit did not lower NLL on the holdout ({before['nll']:.3f} → {after['nll']:.3f})"
+                    f"criterion {criterion.id!r}: the fit did not lower NLL on "
+                    f"the holdout ({before['nll']:.3f} → {after['nll']:.3f})"
                 )
         else:
             out.warnings.append(f"criterion {criterion.id!r}: too few rows for a holdout check ({len(y)})")

@@ -311,7 +311,8 @@ def _read_archive(zf: zipfile.ZipFile, path: Path, shape: tuple[int, int] | None
             coef, icpt = _read_member(zf, f"c{i}_coef.npy"), _read_member(zf, f"c{i}_intercept.npy")
             if coef.dtype not in (np.float16, np.float32) or coef.shape != want or icpt.shape != (len(classes),):
                 raise ValueError(
-                    f"criterion {c['id']!r}: weights are {coef.shape} and {icpt.shape}, expected {want} and ({len(classes)},)"
+                    f"criterion {c['id']!r}: weights are {coef.shape} and "
+                    f"{icpt.shape}, expected {want} and ({len(classes)},)"
                 )
             if not (np.all(np.isfinite(coef)) and np.all(np.isfinite(icpt))):
                 raise ValueError(f"criterion {c['id']!r}: weights are not all finite")
@@ -356,7 +357,8 @@ def check_match(head: Head, *, engine: Any, pack: Any, readout: str = "label") -
     native = getattr(engine, "native", None)
     if native is not None and (head.n_vocab, head.n_embd) != (native.n_vocab, native.n_embd):
         problems.append(
-            f"features for vocabulary {head.n_vocab} × width {head.n_embd} ≠ the model's {native.n_vocab} × {native.n_embd}"
+            f"features for vocabulary {head.n_vocab} × width {head.n_embd} "
+            f"≠ the model's {native.n_vocab} × {native.n_embd}"
         )
     if not problems:  # same pack hash: the options must match too
         by_id = {c.id: [o.id for o in c.options] for c in pack.criteria}

@@ -170,7 +170,10 @@ def fit_criterion(
     if short:
         detail = ", ".join(f"{o} has {counts[o]}" for o in short)
         if rare != "backoff" or len(short) > len(ids) - 2:
-            out.refused = f"criterion {criterion.id!r} has too few labels to learn: {detail} (need at least {min_per_option} per option)"
+            out.refused = (
+                f"criterion {criterion.id!r} has too few labels to learn: "
+                f"{detail} (need at least {min_per_option} per option)"
+            )
             return None, out
         out.backoff = short
         out.warnings.append(

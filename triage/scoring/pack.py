@@ -153,7 +153,8 @@ class Pack:
         unknown = [i for i in wanted if i not in known]
         if unknown:
             raise InputError(
-                f"pack {self.name!r} has no criterion {', '.join(map(repr, unknown))}; its criteria are {', '.join(known)}"
+                f"pack {self.name!r} has no criterion "
+                f"{', '.join(map(repr, unknown))}; its criteria are {', '.join(known)}"
             )
         if not wanted:
             raise InputError(f"no criteria chosen from pack {self.name!r}; its criteria are {', '.join(known)}")

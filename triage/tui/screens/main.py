@@ -535,7 +535,8 @@ class MainScreen(Screen[None]):
                 saved.status, "never scored"
             )
             self.summary.update(
-                f"ticket [b]{escape(saved.ticket_id)}[/b] [dim](from history)[/dim] · {escape(note)}. Press F5 to score it."
+                f"ticket [b]{escape(saved.ticket_id)}[/b] "
+                f"[dim](from history)[/dim] · {escape(note)}. Press F5 to score it."
             )
         self.ticket.focus()
         self.refresh_bindings()

@@ -58,7 +58,10 @@ class TicketInput(TextArea):
     def _show_large(self, text: str) -> None:
         self._large = text
         hidden = len(text) - PREVIEW_HEAD - PREVIEW_TAIL
-        preview = f"{text[:PREVIEW_HEAD]}\n\n[… {hidden:,} characters not shown here; all are kept for scoring …]\n\n{text[-PREVIEW_TAIL:]}"
+        preview = (
+            f"{text[:PREVIEW_HEAD]}\n\n[… {hidden:,} characters not shown "
+            f"here; all are kept for scoring …]\n\n{text[-PREVIEW_TAIL:]}"
+        )
         self.load_text(preview)
         self.read_only = True
         self.border_title = f"Ticket · large paste, {len(text):,} characters, shown shortened · ctrl+l clears"
