@@ -25,7 +25,8 @@ sets=("$@"); [ ${#sets[@]} -eq 0 ] && sets=(airline-sentiment issue-kind cfpb-pr
 for d in "${sets[@]}"; do
   [ -f "$SPLITS/$d/dev.jsonl" ] || "$TRIAGE" eval "$DATA/$d/tickets.jsonl" --pack "$DATA/$d/criteria.toml" \
     --split 0.5 --save-split "$SPLITS/$d"
-  w="$WORK/$d"; rm -rf "$w"; mkdir -p "$w/home"
+  w="$WORK/$d"
+  [ -f "$w/scored.seconds" ] || { rm -rf "$w"; mkdir -p "$w/home"; }  # a set scored by an earlier run is reused
   export TRIAGE_HOME="$w/home"
   head -n "$LIMIT" "$SPLITS/$d/train.jsonl" > "$w/train.jsonl"
   python3 - "$w" <<'PY'
@@ -40,16 +41,20 @@ PY
   common=(--model "$MODEL_PATH" --n-ctx "$N_CTX" --pack "$DATA/$d/criteria.toml")
   {
     echo "== $d: $LIMIT training rows, $LIMIT dev rows, $MODEL, n_ctx $N_CTX"
-    s0=$(date +%s.%N)
-    "$TRIAGE" score "$w/tickets.jsonl" --history "${common[@]}" --format jsonl > "$w/scored.jsonl" 2> "$w/score.err" \
-      || { cat "$w/score.err"; exit 1; }
+    if [ ! -f "$w/scored.seconds" ]; then
+      s0=$(date +%s.%N)
+      "$TRIAGE" score "$w/tickets.jsonl" --history "${common[@]}" --format jsonl > "$w/scored.jsonl" 2> "$w/score.err" \
+        || { cat "$w/score.err"; exit 1; }
+      s1=$(date +%s.%N)
+      python3 -c "print($s1 - $s0)" > "$w/scored.seconds"
+      "$TRIAGE" label --file "$w/labels.jsonl" 2>&1
+    fi
     tail -n 1 "$w/score.err"
-    s1=$(date +%s.%N)
-    "$TRIAGE" label --file "$w/labels.jsonl" 2>&1
+    scored=$(cat "$w/scored.seconds")
     l0=$(date +%s.%N)
     "$TRIAGE" learn --history "${common[@]}" -o "$w/history.npz" --no-store 2>&1
     l1=$(date +%s.%N)
-    python3 -c "s=$s1-$s0; l=$l1-$l0; print(f'score --history: {s:.1f} s; learn --history: {l:.1f} s = {100*l/s:.1f}% of the scoring')"
+    python3 -c "s=$scored; l=$l1-$l0; print(f'score --history: {s:.1f} s; learn --history: {l:.1f} s = {100*l/s:.1f}% of the scoring')"
     "$TRIAGE" learn "$w/train.jsonl" "${common[@]}" -o "$w/file.npz" --no-store 2>&1
     echo "-- eval, head from the history"
     "$TRIAGE" eval "$SPLITS/$d/dev.jsonl" --head "$w/history.npz" "${common[@]}" --limit "$LIMIT" 2>/dev/null
