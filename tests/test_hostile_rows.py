@@ -122,9 +122,8 @@ def test_unbounded_stdin_is_read_with_a_bound(triage_home: Path, pack: Path, smo
 @pytest.mark.parametrize(
     ("name", "data", "says"),
     [
-        ("tickets.csv", b"id,text\n1,Where is my parcel?\n2,Refund me\n", "is a CSV file"),
         ("export.txt", b"id,text,created\n1,Where is my parcel?,2024\n2,Refund me,2024\n3,Hi,2024\n", "is a CSV file"),
-        ("tickets.parquet", b"PAR1" + b"\x00" * 64 + b"PAR1", "is a Parquet file"),
+        ("tickets.parquet", b"PAR1" + b"\x00" * 64 + b"PAR1", "as Parquet"),  # a damaged one: named, not scored
         ("tickets.txt", "Where is my parcel?\nIt is late.\n".encode("utf-16"), "is UTF-16 text"),
         ("tickets.jsonl", '{"id": "a", "text": "Where is my parcel?"}\n'.encode("utf-16-le"), "is UTF-16 text"),
         ("tickets.xlsx", b"PK\x03\x04" + b"\x00" * 64, "zip archive"),
@@ -141,8 +140,20 @@ def test_files_that_are_not_tickets_get_a_message_that_names_their_format(
 
 
 @pytest.mark.model
+def test_a_csv_export_with_a_text_column_is_scored_row_by_row(
+    triage_home: Path, pack: Path, smollm2_path: Path, tmp_path: Path
+) -> None:
+    """Since exports are read (docs/teams.md), a CSV with a text column is tickets, one a row, not one ticket."""
+    (tmp_path / "tickets.csv").write_bytes(b"id,text\n1,Where is my parcel?\n2,Refund me\n")
+    proc = score(triage_home, smollm2_path, pack, str(tmp_path / "tickets.csv"))
+    out, err = text(proc)
+    assert proc.returncode == 0, err
+    assert [json.loads(line)["ticket_id"] for line in out.splitlines()] == ["1", "2"]
+
+
+@pytest.mark.model
 def test_learn_goes_on_past_a_lone_surrogate(smollm2_path: Path, triage_home: Path, pack: Path, tmp_path: Path) -> None:
-    rows = [{"id": f"r{i}", "text": t, "labels": {"mood": m}} for i, (t, m) in enumerate(
+    rows = [{"id": f"r{i}", "text": f"{t} (#{i})", "labels": {"mood": m}} for i, (t, m) in enumerate(
         [("I am furious, refund me now", "angry"), ("Thanks, all good", "calm"), ("Third time I write!", "angry"),
          ("Lovely service", "calm"), ("Worst shop ever", "angry"), ("Fine, thank you", "calm")] * 2)]  # fmt: skip
     body = "".join(json.dumps(r) + "\n" for r in rows).replace("Lovely service", "Lovely \\ud800 service")

@@ -364,11 +364,12 @@ def test_a_stored_prior_nested_thousands_deep_is_recomputed(
     smollm2_path: Path, tmp_path: Path, pack_file: Path
 ) -> None:
     from triage.scoring.engine import Engine, ScoreOptions
+    from triage.scoring.prior import prior_options
 
     pack = load_pack(pack_file)
     with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, threads=1, prior_dir=tmp_path / "priors") as eng:
         options = ScoreOptions(prior=True)
-        path = eng._prior_file(pack, options.effective_orderings, options.readout)
+        path = eng.priors._file(pack, prior_options(options))  # where the prior of these options is kept
         assert path is not None
         path.parent.mkdir(parents=True)
         path.write_text(DEEP, encoding="utf-8")

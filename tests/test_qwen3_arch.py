@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from tiny_qwen3 import TEMPLATE, Shape, write_tiny_qwen3
 
+from triage.bench.split import Split
 from triage.scoring.engine import Engine, ScoreOptions
 from triage.scoring.head import CriterionHead, Head, check_match, feature_ids, load_head, write_head
 from triage.scoring.pack import Pack, load_pack
@@ -158,7 +159,7 @@ def test_plain_text_is_encoded_in_one_piece(engine: Engine) -> None:
 @pytest.mark.parametrize("readout", ["label", "letter"])
 @pytest.mark.parametrize("ticket", ["I love the banana you sent me. Thanks!", HOSTILE[1]])
 def test_reuse_is_bit_identical_to_the_same_split(engine: Engine, pack: Pack, ticket: str, readout: str) -> None:
-    split = engine.score_ticket(ticket, pack, ScoreOptions(mode="split", readout=readout))
+    split = engine.score_ticket(ticket, pack, ScoreOptions(mode="split", readout=readout), schedule=Split())
     for strategy in ("truncate", "restore"):  # restore reloads a saved state of sequence 0
         reused = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial", strategy=strategy, readout=readout))
         assert np.array_equal(probs(reused), probs(split)), strategy
