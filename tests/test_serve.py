@@ -330,3 +330,58 @@ def test_health_and_openapi_describe_the_server(engine: Any) -> None:
 ])
 def test_request_strings_are_escaped_in_log_lines(value: str, logged: str) -> None:
     assert log_safe(value) == logged
+
+
+def _cli(*args: str, home: Path, **kw: Any) -> Any:
+    env = {**os.environ, "TRIAGE_HOME": str(home), "PYTHONPATH": str(Path(__file__).parents[1])}
+    env.pop("TRIAGE_SERVE_TOKEN", None)
+    return subprocess.Popen([sys.executable, "-m", "triage.cli", "serve", *args], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--host", "0.0.0.0"], "needs --token"),
+    (["--token", "short"], "at least 8"),
+    (["--port", "70000"], "is not a port"),
+    (["--allow-origin", "*"], "is not one origin"),
+    (["--queue-limit", "0"], "at least 1"),
+])
+def test_serve_refuses_unsafe_or_bad_settings_before_loading_a_model(args: list[str], said: str,
+                                                                     triage_home: Path) -> None:
+    proc = _cli("--model", "/nonexistent.gguf", *args, home=triage_home)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2 and said in err and out == ""
+
+
+def test_triage_serve_starts_says_so_and_stops_on_sigterm(smollm2_path: Path, triage_home: Path) -> None:
+    import signal
+
+    from triage.serve.local import free_port
+
+    port = free_port()
+    token = "a-long-enough-token"
+    proc = _cli("--model", str(smollm2_path), "--n-ctx", "2048", "--port", str(port), "--token", token,
+                home=triage_home)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                status, _, data = request(base, "GET", "/v1/health", headers={"Authorization": f"Bearer {token}"})
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+                time.sleep(0.2)
+        assert status == 200 and json.loads(data)["n_ctx"] == N_CTX
+        status, _, data = request(base, "POST", "/v1/score", {"id": "CLI-\x1b[2J1", "text": TICKETS[0]},
+                                  headers={"Authorization": f"Bearer {token}"})
+        assert status == 200 and json.loads(data)["ticket_id"] == "CLI-\x1b[2J1"
+        status, _, _ = request(base, "GET", "/v1/health%1b]0;pwned%07")
+        assert status == 401
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143  # SIGTERM, as for every triage command (triage.signals)
+    assert f"on http://127.0.0.1:{port}/" in err and "a bearer token is required" in err
+    assert "POST /v1/score 200" in err
+    assert "\x1b" not in err and "\\x1b]0;pwned\\x07" in err  # the path is in the log, escaped
