@@ -83,9 +83,8 @@ def probabilities(result: dict[str, Any]) -> dict[tuple[str, str], float]:
     return {(c["id"], o["id"]): o["probability"] for c in result["criteria"] for o in c["options"]}
 
 
-pytestmark = pytest.mark.model
 
-
+@pytest.mark.model
 def test_score_equals_the_cli(engine: Any, smollm2_path: Path, triage_home: Path) -> None:
     body = {"id": "T-1", "text": TICKETS[0], "criteria": ["queue", "urgency", "sentiment"]}
     with serving(engine, settings()) as (base, _):
@@ -109,6 +108,7 @@ def test_score_equals_the_cli(engine: Any, smollm2_path: Path, triage_home: Path
     assert max(abs(mine[k] - theirs[k]) for k in mine) < 1e-6
 
 
+@pytest.mark.model
 def test_the_event_stream_gives_each_criterion_then_the_result(engine: Any) -> None:
     pack = default_pack()
     with serving(engine, settings()) as (base, _):
@@ -128,6 +128,7 @@ def test_the_event_stream_gives_each_criterion_then_the_result(engine: Any) -> N
     assert probabilities(result) == pytest.approx(probabilities(direct.to_dict()), abs=1e-6)
 
 
+@pytest.mark.model
 def test_twenty_concurrent_requests_each_answered_once_with_the_queue_bounded(engine: Any) -> None:
     pack = default_pack()
     options = ScoreOptions(criteria=("queue", "urgency"))
@@ -175,6 +176,7 @@ def test_twenty_concurrent_requests_each_answered_once_with_the_queue_bounded(en
         assert probabilities(result) == pytest.approx(want[TICKETS[int(tid[2:]) % len(TICKETS)]], abs=1e-6)
 
 
+@pytest.mark.model
 def test_a_client_that_disconnects_mid_score_cancels_it_and_the_engine_stays_usable(engine: Any) -> None:
     pack = default_pack()
     fresh = probabilities(engine.score_ticket(TICKETS[2], pack, ScoreOptions()).to_dict())
@@ -201,6 +203,7 @@ def test_a_client_that_disconnects_mid_score_cancels_it_and_the_engine_stays_usa
         assert json.loads(health)["cancelled"] == 1
 
 
+@pytest.mark.model
 def test_limits_and_bad_requests_get_their_status_and_the_server_stays_up(engine: Any) -> None:
     with serving(engine, settings(max_ticket_bytes=1000)) as (base, worker):
         status, body = post(base, {"id": "L-1", "text": "x" * 1001})
@@ -241,6 +244,7 @@ def test_limits_and_bad_requests_get_their_status_and_the_server_stays_up(engine
         assert worker.stats.served == 1 and worker.stats.failed == 0
 
 
+@pytest.mark.model
 def test_a_token_is_required_on_every_api_request(engine: Any) -> None:
     token = "s3cret-token-1234"
     with serving(engine, settings(token=token)) as (base, _):
@@ -256,6 +260,7 @@ def test_a_token_is_required_on_every_api_request(engine: Any) -> None:
         assert status == 200 and b"<textarea" in page
 
 
+@pytest.mark.model
 def test_cors_only_for_the_allowed_origin(engine: Any) -> None:
     with serving(engine, settings()) as (base, _):
         _, headers, _ = request(base, "GET", "/v1/health", headers={"Origin": "https://evil.example"})
@@ -271,6 +276,7 @@ def test_cors_only_for_the_allowed_origin(engine: Any) -> None:
         assert status == 400 and "access-control-allow-origin" not in headers
 
 
+@pytest.mark.model
 def test_label_records_as_triage_label_does(engine: Any, tmp_path: Path) -> None:
     from triage.store import labels as lab
     from triage.store.history import History
@@ -303,6 +309,7 @@ def test_label_records_as_triage_label_does(engine: Any, tmp_path: Path) -> None
         assert lab.count(history) == 1
 
 
+@pytest.mark.model
 def test_health_and_openapi_describe_the_server(engine: Any) -> None:
     from triage.serve.requests import LABEL_FIELDS, SCORE_FIELDS
 
@@ -353,6 +360,7 @@ def test_serve_refuses_unsafe_or_bad_settings_before_loading_a_model(args: list[
     assert proc.returncode == 2 and said in err and out == ""
 
 
+@pytest.mark.model
 def test_triage_serve_starts_says_so_and_stops_on_sigterm(smollm2_path: Path, triage_home: Path) -> None:
     import signal
 
@@ -385,3 +393,17 @@ def test_triage_serve_starts_says_so_and_stops_on_sigterm(smollm2_path: Path, tr
     assert f"on http://127.0.0.1:{port}/" in err and "a bearer token is required" in err
     assert "POST /v1/score 200" in err
     assert "\x1b" not in err and "\\x1b]0;pwned\\x07" in err  # the path is in the log, escaped
+
+
+def test_the_page_assets_ship_as_package_data() -> None:
+    import tomllib
+
+    from triage.serve.app import STATIC
+
+    root = Path(__file__).parents[1]
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["triage"]
+    static = root / "triage" / "serve" / "static"
+    files = sorted(p.name for p in static.iterdir())
+    assert files == sorted(name for name, _ in STATIC.values())  # the page uses every file, and only these
+    for name in files:
+        assert any(Path("serve/static", name).match(g) for g in globs), f"{name} matches no package-data glob"

@@ -137,12 +137,12 @@ def _say(line: str) -> None:
 def run(args: argparse.Namespace) -> int:
     import logging
 
-    try:
-        import uvicorn
-        import starlette  # noqa: F401
-    except ImportError:
+    from importlib.util import find_spec
+
+    if find_spec("starlette") is None or find_spec("uvicorn") is None:
         raise InputError("triage serve needs the ASGI stack of the serve extra",
-                         hint="pip install 'triage[serve]' (Starlette and uvicorn)") from None
+                         hint="pip install 'triage[serve]' (Starlette and uvicorn)")
+    import uvicorn
 
     from triage.model.loader import load_engine
     from triage.scoring.fit import FitRequest
@@ -152,6 +152,10 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_config()
     settings, queue_limit = settings_of(args, config)
+    if settings.history:  # a history that cannot be written stops the server now, not its first request
+        from triage.store.history import History
+
+        History.open_writable(settings.history_path).close()
     engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt,
                          notice=lambda m: _say(f"triage: {m}"))
     request = FitRequest.of(no_head=args.no_head, no_calibration=args.no_calibration, config=config)
