@@ -204,6 +204,36 @@ def test_a_client_that_disconnects_mid_score_cancels_it_and_the_engine_stays_usa
 
 
 @pytest.mark.model
+def test_a_waiting_request_whose_client_went_away_is_never_started(engine: Any) -> None:
+    with serving(engine, settings()) as (base, worker):
+        u = urlsplit(base)
+        busy = socket.create_connection((u.hostname, u.port), timeout=60)  # keeps the engine busy, streaming
+        body = json.dumps({"id": "W-1", "text": TICKETS[3] * 4, "mode": "serial"}).encode()
+        busy.sendall(b"POST /v1/score HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+                     b"Accept: text/event-stream\r\nContent-Length: %d\r\n\r\n" % (u.port, len(body)) + body)
+        seen = b""
+        while b"event: queued" not in seen:
+            seen += busy.recv(4096)
+        gone = socket.create_connection((u.hostname, u.port), timeout=60)  # plain JSON, waits behind it
+        body = json.dumps({"id": "W-2", "text": TICKETS[0]}).encode()
+        gone.sendall(b"POST /v1/score HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % (u.port, len(body)) + body)
+        deadline = time.monotonic() + 30
+        while worker.waiting < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert worker.waiting == 1
+        gone.close()
+        while b"event: result" not in seen and time.monotonic() < deadline + 60:
+            chunk = busy.recv(65536)
+            assert chunk
+            seen += chunk
+        busy.close()
+        while worker.stats.cancelled < 1 and time.monotonic() < deadline + 60:
+            time.sleep(0.02)
+        assert worker.stats.served == 1 and worker.stats.cancelled == 1 and worker.waiting == 0
+
+
+@pytest.mark.model
 def test_limits_and_bad_requests_get_their_status_and_the_server_stays_up(engine: Any) -> None:
     with serving(engine, settings(max_ticket_bytes=1000)) as (base, worker):
         status, body = post(base, {"id": "L-1", "text": "x" * 1001})
