@@ -186,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     lost = [tid for tid, _ in jobs if tid not in answers]
     dup = [tid for tid, n in answers.items() if n > 1]
     out = {
-        "model": engine.name, "tickets": args.n, "loadavg_start": round(load0, 2), "loadavg_end": round(os.getloadavg()[0], 2),
+        "model": engine.name, "tickets": args.n,
+        "loadavg_start": round(load0, 2), "loadavg_end": round(os.getloadavg()[0], 2),
         "direct_ms": {"median": round(d_med, 1), "p95": round(p95(direct_ms), 1)},
         "http_ms": {"median": round(statistics.median(http_ms), 1), "p95": round(p95(http_ms), 1)},
         "http_requests_per_s": round(rps, 3), "direct_per_s": round(1000 * len(direct_ms) / sum(direct_ms), 3),

@@ -51,7 +51,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from triage.serve.requests import DEFAULT_MAX_TICKET_BYTES
     from triage.serve.worker import DEFAULT_QUEUE_LIMIT
 
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs --token)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default 127.0.0.1; any other needs --token)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     add_model_options(p)
     p.add_argument("--pack", metavar="PATH", action="append",
@@ -102,7 +103,8 @@ def settings_of(args: argparse.Namespace, config: dict[str, Any]) -> Any:
                          hint="e.g. --token \"$(openssl rand -hex 16)\"")
     if args.host not in LOOPBACK and token is None:
         raise InputError(f"--host {args.host} would let other machines reach the model; that needs --token",
-                         hint="pass --token TOKEN (or set TRIAGE_SERVE_TOKEN), or leave out --host to stay on 127.0.0.1")
+                         hint="pass --token TOKEN (or set TRIAGE_SERVE_TOKEN), "
+                         "or leave out --host to stay on 127.0.0.1")
     if not 1 <= args.port <= 65535:
         raise InputError(f"--port {args.port} is not a port (1 to 65535)")
     if args.allow_origin is not None and (args.allow_origin == "*" or "://" not in args.allow_origin):

@@ -12,8 +12,12 @@ from triage import __version__
 from triage.scoring.options import MODES, ORDERINGS, READOUTS
 
 
+def _json(schema: str) -> dict[str, Any]:
+    return {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}}
+
+
 def _err(description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+    return {"description": description, "content": _json("Error")}
 
 
 def openapi(settings: Any) -> dict[str, Any]:
@@ -26,8 +30,10 @@ def openapi(settings: Any) -> dict[str, Any]:
         "properties": {
             "id": {"type": ["string", "integer"], "maxLength": 200,
                    "description": "the ticket's id (default: the first 12 hex digits of its text's sha256)"},
-            "text": {"type": "string", "description": f"the ticket (at most {settings.max_ticket_bytes} bytes of UTF-8)"},
-            "pack": {"type": "string", "enum": packs, "description": "a pack the server loaded, by name (default: the first)"},
+            "text": {"type": "string",
+                     "description": f"the ticket (at most {settings.max_ticket_bytes} bytes of UTF-8)"},
+            "pack": {"type": "string", "enum": packs,
+                     "description": "a pack the server loaded, by name (default: the first)"},
             "criteria": {"oneOf": [{"type": "array", "items": {"type": "string"}, "minItems": 1}, {"type": "string"}],
                          "description": "score only these criteria of the pack (ids; or one comma-separated string)"},
             "readout": {"type": "string", "enum": list(READOUTS)},
@@ -54,7 +60,8 @@ def openapi(settings: Any) -> dict[str, Any]:
             "schemas": {
                 "ScoreRequest": score_body,
                 "LabelRequest": label_body,
-                "Result": {"type": "object", "description": "triage.result/2, as `triage score` prints it (docs/schema.md)",
+                "Result": {"type": "object",
+                           "description": "triage.result/2, as `triage score` prints it (docs/schema.md)",
                            "required": ["schema", "ticket_id", "criteria"]},
                 "Error": {"type": "object", "required": ["error"], "properties": {
                     "error": {"type": "string"}, "field": {"type": "string"}, "hint": {"type": "string"}}},
@@ -66,11 +73,10 @@ def openapi(settings: Any) -> dict[str, Any]:
                 "summary": "score one ticket",
                 "description": "With Accept: text/event-stream the answer is a stream of events: queued, prefilled, "
                                "one criterion per criterion, then result (or error).",
-                "requestBody": {"required": True,
-                                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ScoreRequest"}}}},
+                "requestBody": {"required": True, "content": _json("ScoreRequest")},
                 "responses": {
                     "200": {"description": "the result", "content": {
-                        "application/json": {"schema": {"$ref": "#/components/schemas/Result"}},
+                        **_json("Result"),
                         "text/event-stream": {"schema": {"type": "string"}}}},
                     "401": _err("no or a wrong bearer token"),
                     "413": _err("the ticket or body is too large"),
@@ -79,13 +85,13 @@ def openapi(settings: Any) -> dict[str, Any]:
                 }}},
             "/v1/label": {"post": {
                 "summary": "record the right option for criteria of a ticket kept in the history",
-                "requestBody": {"required": True,
-                                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/LabelRequest"}}}},
+                "requestBody": {"required": True, "content": _json("LabelRequest")},
                 "responses": {"200": {"description": "the labels stored"}, "401": _err("no or a wrong bearer token"),
                               "422": _err("unknown ticket, criterion or option (named in field)"),
                               "409": _err("the history cannot be written")}}},
             "/v1/health": {"get": {"summary": "model, packs, head and calibration, hit rate, queue",
                                    "responses": {"200": {"description": "the server's state"}}}},
-            "/openapi.json": {"get": {"summary": "this document", "responses": {"200": {"description": "OpenAPI 3.1"}}}},
+            "/openapi.json": {"get": {"summary": "this document",
+                                      "responses": {"200": {"description": "OpenAPI 3.1"}}}},
         },
     }

@@ -68,7 +68,7 @@ class Job:
     cancelled: threading.Event = field(default_factory=threading.Event)
     finished: bool = False
     submitted: float = field(default_factory=time.monotonic)
-    started: float | None = None  # when the engine took it
+    started: float = 0.0  # when the engine took it (time.monotonic)
 
     def cancel(self) -> None:
         """Stop this job: it is never started if it still waits; a running score stops inside its decode."""
@@ -177,7 +177,9 @@ class EngineWorker:
 
     @property
     def busy(self) -> bool:
-        return self._running is not None
+        """Whether a job is being scored (one whose answer is out no longer counts)."""
+        job = self._running
+        return job is not None and not job.finished
 
     def stop(self, timeout: float = 30.0) -> None:
         """Cancel every job, let the running score stop, close the history (and the engine)."""
@@ -245,7 +247,7 @@ class EngineWorker:
                 if isinstance(event, Prefilled):
                     job.emit("prefilled", {"ticket_id": job.ticket.id, "criteria": event.criteria,
                                            "prefill_ms": round(event.prefill_ms, 3),
-                                           "queued_ms": round(((job.started or job.submitted) - job.submitted) * 1000, 3)})
+                                           "queued_ms": round((job.started - job.submitted) * 1000, 3)})
                 elif isinstance(event, CriterionScored):
                     job.emit("criterion", criterion_dict(event.result))
                 elif isinstance(event, TicketScored):
