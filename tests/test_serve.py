@@ -437,3 +437,19 @@ def test_the_page_assets_ship_as_package_data() -> None:
     assert files == sorted(name for name, _ in STATIC.values())  # the page uses every file, and only these
     for name in files:
         assert any(Path("serve/static", name).match(g) for g in globs), f"{name} matches no package-data glob"
+
+
+def test_the_queue_limit_comes_from_the_flag_then_the_config_then_the_default() -> None:
+    from triage.cli import build_parser
+    from triage.commands.serve import settings_of
+    from triage.errors import InputError
+    from triage.serve.worker import DEFAULT_QUEUE_LIMIT
+
+    parse = build_parser().parse_args
+    assert settings_of(parse(["serve"]), {})[1] == DEFAULT_QUEUE_LIMIT
+    assert settings_of(parse(["serve"]), {"serve_queue_limit": 3})[1] == 3
+    assert settings_of(parse(["serve", "--queue-limit", "5"]), {"serve_queue_limit": 3})[1] == 5
+    with pytest.raises(InputError, match="config serve_queue_limit"):
+        settings_of(parse(["serve"]), {"serve_queue_limit": 0})
+    with pytest.raises(Exception, match="mode"):
+        settings_of(parse(["serve"]), {"mode": "fast"})  # a bad score option in the config stops start-up
