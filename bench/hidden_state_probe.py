@@ -8,13 +8,16 @@
    token set (2 x n_embd evenly spaced ids) and the hidden state predict each other (held-out R^2).
 Uses the engine's native context directly; a measurement, not product code.
 """
+
+import json
 import os
 import statistics
 import sys
 import time
-import json
-import numpy as np
+
 import llama_cpp
+import numpy as np
+
 from triage.model.native import Seq
 from triage.scoring.engine import Engine, ScoreOptions
 from triage.scoring.pack import default_pack
@@ -24,25 +27,36 @@ SPLITS = os.environ.get("TRIAGE_SPLITS", "/tmp/triage-quality/splits")
 eng = Engine(MODEL, n_ctx=2048, threads=2)
 n = eng.native
 pack = default_pack()
-rows = [json.loads(l) for l in open(f"{SPLITS}/cfpb-product/dev.jsonl")][:3]
-rows += [json.loads(l) for l in open(f"{SPLITS}/airline-sentiment/dev.jsonl")][:3]
+rows = [json.loads(line) for line in open(f"{SPLITS}/cfpb-product/dev.jsonl")][:3]
+rows += [json.loads(line) for line in open(f"{SPLITS}/airline-sentiment/dev.jsonl")][:3]
 texts = [r["text"][:1500] for r in rows]
 opts = ScoreOptions(mode="fanout")
 eng.score_ticket("warm up", pack, opts)
 
+
 def timeit(label):
     ts = []
     for t in texts:
-        t0 = time.perf_counter(); eng.score_ticket(t, pack, opts); ts.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        eng.score_ticket(t, pack, opts)
+        ts.append((time.perf_counter() - t0) * 1000)
     return ts
+
 
 off1 = timeit("off")
 llama_cpp.llama_set_embeddings(n.ctx, True)
 on = timeit("on")
 llama_cpp.llama_set_embeddings(n.ctx, False)
 off2 = timeit("off")
-print("per ticket ms off:", [round(x) for x in off1], "on:", [round(x) for x in on], "off again:", [round(x) for x in off2])
-ratio = [b / ((a + c) / 2) for a, b, c in zip(off1, on, off2)]
+print(
+    "per ticket ms off:",
+    [round(x) for x in off1],
+    "on:",
+    [round(x) for x in on],
+    "off again:",
+    [round(x) for x in off2],
+)
+ratio = [b / ((a + c) / 2) for a, b, c in zip(off1, on, off2, strict=True)]
 print("embeddings on / off, per ticket:", [round(r, 3) for r in ratio], "median", round(statistics.median(ratio), 3))
 
 # Cost of a second small decode: K single tokens, one per sequence, after a prefix.
@@ -53,7 +67,7 @@ small = []
 for emb in (False, True):
     llama_cpp.llama_set_embeddings(n.ctx, emb)
     ts = []
-    for rep in range(5):
+    for _rep in range(5):
         for k in range(1, 6):
             n.seq_cp(0, k, -1, -1)
         t0 = time.perf_counter()
@@ -71,16 +85,23 @@ V = n.n_vocab
 S = np.linspace(0, V - 1, 2 * d).astype(int)
 eng.clear()
 llama_cpp.llama_set_embeddings(n.ctx, True)
-allt = eng.tokenizer.encode("\n".join(json.loads(l)["text"] for l in open(f"{SPLITS}/issue-kind/dev.jsonl")))[:3000]
+allt = eng.tokenizer.encode("\n".join(json.loads(line)["text"] for line in open(f"{SPLITS}/issue-kind/dev.jsonl")))[
+    :3000
+]
 H, L = [], []
 pos = 0
 for i in range(0, len(allt), 500):
-    part = allt[i:i + 500]
+    part = allt[i : i + 500]
     if pos + len(part) > 2000:
-        n.seq_rm(0, -1, -1); pos = 0
+        n.seq_rm(0, -1, -1)
+        pos = 0
     b = n._batch
     for j, t in enumerate(part):
-        b.token[j] = t; b.pos[j] = pos + j; b.n_seq_id[j] = 1; b.seq_id[j][0] = 0; b.logits[j] = True
+        b.token[j] = t
+        b.pos[j] = pos + j
+        b.n_seq_id[j] = 1
+        b.seq_id[j][0] = 0
+        b.logits[j] = True
     b.n_tokens = len(part)
     assert llama_cpp.llama_decode(n.ctx, b) == 0
     for j in range(len(part)):
@@ -89,7 +110,8 @@ for i in range(0, len(allt), 500):
     pos += len(part)
 llama_cpp.llama_set_embeddings(n.ctx, False)
 H, L = np.array(H), np.array(L)
-m = len(H); tr = int(m * 0.7)
+m = len(H)
+tr = int(m * 0.7)
 print("positions", m, "n_embd", d, "|S|", len(S))
 # logits_S ~ H W^T (no bias): how linear?
 W, *_ = np.linalg.lstsq(H[:tr], L[:tr], rcond=None)
@@ -98,6 +120,11 @@ print("logits_S from h: held-out R2", 1 - res.var() / L[tr:].var())
 # h from logits_S: invertible?
 P, *_ = np.linalg.lstsq(L[:tr], H[:tr], rcond=None)
 res = H[tr:] - L[tr:] @ P
-print("h from logits_S: held-out R2", 1 - res.var() / H[tr:].var(), "rel err", np.linalg.norm(res) / np.linalg.norm(H[tr:]))
+print(
+    "h from logits_S: held-out R2",
+    1 - res.var() / H[tr:].var(),
+    "rel err",
+    np.linalg.norm(res) / np.linalg.norm(H[tr:]),
+)
 sv = np.linalg.svd(W, compute_uv=False)
 print("singular values of the fitted map: max", sv[0], "min", sv[-1], "cond", sv[0] / sv[-1])

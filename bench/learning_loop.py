@@ -56,7 +56,7 @@ def replay(
     head = None
     refits: list[dict[str, Any]] = []
     for i, row in enumerate(rows):
-        for ci, crit in enumerate(pack.criteria):
+        for _ci, crit in enumerate(pack.criteria):
             cid = crit.id
             if cid not in row.labels:
                 continue
@@ -72,8 +72,13 @@ def replay(
         if (i + 1) % refit_every == 0 and i + 1 < n:
             t0 = time.perf_counter()
             head = fit(list(range(i + 1)))
-            refits.append({"labels": i + 1, "seconds": time.perf_counter() - t0,
-                           "criteria": sorted(head.criteria) if head is not None else []})
+            refits.append(
+                {
+                    "labels": i + 1,
+                    "seconds": time.perf_counter() - t0,
+                    "criteria": sorted(head.criteria) if head is not None else [],
+                }
+            )
     curves = {}
     for cid in crit_ids:
         have = gold[cid] >= 0
@@ -98,10 +103,12 @@ def svg(curves: dict[str, Any], title: str, window: int = WINDOW) -> str:
     """Agreement over the last ``window`` labels against labels seen: learned loop and zero-shot, per criterion."""
     w, h, left, top, pw, ph = 760, 360, 60, 40, 660, 260
     colors = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#b279a2"]
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
-             'font-family="system-ui, sans-serif" font-size="12">',
-             f'<rect width="{w}" height="{h}" fill="white"/>',
-             f'<text x="{left}" y="22" font-size="14" font-weight="bold">{escape(title)}</text>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
+        'font-family="system-ui, sans-serif" font-size="12">',
+        f'<rect width="{w}" height="{h}" fill="white"/>',
+        f'<text x="{left}" y="22" font-size="14" font-weight="bold">{escape(title)}</text>',
+    ]
     n_max = max((c["labels"] for c in curves.values()), default=1) or 1
     for k in range(0, 11, 2):
         y = top + ph - ph * k / 10
@@ -110,18 +117,24 @@ def svg(curves: dict[str, Any], title: str, window: int = WINDOW) -> str:
     for k in range(0, 6):
         x = left + pw * k / 5
         parts.append(f'<text x="{x:.1f}" y="{top + ph + 18}" text-anchor="middle">{round(n_max * k / 5)}</text>')
-    parts.append(f'<text x="{left + pw / 2}" y="{h - 8}" text-anchor="middle">labels seen (agreement over the last '
-                 f'{window})</text>')
+    parts.append(
+        f'<text x="{left + pw / 2}" y="{h - 8}" text-anchor="middle">labels seen (agreement over the last '
+        f"{window})</text>"
+    )
     legend_y = top + 4
     for ci, (cid, c) in enumerate(curves.items()):
         color = colors[ci % len(colors)]
         for key, dash, name in (("learned_agree", "", "learned loop"), ("zero_shot_agree", "5,4", "zero-shot")):
             ys = windowed(c[key], window)
             pts = " ".join(f"{left + pw * (i + 1) / n_max:.1f},{top + ph - ph * v:.1f}" for i, v in enumerate(ys))
-            parts.append(f'<g class="series" data-series="{escape(cid)}:{name}"><polyline points="{pts}" fill="none" '
-                         f'stroke="{color}" stroke-width="2" stroke-dasharray="{dash}"/></g>')
-            parts.append(f'<line x1="{left + pw - 170}" x2="{left + pw - 145}" y1="{legend_y}" y2="{legend_y}" '
-                         f'stroke="{color}" stroke-width="2" stroke-dasharray="{dash}"/>')
+            parts.append(
+                f'<g class="series" data-series="{escape(cid)}:{name}"><polyline points="{pts}" fill="none" '
+                f'stroke="{color}" stroke-width="2" stroke-dasharray="{dash}"/></g>'
+            )
+            parts.append(
+                f'<line x1="{left + pw - 170}" x2="{left + pw - 145}" y1="{legend_y}" y2="{legend_y}" '
+                f'stroke="{color}" stroke-width="2" stroke-dasharray="{dash}"/>'
+            )
             parts.append(f'<text x="{left + pw - 140}" y="{legend_y + 4}">{escape(cid)}: {name}</text>')
             legend_y += 16
     parts.append("</svg>")
@@ -158,8 +171,12 @@ def main(argv: list[str] | None = None) -> int:
         rows = scored.rows
         feats = {c.id: stack_features(scored.outcomes, c.id) for c in pack.criteria}
         raw = {c.id: readings(c, scored.outcomes, None).raw for c in pack.criteria}
-        ident = dict(model_sha256=engine.sha256, prompt_format=engine.format_for("label").id,
-                     n_vocab=engine.native.n_vocab, n_embd=engine.native.n_embd)
+        ident = dict(
+            model_sha256=engine.sha256,
+            prompt_format=engine.format_for("label").id,
+            n_vocab=engine.native.n_vocab,
+            n_embd=engine.native.n_embd,
+        )
 
     def fit(idx: list[int]) -> Any:
         f, lp, y = {}, {}, {}
@@ -172,14 +189,24 @@ def main(argv: list[str] | None = None) -> int:
             y[crit.id] = [ids.index(rows[i].labels[crit.id]) for i in have]
         if not y:
             return None
-        head, _ = learn_mod.fit_head(pack, f, lp, y, name="replay", min_per_option=learn_mod.MIN_PER_OPTION,
-                                     rare="backoff", **ident)
+        head, _ = learn_mod.fit_head(
+            pack, f, lp, y, name="replay", min_per_option=learn_mod.MIN_PER_OPTION, rare="backoff", **ident
+        )
         return head if head.criteria else None
 
     result = replay(pack, rows, feats, raw, refit_every=args.refit_every, fit=fit)
-    result.update({"dataset": args.dataset.name, "model": engine.name, "rows": len(rows), "n_ctx": args.n_ctx,
-                   "refit_every": args.refit_every, "window": WINDOW, "scoring_s": scored_s,
-                   "cache": {"hits": run_.hits, "scored": run_.misses}})
+    result.update(
+        {
+            "dataset": args.dataset.name,
+            "model": engine.name,
+            "rows": len(rows),
+            "n_ctx": args.n_ctx,
+            "refit_every": args.refit_every,
+            "window": WINDOW,
+            "scoring_s": scored_s,
+            "cache": {"hits": run_.hits, "scored": run_.misses},
+        }
+    )
     secs = [r["seconds"] for r in result["refits"]]
     for cid, c in result["curves"].items():
         n = c["labels"]
@@ -189,13 +216,18 @@ def main(argv: list[str] | None = None) -> int:
         out.print(
             f"{args.dataset.name}/{cid}: {n} labels · zero-shot agreement {z.mean():.3f} overall · learned loop "
             f"{learned.mean():.3f} overall · first {WINDOW}: zero-shot {z[first].mean():.3f} / loop "
-            f"{learned[first].mean():.3f} · last {WINDOW}: zero-shot {z[last].mean():.3f} / loop {learned[last].mean():.3f}",
-            markup=False, highlight=False,
+            f"{learned[first].mean():.3f} · last {WINDOW}: zero-shot "
+            f"{z[last].mean():.3f} / loop {learned[last].mean():.3f}",
+            markup=False,
+            highlight=False,
         )
     if secs:
-        out.print(f"re-fits: {len(secs)} · median {np.median(secs):.2f} s · max {max(secs):.2f} s "
-                  f"(scoring the {len(rows)} tickets took {scored_s:.1f} s, {run_.misses} scored, {run_.hits} cached)",
-                  markup=False, highlight=False)
+        out.print(
+            f"re-fits: {len(secs)} · median {np.median(secs):.2f} s · max {max(secs):.2f} s "
+            f"(scoring the {len(rows)} tickets took {scored_s:.1f} s, {run_.misses} scored, {run_.hits} cached)",
+            markup=False,
+            highlight=False,
+        )
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

@@ -109,7 +109,9 @@ def analyse(records: list[dict[str, Any]], wall: float, started: float, workers:
     engine_ms = [r["timing"]["total_ms"] for r in res]
     # Steady state: from the first result of the last worker to start, to the last result.
     window = stamps[workers - 1 :]
-    steady = (len(window) - 1) / (window[-1] - window[0]) if len(window) > 1 and window[-1] > window[0] else float("nan")
+    steady = (
+        (len(window) - 1) / (window[-1] - window[0]) if len(window) > 1 and window[-1] > window[0] else float("nan")
+    )
     mean_engine_s = statistics.fmean(engine_ms) / 1000
     return {
         "tickets": len(res),
@@ -126,57 +128,97 @@ def analyse(records: list[dict[str, Any]], wall: float, started: float, workers:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=200, help="tickets (default 200)")
-    ap.add_argument("--tickets", type=Path, default=DEFAULT_TICKETS, help="JSON Lines {id, text} (default: airline-sentiment tweets)")
+    ap.add_argument(
+        "--tickets",
+        type=Path,
+        default=DEFAULT_TICKETS,
+        help="JSON Lines {id, text} (default: airline-sentiment tweets)",
+    )
     ap.add_argument("--model", default="qwen2.5-coder-0.5b", help="catalog name or path (default qwen2.5-coder-0.5b)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("extra", nargs="*", help="options for both runs, after --")
     args = ap.parse_args()
     if not args.tickets.is_file():
         sys.exit(f"{args.tickets} not found; pass --tickets FILE.jsonl with short {{id, text}} rows")
-    rows = [json.loads(line) for line in args.tickets.read_text(encoding="utf-8").splitlines() if line.strip()][: args.n]
+    rows = [json.loads(line) for line in args.tickets.read_text(encoding="utf-8").splitlines() if line.strip()][
+        : args.n
+    ]
     if len(rows) < args.n:
         sys.exit(f"{args.tickets} has only {len(rows)} tickets")
     load_start = os.getloadavg()
     if load_start[0] > 0.5:
-        print(f"warning: load average {load_start[0]:.2f}: the machine is busy; both figures will be skewed", file=sys.stderr)
+        print(
+            f"warning: load average {load_start[0]:.2f}: the machine is busy; both figures will be skewed",
+            file=sys.stderr,
+        )
     with tempfile.TemporaryDirectory(prefix="ray-vs-local-") as tmp:
         src = Path(tmp) / "tickets.jsonl"
         src.write_text("".join(json.dumps({"id": r["id"], "text": r["text"]}) + "\n" for r in rows), encoding="utf-8")
         common = [str(src), "--model", args.model, *args.extra]
-        local = run(["score", *common, "--format", "jsonl", "--threads", "2"], stdout=Path(tmp) / "local.jsonl", pick=lambda pid: [pid])
+        local = run(
+            ["score", *common, "--format", "jsonl", "--threads", "2"],
+            stdout=Path(tmp) / "local.jsonl",
+            pick=lambda pid: [pid],
+        )
         out = Path(tmp) / "ray.jsonl"
-        ray = run(["score", *common, "--ray", "--workers", "2", "--threads", "1", "--output", str(out)], stdout=Path(tmp) / "ray.stdout", pick=lambda pid: ray_workers())
+        ray = run(
+            ["score", *common, "--ray", "--workers", "2", "--threads", "1", "--output", str(out)],
+            stdout=Path(tmp) / "ray.stdout",
+            pick=lambda pid: ray_workers(),
+        )
         a = [json.loads(x) for x in (Path(tmp) / "local.jsonl").read_text().splitlines() if x.strip()]
         b = [json.loads(x) for x in out.read_text().splitlines() if x.strip()]
     m = re.search(r"on (\d+) worker", " ".join(ray["stderr_tail"]))
     workers = int(m.group(1)) if m else 2
-    fig_local, fig_ray = analyse(a, local["wall_s"], local["started"], 1), analyse(b, ray["wall_s"], ray["started"], workers)
+    fig_local, fig_ray = (
+        analyse(a, local["wall_s"], local["started"], 1),
+        analyse(b, ray["wall_s"], ray["started"], workers),
+    )
     la = {r["ticket_id"]: r for r in a if "schema" in r}
     diff, same = 0.0, 0
     for r in b:
         if "schema" in r and r["ticket_id"] in la:
             pairs = list(zip(r["criteria"], la[r["ticket_id"]]["criteria"], strict=True))
             same += all(c["choice"] == d["choice"] for c, d in pairs)
-            diff = max([diff] + [abs(o["probability"] - p["probability"]) for c, d in pairs for o, p in zip(c["options"], d["options"], strict=True)])
+            diff = max(
+                [diff]
+                + [
+                    abs(o["probability"] - p["probability"])
+                    for c, d in pairs
+                    for o, p in zip(c["options"], d["options"], strict=True)
+                ]
+            )
     workers_mem = sorted(ray["peak"].values())
     report = {
-        "n": args.n, "model": args.model, "options": args.extra, "tickets": str(args.tickets),
-        "load_avg_start": load_start, "load_avg_end": os.getloadavg(),
-        "local_threads_2": fig_local, "ray_workers_2_threads_1": fig_ray, "ray_workers_started": workers,
+        "n": args.n,
+        "model": args.model,
+        "options": args.extra,
+        "tickets": str(args.tickets),
+        "load_avg_start": load_start,
+        "load_avg_end": os.getloadavg(),
+        "local_threads_2": fig_local,
+        "ray_workers_2_threads_1": fig_ray,
+        "ray_workers_started": workers,
         "ratio_ray_vs_local": round(fig_ray["tickets_per_s"] / fig_local["tickets_per_s"], 3),
         "ratio_steady": round(fig_ray["steady_tickets_per_s"] / fig_local["steady_tickets_per_s"], 3),
         "ray_overhead_s_per_ticket": round(fig_ray["overhead_s_per_ticket"] - fig_local["overhead_s_per_ticket"], 4),
-        "worker_peak_rss_mib": [round(m[0]) for m in workers_mem], "worker_peak_private_mib": [round(m[1]) for m in workers_mem],
+        "worker_peak_rss_mib": [round(m[0]) for m in workers_mem],
+        "worker_peak_private_mib": [round(m[1]) for m in workers_mem],
         "local_peak_rss_mib": round(max((m[0] for m in local["peak"].values()), default=0)),
-        "same_choices": f"{same}/{len(la)}", "max_probability_diff": diff,
+        "same_choices": f"{same}/{len(la)}",
+        "max_probability_diff": diff,
     }
     print(json.dumps(report, indent=2))
     print(
-        f"\nlocal --threads 2:               {fig_local['tickets_per_s']:.3f} tickets/s ({fig_local['steady_tickets_per_s']:.3f} steady), {fig_local['wall_s']:.0f} s\n"
-        f"ray --workers 2 --threads 1:     {fig_ray['tickets_per_s']:.3f} tickets/s ({fig_ray['steady_tickets_per_s']:.3f} steady), {fig_ray['wall_s']:.0f} s\n"
+        f"\nlocal --threads 2:               {fig_local['tickets_per_s']:.3f} tickets/s "
+        f"({fig_local['steady_tickets_per_s']:.3f} steady), {fig_local['wall_s']:.0f} s\n"
+        f"ray --workers 2 --threads 1:     {fig_ray['tickets_per_s']:.3f} tickets/s "
+        f"({fig_ray['steady_tickets_per_s']:.3f} steady), {fig_ray['wall_s']:.0f} s\n"
         f"ratio ray/local:                 {report['ratio_ray_vs_local']} ({report['ratio_steady']} steady)\n"
-        f"Ray overhead per ticket:         {report['ray_overhead_s_per_ticket'] * 1000:.0f} ms (steady state); fixed cost {fig_ray['fixed_s']:.0f} s against {fig_local['fixed_s']:.0f} s\n"
-        f"worker memory (peak RSS/private): {report['worker_peak_rss_mib']} / {report['worker_peak_private_mib']} MiB; local process {report['local_peak_rss_mib']} MiB\n"
+        f"Ray overhead per ticket:         {report['ray_overhead_s_per_ticket'] * 1000:.0f} ms "
+        f"(steady state); fixed cost {fig_ray['fixed_s']:.0f} s against {fig_local['fixed_s']:.0f} s\n"
+        f"worker memory (peak RSS/private): {report['worker_peak_rss_mib']} / "
+        f"{report['worker_peak_private_mib']} MiB; local process {report['local_peak_rss_mib']} MiB\n"
         f"same choices: {report['same_choices']}, max probability difference {diff:.2e}"
     )
     if args.json:

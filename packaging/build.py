@@ -160,7 +160,11 @@ def ensure_venv(python: str, venv: Path, wheel: Path, key: str, src: Path) -> Pa
     pip = [str(vpy), "-m", "pip", "--disable-pip-version-check", "--quiet"]
     if llama_stamp(vpy) != key:
         run([*pip, "install", "--force-reinstall", "--no-deps", str(wheel)])
-        code = "import importlib.util as u, pathlib, sys; (pathlib.Path(u.find_spec('llama_cpp').submodule_search_locations[0]) / '.triage-build-key').write_text(sys.argv[1] + '\\n')"
+        code = (
+            "import importlib.util as u, pathlib, sys; "
+            "(pathlib.Path(u.find_spec('llama_cpp').submodule_search_locations[0]) "
+            "/ '.triage-build-key').write_text(sys.argv[1] + '\\n')"
+        )
         run([str(vpy), "-c", code, key])
     # Dependencies (quick when satisfied); --find-links so pip sees our wheel, never the sdist.
     run([*pip, "install", "--find-links", str(wheel.parent), f"{src}[packaging]"])
@@ -193,20 +197,35 @@ def du(path: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cpu", choices=sorted(CPU_CLASSES), default="avx2", help="CPU class llama.cpp is built for (default avx2: runs on any x86-64 laptop since 2013)")
-    parser.add_argument("--python", default=os.environ.get("PYTHON", sys.executable), help="Python 3.11+ (with libpython) for the build venv (default: this one)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--cpu",
+        choices=sorted(CPU_CLASSES),
+        default="avx2",
+        help="CPU class llama.cpp is built for (default avx2: runs on any x86-64 laptop since 2013)",
+    )
+    parser.add_argument(
+        "--python",
+        default=os.environ.get("PYTHON", sys.executable),
+        help="Python 3.11+ (with libpython) for the build venv (default: this one)",
+    )
     parser.add_argument("--no-tarball", action="store_true", help="skip the .tar.gz")
     args = parser.parse_args(argv)
 
     if platform.system() != "Linux" or platform.machine().lower() not in ("x86_64", "amd64"):
         die(f"this build targets Linux x86-64; this is {platform.system()} {platform.machine()}")
     probe = subprocess.run(
-        [args.python, "-c", "import sys, sysconfig; print(sys.version_info >= (3, 11), sysconfig.get_config_var('Py_ENABLE_SHARED'))"],
+        [args.python, "-c", "import sys, sysconfig; "
+         "print(sys.version_info >= (3, 11), sysconfig.get_config_var('Py_ENABLE_SHARED'))"],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     if probe.stdout.split() != ["True", "1"]:
-        die(f"{args.python} must be Python 3.11+ built with --enable-shared (PyInstaller bundles libpython); got {probe.stdout.strip() or probe.stderr.strip()}")
+        die(
+            f"{args.python} must be Python 3.11+ built with --enable-shared (PyInstaller "
+            f"bundles libpython); got {probe.stdout.strip() or probe.stderr.strip()}"
+        )
 
     started = time.monotonic()
     version = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
@@ -215,7 +234,10 @@ def main(argv: list[str] | None = None) -> int:
     say(f"CPU class {args.cpu}: {cpuflags.describe(options)} (build key {key})")
     missing_here = sorted(set(required) - cpuflags.read_cpu_flags())
     if missing_here:
-        say(f"warning: this machine lacks {', '.join(missing_here)}; the build works, but the smoke test cannot run here")
+        say(
+            f"warning: this machine lacks {', '.join(missing_here)}; "
+            "the build works, but the smoke test cannot run here"
+        )
 
     work = HERE / "build" / f"{args.cpu}-{key}"
     work.mkdir(parents=True, exist_ok=True)

@@ -142,8 +142,12 @@ class FakeEngine:
             prompts = self.builder(pack, options.readout).build(ticket.text, orders, n_ctx=self.n_ctx)
             cached = len(prompts.prefix) if self._resident == prompts.prefix else 0
             tokens = Tokens(
-                prefix=len(prompts.prefix), prefix_cached=cached, stable=len(prompts.stable), ticket=prompts.ticket_tokens,
-                tails=sum(len(prompts.tail(s)) for s in prompts.prompts), full_prompts=prompts.full_tokens,
+                prefix=len(prompts.prefix),
+                prefix_cached=cached,
+                stable=len(prompts.stable),
+                ticket=prompts.ticket_tokens,
+                tails=sum(len(prompts.tail(s)) for s in prompts.prompts),
+                full_prompts=prompts.full_tokens,
             )
             tokens.evaluated = tokens.prefix - cached + tokens.tails
             timing = Timing(prefill_ms=0.0 if cached else 120.0)
@@ -151,7 +155,7 @@ class FakeEngine:
             yield Prefilled(prompts, tokens, timing.prefill_ms, len(pack.criteria))
             results: list[CriterionResult] = []
             complete = True
-            for ci, crit in enumerate(pack.criteria):
+            for ci, _crit in enumerate(pack.criteria):
                 if self.hold_after is not None and ci == self.hold_after:
                     self.held.set()
                     while not self.gate.wait(0.01):
@@ -172,12 +176,22 @@ class FakeEngine:
             timing.total_ms = timing.prefill_ms + timing.tails_ms + 5.0
             yield TicketScored(
                 TicketResult(
-                    ticket_id=ticket.id, ticket_sha256=ticket.sha256, model=self.model_info,
+                    ticket_id=ticket.id,
+                    ticket_sha256=ticket.sha256,
+                    model=self.model_info,
                     pack={"name": pack.name, "version": pack.version, "hash": pack.hash},
-                    prompt_format=self.fmt.with_readout(options.readout).id, mode=f"serial/{options.strategy}" if options.mode == "serial" else options.mode, orderings=options.effective_orderings, readout=options.readout,
-                    prior=options.prior, criteria=results, timing=timing, tokens=tokens, warnings=warnings,
+                    prompt_format=self.fmt.with_readout(options.readout).id,
+                    mode=f"serial/{options.strategy}" if options.mode == "serial" else options.mode,
+                    orderings=options.effective_orderings,
+                    readout=options.readout,
+                    prior=options.prior,
+                    criteria=results,
+                    timing=timing,
+                    tokens=tokens,
+                    warnings=warnings,
                     calibration=calibration.name if calibration is not None else None,
-                    head=head.name if head is not None else None, complete=complete,
+                    head=head.name if head is not None else None,
+                    complete=complete,
                     created_at=FIXED_TIME if self.fixed_time else time.time(),
                 )
             )
@@ -191,12 +205,22 @@ class FakeEngine:
         low = crit.id in self.low_coverage
         coverage = 0.2 if low else 0.93
         return CriterionResult(
-            id=crit.id, question=crit.question, choice=crit.options[choice].id,
+            id=crit.id,
+            question=crit.question,
+            choice=crit.options[choice].id,
             options=[OptionScore(o.id, o.label, probs[i]) for i, o in enumerate(crit.options)],
-            margin=probs[ranked[0]] - probs[ranked[1]], coverage=coverage, tail_tokens=tail_tokens,
-            tail_ms=40.0 + 7.0 * ci, orderings=1, top_token=" A", raw_choice=crit.options[choice].id, order_flips=0,
+            margin=probs[ranked[0]] - probs[ranked[1]],
+            coverage=coverage,
+            tail_tokens=tail_tokens,
+            tail_ms=40.0 + 7.0 * ci,
+            orderings=1,
+            top_token=" A",
+            raw_choice=crit.options[choice].id,
+            order_flips=0,
             index=ci,
-            warnings=[f"low coverage: only {coverage:.0%} of the model's next-token mass is on the option letters"] if low else [],
+            warnings=[f"low coverage: only {coverage:.0%} of the model's next-token mass is on the option letters"]
+            if low
+            else [],
         )
 
     def score_ticket(self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None = None) -> TicketResult:
@@ -255,7 +279,9 @@ def ui_options(**kw: Any) -> Any:
     """UI options for tests: fixed theme, no blinking, no spinners, no tokenizer preload."""
     from triage.tui.options import UIOptions
 
-    defaults: dict[str, Any] = dict(theme="textual-dark", remember_theme=False, cursor_blink=False, animate=False, preload_tokenizer=False)
+    defaults: dict[str, Any] = dict(
+        theme="textual-dark", remember_theme=False, cursor_blink=False, animate=False, preload_tokenizer=False
+    )
     defaults.update(kw)
     return UIOptions(**defaults)
 

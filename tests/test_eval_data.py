@@ -2,28 +2,33 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from triage.scoring import debias
 from triage.errors import InputError
 from triage.evaluation.cache import CacheKey, Outcome, ReadoutCache
 from triage.evaluation.data import read_labelled, split_by_id, write_jsonl
 from triage.evaluation.runner import CalibrationPlan, Scorer, build_report, score_rows
+from triage.scoring import debias
 from triage.scoring.pack import parse_pack
 from triage.scoring.result import TicketResult, Timing, Tokens
 from triage.scoring.ticket import make_ticket
 
-PACK = parse_pack({
-    "criterion": [
-        {"id": "mood", "question": "Mood?", "options": [{"id": "bad", "label": "Bad"}, {"id": "good", "label": "Good"}]},
-    ],
-})
+PACK = parse_pack(
+    {
+        "criterion": [
+            {
+                "id": "mood",
+                "question": "Mood?",
+                "options": [{"id": "bad", "label": "Bad"}, {"id": "good", "label": "Good"}],
+            },
+        ],
+    }
+)
 
 
 def write(path: Path, lines: list[str]) -> Path:
@@ -32,17 +37,20 @@ def write(path: Path, lines: list[str]) -> Path:
 
 
 def test_bad_rows_are_named_and_counted(tmp_path: Path) -> None:
-    f = write(tmp_path / "t.jsonl", [
-        json.dumps({"id": "a", "text": "fine", "labels": {"mood": "good"}}),
-        "[1, 2]",
-        "{broken",
-        json.dumps({"id": "b", "text": "meh", "labels": {}}),
-        json.dumps({"id": "c", "text": "meh", "labels": {"mood": "awful"}}),
-        json.dumps({"id": "d", "labels": {"mood": "bad"}}),
-        json.dumps({"id": "e", "text": "  ", "labels": {"mood": "bad"}}),
-        "",
-        json.dumps({"id": "f", "text": "line\u2028separator inside", "labels": {"mood": "bad", "extra": "x"}}),
-    ])
+    f = write(
+        tmp_path / "t.jsonl",
+        [
+            json.dumps({"id": "a", "text": "fine", "labels": {"mood": "good"}}),
+            "[1, 2]",
+            "{broken",
+            json.dumps({"id": "b", "text": "meh", "labels": {}}),
+            json.dumps({"id": "c", "text": "meh", "labels": {"mood": "awful"}}),
+            json.dumps({"id": "d", "labels": {"mood": "bad"}}),
+            json.dumps({"id": "e", "text": "  ", "labels": {"mood": "bad"}}),
+            "",
+            json.dumps({"id": "f", "text": "line\u2028separator inside", "labels": {"mood": "bad", "extra": "x"}}),
+        ],
+    )
     s = read_labelled(f, PACK)
     assert [r.id for r in s.rows] == ["a", "f"]
     msgs = {b.line: b.message for b in s.bad}
@@ -66,7 +74,10 @@ def test_no_usable_rows(tmp_path: Path) -> None:
 
 
 def test_split_is_by_id_and_stable(tmp_path: Path) -> None:
-    rows = [json.dumps({"id": f"r{i}", "text": f"text {i}", "labels": {"mood": "bad" if i % 2 else "good"}}) for i in range(200)]
+    rows = [
+        json.dumps({"id": f"r{i}", "text": f"text {i}", "labels": {"mood": "bad" if i % 2 else "good"}})
+        for i in range(200)
+    ]
     a = read_labelled(write(tmp_path / "a.jsonl", rows), PACK)
     b = read_labelled(write(tmp_path / "b.jsonl", rows[::-1]), PACK)
     dev_a, train_a = split_by_id(a, 0.5)
@@ -164,7 +175,9 @@ class FakeEngine:
             for order in debias.orders_for(len(crit.options), options.orderings):
                 logits = np.array([1.5, 0.0]) + content[list(order)]  # position A bias
                 reads[crit.id].append((order, debias.log_normalize(logits), 0.9))
-        result = TicketResult(ticket.id, ticket.sha256, {}, {}, "", "serial", "cyclic", False, [], Timing(), Tokens(), [])
+        result = TicketResult(
+            ticket.id, ticket.sha256, {}, {}, "", "serial", "cyclic", False, [], Timing(), Tokens(), []
+        )
         return result, reads
 
 
@@ -182,9 +195,12 @@ def test_scorer_caches_and_report_has_every_variant(tmp_path: Path) -> None:
         prior = scorer.prior()
     assert len(again.rows) == 16
     report, fitted = build_report(
-        PACK, first, prior=prior,
+        PACK,
+        first,
+        prior=prior,
         plan=CalibrationPlan(train=again, fit_kw={"min_per_option": 5, "holdout": 0}),
-        baseline=False, engine_info={"model_sha256": engine.sha256, "prompt_format": engine.format_for("letter").id},
+        baseline=False,
+        engine_info={"model_sha256": engine.sha256, "prompt_format": engine.format_for("letter").id},
         readout="letter",
     )
     crit = report["criteria"][0]
@@ -212,7 +228,9 @@ def test_eval_scores_the_label_readout_as_score_does_and_keys_the_mode(tmp_path:
         return real(ticket, pack, options)
 
     engine.raw_readouts = spy  # type: ignore[method-assign]
-    rows = read_labelled(write(tmp_path / "t.jsonl", [json.dumps({"id": "r1", "text": "awful", "labels": {"mood": "bad"}})]), PACK).rows
+    rows = read_labelled(
+        write(tmp_path / "t.jsonl", [json.dumps({"id": "r1", "text": "awful", "labels": {"mood": "bad"}})]), PACK
+    ).rows
     with ReadoutCache(tmp_path / "c.sqlite3") as cache:
         label, letter = Scorer(engine, PACK, cache, "label"), Scorer(engine, PACK, cache, "letter")
         assert (label.mode, label.key.orderings) == ("fanout", "none@fanout")

@@ -43,12 +43,14 @@ def test_matches_scikit_learn() -> None:
     assert metrics.confusion(y, pred, 4) == sk.confusion_matrix(y, pred, labels=[0, 1, 2, 3]).tolist()
 
 
-PROBS = np.array([
-    [0.9, 0.05, 0.05],  # gold 0: right at 0.9
-    [0.9, 0.1, 0.0],  # gold 1: wrong at 0.9
-    [0.5, 0.3, 0.2],  # gold 0: right at 0.5
-    [0.2, 0.5, 0.3],  # gold 2: wrong at 0.5
-])
+PROBS = np.array(
+    [
+        [0.9, 0.05, 0.05],  # gold 0: right at 0.9
+        [0.9, 0.1, 0.0],  # gold 1: wrong at 0.9
+        [0.5, 0.3, 0.2],  # gold 0: right at 0.5
+        [0.2, 0.5, 0.3],  # gold 2: wrong at 0.5
+    ]
+)
 GOLD = [0, 1, 0, 2]
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from fake_engine import FakeEngine
 
-from triage.store.export import default_name, export_result, format_for, to_markdown
 from triage.scoring.pack import default_pack
 from triage.scoring.result import ticket_result_from_dict
+from triage.store.export import default_name, export_result, format_for, to_markdown
 
 TEXT = "Login fails with error 500 | since the update.\nAngry customer, wants a refund."
 
@@ -44,7 +44,9 @@ def test_markdown_marks_an_incomplete_result() -> None:
     assert "Incomplete" in md
 
 
-@pytest.mark.parametrize(("name", "fmt"), [("a.json", "json"), ("a.md", "markdown"), ("a.MARKDOWN", "markdown"), ("a.txt", "json")])
+@pytest.mark.parametrize(
+    ("name", "fmt"), [("a.json", "json"), ("a.md", "markdown"), ("a.MARKDOWN", "markdown"), ("a.txt", "json")]
+)
 def test_format_from_suffix(name: str, fmt: str) -> None:
     assert format_for(Path(name)) == fmt
 

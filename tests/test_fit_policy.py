@@ -14,12 +14,22 @@ from triage.scoring.fit import FitRequest, choose_fits
 from triage.scoring.options import ScoreOptions
 from triage.scoring.pack import parse_pack
 
-PACK = parse_pack({"criterion": [
-    {"id": "topic", "question": "Topic?",
-     "options": [{"id": "billing", "label": "Billing"}, {"id": "other", "label": "Other"}]},
-    {"id": "mood", "question": "Mood?",
-     "options": [{"id": "angry", "label": "Angry"}, {"id": "calm", "label": "Calm"}]},
-]})
+PACK = parse_pack(
+    {
+        "criterion": [
+            {
+                "id": "topic",
+                "question": "Topic?",
+                "options": [{"id": "billing", "label": "Billing"}, {"id": "other", "label": "Other"}],
+            },
+            {
+                "id": "mood",
+                "question": "Mood?",
+                "options": [{"id": "angry", "label": "Angry"}, {"id": "calm", "label": "Calm"}],
+            },
+        ]
+    }
+)
 
 
 class Fmt:
@@ -52,10 +62,18 @@ def store(head: head_mod.Head) -> Path:
     return head_mod.write_head(head, head_mod.heads_dir() / name)
 
 
-def make_cal(model: Model, *, readout: str = "label", orderings: str = "none", prior: bool = False,
-             name: str = "cal.json") -> Calibration:
-    return Calibration(model.sha256, PACK.hash, model.format_for(readout).id, orderings, prior,
-                       {"mood": CriterionCalibration(0.5, {"angry": 1.0, "calm": 0.0})}, name=name)
+def make_cal(
+    model: Model, *, readout: str = "label", orderings: str = "none", prior: bool = False, name: str = "cal.json"
+) -> Calibration:
+    return Calibration(
+        model.sha256,
+        PACK.hash,
+        model.format_for(readout).id,
+        orderings,
+        prior,
+        {"mood": CriterionCalibration(0.5, {"angry": 1.0, "calm": 0.0})},
+        name=name,
+    )
 
 
 def test_the_stored_head_applies_and_says_to_which_criteria() -> None:

@@ -8,14 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from fake_engine import FakeEngine
+
 from triage.scoring.engine import ScoreOptions
-from triage.store.history import MIGRATIONS, SCHEMA_VERSION, History
 from triage.scoring.pack import default_pack
-from triage.store.paths import user_dirs
 from triage.scoring.result import TicketResult
 from triage.scoring.ticket import make_ticket
+from triage.store.history import MIGRATIONS, SCHEMA_VERSION, History
+from triage.store.paths import user_dirs
 
 TEXT = "My card was charged twice for the March invoice.\nPlease refund one of them today."
 
@@ -176,7 +176,9 @@ def test_migrates_an_older_schema_in_place(tmp_path: Path) -> None:
     conn = sqlite3.connect(db)
     for sql in MIGRATIONS[0][1]:
         conn.execute(sql)
-    conn.execute("INSERT INTO tickets (ticket_id, sha256, text, created_at, updated_at) VALUES ('t1', 'abc', 'old text', 1, 1)")
+    conn.execute(
+        "INSERT INTO tickets (ticket_id, sha256, text, created_at, updated_at) VALUES ('t1', 'abc', 'old text', 1, 1)"
+    )
     conn.execute("PRAGMA user_version = 1")
     conn.commit()
     conn.close()

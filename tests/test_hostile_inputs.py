@@ -29,21 +29,31 @@ options = [ { id = "angry", label = "Angry" }, { id = "calm", label = "Calm" } ]
 """
 
 
-def triage(args: list[str], home: Path, *, stdin: str | bytes | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def triage(
+    args: list[str], home: Path, *, stdin: str | bytes | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     """Run ``triage ARGS`` in a subprocess with ``TRIAGE_HOME=home``."""
     env = {**os.environ, "TRIAGE_HOME": str(home), "COLUMNS": "200"}
     env.pop("TRIAGE_MODEL", None)
     data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
     proc = subprocess.run(
-        [sys.executable, "-m", "triage.cli", *args], input=data if data is not None else b"", capture_output=True, env=env, timeout=timeout
+        [sys.executable, "-m", "triage.cli", *args],
+        input=data if data is not None else b"",
+        capture_output=True,
+        env=env,
+        timeout=timeout,
     )
-    return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
+    return subprocess.CompletedProcess(
+        proc.args, proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
+    )
 
 
 def assert_clean(proc: subprocess.CompletedProcess[str]) -> None:
     """No traceback anywhere, and the process ended by itself (no signal, no abort)."""
     assert TRACEBACK not in proc.stdout and TRACEBACK not in proc.stderr, proc.stderr[-3000:]
-    assert proc.returncode >= 0 and proc.returncode != 134, f"died with {proc.returncode}: {proc.stdout[-500:]} {proc.stderr[-500:]}"
+    assert proc.returncode >= 0 and proc.returncode != 134, (
+        f"died with {proc.returncode}: {proc.stdout[-500:]} {proc.stderr[-500:]}"
+    )
 
 
 @dataclass
@@ -56,7 +66,9 @@ class Case:
     code: int | None = None  # expected exit status
     stderr_has: list[str] = field(default_factory=list)
     stdout_empty: bool = False
-    prepare: Callable[[Path, Path, Path], Any] | None = None  # (home, tmp, model) -> None, or something to close() after the run
+    prepare: Callable[[Path, Path, Path], Any] | None = (
+        None  # (home, tmp, model) -> None, or something to close() after the run
+    )
     check: Callable[[subprocess.CompletedProcess[str], Path], None] | None = None
     one_thread: bool = True  # add --threads 1 (cases about --threads leave it out)
     model_path: bool = True  # add --model <the test model's path> (unless the case names a model)
@@ -94,7 +106,11 @@ HOSTILE_ID = "a\x1b[31mRED\x1b]0;pwned\x07[bold]x\x9b2J\rfake"
 
 
 def escapes_jsonl(_home: Path, tmp: Path, _model: Path) -> None:
-    rows = [{"id": HOSTILE_ID, "text": "Where is my parcel?"}, {"id": "b\x1b[2J", "text": "   "}, {"id": "c\x1b[2J", "text": 5}]
+    rows = [
+        {"id": HOSTILE_ID, "text": "Where is my parcel?"},
+        {"id": "b\x1b[2J", "text": "   "},
+        {"id": "c\x1b[2J", "text": 5},
+    ]
     (tmp / "esc.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
@@ -127,8 +143,15 @@ def changed_in_place(home: Path, _tmp: Path, model: Path) -> None:
     target = folder / "smollm2-135m.gguf"
     target.write_bytes(bytes(data))
     st = target.stat()
-    record = {"name": "smollm2-135m", "file": target.name, "size": st.st_size, "mtime_ns": st.st_mtime_ns,
-              "sha256": hashlib.sha256(data).hexdigest(), "sha256_verified": True, "verified_against": "catalog"}
+    record = {
+        "name": "smollm2-135m",
+        "file": target.name,
+        "size": st.st_size,
+        "mtime_ns": st.st_mtime_ns,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "sha256_verified": True,
+        "verified_against": "catalog",
+    }
     (folder / "smollm2-135m.json").write_text(json.dumps(record), encoding="utf-8")
     data[-1000] ^= 0xFF  # in the tensor data: the header still reads
     target.write_bytes(bytes(data))
@@ -141,7 +164,10 @@ def listed_as_changed(proc: subprocess.CompletedProcess[str], _tmp: Path) -> Non
 
 
 def pack_without_question(_home: Path, tmp: Path, _model: Path) -> None:
-    (tmp / "noq.toml").write_text('[[criterion]]\nid = "mood"\noptions = [ { id = "a", label = "A" }, { id = "b", label = "B" } ]\n', encoding="utf-8")
+    (tmp / "noq.toml").write_text(
+        '[[criterion]]\nid = "mood"\noptions = [ { id = "a", label = "A" }, { id = "b", label = "B" } ]\n',
+        encoding="utf-8",
+    )
 
 
 def damaged_stable_cache(home: Path, _tmp: Path, _model: Path) -> None:
@@ -156,39 +182,167 @@ THREADS = "must be between 1 and"
 
 CASES = [
     # 1. Context sizes llama.cpp aborts on (GGML_ASSERT, exit 134), or silently changes.
-    *[Case(f"n-ctx-{n}", ["score", "--n-ctx", str(n)], code=2, stderr_has=[SMALLEST], stdout_empty=True) for n in (1, 16, 32, 64, 0, -5)],
-    Case("n-ctx-in-config", ["score"], code=2, stderr_has=[SMALLEST, "n_ctx = 16"], stdout_empty=True, prepare=config("n_ctx = 16\n")),
+    *[
+        Case(f"n-ctx-{n}", ["score", "--n-ctx", str(n)], code=2, stderr_has=[SMALLEST], stdout_empty=True)
+        for n in (1, 16, 32, 64, 0, -5)
+    ],
+    Case(
+        "n-ctx-in-config",
+        ["score"],
+        code=2,
+        stderr_has=[SMALLEST, "n_ctx = 16"],
+        stdout_empty=True,
+        prepare=config("n_ctx = 16\n"),
+    ),
     Case("n-ctx-eval", ["eval", "{tmp}/labels.jsonl", "--n-ctx", "32"], stdin=None, code=2, stderr_has=[SMALLEST]),
-    Case("n-ctx-above-training", ["score", "--n-ctx", "100000"], code=2, stderr_has=["trained for (8192)"], stdout_empty=True),
-    Case("n-ctx-rounded-up", ["score", "--n-ctx", "300", "--format", "json", "--orderings", "none"], code=0, stderr_has=["300 asked for", "512 tokens are used"]),
+    Case(
+        "n-ctx-above-training",
+        ["score", "--n-ctx", "100000"],
+        code=2,
+        stderr_has=["trained for (8192)"],
+        stdout_empty=True,
+    ),
+    Case(
+        "n-ctx-rounded-up",
+        ["score", "--n-ctx", "300", "--format", "json", "--orderings", "none"],
+        code=0,
+        stderr_has=["300 asked for", "512 tokens are used"],
+    ),
     # 2. A damaged or locked eval readout cache.
-    Case("eval-damaged-cache", ["eval", "{tmp}/labels.jsonl", "--no-baseline"], stdin=None, code=0, stderr_has=["moved aside"], prepare=damaged_cache),
-    Case("calibrate-damaged-cache", ["calibrate", "{tmp}/labels.jsonl", "--no-store", "-o", "{tmp}/cal.json", "--holdout", "0", "--min-per-option", "1"], stdin=None, stderr_has=["moved aside"], prepare=damaged_cache),
-    Case("eval-locked-cache", ["eval", "{tmp}/labels.jsonl", "--no-baseline"], stdin=None, code=1, stderr_has=["is locked by another process"], prepare=locked_cache),
+    Case(
+        "eval-damaged-cache",
+        ["eval", "{tmp}/labels.jsonl", "--no-baseline"],
+        stdin=None,
+        code=0,
+        stderr_has=["moved aside"],
+        prepare=damaged_cache,
+    ),
+    Case(
+        "calibrate-damaged-cache",
+        [
+            "calibrate",
+            "{tmp}/labels.jsonl",
+            "--no-store",
+            "-o",
+            "{tmp}/cal.json",
+            "--holdout",
+            "0",
+            "--min-per-option",
+            "1",
+        ],
+        stdin=None,
+        stderr_has=["moved aside"],
+        prepare=damaged_cache,
+    ),
+    Case(
+        "eval-locked-cache",
+        ["eval", "{tmp}/labels.jsonl", "--no-baseline"],
+        stdin=None,
+        code=1,
+        stderr_has=["is locked by another process"],
+        prepare=locked_cache,
+    ),
     # 3. Escape sequences in ticket ids reach the terminal in the table and in error lines.
-    Case("escapes-in-jsonl-ids", ["score", "{tmp}/esc.jsonl", "--format", "table", "--orderings", "none"], stdin=None, code=1,
-         stderr_has=["line 2: ticket b is empty", "line 3 (id c)"], prepare=escapes_jsonl, check=no_terminal_escapes),
-    Case("escapes-in-id-option", ["score", "--id", HOSTILE_ID, "--format", "table", "--orderings", "none"], code=0, check=no_terminal_escapes),
+    Case(
+        "escapes-in-jsonl-ids",
+        ["score", "{tmp}/esc.jsonl", "--format", "table", "--orderings", "none"],
+        stdin=None,
+        code=1,
+        stderr_has=["line 2: ticket b is empty", "line 3 (id c)"],
+        prepare=escapes_jsonl,
+        check=no_terminal_escapes,
+    ),
+    Case(
+        "escapes-in-id-option",
+        ["score", "--id", HOSTILE_ID, "--format", "table", "--orderings", "none"],
+        code=0,
+        check=no_terminal_escapes,
+    ),
     # 7. A one-line JSONL whose only line is bad: an error record and exit 1, as for many lines.
-    Case("jsonl-only-line-empty", ["score", "{tmp}/one.jsonl", "--format", "jsonl"], stdin=None, code=1, stderr_has=["is empty"],
-         prepare=one_line('{"id": "x", "text": "   "}'), check=one_error_record),
-    Case("jsonl-only-line-no-text", ["score", "{tmp}/one.jsonl", "--format", "jsonl"], stdin=None, code=1, stderr_has=["field 'text'"],
-         prepare=one_line('{"id": "x", "body": "hello"}'), check=one_error_record),
-    Case("jsonl-only-line-not-object", ["score", "{tmp}/one.jsonl", "--format", "jsonl"], stdin=None, code=1, stderr_has=["expected a JSON object"],
-         prepare=one_line("[1, 2]"), check=one_error_record),
+    Case(
+        "jsonl-only-line-empty",
+        ["score", "{tmp}/one.jsonl", "--format", "jsonl"],
+        stdin=None,
+        code=1,
+        stderr_has=["is empty"],
+        prepare=one_line('{"id": "x", "text": "   "}'),
+        check=one_error_record,
+    ),
+    Case(
+        "jsonl-only-line-no-text",
+        ["score", "{tmp}/one.jsonl", "--format", "jsonl"],
+        stdin=None,
+        code=1,
+        stderr_has=["field 'text'"],
+        prepare=one_line('{"id": "x", "body": "hello"}'),
+        check=one_error_record,
+    ),
+    Case(
+        "jsonl-only-line-not-object",
+        ["score", "{tmp}/one.jsonl", "--format", "jsonl"],
+        stdin=None,
+        code=1,
+        stderr_has=["expected a JSON object"],
+        prepare=one_line("[1, 2]"),
+        check=one_error_record,
+    ),
     # 5. A model whose bytes changed in place (same size).
-    Case("model-changed-list", ["model", "list", "--json"], stdin=None, code=0, prepare=changed_in_place, check=listed_as_changed, model_path=False),
-    Case("model-changed-verify", ["model", "verify", "smollm2-135m"], stdin=None, code=1, prepare=changed_in_place, model_path=False,
-         check=lambda proc, _tmp: (None if "MISMATCH" in proc.stdout and "triage model pull smollm2-135m" in proc.stdout else pytest.fail(proc.stdout))),
-    Case("model-changed-score", ["score", "--model", "smollm2-135m", "--orderings", "none"], code=1, stderr_has=["sha256", "triage model pull smollm2-135m"],
-         stdout_empty=True, prepare=changed_in_place),
+    Case(
+        "model-changed-list",
+        ["model", "list", "--json"],
+        stdin=None,
+        code=0,
+        prepare=changed_in_place,
+        check=listed_as_changed,
+        model_path=False,
+    ),
+    Case(
+        "model-changed-verify",
+        ["model", "verify", "smollm2-135m"],
+        stdin=None,
+        code=1,
+        prepare=changed_in_place,
+        model_path=False,
+        check=lambda proc, _tmp: (
+            None
+            if "MISMATCH" in proc.stdout and "triage model pull smollm2-135m" in proc.stdout
+            else pytest.fail(proc.stdout)
+        ),
+    ),
+    Case(
+        "model-changed-score",
+        ["score", "--model", "smollm2-135m", "--orderings", "none"],
+        code=1,
+        stderr_has=["sha256", "triage model pull smollm2-135m"],
+        stdout_empty=True,
+        prepare=changed_in_place,
+    ),
     # 8. Small things: a doubled "at"; the progress bar counting the prior as a row; a missing question.
-    Case("jsonl-unterminated-string", ["score", "{tmp}/one.jsonl", "--format", "jsonl"], stdin=None, code=1,
-         stderr_has=["not valid JSON (Unterminated string starting at column 21)"], prepare=one_line('{"id": "x", "text": "unterminated}'),
-         check=lambda proc, _tmp: None if "at at" not in proc.stderr + proc.stdout else pytest.fail(proc.stderr)),
-    Case("eval-progress-counts-rows", ["eval", "{tmp}/labels.jsonl", "--no-baseline"], stdin=None, code=0, stderr_has=["3/3"],
-         check=lambda proc, _tmp: None if "4/4" not in proc.stderr else pytest.fail(proc.stderr)),
-    Case("pack-missing-question", ["score", "--pack", "{tmp}/noq.toml"], code=2, stderr_has=["'question'"], stdout_empty=True, prepare=pack_without_question),
+    Case(
+        "jsonl-unterminated-string",
+        ["score", "{tmp}/one.jsonl", "--format", "jsonl"],
+        stdin=None,
+        code=1,
+        stderr_has=["not valid JSON (Unterminated string starting at column 21)"],
+        prepare=one_line('{"id": "x", "text": "unterminated}'),
+        check=lambda proc, _tmp: None if "at at" not in proc.stderr + proc.stdout else pytest.fail(proc.stderr),
+    ),
+    Case(
+        "eval-progress-counts-rows",
+        ["eval", "{tmp}/labels.jsonl", "--no-baseline"],
+        stdin=None,
+        code=0,
+        stderr_has=["3/3"],
+        check=lambda proc, _tmp: None if "4/4" not in proc.stderr else pytest.fail(proc.stderr),
+    ),
+    Case(
+        "pack-missing-question",
+        ["score", "--pack", "{tmp}/noq.toml"],
+        code=2,
+        stderr_has=["'question'"],
+        stdout_empty=True,
+        prepare=pack_without_question,
+    ),
     # Cases the issue found handled well: they must stay so.
     Case("bad-config-toml", ["score"], code=1, stderr_has=["is not valid TOML"], prepare=config("n_ctx = [\n")),
     Case("invalid-utf8", ["score"], stdin=b"caf\xe9 au lait", code=2, stderr_has=["not valid UTF-8"]),
@@ -196,10 +350,32 @@ CASES = [
     Case("missing-ticket-file", ["score", "{tmp}/none.txt"], stdin=None, code=2, stderr_has=["does not exist"]),
     Case("unknown-model", ["score", "--model", "no-such-model"], code=2, stderr_has=["unknown model"]),
     Case("not-a-gguf", ["score", "--model", "{tmp}/labels.jsonl"], code=2, stderr_has=["not a GGUF"]),
-    Case("damaged-stable-cache", ["score", "--orderings", "none", "--format", "json"], code=0, prepare=damaged_stable_cache),
+    Case(
+        "damaged-stable-cache",
+        ["score", "--orderings", "none", "--format", "json"],
+        code=0,
+        prepare=damaged_stable_cache,
+    ),
     # 4. Threads.
-    *[Case(f"threads-{t}", ["score", "--threads", str(t)], code=2, stderr_has=[THREADS], stdout_empty=True, one_thread=False) for t in (0, -3, 999)],
-    Case("threads-in-config", ["score"], code=2, stderr_has=[THREADS, "threads = 0"], prepare=config("threads = 0\n"), one_thread=False),
+    *[
+        Case(
+            f"threads-{t}",
+            ["score", "--threads", str(t)],
+            code=2,
+            stderr_has=[THREADS],
+            stdout_empty=True,
+            one_thread=False,
+        )
+        for t in (0, -3, 999)
+    ],
+    Case(
+        "threads-in-config",
+        ["score"],
+        code=2,
+        stderr_has=[THREADS, "threads = 0"],
+        prepare=config("threads = 0\n"),
+        one_thread=False,
+    ),
 ]
 
 
@@ -276,21 +452,50 @@ asyncio.run(main())
 
 def many_tickets(folder: Path, n: int = 12) -> Path:
     path = folder / "many.jsonl"
-    texts = ["Where is my parcel?", "I was charged twice, refund me now!", "Thanks for the quick help.", "The app crashes on login."]
-    path.write_text("".join(json.dumps({"id": f"t{i}", "text": f"{texts[i % 4]} (case {i})"}) + "\n" for i in range(n)), encoding="utf-8")
+    texts = [
+        "Where is my parcel?",
+        "I was charged twice, refund me now!",
+        "Thanks for the quick help.",
+        "The app crashes on login.",
+    ]
+    path.write_text(
+        "".join(json.dumps({"id": f"t{i}", "text": f"{texts[i % 4]} (case {i})"}) + "\n" for i in range(n)),
+        encoding="utf-8",
+    )
     return path
 
 
 @pytest.mark.model
 @pytest.mark.parametrize("fmt", [None, "json"])
-def test_interrupt_keeps_every_record_already_written(fmt: str | None, smollm2_path: Path, triage_home: Path, tmp_path: Path) -> None:
+def test_interrupt_keeps_every_record_already_written(
+    fmt: str | None, smollm2_path: Path, triage_home: Path, tmp_path: Path
+) -> None:
     """Ctrl-C after the first record: what was written is whole and parses (issue 15, defect 6)."""
     import signal
 
     (tmp_path / "mini.toml").write_text(MINI_PACK, encoding="utf-8")
-    args = [sys.executable, "-m", "triage.cli", "score", str(many_tickets(tmp_path)), "--model", str(smollm2_path), "--threads", "1",
-            "--pack", str(tmp_path / "mini.toml"), "--orderings", "none"] + (["--format", fmt] if fmt else [])
-    proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "TRIAGE_HOME": str(triage_home)})
+    args = [
+        sys.executable,
+        "-m",
+        "triage.cli",
+        "score",
+        str(many_tickets(tmp_path)),
+        "--model",
+        str(smollm2_path),
+        "--threads",
+        "1",
+        "--pack",
+        str(tmp_path / "mini.toml"),
+        "--orderings",
+        "none",
+    ] + (["--format", fmt] if fmt else [])
+    proc = subprocess.Popen(
+        args,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "TRIAGE_HOME": str(triage_home)},
+    )
     assert proc.stdout is not None
     seen = b""
     first_done = b"\n}" if fmt is None else b"\n  }"  # the end of the first record
@@ -320,6 +525,8 @@ def test_interrupt_keeps_every_record_already_written(fmt: str | None, smollm2_p
 
 def test_a_missing_question_is_called_missing(triage_home: Path, tmp_path: Path) -> None:
     pack_without_question(triage_home, tmp_path, tmp_path)
-    proc = triage(["score", "--pack", str(tmp_path / "noq.toml"), "--model", "/nonexistent.gguf"], triage_home, stdin="hello")
+    proc = triage(
+        ["score", "--pack", str(tmp_path / "noq.toml"), "--model", "/nonexistent.gguf"], triage_home, stdin="hello"
+    )
     assert_clean(proc)
     assert "field 'question' is missing" in proc.stderr and "NoneType" not in proc.stderr

@@ -20,8 +20,12 @@ pytestmark = pytest.mark.model
 
 
 def _tickets(path: Path, n: int) -> Path:
-    path.write_text("".join(json.dumps({"id": f"t{i}", "text": f"Ticket {i}: my parcel is late, where is it?"}) + "\n"
-                            for i in range(n)), encoding="utf-8")
+    path.write_text(
+        "".join(
+            json.dumps({"id": f"t{i}", "text": f"Ticket {i}: my parcel is late, where is it?"}) + "\n" for i in range(n)
+        ),
+        encoding="utf-8",
+    )
     return path
 
 
@@ -33,8 +37,9 @@ def test_sigterm_during_json_output_closes_the_array(smollm2_path: Path, tmp_pat
     data = _tickets(tmp_path / "t.jsonl", 200)
     out = tmp_path / "out.json"
     with out.open("w", encoding="utf-8") as fh:
-        proc = subprocess.Popen(_cmd(smollm2_path, str(data), "--format", "json"), stdout=fh, stderr=subprocess.PIPE,
-                                text=True)
+        proc = subprocess.Popen(
+            _cmd(smollm2_path, str(data), "--format", "json"), stdout=fh, stderr=subprocess.PIPE, text=True
+        )
         deadline = time.monotonic() + 300
         while out.stat().st_size < 200 and time.monotonic() < deadline:  # the first record is out
             time.sleep(0.2)
@@ -55,8 +60,14 @@ def test_a_full_output_leaves_whole_records_and_says_how_many(smollm2_path: Path
         resource.setrlimit(resource.RLIMIT_FSIZE, (5000, 5000))
 
     with out.open("w", encoding="utf-8") as fh:
-        proc = subprocess.run(_cmd(smollm2_path, str(data), "--format", "jsonl"), stdout=fh, stderr=subprocess.PIPE,
-                              text=True, preexec_fn=small_files, timeout=600)
+        proc = subprocess.run(
+            _cmd(smollm2_path, str(data), "--format", "jsonl"),
+            stdout=fh,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=small_files,
+            timeout=600,
+        )
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr and "could not be written" in proc.stderr
     lines = out.read_text(encoding="utf-8").splitlines()
@@ -67,15 +78,26 @@ def test_a_full_output_leaves_whole_records_and_says_how_many(smollm2_path: Path
 def test_dev_full_is_a_message_not_a_traceback(smollm2_path: Path, tmp_path: Path) -> None:
     data = _tickets(tmp_path / "t.jsonl", 2)
     with open("/dev/full", "w") as full:
-        proc = subprocess.run(_cmd(smollm2_path, str(data), "--format", "jsonl"), stdout=full, stderr=subprocess.PIPE,
-                              text=True, timeout=600)
+        proc = subprocess.run(
+            _cmd(smollm2_path, str(data), "--format", "jsonl"),
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=600,
+        )
     assert proc.returncode == 1 and "No space left on device" in proc.stderr and "Traceback" not in proc.stderr
     assert "Exception ignored" not in proc.stderr
 
 
 def test_a_closed_stdout_is_said_before_any_work(smollm2_path: Path, tmp_path: Path) -> None:
     data = _tickets(tmp_path / "t.jsonl", 2)
-    proc = subprocess.run(_cmd(smollm2_path, str(data)), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                          preexec_fn=lambda: os.close(1), timeout=120)
+    proc = subprocess.run(
+        _cmd(smollm2_path, str(data)),
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: os.close(1),
+        timeout=120,
+    )
     assert proc.returncode == 2, proc.stderr
     assert "standard output is closed" in proc.stderr and "Traceback" not in proc.stderr

@@ -37,12 +37,16 @@ def parse(raw: str, chunk: int = 4096) -> list[object]:
     parser = PasteSafeParser()
     out: list[object] = []
     for i in range(0, len(raw), chunk):
-        out += parser.feed(raw[i: i + chunk])
+        out += parser.feed(raw[i : i + chunk])
     return out
 
 
 @pytest.mark.parametrize("chunk", [4096, 7, 1])
-@pytest.mark.parametrize("content", [ANSI_LOG, "quit now\x11\x03\x1c\x1a\x1bq\x1b\x1b[A\x1b[1;5C", random_bytes(20_000)], ids=["ansi-log", "control-keys", "random-20k"])
+@pytest.mark.parametrize(
+    "content",
+    [ANSI_LOG, "quit now\x11\x03\x1c\x1a\x1bq\x1b\x1b[A\x1b[1;5C", random_bytes(20_000)],
+    ids=["ansi-log", "control-keys", "random-20k"],
+)
 def test_a_bracketed_paste_is_one_paste_event_with_every_byte(content: str, chunk: int) -> None:
     got = parse(f"ab{PASTE_START}{content}{PASTE_END}cd", chunk)
     pastes = [e for e in got if isinstance(e, events.Paste)]
@@ -81,7 +85,11 @@ async def deliver(raw: str) -> tuple[str, bool]:
         return app.main.ticket.ticket_text, app.is_running
 
 
-@pytest.mark.parametrize("content", [ANSI_LOG, "refund\x11 me\x03 now\x1b\x1b[A", random_bytes(20_000)], ids=["ansi-log", "control-keys", "random-20k"])
+@pytest.mark.parametrize(
+    "content",
+    [ANSI_LOG, "refund\x11 me\x03 now\x1b\x1b[A", random_bytes(20_000)],
+    ids=["ansi-log", "control-keys", "random-20k"],
+)
 async def test_pasted_bytes_reach_the_ticket_cleaned_and_never_act_as_keys(content: str) -> None:
     text, running = await deliver(PASTE_START + content + PASTE_END)
     assert running, "a pasted byte acted as a key and ended the app"
@@ -106,5 +114,7 @@ async def test_a_ticket_with_no_visible_characters_is_refused_in_the_app() -> No
         app.post_message(events.Paste("\u200b\u2800 \u3164\u200d"))
         await pilot.pause(0.2)
         await pilot.press("f5")
-        await wait_until(pilot, lambda: any("no visible characters" in n.message for n in app._notifications), what="the refusal")
+        await wait_until(
+            pilot, lambda: any("no visible characters" in n.message for n in app._notifications), what="the refusal"
+        )
         assert app.main.result is None and app.is_running

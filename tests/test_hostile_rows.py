@@ -14,14 +14,20 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from test_hostile_inputs import MINI_PACK, TRACEBACK
 
 
 def run(args: list[str], home: Path, *, stdin: bytes = b"", timeout: float = 300) -> subprocess.CompletedProcess[bytes]:
     env = {**os.environ, "TRIAGE_HOME": str(home), "COLUMNS": "200"}
     env.pop("TRIAGE_MODEL", None)
-    return subprocess.run([sys.executable, "-m", "triage.cli", *args], input=stdin, capture_output=True, env=env, timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "triage.cli", *args],
+        input=stdin,
+        capture_output=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def text(proc: subprocess.CompletedProcess[bytes]) -> tuple[str, str]:
@@ -51,7 +57,9 @@ def records(out: str) -> list[dict]:
 
 
 @pytest.mark.model
-def test_lone_surrogates_in_text_and_id_cost_nothing_but_themselves(smollm2_path: Path, triage_home: Path, pack: Path, tmp_path: Path) -> None:
+def test_lone_surrogates_in_text_and_id_cost_nothing_but_themselves(
+    smollm2_path: Path, triage_home: Path, pack: Path, tmp_path: Path
+) -> None:
     lines = [
         '{"id": "ok-1", "text": "Where is my parcel?"}',
         '{"id": "sur-text", "text": "I am angry \\ud800 about the \\udfff refund"}',
@@ -66,7 +74,9 @@ def test_lone_surrogates_in_text_and_id_cost_nothing_but_themselves(smollm2_path
 
 
 @pytest.mark.model
-def test_a_line_nested_deep_or_with_a_huge_number_is_that_lines_error(smollm2_path: Path, triage_home: Path, pack: Path, tmp_path: Path) -> None:
+def test_a_line_nested_deep_or_with_a_huge_number_is_that_lines_error(
+    smollm2_path: Path, triage_home: Path, pack: Path, tmp_path: Path
+) -> None:
     deep = '{"id": "deep", "text": "x", "meta": ' + "[" * 200_000 + "]" * 200_000 + "}"
     huge = '{"id": "huge", "text": "x", "n": ' + "7" * 5000 + "}"
     rows = ['{"id": "a", "text": "Where is my parcel?"}', deep, huge, '{"id": "b", "text": "Refund me now!"}']
@@ -81,8 +91,14 @@ def test_a_line_nested_deep_or_with_a_huge_number_is_that_lines_error(smollm2_pa
 
 
 @pytest.mark.model
-def test_a_cr_only_jsonl_file_is_split_into_its_lines(smollm2_path: Path, triage_home: Path, pack: Path, tmp_path: Path) -> None:
-    rows = ['{"id": "a", "text": "Where is my parcel?"}', '{"id": "b", "text": "Refund me now!"}', '{"id": "c", "text": "Thanks!"}']
+def test_a_cr_only_jsonl_file_is_split_into_its_lines(
+    smollm2_path: Path, triage_home: Path, pack: Path, tmp_path: Path
+) -> None:
+    rows = [
+        '{"id": "a", "text": "Where is my parcel?"}',
+        '{"id": "b", "text": "Refund me now!"}',
+        '{"id": "c", "text": "Thanks!"}',
+    ]
     (tmp_path / "mac.jsonl").write_bytes("\r".join(rows).encode() + b"\r")
     out, _err = text(score(triage_home, smollm2_path, pack, str(tmp_path / "mac.jsonl"), "--format", "jsonl"))
     assert [r["ticket_id"] for r in records(out)] == ["a", "b", "c"], out
@@ -131,8 +147,9 @@ def test_learn_goes_on_past_a_lone_surrogate(smollm2_path: Path, triage_home: Pa
          ("Lovely service", "calm"), ("Worst shop ever", "angry"), ("Fine, thank you", "calm")] * 2)]  # fmt: skip
     body = "".join(json.dumps(r) + "\n" for r in rows).replace("Lovely service", "Lovely \\ud800 service")
     (tmp_path / "labels.jsonl").write_text(body, encoding="utf-8")
-    proc = run(["learn", str(tmp_path / "labels.jsonl"), "--model", str(smollm2_path), "--threads", "1", "--pack", str(pack),
-                "--min-per-option", "2", "-o", str(tmp_path / "head.npz"), "--no-store"], triage_home)  # fmt: skip
+    proc = run(["learn", str(tmp_path / "labels.jsonl"), "--model", str(smollm2_path), "--threads", "1",
+                "--pack", str(pack), "--min-per-option", "2", "-o", str(tmp_path / "head.npz"), "--no-store"],
+               triage_home)  # fmt: skip
     out, err = text(proc)
     assert proc.returncode == 0, err[-2000:]
     assert "learned from n=12" in out and (tmp_path / "head.npz").is_file()  # the surrogate's row counted too
@@ -142,7 +159,9 @@ def test_learn_goes_on_past_a_lone_surrogate(smollm2_path: Path, triage_home: Pa
 
 
 @pytest.mark.parametrize("ticket", ["\u200b\u200b\u200b", " \u2800 \u3164 ", "\ufeff\u200d\n\u00a0", "\u0301\u0301"])
-def test_a_ticket_with_no_visible_characters_is_refused(triage_home: Path, pack: Path, smollm2_path: Path, ticket: str) -> None:
+def test_a_ticket_with_no_visible_characters_is_refused(
+    triage_home: Path, pack: Path, smollm2_path: Path, ticket: str
+) -> None:
     proc = score(triage_home, smollm2_path, pack, stdin=ticket.encode("utf-8"))
     out, err = text(proc)
     assert proc.returncode == 2 and "no visible characters" in err, err
@@ -150,7 +169,9 @@ def test_a_ticket_with_no_visible_characters_is_refused(triage_home: Path, pack:
 
 
 @pytest.mark.parametrize("oid", ["_", "-", "__", "- _"])
-def test_an_option_id_that_normalises_to_nothing_is_refused_at_load(triage_home: Path, tmp_path: Path, smollm2_path: Path, oid: str) -> None:
+def test_an_option_id_that_normalises_to_nothing_is_refused_at_load(
+    triage_home: Path, tmp_path: Path, smollm2_path: Path, oid: str
+) -> None:
     (tmp_path / "p.toml").write_text(
         '[[criterion]]\nid = "c"\nquestion = "Which?"\n'
         f'options = [ {{ id = "yes", label = "Yes" }}, {{ id = "{oid}", label = "Other" }} ]\n',
@@ -172,7 +193,10 @@ def test_an_option_id_of_punctuation_with_an_answer_is_fine(tmp_path: Path) -> N
     assert load_pack(tmp_path / "p.toml").criteria[0].options[1].answer_text == "other"
 
 
-@pytest.mark.parametrize(("value", "says"), [("1.10", "the number 1.1"), ("true", "true or false"), ("nan", "the number nan"), ("[1]", "list")])
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [("1.10", "the number 1.1"), ("true", "true or false"), ("nan", "the number nan"), ("[1]", "list")],
+)
 def test_a_pack_version_that_toml_would_misread_is_refused(tmp_path: Path, value: str, says: str) -> None:
     from triage.scoring.pack import PackError, load_pack
 

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-
 from test_hostile_inputs import MINI_PACK, assert_clean, triage
+
 from triage.errors import InputError
 from triage.scoring.calibrate import calibrations_dir, read_calibration
 from triage.scoring.head import CriterionHead, Head, heads_dir, read_head, stored_name, write_head
@@ -39,7 +39,11 @@ def pack_file(tmp_path: Path) -> Path:
 
 
 def score(home: Path, model: Path, pack: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return triage(["score", "--model", str(model), "--threads", "1", "--pack", str(pack), "--format", "json", *extra], home, stdin=TICKET)
+    return triage(
+        ["score", "--model", str(model), "--threads", "1", "--pack", str(pack), "--format", "json", *extra],
+        home,
+        stdin=TICKET,
+    )
 
 
 def mini_head(sha256: str, fmt: str, n_vocab: int, n_embd: int, pack_file: Path) -> Head:
@@ -48,7 +52,14 @@ def mini_head(sha256: str, fmt: str, n_vocab: int, n_embd: int, pack_file: Path)
 
     n_feat = len(feature_ids(n_vocab, n_embd))
     coef = np.zeros((2, n_feat + 2), np.float32)
-    return Head(sha256, pack.hash, fmt, n_vocab, n_embd, {"mood": CriterionHead(["angry", "calm"], ["angry", "calm"], coef, np.zeros(2))})
+    return Head(
+        sha256,
+        pack.hash,
+        fmt,
+        n_vocab,
+        n_embd,
+        {"mood": CriterionHead(["angry", "calm"], ["angry", "calm"], coef, np.zeros(2))},
+    )
 
 
 def stored_head_for(engine: Any, pack_file: Path) -> Path:
@@ -64,7 +75,7 @@ def flip_deflate(path: Path, member: str) -> None:
         info = zf.getinfo(member)
     data = bytearray(path.read_bytes())
     at = info.header_offset  # the local header: 30 bytes, then the name and the extra field
-    name_len, extra_len = (int.from_bytes(data[at + k: at + k + 2], "little") for k in (26, 28))
+    name_len, extra_len = (int.from_bytes(data[at + k : at + k + 2], "little") for k in (26, 28))
     start = at + 30 + name_len + extra_len
     for k in range(start + 2, start + min(info.compress_size - 2, 40)):
         data[k] ^= 0xFF
@@ -99,7 +110,9 @@ def meta_member(n_vocab: Any, n_embd: Any, count: int = 128) -> bytes:
 
 
 @pytest.mark.model
-def test_a_bit_flipped_stored_head_is_moved_aside_and_scoring_goes_on(smollm2_engine: Any, smollm2_path: Path, triage_home: Path, pack_file: Path) -> None:
+def test_a_bit_flipped_stored_head_is_moved_aside_and_scoring_goes_on(
+    smollm2_engine: Any, smollm2_path: Path, triage_home: Path, pack_file: Path
+) -> None:
     stored = stored_head_for(smollm2_engine, pack_file)
     flip_deflate(stored, "c0_coef.npy")
     proc = score(triage_home, smollm2_path, pack_file)
@@ -114,7 +127,9 @@ def test_a_bit_flipped_stored_head_is_moved_aside_and_scoring_goes_on(smollm2_en
 
 
 @pytest.mark.model
-def test_a_damaged_head_for_another_model_is_moved_aside_too(smollm2_engine: Any, smollm2_path: Path, triage_home: Path, pack_file: Path) -> None:
+def test_a_damaged_head_for_another_model_is_moved_aside_too(
+    smollm2_engine: Any, smollm2_path: Path, triage_home: Path, pack_file: Path
+) -> None:
     other = mini_head("f" * 64, smollm2_engine.format_for("label").id, 1000, 64, pack_file)
     path = write_head(other, heads_dir() / stored_name(other.model_sha256, other.pack_hash, other.prompt_format))
     flip_deflate(path, "c0_coef.npy")
@@ -125,7 +140,14 @@ def test_a_damaged_head_for_another_model_is_moved_aside_too(smollm2_engine: Any
 
 def test_a_zip_bomb_member_is_refused_before_it_is_decompressed(tmp_path: Path) -> None:
     # 64 MB of zeros in a member where the meta's shapes allow about 5 KB.
-    bomb = zip_with({"meta.npy": meta_member(1000, 64), "c0_coef.npy": npy(np.zeros(16 << 20, np.float32)), "c0_intercept.npy": npy(np.zeros(2))}, tmp_path / "bomb.npz")
+    bomb = zip_with(
+        {
+            "meta.npy": meta_member(1000, 64),
+            "c0_coef.npy": npy(np.zeros(16 << 20, np.float32)),
+            "c0_intercept.npy": npy(np.zeros(2)),
+        },
+        tmp_path / "bomb.npz",
+    )
     assert bomb.stat().st_size < 200_000
     tracemalloc.start()
     try:
@@ -165,7 +187,14 @@ def test_a_head_for_another_width_is_refused_before_its_weights_are_read(tmp_pat
 DEEP = "[" * 5000 + "]" * 5000
 
 
-@pytest.mark.parametrize("text", [DEEP, '{"schema": "triage.calibration/1", "criteria": ' + DEEP + "}", '{"criteria": {"a": {"temperature": 1' + "0" * 5000 + "}}}"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        DEEP,
+        '{"schema": "triage.calibration/1", "criteria": ' + DEEP + "}",
+        '{"criteria": {"a": {"temperature": 1' + "0" * 5000 + "}}}",
+    ],
+)
 def test_a_calibration_nested_deep_or_with_huge_numbers_is_a_clear_error(tmp_path: Path, text: str) -> None:
     path = tmp_path / "cal.json"
     path.write_text(text, encoding="utf-8")
@@ -187,7 +216,9 @@ def test_a_calibration_with_a_nonsense_temperature_is_refused(tmp_path: Path, te
 
 
 @pytest.mark.model
-def test_a_damaged_stored_calibration_is_moved_aside_and_scoring_goes_on(smollm2_path: Path, triage_home: Path, pack_file: Path) -> None:
+def test_a_damaged_stored_calibration_is_moved_aside_and_scoring_goes_on(
+    smollm2_path: Path, triage_home: Path, pack_file: Path
+) -> None:
     folder = calibrations_dir()
     folder.mkdir(parents=True)
     (folder / "deep.json").write_text(DEEP, encoding="utf-8")
@@ -200,7 +231,9 @@ def test_a_damaged_stored_calibration_is_moved_aside_and_scoring_goes_on(smollm2
 
 
 @pytest.mark.model
-def test_an_explicit_deep_calibration_is_refused_with_exit_2(smollm2_path: Path, triage_home: Path, pack_file: Path, tmp_path: Path) -> None:
+def test_an_explicit_deep_calibration_is_refused_with_exit_2(
+    smollm2_path: Path, triage_home: Path, pack_file: Path, tmp_path: Path
+) -> None:
     (tmp_path / "deep.json").write_text(DEEP, encoding="utf-8")
     proc = score(triage_home, smollm2_path, pack_file, "--calibration", str(tmp_path / "deep.json"))
     assert_clean(proc)
@@ -211,7 +244,9 @@ def test_an_explicit_deep_calibration_is_refused_with_exit_2(smollm2_path: Path,
 # -- packs -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("nest", ["x = " + "[" * 5000 + "]" * 5000 + "\n", "x = " + "{ a = " * 3000 + "1" + " }" * 3000 + "\n"])
+@pytest.mark.parametrize(
+    "nest", ["x = " + "[" * 5000 + "]" * 5000 + "\n", "x = " + "{ a = " * 3000 + "1" + " }" * 3000 + "\n"]
+)
 def test_a_pack_nested_thousands_deep_is_a_pack_error(tmp_path: Path, nest: str) -> None:
     path = tmp_path / "deep.toml"
     path.write_text(MINI_PACK + "\n[pack2]\n" + nest, encoding="utf-8")
@@ -241,7 +276,9 @@ async def test_switch_pack_shows_a_deep_pack_as_an_error(tmp_path: Path) -> None
         await wait_until(pilot, lambda: isinstance(app.screen, PromptScreen), what="the path prompt")
         app.screen.query_one(Input).value = str(deep)
         await pilot.press("enter")
-        await wait_until(pilot, lambda: any("nested too deep" in n.message for n in app._notifications), what="the error")
+        await wait_until(
+            pilot, lambda: any("nested too deep" in n.message for n in app._notifications), what="the error"
+        )
         assert app.is_running and main.pack.name == before
 
 
@@ -255,7 +292,9 @@ def _chattr(flag: str, path: Path) -> bool:
 
 
 @pytest.mark.model
-def test_a_stable_cache_file_that_cannot_be_touched_does_not_stop_scoring(smollm2_path: Path, triage_home: Path, pack_file: Path) -> None:
+def test_a_stable_cache_file_that_cannot_be_touched_does_not_stop_scoring(
+    smollm2_path: Path, triage_home: Path, pack_file: Path
+) -> None:
     first = score(triage_home, smollm2_path, pack_file)
     assert first.returncode == 0, first.stderr[-2000:]
     files = list((triage_home / "cache" / "stable").glob("*.kvstate"))
@@ -273,7 +312,9 @@ def test_a_stable_cache_file_that_cannot_be_touched_does_not_stop_scoring(smollm
     assert json.loads(again.stdout)["tokens"]["stable_cached"] > 0  # the state was still used
 
 
-def test_a_cache_folder_that_refuses_changes_is_read_and_left_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_cache_folder_that_refuses_changes_is_read_and_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import os
 
     from triage.scoring import prefix
@@ -319,7 +360,9 @@ def test_move_aside_reports_nothing_when_nothing_is_there(tmp_path: Path) -> Non
 
 
 @pytest.mark.model
-def test_a_stored_prior_nested_thousands_deep_is_recomputed(smollm2_path: Path, tmp_path: Path, pack_file: Path) -> None:
+def test_a_stored_prior_nested_thousands_deep_is_recomputed(
+    smollm2_path: Path, tmp_path: Path, pack_file: Path
+) -> None:
     from triage.scoring.engine import Engine, ScoreOptions
 
     pack = load_pack(pack_file)

@@ -14,14 +14,30 @@ import pytest
 import triage
 
 CORE = [
-    "triage.scoring.pack", "triage.scoring.prompt", "triage.scoring.engine", "triage.model.native", "triage.scoring.readout", "triage.scoring.debias",
-    "triage.scoring.result", "triage.scoring.ticket", "triage.scoring.prefix", "triage.scoring.calibrate", "triage.model.loader", "triage.cli",
-    "triage.scoring.tokenizer", "triage.render",
+    "triage.scoring.pack",
+    "triage.scoring.prompt",
+    "triage.scoring.engine",
+    "triage.model.native",
+    "triage.scoring.readout",
+    "triage.scoring.debias",
+    "triage.scoring.result",
+    "triage.scoring.ticket",
+    "triage.scoring.prefix",
+    "triage.scoring.calibrate",
+    "triage.model.loader",
+    "triage.cli",
+    "triage.scoring.tokenizer",
+    "triage.render",
 ]
 
 
 def modules_after(code: str) -> set[str]:
-    out = subprocess.run([sys.executable, "-c", code + "\nimport sys; print('\\n'.join(sys.modules))"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code + "\nimport sys; print('\\n'.join(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return set(out.stdout.split())
 
 
@@ -37,7 +53,10 @@ def test_core_module_does_not_import_textual(module: str) -> None:
 
 
 def test_help_is_light() -> None:
-    mods = modules_after("import contextlib, io\nfrom triage.cli import build_parser\nwith contextlib.redirect_stdout(io.StringIO()):\n    build_parser().format_help()")
+    mods = modules_after(
+        "import contextlib, io\nfrom triage.cli import build_parser\nwith "
+        "contextlib.redirect_stdout(io.StringIO()):\n    build_parser().format_help()"
+    )
     assert "llama_cpp" not in mods
     assert "textual" not in mods
     assert "numpy" not in mods
@@ -45,7 +64,15 @@ def test_help_is_light() -> None:
 
 
 # Ray (an optional extra) is imported only by triage.backlog.ray_score, on `triage score --ray`.
-NO_RAY = ["triage.cli", "triage.commands.score", "triage.backlog.rows", "triage.backlog.output", "triage.backlog.worker", "triage.backlog.progress", "triage.tui.app"]
+NO_RAY = [
+    "triage.cli",
+    "triage.commands.score",
+    "triage.backlog.rows",
+    "triage.backlog.output",
+    "triage.backlog.worker",
+    "triage.backlog.progress",
+    "triage.tui.app",
+]
 
 
 @pytest.mark.parametrize("module", NO_RAY)
@@ -88,7 +115,10 @@ def import_graph() -> dict[str, set[str]]:
         """ids of the import nodes inside ``if TYPE_CHECKING:`` blocks."""
         out: set[int] = set()
         for node in ast.walk(tree):
-            if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING":
+            if (
+                isinstance(node, ast.If)
+                and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING"
+            ):
                 out.update(id(n) for stmt in node.body for n in ast.walk(stmt))
         return out
 
@@ -131,7 +161,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(node)
         for dep in sorted(graph.get(node, ())):
             if state.get(dep) == 1:
-                return path[path.index(dep):] + [dep]
+                return path[path.index(dep) :] + [dep]
             if dep not in state and (found := visit(dep)):
                 return found
         path.pop()
@@ -174,8 +204,13 @@ LOWER = ("triage.scoring", "triage.model", "triage.store", "triage.evaluation", 
 
 def test_layers_import_only_downwards() -> None:
     graph = import_graph()
-    up = [f"{m} imports {d}" for m, deps in graph.items() if m.startswith(LOWER)
-          for d in deps if d.startswith(("triage.commands", "triage.cli", "triage.tui"))]
+    up = [
+        f"{m} imports {d}"
+        for m, deps in graph.items()
+        if m.startswith(LOWER)
+        for d in deps
+        if d.startswith(("triage.commands", "triage.cli", "triage.tui"))
+    ]
     assert not up, "\n".join(sorted(up))
 
 

@@ -32,7 +32,9 @@ def test_backlog_reads_a_csv_export_with_mapped_columns(tmp_path: Path) -> None:
         ("row-3", "No key\n\nThis row has no id.", True),
     ]
     assert "no text in column(s) 'Summary', 'Description'" in (rows[1].error or "")
-    with pytest.raises(InputError, match="no column 'text' \\(given by --text-columns\\); its columns are 'Key', 'Summary'"):
+    with pytest.raises(
+        InputError, match="no column 'text' \\(given by --text-columns\\); its columns are 'Key', 'Summary'"
+    ):
         read_rows(str(f))  # a CSV is an export: the default text column must exist
 
 
@@ -45,7 +47,13 @@ def test_backlog_folder_takes_csv_beside_jsonl(tmp_path: Path) -> None:
 
 def test_score_reads_exports_by_name_or_flag_and_plain_text_stays_plain(tmp_path: Path) -> None:
     f = _csv(tmp_path / "jira.csv")
-    rows = read_input(str(f), force_jsonl=False, force_text=False, ticket_id=None, columns=ColumnMap.parse("Summary,Description", "Key"))
+    rows = read_input(
+        str(f),
+        force_jsonl=False,
+        force_text=False,
+        ticket_id=None,
+        columns=ColumnMap.parse("Summary,Description", "Key"),
+    )
     assert [r.ticket_id for r in rows] == ["K-1", "K-2", "row-3"] and rows[1].error
     plain = tmp_path / "ticket.txt"
     plain.write_text("Hello; my order, the blue one; is late\nThanks", encoding="utf-8")
@@ -53,4 +61,6 @@ def test_score_reads_exports_by_name_or_flag_and_plain_text_stays_plain(tmp_path
     assert one.text == plain.read_text(encoding="utf-8") and one.line is None
     arr = tmp_path / "tickets.json"
     arr.write_text('[{"id": "a", "text": "one"}, {"id": "b", "text": "two"}]', encoding="utf-8")
-    assert [r.text for r in read_input(str(arr), force_jsonl=False, force_text=False, ticket_id=None, columns=ColumnMap())] == ["one", "two"]
+    assert [
+        r.text for r in read_input(str(arr), force_jsonl=False, force_text=False, ticket_id=None, columns=ColumnMap())
+    ] == ["one", "two"]

@@ -48,26 +48,68 @@ def sample(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     pack = load_pack(src / "criteria.toml")
     files = {shape: write(rows, pack, work / name) for shape, (write, name) in ex.WRITERS.items()}
     flags = {shape: ex.mapping_flags(shape, pack) for shape in ex.WRITERS}
-    return {"work": work, "jsonl": jsonl, "pack": src / "criteria.toml", "files": files, "flags": flags,
-            "home": tmp_path_factory.mktemp("intake-home"), "ids": [r["id"] for r in rows]}
+    return {
+        "work": work,
+        "jsonl": jsonl,
+        "pack": src / "criteria.toml",
+        "files": files,
+        "flags": flags,
+        "home": tmp_path_factory.mktemp("intake-home"),
+        "ids": [r["id"] for r in rows],
+    }
 
 
 def _learn(sample: dict[str, Any], model: Path, data: Path, flags: list[str], out: Path, *extra: str) -> dict[str, Any]:
-    code = main(["learn", str(data), "--model", str(model), *MODEL_ARGS, "--pack", str(sample["pack"]), *flags,
-                 "--holdout", "0.3", "--min-per-option", "2", "-o", str(out), "--no-store", *extra])
+    code = main(
+        [
+            "learn",
+            str(data),
+            "--model",
+            str(model),
+            *MODEL_ARGS,
+            "--pack",
+            str(sample["pack"]),
+            *flags,
+            "--holdout",
+            "0.3",
+            "--min-per-option",
+            "2",
+            "-o",
+            str(out),
+            "--no-store",
+            *extra,
+        ]
+    )
     assert code == 0
     return read_head(out).report
 
 
 @pytest.mark.model
 @pytest.mark.slow
-def test_three_export_shapes_give_the_jsonl_numbers(sample: dict[str, Any], smollm2_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_three_export_shapes_give_the_jsonl_numbers(
+    sample: dict[str, Any], smollm2_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("TRIAGE_HOME", str(sample["home"]))
     work = sample["work"]
     want = _learn(sample, smollm2_path, sample["jsonl"], [], work / "jsonl.npz")["holdout"]
     assert {"queue", "priority", "type"} & set(want)
-    main(["eval", str(sample["jsonl"]), "--model", str(smollm2_path), *MODEL_ARGS, "--pack", str(sample["pack"]),
-          "--split", "0.7", "--curve", "none", "--json", str(work / "jsonl.json")])
+    main(
+        [
+            "eval",
+            str(sample["jsonl"]),
+            "--model",
+            str(smollm2_path),
+            *MODEL_ARGS,
+            "--pack",
+            str(sample["pack"]),
+            "--split",
+            "0.7",
+            "--curve",
+            "none",
+            "--json",
+            str(work / "jsonl.json"),
+        ]
+    )
     want_eval = json.loads((work / "jsonl.json").read_text(encoding="utf-8"))["criteria"]
     capsys.readouterr()
     for shape, path in sample["files"].items():
@@ -76,11 +118,34 @@ def test_three_export_shapes_give_the_jsonl_numbers(sample: dict[str, Any], smol
             if cid == "fraction":
                 continue
             for variant in ("learned", "zero-shot", "tfidf"):
-                assert got[cid][variant].get("balanced_accuracy") == entry[variant].get("balanced_accuracy"), (shape, cid, variant)
+                assert got[cid][variant].get("balanced_accuracy") == entry[variant].get("balanced_accuracy"), (
+                    shape,
+                    cid,
+                    variant,
+                )
             assert got[cid]["n"] == entry["n"]
         out = work / f"{shape}.json"
-        assert main(["eval", str(path), "--model", str(smollm2_path), *MODEL_ARGS, "--pack", str(sample["pack"]),
-                     *sample["flags"][shape], "--split", "0.7", "--curve", "none", "--json", str(out)]) == 0
+        assert (
+            main(
+                [
+                    "eval",
+                    str(path),
+                    "--model",
+                    str(smollm2_path),
+                    *MODEL_ARGS,
+                    "--pack",
+                    str(sample["pack"]),
+                    *sample["flags"][shape],
+                    "--split",
+                    "0.7",
+                    "--curve",
+                    "none",
+                    "--json",
+                    str(out),
+                ]
+            )
+            == 0
+        )
         got_eval = json.loads(out.read_text(encoding="utf-8"))["criteria"]
         assert _bacc(got_eval) == _bacc(want_eval), shape
     said = capsys.readouterr()
@@ -94,19 +159,69 @@ def _bacc(criteria: Any) -> dict[str, dict[str, float]]:
 
 @pytest.mark.model
 @pytest.mark.slow
-def test_pack_init_then_learn_holdout_then_eval_on_an_export(sample: dict[str, Any], smollm2_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_pack_init_then_learn_holdout_then_eval_on_an_export(
+    sample: dict[str, Any], smollm2_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     export = sample["files"]["freshdesk"]
     team = tmp_path / "team.toml"
     labels = "queue=Group,priority=Priority,type=Type"
-    assert main(["pack", "init", str(export), "--text", "Subject,Description", "--id", "Ticket ID", "--criteria", labels,
-                 "--min-count", "2", "-o", str(team)]) == 0
+    assert (
+        main(
+            [
+                "pack",
+                "init",
+                str(export),
+                "--text",
+                "Subject,Description",
+                "--id",
+                "Ticket ID",
+                "--criteria",
+                labels,
+                "--min-count",
+                "2",
+                "-o",
+                str(team),
+            ]
+        )
+        == 0
+    )
     said = capsys.readouterr().out
     next_cmd = re.search(r"^next: triage learn (.*)$", said, re.M)
     assert next_cmd is not None and "--holdout 0.3" in next_cmd.group(1)
-    flags = ["--text", "Subject,Description", "--id", "Ticket ID", "--label", "queue=Group", "--label", "priority=Priority", "--label", "type=Type"]
+    flags = [
+        "--text",
+        "Subject,Description",
+        "--id",
+        "Ticket ID",
+        "--label",
+        "queue=Group",
+        "--label",
+        "priority=Priority",
+        "--label",
+        "type=Type",
+    ]
     head = tmp_path / "team.npz"
-    assert main(["learn", str(export), "--model", str(smollm2_path), *MODEL_ARGS, "--pack", str(team), *flags,
-                 "--holdout", "0.3", "--min-per-option", "2", "-o", str(head)]) == 0
+    assert (
+        main(
+            [
+                "learn",
+                str(export),
+                "--model",
+                str(smollm2_path),
+                *MODEL_ARGS,
+                "--pack",
+                str(team),
+                *flags,
+                "--holdout",
+                "0.3",
+                "--min-per-option",
+                "2",
+                "-o",
+                str(head),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "held out 0.3 of the rows by id hash (as eval --split 0.7)" in out
     learned = read_head(head)
@@ -114,17 +229,50 @@ def test_pack_init_then_learn_holdout_then_eval_on_an_export(sample: dict[str, A
         assert f"{cid}: held-out n=" in out and f"{cid}: learned head, held-out rows" in out
         assert {"learned", "zero-shot", "tfidf"} <= set(learned.report["holdout"][cid])
     # eval applies the stored head (learn stored it for this model, pack and prompt format)
-    assert main(["eval", str(export), "--model", str(smollm2_path), *MODEL_ARGS, "--pack", str(team), *flags, "--curve", "none"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                str(export),
+                "--model",
+                str(smollm2_path),
+                *MODEL_ARGS,
+                "--pack",
+                str(team),
+                *flags,
+                "--curve",
+                "none",
+            ]
+        )
+        == 0
+    )
     assert "evaluating learned head 'team.npz'" in capsys.readouterr().err
 
 
 @pytest.mark.model
-def test_learn_resumes_from_the_readout_cache(sample: dict[str, Any], smollm2_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_learn_resumes_from_the_readout_cache(
+    sample: dict[str, Any], smollm2_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A stopped run keeps what it scored (each ticket is committed to the cache as it is scored)."""
     data, pack = sample["files"]["zendesk"], load_pack(sample["pack"])
     flags = sample["flags"]["zendesk"]
-    common = ["learn", str(data), "--model", str(smollm2_path), *MODEL_ARGS, "--pack", str(sample["pack"]), *flags,
-              "--min-per-option", "2", "--no-store", "-o", str(tmp_path / "h.npz"), "--criteria", "priority"]
+    common = [
+        "learn",
+        str(data),
+        "--model",
+        str(smollm2_path),
+        *MODEL_ARGS,
+        "--pack",
+        str(sample["pack"]),
+        *flags,
+        "--min-per-option",
+        "2",
+        "--no-store",
+        "-o",
+        str(tmp_path / "h.npz"),
+        "--criteria",
+        "priority",
+    ]
     main(common + ["--limit", "4"])  # may refuse to learn from 4 rows; what matters is what it cached
     capsys.readouterr()
     main(common + ["--limit", "8"])
@@ -133,7 +281,9 @@ def test_learn_resumes_from_the_readout_cache(sample: dict[str, Any], smollm2_pa
 
 
 @pytest.mark.model
-def test_score_reads_a_csv_export_with_text_columns(sample: dict[str, Any], smollm2_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_score_reads_a_csv_export_with_text_columns(
+    sample: dict[str, Any], smollm2_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     export = tmp_path / "few.csv"
     lines = sample["files"]["freshdesk"].read_text(encoding="utf-8").splitlines(keepends=True)
     import csv
@@ -142,15 +292,35 @@ def test_score_reads_a_csv_export_with_text_columns(sample: dict[str, Any], smol
     rows = list(csv.reader(io.StringIO("".join(lines))))[:3]
     with export.open("w", encoding="utf-8", newline="") as fh:
         csv.writer(fh).writerows(rows)
-    code = main(["score", str(export), "--model", str(smollm2_path), "--n-ctx", "1024", "--pack", str(sample["pack"]),
-                 "--text-columns", "Subject,Description", "--id-column", "Ticket ID", "--format", "jsonl", "--criteria", "priority"])
+    code = main(
+        [
+            "score",
+            str(export),
+            "--model",
+            str(smollm2_path),
+            "--n-ctx",
+            "1024",
+            "--pack",
+            str(sample["pack"]),
+            "--text-columns",
+            "Subject,Description",
+            "--id-column",
+            "Ticket ID",
+            "--format",
+            "jsonl",
+            "--criteria",
+            "priority",
+        ]
+    )
     assert code == 0
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
     assert [r["ticket_id"] for r in records] == [r[0] for r in rows[1:]]
     assert all(r["criteria"][0]["id"] == "priority" for r in records)
 
 
-def test_learn_checks_holdout_and_per_option_before_loading_a_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_learn_checks_holdout_and_per_option_before_loading_a_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     f = tmp_path / "x.csv"
     f.write_text("id,text,mood\n1,a,good\n", encoding="utf-8")
     assert main(["learn", str(f), "--holdout", "1.5", "--model", str(tmp_path / "none.gguf")]) == 2

@@ -27,10 +27,24 @@ def _export(path: Path) -> Path:
     return path
 
 
-def test_pack_init_writes_a_pack_the_loader_accepts_and_the_export_maps_onto(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_pack_init_writes_a_pack_the_loader_accepts_and_the_export_maps_onto(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     export = _export(tmp_path / "fd.csv")
     out = tmp_path / "team.toml"
-    rc = main(["pack", "init", str(export), "--text", "Subject,Description", "--criteria", "queue=Group,priority=Priority", "-o", str(out)])
+    rc = main(
+        [
+            "pack",
+            "init",
+            str(export),
+            "--text",
+            "Subject,Description",
+            "--criteria",
+            "queue=Group,priority=Priority",
+            "-o",
+            str(out),
+        ]
+    )
     said = capsys.readouterr().out
     assert rc == 0
     pack = load_pack(out)
@@ -38,13 +52,24 @@ def test_pack_init_writes_a_pack_the_loader_accepts_and_the_export_maps_onto(tmp
     assert [o.id for o in queue.options] == ["billing_and_payments", "technical_support", "it_support", "other"]
     assert queue.option("other").aliases == ("Sales", "Legal")  # fewer than 5 rows each: merged
     assert queue.option("billing_and_payments").aliases == ("Billing and Payments",)
-    assert [o.label for o in pack.criterion("priority").options] == ["low", "Medium", "High"]  # by count; ties: the first spelling
+    assert [o.label for o in pack.criterion("priority").options] == [
+        "low",
+        "Medium",
+        "High",
+    ]  # by count; ties: the first spelling
     text = out.read_text(encoding="utf-8")
     assert "# 9 row(s) (36.0%)" in text and "2 rare value(s) merged: Sales (2), Legal (1)" in text
-    assert text.count("# description = \"\"  # review") == len(queue.options) + len(pack.criterion("priority").options)
+    assert text.count('# description = ""  # review') == len(queue.options) + len(pack.criterion("priority").options)
     assert queue.question == "Which queue should handle this ticket?"
-    assert "wrote" in said and "merged into 'other'" in said and "review before you rely on it" in said and "next: triage learn" in said
-    rows = read_labelled(export, pack, columns=ColumnMap.parse("Subject,Description", "Ticket ID", ["queue=Group", "priority=Priority"]))
+    assert (
+        "wrote" in said
+        and "merged into 'other'" in said
+        and "review before you rely on it" in said
+        and "next: triage learn" in said
+    )
+    rows = read_labelled(
+        export, pack, columns=ColumnMap.parse("Subject,Description", "Ticket ID", ["queue=Group", "priority=Priority"])
+    )
     assert len(rows.rows) == len(GROUPS) and not rows.notes  # every value maps, the merged ones to `other`
     assert rows.rows[-1].labels["queue"] == "other"
 

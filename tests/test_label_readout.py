@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from triage.scoring import readout
-from triage.scoring.debias import log_normalize
 from triage.bench.split import Split
-from triage.scoring.engine import Engine, ScoreOptions
 from triage.errors import TriageError
 from triage.model.native import Seq
+from triage.scoring import readout
+from triage.scoring.debias import log_normalize
+from triage.scoring.engine import Engine, ScoreOptions
 from triage.scoring.pack import Pack, PackError, load_pack, parse_pack
 
 pytestmark = pytest.mark.model
@@ -111,11 +111,17 @@ def test_serial_and_fanout_match_split_with_whole_answers(engine: Engine, pack: 
     split = engine.score_ticket(ticket, pack, ScoreOptions(mode="split"), schedule=Split())
     for strategy in ("truncate", "restore"):
         serial = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial", strategy=strategy))
-        assert [o.probability for c in serial.criteria for o in c.options] == [o.probability for c in split.criteria for o in c.options]
+        assert [o.probability for c in serial.criteria for o in c.options] == [
+            o.probability for c in split.criteria for o in c.options
+        ]
     fanout = engine.score_ticket(ticket, pack, ScoreOptions(mode="fanout"))
     full = engine.score_ticket(ticket, pack, ScoreOptions(mode="full"))
     for other in (fanout, full):
-        diff = max(abs(a.probability - b.probability) for c, d in zip(other.criteria, split.criteria, strict=True) for a, b in zip(c.options, d.options, strict=True))
+        diff = max(
+            abs(a.probability - b.probability)
+            for c, d in zip(other.criteria, split.criteria, strict=True)
+            for a, b in zip(c.options, d.options, strict=True)
+        )
         assert diff < 0.05
     # Teacher forcing costs the answers' extra tokens, counted in the tails.
     plan = engine.answer_plans(pack)[0]
@@ -124,13 +130,21 @@ def test_serial_and_fanout_match_split_with_whole_answers(engine: Engine, pack: 
 
 
 def test_multi_token_answers_with_distinct_first_tokens(engine: Engine, tmp_path: Path) -> None:
-    pack = parse_pack({"criterion": [{
-        "id": "topic", "question": "What is the ticket about?",
-        "options": [
-            {"id": "debt_collection", "label": "Debt collection"},  # answer "debt collection": two tokens
-            {"id": "mortgage", "label": "Mortgage"},
-        ],
-    }]}, "multi.toml")
+    pack = parse_pack(
+        {
+            "criterion": [
+                {
+                    "id": "topic",
+                    "question": "What is the ticket about?",
+                    "options": [
+                        {"id": "debt_collection", "label": "Debt collection"},  # answer "debt collection": two tokens
+                        {"id": "mortgage", "label": "Mortgage"},
+                    ],
+                }
+            ]
+        },
+        "multi.toml",
+    )
     (plan,) = engine.answer_plans(pack)
     assert plan.whole and len(set(plan.first)) == 2 and max(len(t) for t in plan.tokens) > 1
     ticket = "A debt collector keeps calling me about a loan I already paid."
@@ -157,18 +171,51 @@ def test_whole_answer_math_on_known_logits() -> None:
 def test_answers_that_cannot_be_told_apart_are_refused(engine: Engine) -> None:
     with pytest.raises(TriageError, match="is the start of the answer"):
         readout.answer_plan([(5,), (5, 6)], ["yes", "yes please"])
-    prefix_pack = parse_pack({"criterion": [{"id": "c", "question": "Q?", "options": [
-        {"id": "yes", "label": "Yes"}, {"id": "yes_please", "label": "Yes please"}]}]}, "p.toml")
+    prefix_pack = parse_pack(
+        {
+            "criterion": [
+                {
+                    "id": "c",
+                    "question": "Q?",
+                    "options": [{"id": "yes", "label": "Yes"}, {"id": "yes_please", "label": "Yes please"}],
+                }
+            ]
+        },
+        "p.toml",
+    )
     with pytest.raises(TriageError, match="criterion 'c'.*'yes' is the start of the answer 'yes please'"):
         engine.score_ticket("Hello", prefix_pack)
     with pytest.raises(PackError, match="same answer 'Billing'"):
-        parse_pack({"criterion": [{"id": "q", "question": "Q?", "options": [
-            {"id": "a", "label": "A", "answer": "billing"}, {"id": "b", "label": "B", "answer": "Billing"}]}]}, "dup.toml")
+        parse_pack(
+            {
+                "criterion": [
+                    {
+                        "id": "q",
+                        "question": "Q?",
+                        "options": [
+                            {"id": "a", "label": "A", "answer": "billing"},
+                            {"id": "b", "label": "B", "answer": "Billing"},
+                        ],
+                    }
+                ]
+            },
+            "dup.toml",
+        )
 
 
 def test_answer_defaults_to_the_readable_id_and_keeps_old_hashes() -> None:
-    data = {"criterion": [{"id": "c", "question": "Q?", "options": [
-        {"id": "credit_reporting", "label": "Credit reporting"}, {"id": "b", "label": "B", "answer": "bee"}]}]}
+    data = {
+        "criterion": [
+            {
+                "id": "c",
+                "question": "Q?",
+                "options": [
+                    {"id": "credit_reporting", "label": "Credit reporting"},
+                    {"id": "b", "label": "B", "answer": "bee"},
+                ],
+            }
+        ]
+    }
     pack = parse_pack(data, "x.toml")
     assert [o.answer_text for o in pack.criteria[0].options] == ["credit reporting", "bee"]
     assert "answer" not in pack.to_dict()["criterion"][0]["options"][0]  # absent stays absent in the hash
@@ -176,16 +223,27 @@ def test_answer_defaults_to_the_readable_id_and_keeps_old_hashes() -> None:
 
 
 def test_label_calibration_round_trip(smollm2_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from triage.scoring.calibrate import read_calibration
     from triage.cli import main
+    from triage.scoring.calibrate import read_calibration
 
     pack = tmp_path / "mood.toml"
-    pack.write_text('[[criterion]]\nid = "mood"\nquestion = "Is the customer happy?"\n'
-                    'options = [{ id = "unhappy", label = "Unhappy" }, { id = "happy", label = "Happy" }]\n', encoding="utf-8")
-    rows = [("Great flight, thanks!", "happy"), ("You lost my bag.", "unhappy"), ("Lovely crew, thank you.", "happy"),
-            ("Delayed again, awful.", "unhappy"), ("Best trip ever!", "happy"), ("Refund me now.", "unhappy")]
+    pack.write_text(
+        '[[criterion]]\nid = "mood"\nquestion = "Is the customer happy?"\n'
+        'options = [{ id = "unhappy", label = "Unhappy" }, { id = "happy", label = "Happy" }]\n',
+        encoding="utf-8",
+    )
+    rows = [
+        ("Great flight, thanks!", "happy"),
+        ("You lost my bag.", "unhappy"),
+        ("Lovely crew, thank you.", "happy"),
+        ("Delayed again, awful.", "unhappy"),
+        ("Best trip ever!", "happy"),
+        ("Refund me now.", "unhappy"),
+    ]
     train = tmp_path / "train.jsonl"
-    train.write_text("\n".join(json.dumps({"id": f"t{i}", "text": t, "labels": {"mood": y}}) for i, (t, y) in enumerate(rows)) + "\n")
+    train.write_text(
+        "\n".join(json.dumps({"id": f"t{i}", "text": t, "labels": {"mood": y}}) for i, (t, y) in enumerate(rows)) + "\n"
+    )
     cal_json = tmp_path / "cal.json"
     model = ["--model", str(smollm2_path), "--n-ctx", "512", "--pack", str(pack)]
     assert main(["calibrate", str(train), *model, "--min-per-option", "1", "--holdout", "0", "-o", str(cal_json)]) == 0

@@ -8,13 +8,12 @@ import signal
 import sqlite3
 import subprocess
 import sys
-
 from pathlib import Path
 
 import numpy as np
 import pytest
-
 from fake_engine import FakeEngine
+
 from triage.cli import main
 from triage.evaluation.agreement import agreement
 from triage.scoring.pack import default_pack
@@ -60,8 +59,12 @@ def _other(h: History, tid: str, crit: str) -> str:
 def test_confirmation_and_correction_keep_what_was_shown(history: History) -> None:
     shown = _shown(history, "T-1", "queue")
     wrong = _other(history, "T-1", "urgency")
-    stored = lab.record(history, lab.find_ticket(history, "T-1"),
-                        [lab.Answer("queue", shown), lab.Answer("urgency", wrong)], origin="cli")
+    stored = lab.record(
+        history,
+        lab.find_ticket(history, "T-1"),
+        [lab.Answer("queue", shown), lab.Answer("urgency", wrong)],
+        origin="cli",
+    )
     kinds = {s.criterion: s.kind for s in stored}
     assert kinds == {"queue": "confirmation", "urgency": "correction"}
     now = lab.current(history, stored[0].ticket_row)
@@ -73,8 +76,9 @@ def test_confirmation_and_correction_keep_what_was_shown(history: History) -> No
 def test_option_by_label_case_and_space_insensitive(history: History) -> None:
     crit = next(c for c in default_pack().criteria if c.id == "queue")
     opt = crit.options[-1]
-    stored = lab.record(history, lab.find_ticket(history, "T-2"),
-                        [lab.Answer("queue", "  " + opt.label.upper() + " ")], origin="cli")
+    stored = lab.record(
+        history, lab.find_ticket(history, "T-2"), [lab.Answer("queue", "  " + opt.label.upper() + " ")], origin="cli"
+    )
     assert stored[0].option == opt.id
 
 
@@ -111,8 +115,13 @@ def test_cli_label_pairs_file_export_and_stats(history: History, tmp_path: Path,
     q2 = _other(History.open(), "T-2", "queue")
     assert main(["label", "T-1", f"queue={_shown(History.open(), 'T-1', 'queue')}"]) == 0
     good = tmp_path / "labels.jsonl"
-    good.write_text(json.dumps({"id": "T-2", "labels": {"queue": q2}}) + "\n"
-                    + json.dumps({"id": "T-3", "labels": {"urgency": "low"}}) + "\n", encoding="utf-8")
+    good.write_text(
+        json.dumps({"id": "T-2", "labels": {"queue": q2}})
+        + "\n"
+        + json.dumps({"id": "T-3", "labels": {"urgency": "low"}})
+        + "\n",
+        encoding="utf-8",
+    )
     assert main(["label", "--file", str(good)]) == 0
     err = capsys.readouterr().err
     assert "stored 2 label(s) on 2 ticket(s)" in err
@@ -136,11 +145,15 @@ def test_label_file_with_bad_lines_stores_nothing(history: History, tmp_path: Pa
     history.close()
     f = tmp_path / "labels.jsonl"
     f.write_text(
-        json.dumps({"id": "T-1", "labels": {"queue": "billing"}}) + "\n"
+        json.dumps({"id": "T-1", "labels": {"queue": "billing"}})
+        + "\n"
         + "{not json\n"
-        + json.dumps({"id": "T-404", "labels": {"queue": "billing"}}) + "\n"
-        + json.dumps({"id": "T-2", "labels": {"queue": "the moon"}}) + "\n"
-        + json.dumps({"id": "T-3", "labels": "billing"}) + "\n",
+        + json.dumps({"id": "T-404", "labels": {"queue": "billing"}})
+        + "\n"
+        + json.dumps({"id": "T-2", "labels": {"queue": "the moon"}})
+        + "\n"
+        + json.dumps({"id": "T-3", "labels": "billing"})
+        + "\n",
         encoding="utf-8",
     )
     assert main(["label", "--file", str(f)]) == 2
@@ -245,8 +258,11 @@ def test_training_rows_use_kept_inputs_and_name_what_is_left_out(history: Histor
     feat.save(history, t1.score_id, ident, {"queue": kept, "urgency": kept})
     feat.save(history, t2.score_id, feat.Identity("another-model", "fmt", pack.hash), {"queue": kept})
     # a label on a criterion the pack does not have (as after a pack change)
-    history.conn.execute("INSERT INTO labels (ticket, score, criterion, option, kind, origin, created_at) "
-                         "VALUES (?, ?, 'tone', 'warm', 'correction', 'cli', 1e10)", (t2.ticket_row, t2.score_id))
+    history.conn.execute(
+        "INSERT INTO labels (ticket, score, criterion, option, kind, origin, created_at) "
+        "VALUES (?, ?, 'tone', 'warm', 'correction', 'cli', 1e10)",
+        (t2.ticket_row, t2.score_id),
+    )
     got = training_rows(history, pack, ident)
     by_id = {r.ticket_id: r for r in got.rows}
     assert by_id["T-1"].labels == {"queue": "billing", "urgency": "high"} and not by_id["T-1"].needs_scoring

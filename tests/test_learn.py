@@ -27,17 +27,28 @@ name = "mixed"
 [[criterion]]
 id = "topic"
 question = "Is this about a payment or a delivery?"
-options = [ { id = "payment", label = "Payment, charge or refund" }, { id = "delivery", label = "Delivery of an order" } ]
+options = [ { id = "payment", label = "Payment, charge or refund" },
+            { id = "delivery", label = "Delivery of an order" } ]
 [[criterion]]
 id = "mood"
 question = "Is the customer happy or angry?"
 options = [ { id = "happy", label = "Happy" }, { id = "angry", label = "Angry" } ]
 """
 
-PAYMENT = ["I was charged twice for {x}.", "Please refund the payment for {x}.", "My card was billed for {x} I never bought.",
-           "The invoice for {x} shows the wrong amount.", "Why did you take money for {x} again?"]
-DELIVERY = ["My parcel with {x} never arrived.", "The courier lost {x}.", "Where is my delivery of {x}? It is a week late.",
-            "The tracking for {x} has not moved in days.", "{x} was delivered to the wrong address."]
+PAYMENT = [
+    "I was charged twice for {x}.",
+    "Please refund the payment for {x}.",
+    "My card was billed for {x} I never bought.",
+    "The invoice for {x} shows the wrong amount.",
+    "Why did you take money for {x} again?",
+]
+DELIVERY = [
+    "My parcel with {x} never arrived.",
+    "The courier lost {x}.",
+    "Where is my delivery of {x}? It is a week late.",
+    "The tracking for {x} has not moved in days.",
+    "{x} was delivered to the wrong address.",
+]
 THINGS = ["the blender", "my new shoes", "a phone case"]
 
 
@@ -85,20 +96,40 @@ def _synthetic(n_per: list[int], seed: int = 0) -> tuple[np.ndarray, np.ndarray,
 def test_fit_folds_the_scaler_into_the_weights() -> None:
     from triage.scoring.learn import _fit_lr, _folded, _proba
 
-    crit = parse_pack({"criterion": [{"id": "c", "question": "Q?", "options": [{"id": "a", "label": "A"}, {"id": "b", "label": "B"}, {"id": "z", "label": "Z"}]}]}).criteria[0]
+    crit = parse_pack(
+        {
+            "criterion": [
+                {
+                    "id": "c",
+                    "question": "Q?",
+                    "options": [{"id": "a", "label": "A"}, {"id": "b", "label": "B"}, {"id": "z", "label": "Z"}],
+                }
+            ]
+        }
+    ).criteria[0]
     feats, lp, y = _synthetic([12, 12, 12])
     x = np.hstack([feats, lp])
     scaler, lr = _fit_lr(x, y, 0.1)
     coef, icpt = _folded(scaler, lr, [0, 1, 2])
     head = CriterionHead([o.id for o in crit.options], ["a", "b", "z"], coef, icpt)
-    got = np.exp(np.stack([head.apply(f, l) for f, l in zip(feats, lp, strict=True)]))
+    got = np.exp(np.stack([head.apply(f, lp_row) for f, lp_row in zip(feats, lp, strict=True)]))
     assert np.allclose(got, _proba(scaler, lr, x, [0, 1, 2]), atol=1e-9)
 
 
 def test_fit_criterion_learns_refuses_and_backs_off() -> None:
     from triage.scoring.learn import fit_criterion
 
-    crit = parse_pack({"criterion": [{"id": "c", "question": "Q?", "options": [{"id": "a", "label": "A"}, {"id": "b", "label": "B"}, {"id": "z", "label": "Z"}]}]}).criteria[0]
+    crit = parse_pack(
+        {
+            "criterion": [
+                {
+                    "id": "c",
+                    "question": "Q?",
+                    "options": [{"id": "a", "label": "A"}, {"id": "b", "label": "B"}, {"id": "z", "label": "Z"}],
+                }
+            ]
+        }
+    ).criteria[0]
     feats, lp, y = _synthetic([15, 15, 15])
     head, out = fit_criterion(crit, feats, lp, y)
     assert head is not None and out.refused is None and out.cv["balanced_accuracy"] > 0.9
@@ -125,11 +156,20 @@ def test_head_file_round_trip(tmp_path: Path) -> None:
     head = _head()
     path = write_head(head, tmp_path / "h.npz")
     back = read_head(path)
-    assert back.model_sha256 == head.model_sha256 and back.prompt_format == head.prompt_format and list(back.criteria) == ["topic"]
+    assert (
+        back.model_sha256 == head.model_sha256
+        and back.prompt_format == head.prompt_format
+        and list(back.criteria) == ["topic"]
+    )
     feats = np.random.default_rng(2).normal(size=head.n_features)
     lp = np.log([0.3, 0.7])
     # Weights are stored as float16: the read-back head is the original with its weights rounded so.
-    rounded = CriterionHead(["x", "y"], ["x", "y"], head_mod.stored_weights(head.criteria["topic"].coef).astype(np.float64), head.criteria["topic"].intercept)
+    rounded = CriterionHead(
+        ["x", "y"],
+        ["x", "y"],
+        head_mod.stored_weights(head.criteria["topic"].coef).astype(np.float64),
+        head.criteria["topic"].intercept,
+    )
     assert np.allclose(back.apply("topic", feats, lp), rounded.apply(feats, lp), atol=1e-12)
     assert np.abs(np.exp(back.apply("topic", feats, lp)) - np.exp(head.apply("topic", feats, lp))).max() < 0.05
     big = head_mod.stored_weights(np.array([[1e5, 0.5]]))
@@ -187,7 +227,13 @@ def test_head_key_mismatch_names_what_differs() -> None:
         def format_for(self, readout: str) -> Fmt:
             return Fmt()
 
-    pack = parse_pack({"criterion": [{"id": "topic", "question": "Q?", "options": [{"id": "x", "label": "X"}, {"id": "y", "label": "Y"}]}]})
+    pack = parse_pack(
+        {
+            "criterion": [
+                {"id": "topic", "question": "Q?", "options": [{"id": "x", "label": "X"}, {"id": "y", "label": "Y"}]}
+            ]
+        }
+    )
     why = head_mod.check_match(head, engine=Eng(), pack=pack)
     assert why and "model sha256" in why and "pack hash" in why and "prompt format" in why
 
@@ -195,11 +241,19 @@ def test_head_key_mismatch_names_what_differs() -> None:
 def test_read_labelled_partial_rows(tmp_path: Path) -> None:
     from triage.evaluation.data import read_labelled
 
-    pack = parse_pack({"criterion": [
-        {"id": "topic", "question": "Q?", "options": [{"id": "x", "label": "X"}, {"id": "y", "label": "Y"}]},
-        {"id": "mood", "question": "Q?", "options": [{"id": "a", "label": "A"}, {"id": "b", "label": "B"}]}]})
+    pack = parse_pack(
+        {
+            "criterion": [
+                {"id": "topic", "question": "Q?", "options": [{"id": "x", "label": "X"}, {"id": "y", "label": "Y"}]},
+                {"id": "mood", "question": "Q?", "options": [{"id": "a", "label": "A"}, {"id": "b", "label": "B"}]},
+            ]
+        }
+    )
     f = tmp_path / "l.jsonl"
-    f.write_text('{"id": "1", "text": "t", "labels": {"topic": "x"}}\n{"id": "2", "text": "t", "labels": {"other": "x"}}\n', encoding="utf-8")
+    f.write_text(
+        '{"id": "1", "text": "t", "labels": {"topic": "x"}}\n{"id": "2", "text": "t", "labels": {"other": "x"}}\n',
+        encoding="utf-8",
+    )
     got = read_labelled(f, pack, partial=True)
     assert [r.labels for r in got.rows] == [{"topic": "x"}] and "no label for any criterion" in got.bad[0].message
     with pytest.raises(InputError):
@@ -242,8 +296,18 @@ def learned(smollm2_path: Path, tmp_path_factory: pytest.TempPathFactory) -> dic
         out = work / "team.npz"
         said = io.StringIO()
         with contextlib.redirect_stderr(said):
-            argv = ["learn", str(data), "--model", str(smollm2_path), "--n-ctx", "512", "--pack", str(pack),
-                    "-o", str(out)]
+            argv = [
+                "learn",
+                str(data),
+                "--model",
+                str(smollm2_path),
+                "--n-ctx",
+                "512",
+                "--pack",
+                str(pack),
+                "-o",
+                str(out),
+            ]
             code = main(argv)
         assert code == 0
         # What `triage score` will now apply, by the one fit policy.
@@ -273,7 +337,9 @@ def test_learn_fits_the_labelled_criterion_and_names_the_other(learned: dict[str
 
 
 @pytest.mark.model
-def test_engine_applies_the_head_from_the_answer_positions_features(learned: dict[str, Path], smollm2_path: Path) -> None:
+def test_engine_applies_the_head_from_the_answer_positions_features(
+    learned: dict[str, Path], smollm2_path: Path
+) -> None:
     from triage.scoring.engine import Engine, ScoreOptions
     from triage.scoring.pack import load_pack
 
@@ -299,7 +365,13 @@ def test_engine_applies_the_head_from_the_answer_positions_features(learned: dic
 
 
 @pytest.mark.model
-def test_score_applies_the_stored_head_and_refuses_a_foreign_one(learned: dict[str, Path], smollm2_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_score_applies_the_stored_head_and_refuses_a_foreign_one(
+    learned: dict[str, Path],
+    smollm2_path: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     import shutil
 
     from triage.cli import main
@@ -342,16 +414,30 @@ def test_score_applies_the_stored_head_and_refuses_a_foreign_one(learned: dict[s
 
 
 @pytest.mark.model
-def test_eval_measures_a_stored_head_on_held_out_rows(learned: dict[str, Path], smollm2_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_eval_measures_a_stored_head_on_held_out_rows(
+    learned: dict[str, Path],
+    smollm2_path: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     import shutil
 
     from triage.cli import main
 
     home = shutil.copytree(learned["home"], tmp_path / "home")
     monkeypatch.setenv("TRIAGE_HOME", str(home))
-    held = [{"id": f"h{i}", "text": t, "labels": {"topic": y, "mood": "angry"}} for i, (t, y) in enumerate([
-        ("I paid twice for the lamp, give one payment back.", "payment"), ("The refund for my jacket never reached my card.", "payment"),
-        ("My sofa was never delivered and the courier stopped answering.", "delivery"), ("The parcel with my headphones is stuck in transit.", "delivery")])]
+    held = [
+        {"id": f"h{i}", "text": t, "labels": {"topic": y, "mood": "angry"}}
+        for i, (t, y) in enumerate(
+            [
+                ("I paid twice for the lamp, give one payment back.", "payment"),
+                ("The refund for my jacket never reached my card.", "payment"),
+                ("My sofa was never delivered and the courier stopped answering.", "delivery"),
+                ("The parcel with my headphones is stuck in transit.", "delivery"),
+            ]
+        )
+    ]
     data = tmp_path / "held.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in held) + "\n", encoding="utf-8")
     out = tmp_path / "eval.json"
@@ -368,7 +454,9 @@ def test_eval_measures_a_stored_head_on_held_out_rows(learned: dict[str, Path], 
 
 @pytest.mark.model
 @pytest.mark.slow
-async def test_the_app_shows_learned_and_zero_shot_cards(learned: dict[str, Path], smollm2_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_the_app_shows_learned_and_zero_shot_cards(
+    learned: dict[str, Path], smollm2_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import shutil
 
     from fake_engine import fake_app, wait_until
@@ -395,7 +483,9 @@ async def test_the_app_shows_learned_and_zero_shot_cards(learned: dict[str, Path
         result = main.result
         assert [c.source for c in result.criteria] == ["learned", "zero-shot"] and result.head
         topic, mood = main.decisions.card("topic"), main.decisions.card("mood")
-        assert str(topic.border_subtitle).startswith("learned ·") and str(mood.border_subtitle).startswith("zero-shot ·")
+        assert str(topic.border_subtitle).startswith("learned ·") and str(mood.border_subtitle).startswith(
+            "zero-shot ·"
+        )
         assert f"learned head {result.head} (topic)" in str(main.summary.render())
         assert not main.notices.has("head")
         # A stored head learned with another model is not applied, and the app says why.
@@ -403,9 +493,17 @@ async def test_the_app_shows_learned_and_zero_shot_cards(learned: dict[str, Path
         foreign = read_head(stored)
         foreign.model_sha256 = "0" * 64
         stored.unlink()
-        write_head(foreign, head_mod.heads_dir() / head_mod.stored_name(foreign.model_sha256, foreign.pack_hash, foreign.prompt_format))
+        write_head(
+            foreign,
+            head_mod.heads_dir() / head_mod.stored_name(foreign.model_sha256, foreign.pack_hash, foreign.prompt_format),
+        )
         await pilot.press("f5")
-        await wait_until(pilot, lambda: main.result is not None and main.result is not result and not main.scoring, timeout=120, what="the second score")
+        await wait_until(
+            pilot,
+            lambda: main.result is not None and main.result is not result and not main.scoring,
+            timeout=120,
+            what="the second score",
+        )
         assert [c.source for c in main.result.criteria] == ["zero-shot", "zero-shot"] and main.result.head is None
         assert main.notices.has("head")
 

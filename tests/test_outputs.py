@@ -40,9 +40,12 @@ def test_existing_file_needs_force_and_a_folder_is_refused(tmp_path: Path) -> No
 
 def test_output_inside_the_input_folder_is_refused(tmp_path: Path) -> None:
     (tmp_path / "backlog").mkdir()
-    with pytest.raises(InputError, match="inside the input folder"):
+    with pytest.raises(InputError, match="inside the input"):
         check_not_inside(tmp_path / "backlog" / "s.jsonl", tmp_path / "backlog")
+    with pytest.raises(InputError, match="inside the input"):
+        check_not_inside(tmp_path / "backlog" / "s.jsonl", str(tmp_path / "backlog" / "*.jsonl"))
     check_not_inside(tmp_path / "s.jsonl", tmp_path / "backlog")
+    check_not_inside(tmp_path / "backlog" / "s.parquet", str(tmp_path / "backlog" / "*.jsonl"))
 
 
 def test_backup_of_the_replaced_file(tmp_path: Path) -> None:
@@ -58,10 +61,14 @@ def test_backup_of_the_replaced_file(tmp_path: Path) -> None:
 def test_second_writer_is_refused_while_the_first_holds_the_lock(tmp_path: Path) -> None:
     out = tmp_path / "same.jsonl"
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time\nfrom triage.store.outputs import OutputLock\n"
-         f"with OutputLock({str(out)!r}):\n    print('held', flush=True)\n    time.sleep(30)\n"],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom triage.store.outputs import OutputLock\n"
+            f"with OutputLock({str(out)!r}):\n    print('held', flush=True)\n    time.sleep(30)\n",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"

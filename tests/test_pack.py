@@ -51,10 +51,25 @@ def test_no_pack_table_means_defaults(tmp_path: Path) -> None:
     ("body", "expected"),
     [
         (GOOD + GOOD, "criterion 'urgency': duplicate id 'urgency'"),
-        ('[[criterion]]\nid = "x"\nquestion = "Q?"\noptions = [ { id = "a", label = "A" } ]\n', "criterion 'x': field 'options' has 1 option"),
-        ('[[criterion]]\nid = "x"\nquestion = "  "\noptions = [ { id = "a", label = "A" }, { id = "b", label = "B" } ]\n', "criterion 'x': field 'question' is empty"),
-        ('[[criterion]]\nid = "x"\nquestion = "Q?"\noptions = [ { id = "a", label = "A" }, { id = "a", label = "B" } ]\n', "duplicate option id 'a'"),
-        ('[[criterion]]\nid = "x"\nquestion = "Q?"\noptions = [ { id = "a", label = "" }, { id = "b", label = "B" } ]\n', "option 'a': field 'label' is empty"),
+        (
+            '[[criterion]]\nid = "x"\nquestion = "Q?"\noptions = [ { id = "a", label = "A" } ]\n',
+            "criterion 'x': field 'options' has 1 option",
+        ),
+        (
+            '[[criterion]]\nid = "x"\nquestion = "  "\noptions = [ { '
+            'id = "a", label = "A" }, { id = "b", label = "B" } ]\n',
+            "criterion 'x': field 'question' is empty",
+        ),
+        (
+            '[[criterion]]\nid = "x"\nquestion = "Q?"\noptions = [ { '
+            'id = "a", label = "A" }, { id = "a", label = "B" } ]\n',
+            "duplicate option id 'a'",
+        ),
+        (
+            '[[criterion]]\nid = "x"\nquestion = "Q?"\noptions = [ '
+            '{ id = "a", label = "" }, { id = "b", label = "B" } ]\n',
+            "option 'a': field 'label' is empty",
+        ),
         ('[pack]\nname = "n"\n', "no [[criterion]] entries"),
         ('[pack]\ncolour = "red"\n' + GOOD, "unknown field(s) ['colour']"),
     ],
@@ -88,7 +103,14 @@ def test_missing_and_malformed_files(tmp_path: Path) -> None:
 def test_hash_is_canonical(tmp_path: Path) -> None:
     a = load_pack(write(tmp_path, GOOD, "a.toml"))
     # Same content, other whitespace, key order and file name: same hash.
-    b = load_pack(write(tmp_path, '\n[[criterion]]\nquestion="How urgent?"\nid="urgency"\noptions=[{label="High",id="high"},{label="Low",id="low"}]\n', "b.toml"))
+    b = load_pack(
+        write(
+            tmp_path,
+            '\n[[criterion]]\nquestion="How '
+            'urgent?"\nid="urgency"\noptions=[{label="High",id="high"},{label="Low",id="low"}]\n',
+            "b.toml",
+        )
+    )
     assert a.to_dict()["criterion"] == b.to_dict()["criterion"]
     assert load_pack(write(tmp_path, '[pack]\nname="a"\n' + GOOD, "c.toml")).hash == a.hash
     # A changed label changes the hash.

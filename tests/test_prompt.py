@@ -33,7 +33,9 @@ def tok() -> HFTokenizer:
     return qwen3_tokenizer()
 
 
-@pytest.fixture(params=[PromptFormat("chat", think=True), PromptFormat("chat"), PromptFormat("plain")], ids=lambda f: f.id)
+@pytest.fixture(
+    params=[PromptFormat("chat", think=True), PromptFormat("chat"), PromptFormat("plain")], ids=lambda f: f.id
+)
 def builder(request: pytest.FixtureRequest, tok: HFTokenizer) -> PromptBuilder:
     return PromptBuilder(default_pack(), request.param, tok)
 

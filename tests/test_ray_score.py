@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import shutil
+import signal
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,7 +34,8 @@ options = [ { id = "angry", label = "Angry" }, { id = "calm", label = "Calm" } ]
 [[criterion]]
 id = "topic"
 question = "What is the complaint about?"
-options = [ { id = "billing", label = "Billing" }, { id = "credit", label = "Credit report" }, { id = "other", label = "Other" } ]
+options = [ { id = "billing", label = "Billing" }, { id = "credit", label = "Credit report" },
+            { id = "other", label = "Other" } ]
 """
 # The options of every Ray run here and of the plain run it is compared with.
 OPTIONS = ["--mode", "fanout", "--orderings", "cyclic", "--threads", "1"]
@@ -75,16 +76,27 @@ def test_rows_from_a_folder_of_jsonl_and_parquet(tmp_path: Path) -> None:
 
     folder = tmp_path / "in"
     folder.mkdir()
-    (folder / "a.jsonl").write_text('{"id": "t1", "text": "Refund me"}\n{"text": "no id here"}\nnot json\n{"id": "t1", "text": "Refund me"}\n', encoding="utf-8")
+    (folder / "a.jsonl").write_text(
+        '{"id": "t1", "text": "Refund me"}\n{"text": "no id here"}\nnot json\n{"id": "t1", "text": "Refund me"}\n',
+        encoding="utf-8",
+    )
     pq.write_table(pa.table({"id": ["p1", None], "text": ["Where is my card?", None]}), folder / "b.parquet")
     rows = read_rows(str(folder))
-    assert [(r.ticket_id, r.line, r.source) for r in rows] == [("t1", 1, "a.jsonl"), ("a.jsonl:line-2", 2, "a.jsonl"), (None, 3, "a.jsonl"), ("p1", 1, "b.parquet"), ("b.parquet:row-2", 2, "b.parquet")]
+    assert [(r.ticket_id, r.line, r.source) for r in rows] == [
+        ("t1", 1, "a.jsonl"),
+        ("a.jsonl:line-2", 2, "a.jsonl"),
+        (None, 3, "a.jsonl"),
+        ("p1", 1, "b.parquet"),
+        ("b.parquet:row-2", 2, "b.parquet"),
+    ]
     assert rows[2].error == "a.jsonl line 3: not valid JSON (Expecting value at column 1)"
     assert "field 'text' is missing" in (rows[4].error or "")
     assert len({r.key for r in rows}) == len(rows)  # the repeated t1 row is one ticket
     # One file: the same ids and messages as `triage score`.
     single = read_rows(str(folder / "a.jsonl"))
-    assert [r.ticket_id for r in single] == ["t1", "line-2", None] and single[2].error == "line 3: not valid JSON (Expecting value at column 1)"
+    assert [r.ticket_id for r in single] == ["t1", "line-2", None] and single[
+        2
+    ].error == "line 3: not valid JSON (Expecting value at column 1)"
 
 
 def test_resume_refuses_an_output_scored_differently(tmp_path: Path) -> None:
@@ -107,8 +119,22 @@ def test_the_command_line_becomes_a_plain_job_checked_before_any_cluster(pack: P
 
     src = tmp_path / "in.jsonl"
     src.write_text(DATA.read_text(encoding="utf-8"), encoding="utf-8")
-    args = build_parser().parse_args(["score", "--ray", str(src), "--pack", str(pack), "--readout", "letter",
-                                      "--no-head", "--workers", "3", "-o", str(tmp_path / "o.jsonl")])
+    args = build_parser().parse_args(
+        [
+            "score",
+            "--ray",
+            str(src),
+            "--pack",
+            str(pack),
+            "--readout",
+            "letter",
+            "--no-head",
+            "--workers",
+            "3",
+            "-o",
+            str(tmp_path / "o.jsonl"),
+        ]
+    )
     job = ray_job(args, config={"prior": True, "mode": "serial"})
     assert isinstance(job, RayJob) and (job.address, job.source) == ("local", str(src))
     assert job.options == ScoreOptions(mode="serial", readout="letter", prior=True)  # flag, then config, then default
@@ -125,7 +151,9 @@ def test_the_command_line_becomes_a_plain_job_checked_before_any_cluster(pack: P
 
 def test_resume_cuts_a_half_written_last_line(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
-    out.write_text('{"ticket_id": "a", "ticket_sha256": "s", "error": "e", "line": 1}\n{"schema": "triage.resu', encoding="utf-8")
+    out.write_text(
+        '{"ticket_id": "a", "ticket_sha256": "s", "error": "e", "line": 1}\n{"schema": "triage.resu', encoding="utf-8"
+    )
     found = read_existing(out, signature())
     assert len(found.keys) == 1 and out.read_text(encoding="utf-8").endswith("}\n")
 
@@ -136,8 +164,17 @@ def test_parquet_parts_have_one_schema_and_read_back(tmp_path: Path) -> None:
 
     from triage.backlog import output
 
-    result = {"schema": "triage.result/2", "ticket_id": "t", "ticket_sha256": "s", "model": {"sha256": "a" * 64}, "pack": {"hash": "p" * 16},
-              "prompt_format": "triage-prompt/2:chat", "calibration": None, "warnings": [], **signature().record_options}
+    result = {
+        "schema": "triage.result/2",
+        "ticket_id": "t",
+        "ticket_sha256": "s",
+        "model": {"sha256": "a" * 64},
+        "pack": {"hash": "p" * 16},
+        "prompt_format": "triage-prompt/2:chat",
+        "calibration": None,
+        "warnings": [],
+        **signature().record_options,
+    }
     out = tmp_path / "out.parquet"
     writer = open_writer(out, signature(), resume=False)
     writer.write([("1", result)])
@@ -146,18 +183,24 @@ def test_parquet_parts_have_one_schema_and_read_back(tmp_path: Path) -> None:
     writer.close()
     parts = sorted(out.glob("part-*.parquet"))
     schemas = [pq.read_schema(p) for p in parts]
-    assert len(parts) == 2 and all(schemas[0].field(n).type == schemas[1].field(n).type for n in set(schemas[0].names) & set(schemas[1].names))
+    assert len(parts) == 2 and all(
+        schemas[0].field(n).type == schemas[1].field(n).type for n in set(schemas[0].names) & set(schemas[1].names)
+    )
     assert str(schemas[0].field("calibration").type) == "string" and str(schemas[1].field("line").type) == "int64"
     import pyarrow.dataset as ds
 
-    table = ds.dataset(out, format="parquet", schema=pa.unify_schemas(schemas)).to_table()  # the folder reads as one table
+    table = ds.dataset(
+        out, format="parquet", schema=pa.unify_schemas(schemas)
+    ).to_table()  # the folder reads as one table
     assert table.num_rows == 2
     assert read_existing(out, signature()).keys == {record_key(result), record_key({"line": 4, "error": "x"})}
 
 
-def test_a_node_pulls_a_missing_catalog_model_once_and_checks_it(monkeypatch: pytest.MonkeyPatch, smollm2_path: Path) -> None:
-    from triage.model import modelstore
+def test_a_node_pulls_a_missing_catalog_model_once_and_checks_it(
+    monkeypatch: pytest.MonkeyPatch, smollm2_path: Path
+) -> None:
     from triage.backlog.worker import NodeModelError, ensure_model
+    from triage.model import modelstore
 
     pulls: list[str] = []
 
@@ -170,8 +213,12 @@ def test_a_node_pulls_a_missing_catalog_model_once_and_checks_it(monkeypatch: py
     monkeypatch.setattr(modelstore, "pull", fake_pull)
     ref = ensure_model("smollm2-135m", None)
     assert pulls == ["smollm2-135m"] and ref.path == modelstore.model_file("smollm2-135m")
-    assert ensure_model("smollm2-135m", ref.sha256).sha256 == ref.sha256 and pulls == ["smollm2-135m"]  # installed: no second pull
-    with pytest.raises(NodeModelError, match=f"node {socket.gethostname()}: model smollm2-135m .* but the driver expects ffff"):
+    assert ensure_model("smollm2-135m", ref.sha256).sha256 == ref.sha256 and pulls == [
+        "smollm2-135m"
+    ]  # installed: no second pull
+    with pytest.raises(
+        NodeModelError, match=f"node {socket.gethostname()}: model smollm2-135m .* but the driver expects ffff"
+    ):
         ensure_model("smollm2-135m", "f" * 64)
 
 
@@ -220,7 +267,9 @@ def run_ray(argv: list[str], on_batch: Any = None) -> int:
 
 @pytest.mark.model
 @pytest.mark.slow
-def test_ray_scores_like_triage_score(cluster: Any, smollm2_path: Path, pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_ray_scores_like_triage_score(
+    cluster: Any, smollm2_path: Path, pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     src = tmp_path / "in.jsonl"
     src.write_text(DATA.read_text(encoding="utf-8") + 'not json\n{"id": "blank", "text": "  "}\n', encoding="utf-8")
     common = ["--model", str(smollm2_path), "--pack", str(pack), *OPTIONS]
@@ -235,7 +284,13 @@ def test_ray_scores_like_triage_score(cluster: Any, smollm2_path: Path, pack: Pa
     assert sorted(a) == sorted(b) == sorted(t["id"] for t in tickets())
     for tid, mine in a.items():
         theirs = b[tid]
-        assert (mine["model"], mine["pack"], mine["prompt_format"], mine["mode"], mine["orderings"]) == (theirs["model"], theirs["pack"], theirs["prompt_format"], theirs["mode"], theirs["orderings"])
+        assert (mine["model"], mine["pack"], mine["prompt_format"], mine["mode"], mine["orderings"]) == (
+            theirs["model"],
+            theirs["pack"],
+            theirs["prompt_format"],
+            theirs["mode"],
+            theirs["orderings"],
+        )
         for c, d in zip(mine["criteria"], theirs["criteria"], strict=True):
             assert c["choice"] == d["choice"], tid
             for o, p in zip(c["options"], d["options"], strict=True):
@@ -276,7 +331,22 @@ def test_a_killed_worker_loses_only_its_batch(cluster: Any, smollm2_path: Path, 
             os.kill(pids[0], signal.SIGKILL)
             killed.append(pids[0])
 
-    argv = ["score", str(src), "--ray", "--model", str(smollm2_path), "--pack", str(pack), *OPTIONS, "--workers", "2", "--batch-size", "3", "-o", str(out)]
+    argv = [
+        "score",
+        str(src),
+        "--ray",
+        "--model",
+        str(smollm2_path),
+        "--pack",
+        str(pack),
+        *OPTIONS,
+        "--workers",
+        "2",
+        "--batch-size",
+        "3",
+        "-o",
+        str(out),
+    ]
     assert run_ray(argv, on_batch=kill_one) == 0
     assert killed and killed[0] not in worker_pids()
     records = [r for part in sorted(out.glob("part-*.parquet")) for r in pq.read_table(part).to_pylist()]
@@ -289,9 +359,26 @@ class Stop(Exception):
 
 @pytest.mark.model
 @pytest.mark.slow
-def test_resume_scores_only_what_is_missing(cluster: Any, pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_resume_scores_only_what_is_missing(
+    cluster: Any, pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "out.jsonl"
-    argv = ["score", str(DATA), "--ray", "--model", "smollm2-135m", "--pack", str(pack), *OPTIONS, "--workers", "2", "--batch-size", "3", "-o", str(out)]
+    argv = [
+        "score",
+        str(DATA),
+        "--ray",
+        "--model",
+        "smollm2-135m",
+        "--pack",
+        str(pack),
+        *OPTIONS,
+        "--workers",
+        "2",
+        "--batch-size",
+        "3",
+        "-o",
+        str(out),
+    ]
 
     def stop_after_nine(summary: Any) -> None:
         if summary.returned >= 9:
@@ -306,11 +393,16 @@ def test_resume_scores_only_what_is_missing(cluster: Any, pack: Path, tmp_path: 
     assert run_ray([*argv, "--resume"], on_batch=seen.append) == 0
     summary = seen[-1]
     # Only the missing tickets went to the workers, and each came back once.
-    assert (summary.skipped, summary.to_score, summary.returned, summary.scored) == (len(first), 30 - len(first), 30 - len(first), 30 - len(first))
+    assert (summary.skipped, summary.to_score, summary.returned, summary.scored) == (
+        len(first),
+        30 - len(first),
+        30 - len(first),
+        30 - len(first),
+    )
     final = jsonl(out)
     assert final[: len(first)] == first  # the first run's records, untouched (same created_at: not rescored)
     assert sorted(results(final)) == sorted(t["id"] for t in tickets())
-    assert all(r["created_at"] > max(f["created_at"] for f in first) for r in final[len(first):])
+    assert all(r["created_at"] > max(f["created_at"] for f in first) for r in final[len(first) :])
     assert run_ray([*argv, "--resume"]) == 0 and jsonl(out) == final  # nothing left: nothing written
 
 
@@ -325,7 +417,9 @@ def test_a_sha256_mismatch_stops_the_job_naming_the_node(cluster: Any, smollm2_p
 
 @pytest.mark.model
 @pytest.mark.slow
-def test_ray_applies_the_stored_learned_head_like_triage_score(cluster: Any, smollm2_path: Path, pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_ray_applies_the_stored_learned_head_like_triage_score(
+    cluster: Any, smollm2_path: Path, pack: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import numpy as np
 
     from triage.scoring import head as head_mod
@@ -337,7 +431,12 @@ def test_ray_applies_the_stored_learned_head_like_triage_score(cluster: Any, smo
         n_feat, sha, fmt = len(eng.feature_ids), eng.sha256, eng.format_for("label").id
         vocab, width = eng.native.n_vocab, eng.native.n_embd
     rng = np.random.default_rng(3)
-    topic = head_mod.CriterionHead(["billing", "credit", "other"], ["billing", "credit", "other"], rng.normal(0, 0.01, (3, n_feat + 3)), np.zeros(3))
+    topic = head_mod.CriterionHead(
+        ["billing", "credit", "other"],
+        ["billing", "credit", "other"],
+        rng.normal(0, 0.01, (3, n_feat + 3)),
+        np.zeros(3),
+    )
     head = head_mod.Head(sha, mini.hash, fmt, vocab, width, {"topic": topic}, name="mini head")
     head_mod.write_head(head, head_mod.heads_dir() / head_mod.stored_name(sha, mini.hash, fmt))
     src = tmp_path / "in.jsonl"

@@ -13,13 +13,13 @@ import os
 from pathlib import Path
 
 import pytest
-
 from test_gguf import write_gguf
-from triage.model.catalog import get_entry
+
 from triage.errors import InputError, TriageError
+from triage.model.catalog import get_entry
 from triage.model.gguf import NotGGUFError, TruncatedGGUFError
-from triage.store.paths import user_dirs
 from triage.model.resolve import ModelRef, cached_sha256, resolve_model
+from triage.store.paths import user_dirs
 
 
 def install(name: str, *, sidecar: bool = True, size_delta: int = 0) -> Path:
@@ -32,8 +32,15 @@ def install(name: str, *, sidecar: bool = True, size_delta: int = 0) -> Path:
     with path.open("wb") as fh:
         fh.truncate(entry.size + size_delta)  # sparse: the exact size, no disk cost
     if sidecar:
-        record = {"name": name, "size": entry.size, "mtime_ns": path.stat().st_mtime_ns, "sha256": entry.sha256, "sha256_verified": True,
-                  "source": entry.source_description, "pulled_at": "2025-01-01T00:00:00Z"}
+        record = {
+            "name": name,
+            "size": entry.size,
+            "mtime_ns": path.stat().st_mtime_ns,
+            "sha256": entry.sha256,
+            "sha256_verified": True,
+            "source": entry.source_description,
+            "pulled_at": "2025-01-01T00:00:00Z",
+        }
         (folder / f"{name}.json").write_text(json.dumps(record))
     return path
 
@@ -66,7 +73,14 @@ def test_step4_qwen3_when_installed() -> None:
     install("qwen2.5-coder-0.5b")
     install("qwen3-0.6b")
     ref = resolve_model(config={})
-    assert ref == ModelRef("qwen3-0.6b", user_dirs().models / "qwen3-0.6b.gguf", get_entry("qwen3-0.6b").sha256 or "", "catalog", False, None)
+    assert ref == ModelRef(
+        "qwen3-0.6b",
+        user_dirs().models / "qwen3-0.6b.gguf",
+        get_entry("qwen3-0.6b").sha256 or "",
+        "catalog",
+        False,
+        None,
+    )
 
 
 def test_step3_config_beats_installed_default() -> None:
@@ -109,8 +123,14 @@ def test_env_path_model(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None
 
 
 def test_path_model_with_qwen3_06b_header_is_not_a_stand_in(tmp_path: Path) -> None:
-    q3 = write_gguf(tmp_path / "q3.gguf", {"general.architecture": "qwen3", "general.name": "Qwen3 0.6B", "general.size_label": "0.6B"})
-    q3_big = write_gguf(tmp_path / "q3big.gguf", {"general.architecture": "qwen3", "general.name": "Qwen3 4B", "general.size_label": "4B"})
+    q3 = write_gguf(
+        tmp_path / "q3.gguf",
+        {"general.architecture": "qwen3", "general.name": "Qwen3 0.6B", "general.size_label": "0.6B"},
+    )
+    q3_big = write_gguf(
+        tmp_path / "q3big.gguf",
+        {"general.architecture": "qwen3", "general.name": "Qwen3 4B", "general.size_label": "4B"},
+    )
     assert resolve_model(str(q3), config={}).stand_in is False
     assert resolve_model(str(q3_big), config={}).stand_in is True
 
@@ -124,7 +144,9 @@ def test_unknown_name_lists_known_ones(origin: str, monkeypatch: pytest.MonkeyPa
         monkeypatch.setenv("TRIAGE_MODEL", "mistral-7b")
     else:
         config = {"model": "mistral-7b"}
-    with pytest.raises(InputError, match="unknown model 'mistral-7b'; known models: qwen3-0.6b, qwen2.5-coder-0.5b, smollm2-135m") as exc:
+    with pytest.raises(
+        InputError, match="unknown model 'mistral-7b'; known models: qwen3-0.6b, qwen2.5-coder-0.5b, smollm2-135m"
+    ) as exc:
         resolve_model(requested, config=config)
     assert exc.value.exit_code == 2
 

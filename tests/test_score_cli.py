@@ -21,7 +21,8 @@ options = [ { id = "angry", label = "Angry" }, { id = "calm", label = "Calm" } ]
 [[criterion]]
 id = "topic"
 question = "What is the ticket about?"
-options = [ { id = "billing", label = "Billing" }, { id = "delivery", label = "Delivery" }, { id = "other", label = "Other" } ]
+options = [ { id = "billing", label = "Billing" }, { id = "delivery", label = "Delivery" },
+            { id = "other", label = "Other" } ]
 """
 
 
@@ -32,7 +33,9 @@ def pack(tmp_path: Path) -> Path:
     return p
 
 
-def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: list[str], stdin: bytes | None = None) -> tuple[int, str, str]:
+def run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], args: list[str], stdin: bytes | None = None
+) -> tuple[int, str, str]:
     if stdin is not None:
         fake = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
         monkeypatch.setattr(sys, "stdin", fake)
@@ -41,8 +44,15 @@ def run(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], arg
     return code, out, err
 
 
-def test_one_ticket_from_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], smollm2_path: Path, pack: Path) -> None:
-    code, out, err = run(monkeypatch, capsys, ["score", "--model", str(smollm2_path), "--pack", str(pack), "--format", "json"], b"I was charged twice, refund me now")
+def test_one_ticket_from_stdin(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], smollm2_path: Path, pack: Path
+) -> None:
+    code, out, err = run(
+        monkeypatch,
+        capsys,
+        ["score", "--model", str(smollm2_path), "--pack", str(pack), "--format", "json"],
+        b"I was charged twice, refund me now",
+    )
     assert code == 0, err
     d = json.loads(out)
     assert d["schema"] == "triage.result/2"
@@ -57,10 +67,31 @@ def test_one_ticket_from_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.C
     assert isinstance(d["warnings"], list)
 
 
-def test_jsonl_bad_line_is_reported_and_others_scored(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], smollm2_path: Path, pack: Path, tmp_path: Path) -> None:
+def test_jsonl_bad_line_is_reported_and_others_scored(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], smollm2_path: Path, pack: Path, tmp_path: Path
+) -> None:
     f = tmp_path / "t.jsonl"
-    f.write_text('{"id": "a", "text": "Where is my parcel?"}\n[1, 2]\n{"id": "c", "text": "   "}\n{"id": "d", "text": "Refund!"}\nnot json\n', encoding="utf-8")
-    code, out, err = run(monkeypatch, capsys, ["score", str(f), "--model", str(smollm2_path), "--pack", str(pack), "--format", "jsonl", "--orderings", "none"])
+    f.write_text(
+        '{"id": "a", "text": "Where is my parcel?"}\n[1, 2]\n{"id": '
+        '"c", "text": "   "}\n{"id": "d", "text": "Refund!"}\nnot json\n',
+        encoding="utf-8",
+    )
+    code, out, err = run(
+        monkeypatch,
+        capsys,
+        [
+            "score",
+            str(f),
+            "--model",
+            str(smollm2_path),
+            "--pack",
+            str(pack),
+            "--format",
+            "jsonl",
+            "--orderings",
+            "none",
+        ],
+    )
     assert code == 1
     records = [json.loads(line) for line in out.splitlines()]
     assert [r.get("ticket_id") for r in records] == ["a", None, "c", "d", None]
@@ -79,7 +110,9 @@ def test_jsonl_bad_line_is_reported_and_others_scored(monkeypatch: pytest.Monkey
         (b"caf\xe9 au lait", "not valid UTF-8"),
     ],
 )
-def test_bad_single_ticket(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], pack: Path, stdin: bytes, expected: str) -> None:
+def test_bad_single_ticket(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], pack: Path, stdin: bytes, expected: str
+) -> None:
     code, out, err = run(monkeypatch, capsys, ["score", "--pack", str(pack)], stdin)
     assert code == 2 and out == ""
     assert expected in err and "Traceback" not in err
@@ -90,7 +123,9 @@ def test_missing_pack(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFix
     assert code == 2 and "pack file" in err and "does not exist" in err
 
 
-def test_missing_ticket_file(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_missing_ticket_file(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
     code, _, err = run(monkeypatch, capsys, ["score", str(tmp_path / "none.txt")])
     assert code == 2 and "does not exist" in err
 
@@ -100,17 +135,23 @@ def test_no_model_installed(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capt
     assert code != 0 and "triage model pull" in err and "Traceback" not in err
 
 
-def write_cal(path: Path, *, sha: str, pack_hash: str, fmt: str = "triage-prompt/2:chat", orderings: str = "cyclic") -> Path:
+def write_cal(
+    path: Path, *, sha: str, pack_hash: str, fmt: str = "triage-prompt/2:chat", orderings: str = "cyclic"
+) -> Path:
     from triage.scoring.calibrate import Calibration, CriterionCalibration, write_calibration
 
-    cal = Calibration(sha, pack_hash, fmt, orderings, False, {"mood": CriterionCalibration(0.5, {"angry": 2.0, "calm": 0.0})})
+    cal = Calibration(
+        sha, pack_hash, fmt, orderings, False, {"mood": CriterionCalibration(0.5, {"angry": 2.0, "calm": 0.0})}
+    )
     return write_calibration(cal, path)
 
 
-def test_stored_calibration_is_applied_and_a_mismatch_refused(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], smollm2_path: Path, pack: Path, tmp_path: Path) -> None:
+def test_stored_calibration_is_applied_and_a_mismatch_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], smollm2_path: Path, pack: Path, tmp_path: Path
+) -> None:
+    from triage.model.resolve import cached_sha256
     from triage.scoring.calibrate import calibrations_dir, stored_name
     from triage.scoring.pack import load_pack
-    from triage.model.resolve import cached_sha256
 
     sha, pack_hash = cached_sha256(smollm2_path), load_pack(pack).hash
     base = ["score", "--model", str(smollm2_path), "--pack", str(pack), "--format", "json", "--orderings", "none"]
@@ -118,7 +159,13 @@ def test_stored_calibration_is_applied_and_a_mismatch_refused(monkeypatch: pytes
     plain = json.loads(out)
     calibrations_dir().mkdir(parents=True, exist_ok=True)
     # Fitted on orderings=none for this model, pack and prompt format: applied automatically.
-    write_cal(calibrations_dir() / stored_name(sha, pack_hash, plain["prompt_format"]), sha=sha, pack_hash=pack_hash, fmt=plain["prompt_format"], orderings="none")
+    write_cal(
+        calibrations_dir() / stored_name(sha, pack_hash, plain["prompt_format"]),
+        sha=sha,
+        pack_hash=pack_hash,
+        fmt=plain["prompt_format"],
+        orderings="none",
+    )
     code, out, err = run(monkeypatch, capsys, base, b"Refund me now")
     cal = json.loads(out)
     assert code == 0 and "applying calibration" in err and cal["calibration"]
@@ -126,12 +173,16 @@ def test_stored_calibration_is_applied_and_a_mismatch_refused(monkeypatch: pytes
     p1 = next(c for c in cal["criteria"] if c["id"] == "mood")["options"][0]["probability"]
     assert p1 > p0  # the fitted bias toward "angry" took effect
     # A file for another model is refused, naming what differs.
-    other = write_cal(tmp_path / "other.json", sha="0" * 64, pack_hash=pack_hash, fmt=plain["prompt_format"], orderings="none")
+    other = write_cal(
+        tmp_path / "other.json", sha="0" * 64, pack_hash=pack_hash, fmt=plain["prompt_format"], orderings="none"
+    )
     code, out, err = run(monkeypatch, capsys, [*base, "--calibration", str(other)], b"Refund me now")
     assert code == 2 and out == "" and "model sha256" in err and "fitted for another setup" in err
 
 
-def test_criteria_subset(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], smollm2_path: Path, pack: Path) -> None:
+def test_criteria_subset(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], smollm2_path: Path, pack: Path
+) -> None:
     base = ["score", "--model", str(smollm2_path), "--pack", str(pack), "--format", "json", "--no-calibration"]
     ticket = b"My parcel never came and nobody answers"
     code, out, err = run(monkeypatch, capsys, base, ticket)
@@ -145,12 +196,18 @@ def test_criteria_subset(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capture
 
 
 @pytest.mark.parametrize(("arg", "expected"), [("colour", "has no criterion 'colour'"), (" , ", "names no criteria")])
-def test_criteria_unknown_or_empty(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], pack: Path, arg: str, expected: str) -> None:
-    code, _, err = run(monkeypatch, capsys, ["score", "--model", "/nonexistent.gguf", "--pack", str(pack), "--criteria", arg], b"hello")
+def test_criteria_unknown_or_empty(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], pack: Path, arg: str, expected: str
+) -> None:
+    code, _, err = run(
+        monkeypatch, capsys, ["score", "--model", "/nonexistent.gguf", "--pack", str(pack), "--criteria", arg], b"hello"
+    )
     assert code != 0 and expected in err and "mood, topic" in err  # before any model is loaded
 
 
-def test_jsonl_input_streams_records_and_json_is_a_closed_array(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], smollm2_path: Path, pack: Path, tmp_path: Path) -> None:
+def test_jsonl_input_streams_records_and_json_is_a_closed_array(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], smollm2_path: Path, pack: Path, tmp_path: Path
+) -> None:
     f = tmp_path / "t.jsonl"
     f.write_text('{"id": "a", "text": "Where is my parcel?"}\n{"id": "b", "text": "Refund!"}\n', encoding="utf-8")
     base = ["score", str(f), "--model", str(smollm2_path), "--pack", str(pack), "--orderings", "none", "--threads", "1"]
@@ -160,5 +217,10 @@ def test_jsonl_input_streams_records_and_json_is_a_closed_array(monkeypatch: pyt
     code, out, err = run(monkeypatch, capsys, [*base, "--format", "json"], None)
     assert code == 0, err
     assert [r["ticket_id"] for r in json.loads(out)] == ["a", "b"]
-    code, out, err = run(monkeypatch, capsys, ["score", "--model", str(smollm2_path), "--pack", str(pack), "--orderings", "none", "--threads", "1"], b"Refund!")
+    code, out, err = run(
+        monkeypatch,
+        capsys,
+        ["score", "--model", str(smollm2_path), "--pack", str(pack), "--orderings", "none", "--threads", "1"],
+        b"Refund!",
+    )
     assert code == 0 and json.loads(out)["schema"] == "triage.result/2"  # one plain-text ticket: one object

@@ -31,7 +31,8 @@ context = "We sell phones, plans and accessories."
 [[criterion]]
 id = "q"
 question = "Which team?"
-options = [ { id = "b", label = "Billing", description = "money" }, { id = "t", label = "Tech", description = "broken things" } ]
+options = [ { id = "b", label = "Billing", description = "money" },
+            { id = "t", label = "Tech", description = "broken things" } ]
 [[example]]
 text = "My bill doubled."
 labels = { q = "b" }
@@ -43,7 +44,9 @@ labels = { q = "t" }
 
 def stable_in_fresh_process(which: str, seed: str, *extra: str) -> dict[str, object]:
     env = {**os.environ, "PYTHONHASHSEED": seed}
-    out = subprocess.run([sys.executable, "-c", SCRIPT, which, *extra], capture_output=True, text=True, check=True, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, which, *extra], capture_output=True, text=True, check=True, env=env
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

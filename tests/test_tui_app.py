@@ -12,8 +12,8 @@ from textual import events
 from textual.widgets import DataTable, Input
 
 from triage.errors import TriageError
-from triage.store.paths import user_dirs
 from triage.scoring.ticket import make_ticket
+from triage.store.paths import user_dirs
 from triage.tui.app import TriageApp
 from triage.tui.messages import TicketDecided
 from triage.tui.screens.export import ExportScreen
@@ -60,7 +60,12 @@ async def test_paste_score_cards_fill_one_by_one_and_history_is_written() -> Non
         assert states(app) == ["done"] * 5
         assert main.result is not None and main.result.complete
         summary = str(main.summary.render())
-        assert "prefill 120 ms" in summary and "hit rate" in summary and "fake-0.1b" in summary and f"support v{app.pack.version}" in summary
+        assert (
+            "prefill 120 ms" in summary
+            and "hit rate" in summary
+            and "fake-0.1b" in summary
+            and f"support v{app.pack.version}" in summary
+        )
         [entry] = app.history.search()
         assert entry.status == "done" and entry.summary == main.result.summary()
 
@@ -125,7 +130,9 @@ async def test_submit_while_the_model_loads_waits_for_it() -> None:
 
 
 async def test_no_model_shows_the_error_and_the_install_command() -> None:
-    error = TriageError("no model is installed", hint="install one with `triage model pull qwen3-0.6b`, or pass --model PATH")
+    error = TriageError(
+        "no model is installed", hint="install one with `triage model pull qwen3-0.6b`, or pass --model PATH"
+    )
     calls: list[object] = []
     app = fake_app(FakeFactory(error=error))
     app.model_unavailable = calls.append  # type: ignore[method-assign]  # the hook a first-run pull screen will use
@@ -172,7 +179,12 @@ async def test_a_megabyte_paste_keeps_the_ui_responsive() -> None:
             await asyncio.sleep(0.01)
             lags.append(time.perf_counter() - t - 0.01)
         assert max(lags) < 0.3, f"the event loop stalled for {max(lags):.2f} s"
-        await wait_until(pilot, lambda: "middle will be cut" in str(main.ticket.border_subtitle), timeout=20, what="the shortening warning")
+        await wait_until(
+            pilot,
+            lambda: "middle will be cut" in str(main.ticket.border_subtitle),
+            timeout=20,
+            what="the shortening warning",
+        )
         await pilot.press("f5")
         await wait_until(pilot, lambda: main.result is not None, timeout=20)
         assert any("shortened" in w for w in main.result.warnings)  # type: ignore[union-attr]
@@ -208,7 +220,9 @@ async def test_history_reopens_a_ticket_and_rescoring_keeps_both() -> None:
         await wait_until(pilot, lambda: main.result is not None and main.result is not first and not main.scoring)
         # the session hit rate counts both scorings, not the reopened copy
         second = main.result
-        want = (first.tokens.prefix_cached + second.tokens.prefix_cached) / (first.tokens.total_input + second.tokens.total_input)
+        want = (first.tokens.prefix_cached + second.tokens.prefix_cached) / (
+            first.tokens.total_input + second.tokens.total_input
+        )
         assert second.tokens.prefix_cached > first.tokens.prefix_cached == 0
         assert main.summary.session_tickets == 2 and main.summary.session_hit_rate == want
         assert f"session {want:.0%}, 2 tickets" in str(main.summary.render())
@@ -263,7 +277,17 @@ async def test_palette_commands_and_debias_toggle() -> None:
         await ready(app, pilot)
         main = app.main
         commands = {c.title: c for c in app.get_system_commands(main)}
-        for name in ("Switch pack", "Switch model", "Switch readout", "Export JSON", "Export Markdown", "Clear", "Theme", "History", "Copy summary"):
+        for name in (
+            "Switch pack",
+            "Switch model",
+            "Switch readout",
+            "Export JSON",
+            "Export Markdown",
+            "Clear",
+            "Theme",
+            "History",
+            "Copy summary",
+        ):
             assert name in commands, name
         assert "Toggle debiasing" not in commands  # the label readout has no option order
         assert main.readout == "label" and "by name" in str(main.status.render())
@@ -414,7 +438,9 @@ async def test_brackets_in_a_ticket_are_text_not_markup() -> None:
         await pilot.press("f5")
         await wait_until(pilot, lambda: main.result is not None)
         await pilot.press("f2")
-        await wait_until(pilot, lambda: isinstance(app.screen, HistoryScreen) and app.screen.query_one(DataTable).row_count == 1)
+        await wait_until(
+            pilot, lambda: isinstance(app.screen, HistoryScreen) and app.screen.query_one(DataTable).row_count == 1
+        )
         await pilot.pause(0.1)
         assert "[bold]Refund[/] me" in str(app.screen.query_one(DataTable).get_row_at(0)[2])
         await pilot.press("escape")

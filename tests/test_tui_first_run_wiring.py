@@ -6,9 +6,9 @@ from pathlib import Path
 
 from fake_engine import FakeFactory, fake_app, wait_until
 
-from triage.store.config import load_config
 from triage.errors import TriageError
 from triage.model.resolve import NoModelError
+from triage.store.config import load_config
 
 
 class SwitchingFactory(FakeFactory):

@@ -49,8 +49,14 @@ async def test_the_app_applies_the_stored_calibration_by_the_cli_policy_and_says
     app = fake_app(FakeFactory(engine), config={})
     pack = resolve_pack(None)  # the app's pack: the built-in one
     crit = pack.criteria[0]
-    cal = Calibration(engine.sha256, pack.hash, engine.format_for("label").id, "none", False,
-                      {crit.id: CriterionCalibration(1.0, {o.id: 0.0 for o in crit.options})})
+    cal = Calibration(
+        engine.sha256,
+        pack.hash,
+        engine.format_for("label").id,
+        "none",
+        False,
+        {crit.id: CriterionCalibration(1.0, {o.id: 0.0 for o in crit.options})},
+    )
     key = stored_name(cal.model_sha256, cal.pack_hash, cal.prompt_format)
     stored = write_calibration(cal, calibrations_dir() / key)
     async with app.run_test() as pilot:

@@ -7,11 +7,23 @@ import sys
 
 import pytest
 
-CORE = ["triage.store.history", "triage.store.export", "triage.tui.engine_host", "triage.tui.counting", "triage.tui.options", "triage.tui.submission"]
+CORE = [
+    "triage.store.history",
+    "triage.store.export",
+    "triage.tui.engine_host",
+    "triage.tui.counting",
+    "triage.tui.options",
+    "triage.tui.submission",
+]
 
 
 def modules_after(code: str) -> set[str]:
-    out = subprocess.run([sys.executable, "-c", code + "\nimport sys; print('\\n'.join(sys.modules))"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code + "\nimport sys; print('\\n'.join(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return set(out.stdout.split())
 
 
@@ -23,7 +35,10 @@ def test_module_does_not_import_textual(module: str) -> None:
 
 
 def test_cli_help_does_not_import_the_app() -> None:
-    mods = modules_after("import contextlib, io\nfrom triage.cli import build_parser\nwith contextlib.redirect_stdout(io.StringIO()):\n    build_parser().format_help()")
+    mods = modules_after(
+        "import contextlib, io\nfrom triage.cli import build_parser\nwith "
+        "contextlib.redirect_stdout(io.StringIO()):\n    build_parser().format_help()"
+    )
     assert not any(m.startswith("triage.tui") for m in mods)
 
 
@@ -46,5 +61,7 @@ def test_no_module_below_the_app_imports_it(module: str) -> None:
     from pathlib import Path
 
     tree = ast.parse((Path(__file__).resolve().parents[1] / module).read_text(encoding="utf-8"))
-    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
+        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+    }
     assert "triage.tui.app" not in imported

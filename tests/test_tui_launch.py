@@ -48,7 +48,9 @@ def test_llama_cpp_writes_nothing_to_stderr(smollm2_path: Path, tmp_path: Path) 
         """
     )
     env = {**os.environ, "TRIAGE_HOME": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "-c", code, str(smollm2_path)], capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(smollm2_path)], capture_output=True, text=True, env=env, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "", f"llama.cpp wrote to stderr: {proc.stderr[:500]}"
     assert (tmp_path / "state" / "triage.log").exists()

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from fake_engine import fake_app, wait_until
+from test_learn import MIXED, labelled_rows
 from textual import events
 
-from test_learn import MIXED, labelled_rows
 from triage.scoring.engine import Engine
 from triage.scoring.pack import parse_pack
 from triage.store import labels as lab
@@ -34,8 +34,12 @@ async def _score(app: Any, pilot: Any, text: str) -> None:
     app.post_message(events.Paste(text))
     await wait_until(pilot, lambda: main.ticket.ticket_text.strip() == text.strip(), what="the paste")
     await pilot.press("f5")
-    await wait_until(pilot, lambda: main.result is not None and main.result is not before and not main.scoring,
-                     timeout=120, what="the score")
+    await wait_until(
+        pilot,
+        lambda: main.result is not None and main.result is not before and not main.scoring,
+        timeout=120,
+        what="the score",
+    )
 
 
 async def test_label_quit_reopen_then_auto_refit_makes_the_next_ticket_learned(smollm2_path: Path) -> None:
@@ -67,16 +71,25 @@ async def test_label_quit_reopen_then_auto_refit_makes_the_next_ticket_learned(s
         assert main.decisions.card("topic").answer == topic.result.choice
         assert main.decisions.card("mood").answer == mood.spec.options[wrong][0]
         # label the topic of 12 more tickets (12 labels since this app started): the re-fit runs in the background
-        picks = [r for r in rows[1:] if r["labels"]["topic"] == "payment"][:6] + \
-                [r for r in rows[1:] if r["labels"]["topic"] == "delivery"][:6]
+        picks = [r for r in rows[1:] if r["labels"]["topic"] == "payment"][:6] + [
+            r for r in rows[1:] if r["labels"]["topic"] == "delivery"
+        ][:6]
         for r in picks:
             await _score(app, pilot, str(r["text"]))
             card = main.decisions.card("topic")
             index = [o for o, _ in card.spec.options].index(r["labels"]["topic"])
             await pilot.press("f6", str(index + 1))
-        await wait_until(pilot, lambda: "Learned from" in main.notices.text_of("learn")
-                         or "Not re-learned" in main.notices.text_of("learn"), timeout=120, what="the background re-fit")
-        assert "Learned from 14 labels" in main.notices.text_of("learn"), main.notices.text_of("learn")  # 13 topic, 1 mood
+        await wait_until(
+            pilot,
+            lambda: (
+                "Learned from" in main.notices.text_of("learn") or "Not re-learned" in main.notices.text_of("learn")
+            ),
+            timeout=120,
+            what="the background re-fit",
+        )
+        assert "Learned from 14 labels" in main.notices.text_of("learn"), main.notices.text_of(
+            "learn"
+        )  # 13 topic, 1 mood
         assert "topic" in main.notices.text_of("learn")
         await _score(app, pilot, "My card was charged twice for the lamp, refund me.")
         result = main.result

@@ -14,7 +14,9 @@ from triage.scoring.engine import Engine
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
-TICKET = "Hello,\nmy card was charged twice for the March invoice.\nPlease refund one charge today, I am very upset!\n-- Ann"
+TICKET = (
+    "Hello,\nmy card was charged twice for the March invoice.\nPlease refund one charge today, I am very upset!\n-- Ann"
+)
 
 
 @pytest.mark.parametrize("mode", ["fanout", "serial"])
@@ -30,7 +32,9 @@ async def test_real_model_scores_a_pasted_ticket(smollm2_path: Path, tmp_path: P
         await wait_until(pilot, lambda: main.model_state == "ready", timeout=120, what="smollm2-135m to load")
         assert main.notices.has("stand-in")
         app.post_message(events.Paste(TICKET))
-        await wait_until(pilot, lambda: "tokens" in str(main.ticket.border_subtitle), timeout=30, what="the token count")
+        await wait_until(
+            pilot, lambda: "tokens" in str(main.ticket.border_subtitle), timeout=30, what="the token count"
+        )
         assert "≈" not in str(main.ticket.border_subtitle)  # counted with the model's own tokenizer
         seen: list[list[str]] = []
         decided = main.decisions.decided
@@ -44,7 +48,13 @@ async def test_real_model_scores_a_pasted_ticket(smollm2_path: Path, tmp_path: P
         await pilot.press("f5")
         await wait_until(pilot, lambda: main.result is not None, timeout=180, what="the score")
         result = main.result
-        assert result.complete and [c.id for c in result.criteria] == ["queue", "urgency", "sentiment", "needs_approval", "type"]
+        assert result.complete and [c.id for c in result.criteria] == [
+            "queue",
+            "urgency",
+            "sentiment",
+            "needs_approval",
+            "type",
+        ]
         assert all(c.state == "done" for c in main.decisions.cards)
         assert result.mode.startswith(mode) and result.readout == "label"
         # Each criterion's result reaches its card as it streams in (in fanout they stream

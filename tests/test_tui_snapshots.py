@@ -34,7 +34,8 @@ version = "1"
 id = "queue"
 question = "Which team should handle this ticket?"
 options = [{ id = "billing", label = "Billing" }, { id = "technical", label = "Technical" },
-           { id = "account", label = "Account" }, { id = "shipping", label = "Shipping" }, { id = "general", label = "General" }]
+           { id = "account", label = "Account" }, { id = "shipping", label = "Shipping" },
+           { id = "general", label = "General" }]
 
 [[criterion]]
 id = "urgency"
@@ -55,7 +56,8 @@ options = [{ id = "yes", label = "Yes" }, { id = "no", label = "No" }]
 [[criterion]]
 id = "type"
 question = "What type of ticket is this?"
-options = [{ id = "problem", label = "Problem" }, { id = "request", label = "Request" }, { id = "question", label = "Question" },
+options = [{ id = "problem", label = "Problem" }, { id = "request", label = "Request" },
+           { id = "question", label = "Question" },
            { id = "complaint", label = "Complaint" }]
 """
     ),
@@ -145,7 +147,10 @@ def test_done_at_80x24(snap_compare: Any) -> None:
 def test_no_model(snap_compare: Any) -> None:
     error = TriageError(
         "no model is installed",
-        hint="install one with `triage model pull qwen3-0.6b`, or without Hugging Face access `triage model pull qwen2.5-coder-0.5b`; or pass --model PATH",
+        hint=(
+            "install one with `triage model pull qwen3-0.6b`, or without Hugging "
+            "Face access `triage model pull qwen2.5-coder-0.5b`; or pass --model PATH"
+        ),
     )
     app = fake_app(FakeFactory(error=error), pack=PACK)
 

@@ -29,21 +29,40 @@ def _command_modules() -> list[ModuleType]:
 def add_model_options(parser: argparse.ArgumentParser, *, n_ctx: int | None = None) -> None:
     """Options shared by every command that runs a model (``n_ctx``: this command's own default context)."""
     parser.add_argument("--model", metavar="NAME|PATH", help="model to run: a catalog name or a .gguf path")
-    parser.add_argument("--n-ctx", type=int, metavar="N", help=f"context size in tokens, at least 256; llama.cpp rounds it up to a multiple of 256 (default {n_ctx or 4096})")
+    parser.add_argument(
+        "--n-ctx",
+        type=int,
+        metavar="N",
+        help=(
+            "context size in tokens, at least 256; llama.cpp rounds "
+            f"it up to a multiple of 256 (default {n_ctx or 4096})"
+        ),
+    )
     if n_ctx is not None:
         parser.set_defaults(n_ctx=n_ctx)
-    parser.add_argument("--threads", type=int, metavar="N", help="CPU threads for llama.cpp, 1 to twice the cores (default: all cores)")
+    parser.add_argument(
+        "--threads", type=int, metavar="N", help="CPU threads for llama.cpp, 1 to twice the cores (default: all cores)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (cheap: no heavy imports)."""
-    parser = argparse.ArgumentParser(prog="triage", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="triage", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--version", action="version", version=f"triage {__version__}")
     add_model_options(parser)
-    parser.add_argument("--pack", metavar="PATH", help="criteria pack (TOML) for the app; default: the built-in support pack")
+    parser.add_argument(
+        "--pack", metavar="PATH", help="criteria pack (TOML) for the app; default: the built-in support pack"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     for mod in _command_modules():
-        p = sub.add_parser(mod.NAME, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP), formatter_class=argparse.RawDescriptionHelpFormatter)
+        p = sub.add_parser(
+            mod.NAME,
+            help=mod.HELP,
+            description=getattr(mod, "DESCRIPTION", mod.HELP),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
     return parser

@@ -41,7 +41,9 @@ def split_text(text: str) -> tuple[str, str]:
 
 
 def as_html(body: str) -> str:
-    return "".join("<p>" + "<br>".join(html.escape(line) for line in par.split("\n")) + "</p>" for par in body.split("\n\n"))
+    return "".join(
+        "<p>" + "<br>".join(html.escape(line) for line in par.split("\n")) + "</p>" for par in body.split("\n\n")
+    )
 
 
 def columns(pack: Pack) -> list[str]:
@@ -56,7 +58,10 @@ def write_freshdesk(rows: list[dict[str, Any]], pack: Pack, path: Path) -> Path:
         w.writerow(["Ticket ID", "Subject", "Description", *cols])
         for r in rows:
             subject, body = split_text(r["text"])
-            labels = [pack.criterion(c.id).option(r["labels"][c.id]).label if c.id in r["labels"] else "" for c in pack.criteria]
+            labels = [
+                pack.criterion(c.id).option(r["labels"][c.id]).label if c.id in r["labels"] else ""
+                for c in pack.criteria
+            ]
             w.writerow([r["id"], subject, as_html(body), *labels])
     return path
 
@@ -67,7 +72,9 @@ def write_jira(rows: list[dict[str, Any]], pack: Pack, path: Path) -> Path:
         w.writerow(["Issue key", "Summary", "Description", "Reporter", *[c.id.title() for c in pack.criteria]])
         for r in rows:
             subject, body = split_text(r["text"])
-            w.writerow([r["id"], subject, body, "Zoë Müller", *[r["labels"].get(c.id, "").upper() for c in pack.criteria]])
+            w.writerow(
+                [r["id"], subject, body, "Zoë Müller", *[r["labels"].get(c.id, "").upper() for c in pack.criteria]]
+            )
     return path
 
 
@@ -75,8 +82,10 @@ def write_zendesk(rows: list[dict[str, Any]], pack: Pack, path: Path) -> Path:
     with path.open("w", encoding="utf-8") as fh:
         for r in rows:
             subject, body = split_text(r["text"])
-            obj = {"ticket": {"id": r["id"], "subject": subject, "description": body},
-                   "fields": {c.id: r["labels"][c.id] for c in pack.criteria if c.id in r["labels"]}}
+            obj = {
+                "ticket": {"id": r["id"], "subject": subject, "description": body},
+                "fields": {c.id: r["labels"][c.id] for c in pack.criteria if c.id in r["labels"]},
+            }
             fh.write(json.dumps(obj, ensure_ascii=False) + "\n")
     return path
 
@@ -84,13 +93,35 @@ def write_zendesk(rows: list[dict[str, Any]], pack: Pack, path: Path) -> Path:
 def mapping_flags(shape: str, pack: Pack) -> list[str]:
     """The --text/--id/--label flags that read ``shape`` back."""
     if shape == "freshdesk":
-        return ["--text", "Subject,Description", "--id", "Ticket ID", *[f for c, col in zip(pack.criteria, columns(pack), strict=True) for f in ("--label", f"{c.id}={col}")]]
+        return [
+            "--text",
+            "Subject,Description",
+            "--id",
+            "Ticket ID",
+            *[f for c, col in zip(pack.criteria, columns(pack), strict=True) for f in ("--label", f"{c.id}={col}")],
+        ]
     if shape == "jira":
-        return ["--text", "Summary,Description", "--id", "Issue key", *[f for c in pack.criteria for f in ("--label", f"{c.id}={c.id.title()}")]]
-    return ["--text", "ticket.subject,ticket.description", "--id", "ticket.id", *[f for c in pack.criteria for f in ("--label", f"{c.id}=fields.{c.id}")]]
+        return [
+            "--text",
+            "Summary,Description",
+            "--id",
+            "Issue key",
+            *[f for c in pack.criteria for f in ("--label", f"{c.id}={c.id.title()}")],
+        ]
+    return [
+        "--text",
+        "ticket.subject,ticket.description",
+        "--id",
+        "ticket.id",
+        *[f for c in pack.criteria for f in ("--label", f"{c.id}=fields.{c.id}")],
+    ]
 
 
-WRITERS = {"freshdesk": (write_freshdesk, "freshdesk.csv"), "jira": (write_jira, "jira.csv"), "zendesk": (write_zendesk, "zendesk.jsonl")}
+WRITERS = {
+    "freshdesk": (write_freshdesk, "freshdesk.csv"),
+    "jira": (write_jira, "jira.csv"),
+    "zendesk": (write_zendesk, "zendesk.jsonl"),
+}
 
 
 def main(argv: list[str] | None = None) -> int:

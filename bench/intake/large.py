@@ -24,11 +24,23 @@ import sys
 import time
 from pathlib import Path
 
-GROUPS = [("Billing and Payments", 30), ("Technical Support", 25), ("Customer Service", 15), ("Returns and Exchanges", 10),
-          ("Sales and Pre-Sales", 8), ("IT Support", 6), ("Service Outages", 4), ("Product Support", 1.9), ("Legal", 0.08), ("Press", 0.02)]
+GROUPS = [
+    ("Billing and Payments", 30),
+    ("Technical Support", 25),
+    ("Customer Service", 15),
+    ("Returns and Exchanges", 10),
+    ("Sales and Pre-Sales", 8),
+    ("IT Support", 6),
+    ("Service Outages", 4),
+    ("Product Support", 1.9),
+    ("Legal", 0.08),
+    ("Press", 0.02),
+]
 PRIORITIES = [("High", 25), ("Medium", 45), ("Low", 30)]
-WORDS = ("order invoice refund card charge login password error crash server outage delivery parcel return exchange price "
-         "quote licence account access laptop printer network update install contract payment subscription upgrade").split()
+WORDS = (
+    "order invoice refund card charge login password error crash server outage delivery parcel return exchange price "
+    "quote licence account access laptop printer network update install contract payment subscription upgrade"
+).split()
 
 
 def write_csv(path: Path, n: int, seed: int = 0) -> None:
@@ -41,7 +53,7 @@ def write_csv(path: Path, n: int, seed: int = 0) -> None:
         for i in range(n):
             group = rnd.choices(gv, gw)[0]
             words = rnd.choices(WORDS, k=60)
-            body = "".join(f"<p>{' '.join(words[j:j + 12]).capitalize()}.</p>" for j in range(0, 60, 12))
+            body = "".join(f"<p>{' '.join(words[j : j + 12]).capitalize()}.</p>" for j in range(0, 60, 12))
             w.writerow([f"T{i:07d}", f"{group}: {' '.join(words[:5])}", body, group, rnd.choices(pv, pw)[0]])
 
 
@@ -62,7 +74,12 @@ def run_child(argv: list[str]) -> dict[str, object]:
         sys.stderr.write(proc.stdout + proc.stderr)
         raise SystemExit(f"failed: {' '.join(argv)}")
     peak_kb = int(proc.stderr.strip().splitlines()[-1])
-    return {"wall_s": round(wall, 2), "peak_rss_mb": round(peak_kb / 1024, 1), "stdout": proc.stdout, "stderr": proc.stderr}
+    return {
+        "wall_s": round(wall, 2),
+        "peak_rss_mb": round(peak_kb / 1024, 1),
+        "stdout": proc.stdout,
+        "stderr": proc.stderr,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,8 +97,23 @@ def main(argv: list[str] | None = None) -> int:
         if not path.exists():
             write_csv(path, n)
         out = a.outdir / f"team-{n}.toml"
-        r = run_child([py, "-m", "triage.cli", "pack", "init", str(path), "--text", "Subject,Description",
-                       "--criteria", "queue=Group,priority=Priority", "-o", str(out), "--force"])
+        r = run_child(
+            [
+                py,
+                "-m",
+                "triage.cli",
+                "pack",
+                "init",
+                str(path),
+                "--text",
+                "Subject,Description",
+                "--criteria",
+                "queue=Group,priority=Priority",
+                "-o",
+                str(out),
+                "--force",
+            ]
+        )
         r["file_mb"] = round(path.stat().st_size / 2**20, 1)
         results[f"pack_init_{n}"] = r
     # learn's reading alone (no model): the stratified sample streamed from the 200,000 rows.
@@ -92,12 +124,41 @@ def main(argv: list[str] | None = None) -> int:
         "columns=ColumnMap.parse('Subject,Description', 'Ticket ID', ['queue=Group', 'priority=Priority'])); "
         "print(len(rows.rows), rows.notes)"
     )
-    results["learn_read_per_option_20_200000"] = run_child([py, "-c", sample_code, str(a.outdir / "export-200000.csv"), str(a.outdir / "team-200000.toml")])
+    results["learn_read_per_option_20_200000"] = run_child(
+        [py, "-c", sample_code, str(a.outdir / "export-200000.csv"), str(a.outdir / "team-200000.toml")]
+    )
     if a.learn:
         path = a.outdir / "export-200000.csv"
-        r = run_child([py, "-m", "triage.cli", "learn", str(path), "--model", a.learn, "--pack", str(a.outdir / "team-200000.toml"),
-                       "--text", "Subject,Description", "--id", "Ticket ID", "--label", "queue=Group", "--label", "priority=Priority",
-                       "--per-option", "20", "--limit", str(a.limit), "--holdout", "0.3", "--no-store", "-o", str(a.outdir / "large.npz")])
+        r = run_child(
+            [
+                py,
+                "-m",
+                "triage.cli",
+                "learn",
+                str(path),
+                "--model",
+                a.learn,
+                "--pack",
+                str(a.outdir / "team-200000.toml"),
+                "--text",
+                "Subject,Description",
+                "--id",
+                "Ticket ID",
+                "--label",
+                "queue=Group",
+                "--label",
+                "priority=Priority",
+                "--per-option",
+                "20",
+                "--limit",
+                str(a.limit),
+                "--holdout",
+                "0.3",
+                "--no-store",
+                "-o",
+                str(a.outdir / "large.npz"),
+            ]
+        )
         results["learn_per_option_20"] = r
     for k, v in results.items():
         if isinstance(v, dict):
@@ -105,7 +166,16 @@ def main(argv: list[str] | None = None) -> int:
             if k.startswith("pack_init_200000") or k.startswith("learn"):  # what they said
                 print(v["stdout"])
                 print("\n".join(line for line in str(v["stderr"]).splitlines()[:-1] if "%" not in line)[-3000:])
-    (a.outdir / "large.json").write_text(json.dumps({k: {x: y for x, y in v.items() if x not in ("stdout", "stderr")} for k, v in results.items() if isinstance(v, dict)}, indent=2))
+    (a.outdir / "large.json").write_text(
+        json.dumps(
+            {
+                k: {x: y for x, y in v.items() if x not in ("stdout", "stderr")}
+                for k, v in results.items()
+                if isinstance(v, dict)
+            },
+            indent=2,
+        )
+    )
     return 0
 
 

@@ -1,8 +1,9 @@
 """The readouts (and features) that bench/quality/learn.sh left in eval's cache, for the analysis scripts.
 
 swap_split.py, head_tfidf.py and unlabelled_prior.py score nothing: they read the label readout of a
-development set's split (TRIAGE_DATASETS, default ../shared/datasets) from the cache, keyed as eval keys it (TRIAGE_EVAL_HOW, default none@fanout:
-what eval scores the label readout with), at eval's 1024-token context. Splits come from TRIAGE_SPLITS.
+development set's split (TRIAGE_DATASETS, default ../shared/datasets) from the cache, keyed as eval keys
+it (TRIAGE_EVAL_HOW, default none@fanout: what eval scores the label readout with), at eval's
+1024-token context. Splits come from TRIAGE_SPLITS.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def cached_split(ds: str, part: str, *, features: bool = True) -> tuple[Any, Any
     pack = load_pack(DATA / ds / "criteria.toml")
     crit = pack.criteria[0]
     found = _cache._db.execute(
-        "SELECT model, prompt FROM outcome WHERE pack=? AND prompt LIKE '%chat/label' AND n_ctx=? LIMIT 1", (pack.hash, N_CTX)
+        "SELECT model, prompt FROM outcome WHERE pack=? AND prompt LIKE '%chat/label' AND n_ctx=? LIMIT 1",
+        (pack.hash, N_CTX),
     ).fetchone()
     if found is None:
         raise SystemExit(f"no cached label readouts of {ds} at n_ctx {N_CTX}: run bench/quality/learn.sh first")

@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     pack = load_pack(args.pack)
-    rows = read_labelled(args.train, pack).rows[args.skip:]
+    rows = read_labelled(args.train, pack).rows[args.skip :]
     crit = pack.criteria[0]  # the datasets' packs have one criterion each
     picked: dict[str, list] = {o.id: [] for o in crit.options}
     for r in rows:
@@ -50,15 +50,29 @@ def main(argv: list[str] | None = None) -> int:
     data = tomllib.loads(src)
     if data.get("example"):
         sys.exit(f"{args.pack} already has examples")
-    lines = [src.rstrip(), "", f"# Few-shot examples: {len(order)} rows of the training split {Path(args.train).parent.name}/{Path(args.train).name} after the first {args.skip}, "
-             f"first {args.per_option} per option with at most {args.max_chars} characters (bench/quality/make_fewshot_pack.py)."]
+    lines = [
+        src.rstrip(),
+        "",
+        f"# Few-shot examples: {len(order)} rows of the training split "
+        f"{Path(args.train).parent.name}/{Path(args.train).name} after the first {args.skip}, "
+        f"first {args.per_option} per option with at most {args.max_chars} "
+        "characters (bench/quality/make_fewshot_pack.py).",
+    ]
     if missing:
         lines.append(f"# Too few such rows for: {', '.join(missing)}")
     for r in order:
-        lines += ["[[example]]", f"text = {toml_str(r.ticket.text)}", f"labels = {{ {crit.id} = {toml_str(r.labels[crit.id])} }}", ""]
+        lines += [
+            "[[example]]",
+            f"text = {toml_str(r.ticket.text)}",
+            f"labels = {{ {crit.id} = {toml_str(r.labels[crit.id])} }}",
+            "",
+        ]
     Path(args.out).write_text("\n".join(lines) + "\n", encoding="utf-8")
     p = load_pack(args.out)
-    print(f"wrote {args.out}: {len(p.examples)} examples, pack hash {p.hash}" + (f"; short of examples for {missing}" if missing else ""))
+    print(
+        f"wrote {args.out}: {len(p.examples)} examples, pack hash {p.hash}"
+        + (f"; short of examples for {missing}" if missing else "")
+    )
     return 0
 
 

@@ -14,11 +14,11 @@ import argparse
 import json
 from pathlib import Path
 
-from triage.scoring.engine import ScoreOptions
 from triage.model.loader import load_engine
+from triage.scoring.engine import ScoreOptions
 from triage.scoring.pack import default_pack
-from triage.store.paths import asset
 from triage.scoring.ticket import make_ticket
+from triage.store.paths import asset
 
 HERE = Path(__file__).resolve().parent
 
@@ -37,8 +37,10 @@ def main() -> None:
     label = ScoreOptions(mode="fanout", readout="label")
     letter = ScoreOptions(mode="serial", readout="letter", orderings="cyclic")
     with load_engine(args.model, threads=args.threads) as eng:
-        for title, path, with_expect in (("Hand-written support tickets", HERE / "support-tickets.jsonl", True),
-                                         ("The bench tickets", asset("bench-tickets.jsonl"), False)):
+        for title, path, with_expect in (
+            ("Hand-written support tickets", HERE / "support-tickets.jsonl", True),
+            ("The bench tickets", asset("bench-tickets.jsonl"), False),
+        ):
             print(f"\n**{title}** (label: by name, fanout; letter: A/B/C, every rotation, serial)\n")
             print("| ticket | " + " | ".join(ids) + " |")
             print("|---|" + "---|" * len(ids))

@@ -46,7 +46,11 @@ def run(engine: Engine, name: str, data: dict, rows: list[dict]) -> None:
 
 def main() -> None:
     base = tomllib.loads((ROOT / "assets/support.toml").read_text(encoding="utf-8"))
-    rows = [json.loads(line) for line in (ROOT / "bench/quality/support-tickets.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+    rows = [
+        json.loads(line)
+        for line in (ROOT / "bench/quality/support-tickets.jsonl").read_text(encoding="utf-8").splitlines()
+        if line.strip()
+    ]
     print("expected queue:", ", ".join(str(r["expect"]["queue"]) for r in rows))
     with Engine(MODEL, n_ctx=2048) as engine:
         run(engine, "as shipped", base, rows)
@@ -54,7 +58,9 @@ def main() -> None:
         rev["criterion"][0]["options"] = rev["criterion"][0]["options"][::-1]
         run(engine, "queue listed in reverse", rev, rows)
         shipped = prompt_mod.PromptBuilder.system_text
-        prompt_mod.PromptBuilder.system_text = lambda self: f"{self.pack.instruction}\n\nAnswer each question in one word."
+        prompt_mod.PromptBuilder.system_text = lambda self: (
+            f"{self.pack.instruction}\n\nAnswer each question in one word."
+        )
         try:
             run(engine, "no answer list", base, rows)
         finally:

@@ -1,9 +1,9 @@
 """Print the markdown tables of docs/quality.md from bench/quality/results/*.json.
 
-  python bench/quality/table.py air-default cfpb-default issue-default      # main table
-  python bench/quality/table.py --levers air-default-40 air-plain air-v2 air-v2-fewshot   # one line per run
-  python bench/quality/table.py --readouts airline-sentiment issue-kind cfpb-product   # label against letter (readout.sh)
-  python bench/quality/table.py --learned airline-sentiment issue-kind cfpb-product    # learned read-out (learn.sh)
+python bench/quality/table.py air-default cfpb-default issue-default      # main table
+python bench/quality/table.py --levers air-default-40 air-plain air-v2 air-v2-fewshot   # one line per run
+python bench/quality/table.py --readouts airline-sentiment issue-kind cfpb-product   # label against letter (readout.sh)
+python bench/quality/table.py --learned airline-sentiment issue-kind cfpb-product    # learned read-out (learn.sh)
 """
 
 from __future__ import annotations
@@ -40,8 +40,11 @@ def bal(m: dict | None) -> str:
 
 def readouts(sets: list[str], results: Path = RESULTS) -> None:
     """One row per set: label against letter, zero-shot and calibrated, from readout-SET-{label,letter}.json."""
-    print("| set | dev / train n | zero-shot: by name (raw) | zero-shot: letters (cyclic) | calibrated: by name | calibrated: letters | "
-          "by name + prior | TF-IDF baseline | letter flip rate | ECE by name calibrated (floor) |")
+    print(
+        "| set | dev / train n | zero-shot: by name (raw) | zero-shot: "
+        "letters (cyclic) | calibrated: by name | calibrated: letters | "
+        "by name + prior | TF-IDF baseline | letter flip rate | ECE by name calibrated (floor) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name in sets:
         lab = json.loads((results / f"readout-{name}-label.json").read_text())
@@ -52,14 +55,20 @@ def readouts(sets: list[str], results: Path = RESULTS) -> None:
         lv = let["criteria"][0]["variants"] if let else {}
         cal = v.get("calibrated")
         ece = f"{f(cal['ece'])} ({f(cal.get('ece_floor'))})" if cal else "–"
-        print(f"| {name} | {c['n']} / {lab['train']['rows_used'] if lab.get('train') else '–'} | {bal(v.get('raw'))} | {bal(lv.get('cyclic'))} | "
-              f"{bal(cal)} | {bal(lv.get('calibrated'))} | {bal(v.get('raw+prior'))} | {bal(c.get('baseline'))} | "
-              f"{f(lv.get('cyclic', {}).get('flip_rate'), '.0%') if lv else '–'} | {ece} |")
+        print(
+            f"| {name} | {c['n']} / {lab['train']['rows_used'] if lab.get('train') else '–'} "
+            f"| {bal(v.get('raw'))} | {bal(lv.get('cyclic'))} | "
+            f"{bal(cal)} | {bal(lv.get('calibrated'))} | {bal(v.get('raw+prior'))} | {bal(c.get('baseline'))} | "
+            f"{f(lv.get('cyclic', {}).get('flip_rate'), '.0%') if lv else '–'} | {ece} |"
+        )
 
 
 def learned(sets: list[str], results: Path = RESULTS) -> None:
     """The learned read-out against calibration and TF-IDF, then the learning curves (learn-SET[-balanced].json)."""
-    print("| set | dev / train n | zero-shot (by name) | calibrated | calibrated (balanced objective) | TF-IDF + LR | **learned** | learned ECE (floor) | calibrated ECE (floor) |")
+    print(
+        "| set | dev / train n | zero-shot (by name) | calibrated | calibrated (balanced "
+        "objective) | TF-IDF + LR | **learned** | learned ECE (floor) | calibrated ECE (floor) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     curves = []
     for name in sets:
@@ -70,8 +79,12 @@ def learned(sets: list[str], results: Path = RESULTS) -> None:
         v = c["variants"]
         bv = b["criteria"][0]["variants"] if b else {}
         lm, cm = v.get("learned"), v.get("calibrated")
-        print(f"| {name} | {c['n']} / {r['train']['rows_used']} | {bal(v.get('raw'))} | {bal(cm)} | {bal(bv.get('calibrated'))} | {bal(c.get('baseline'))} | "
-              f"**{bal(lm)}** | {f(lm and lm['ece'])} ({f(lm and lm.get('ece_floor'))}) | {f(cm and cm['ece'])} ({f(cm and cm.get('ece_floor'))}) |")
+        print(
+            f"| {name} | {c['n']} / {r['train']['rows_used']} | {bal(v.get('raw'))} "
+            f"| {bal(cm)} | {bal(bv.get('calibrated'))} | {bal(c.get('baseline'))} | "
+            f"**{bal(lm)}** | {f(lm and lm['ece'])} ({f(lm and lm.get('ece_floor'))}) "
+            f"| {f(cm and cm['ece'])} ({f(cm and cm.get('ece_floor'))}) |"
+        )
         curves.append((name, c.get("learning_curve") or []))
     print("\nLearning curves: balanced accuracy on the same dev rows (ECE), fitted on the first N training rows.\n")
     print("| set | training rows | learned | calibrated | TF-IDF + LR |")
@@ -81,7 +94,9 @@ def learned(sets: list[str], results: Path = RESULTS) -> None:
             cells = []
             for key in ("learned", "calibrated", "tfidf"):
                 m = p.get(key)
-                cells.append("–" if not m else "refused" if "refused" in m else f"{f(m['balanced_accuracy'])} ({f(m['ece'])})")
+                cells.append(
+                    "–" if not m else "refused" if "refused" in m else f"{f(m['balanced_accuracy'])} ({f(m['ece'])})"
+                )
             print(f"| {name} | {p['n']} | " + " | ".join(cells) + " |")
 
 
@@ -90,8 +105,14 @@ def main() -> None:
     ap.add_argument("names", nargs="+")
     ap.add_argument("--levers", action="store_true", help="one line per run: its cyclic+prior and calibrated figures")
     ap.add_argument("--readouts", action="store_true", help="label against letter per set (bench/quality/readout.sh)")
-    ap.add_argument("--learned", action="store_true", help="learned read-out against calibration and TF-IDF, and learning curves (learn.sh)")
-    ap.add_argument("--results", type=Path, default=RESULTS, help="where the result JSONs are (default bench/quality/results)")
+    ap.add_argument(
+        "--learned",
+        action="store_true",
+        help="learned read-out against calibration and TF-IDF, and learning curves (learn.sh)",
+    )
+    ap.add_argument(
+        "--results", type=Path, default=RESULTS, help="where the result JSONs are (default bench/quality/results)"
+    )
     args = ap.parse_args()
     if args.learned:
         learned(args.names, args.results)
@@ -99,9 +120,15 @@ def main() -> None:
     if args.readouts:
         readouts(args.names, args.results)
         return
-    head = "| variant | accuracy | balanced accuracy (95% CI) | macro-F1 | ECE | ECE floor | Brier | NLL | flips |\n|---|---|---|---|---|---|---|---|---|"
+    head = (
+        "| variant | accuracy | balanced accuracy (95% CI) | macro-F1 | ECE | "
+        "ECE floor | Brier | NLL | flips |\n|---|---|---|---|---|---|---|---|---|"
+    )
     if args.levers:
-        print("| run | pack | prompt | dev n | flips | cyclic+prior bal acc | calibrated bal acc | calibrated ECE (floor) | calibrated NLL | raw+calibrated bal acc | raw+calibrated NLL |")
+        print(
+            "| run | pack | prompt | dev n | flips | cyclic+prior bal acc | calibrated bal acc | "
+            "calibrated ECE (floor) | calibrated NLL | raw+calibrated bal acc | raw+calibrated NLL |"
+        )
         print("|---|---|---|---|---|---|---|---|---|---|---|")
         for name in args.names:
             r = json.loads((RESULTS / f"{name}.json").read_text())
@@ -109,7 +136,8 @@ def main() -> None:
                 v = c["variants"]
                 cal, raw = v.get("calibrated"), v.get("raw+calibrated")
                 print(
-                    f"| {name} | {r['pack']['name']} | {r['prompt_format'].split(':')[1]} | {c['n']} | {f(v['cyclic']['flip_rate'], '.0%')} | "
+                    f"| {name} | {r['pack']['name']} | {r['prompt_format'].split(':')[1]} "
+                    f"| {c['n']} | {f(v['cyclic']['flip_rate'], '.0%')} | "
                     f"{f(v['cyclic+prior']['balanced_accuracy'])} | {f(cal and cal['balanced_accuracy'])} | "
                     f"{f(cal and cal['ece'])} ({f(cal and cal['ece_floor'])}) | {f(cal and cal['nll'])} | "
                     f"{f(raw and raw['balanced_accuracy'])} | {f(raw and raw['nll'])} |"
@@ -119,8 +147,10 @@ def main() -> None:
         r = json.loads((RESULTS / f"{name}.json").read_text())
         for c in r["criteria"]:
             n_train = (r.get("train") or {}).get("rows_used")
-            print(f"\n**{name}** · {r['pack']['name']} · `{c['id']}` · dev n={c['n']}, train n={n_train} · "
-                  f"{r['prompt_format']} · n_ctx {r['n_ctx']} · cut {r['tickets']['cut']} dev tickets\n")
+            print(
+                f"\n**{name}** · {r['pack']['name']} · `{c['id']}` · dev n={c['n']}, train n={n_train} · "
+                f"{r['prompt_format']} · n_ctx {r['n_ctx']} · cut {r['tickets']['cut']} dev tickets\n"
+            )
             print(head)
             for v in VARIANTS:
                 print(row(v, c["variants"].get(v)))

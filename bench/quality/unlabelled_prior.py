@@ -6,6 +6,7 @@ The prior is the mean readout of the training rows (their labels unused), divide
 log-probs with strength a; also with the dev rows' own mean (transductive). Splits from
 TRIAGE_SPLITS.
 """
+
 import numpy as np
 from cached import SETS, cached_split
 
@@ -16,7 +17,10 @@ from triage.evaluation.variants import readings
 for ds in SETS:
     pack, crit, tr, otr = cached_split(ds, "train", features=False)
     _, _, dv, odv = cached_split(ds, "dev", features=False)
-    lptr = readings(crit, otr, None).raw; lpdv = readings(crit, odv, None).raw; y = gold(dv, crit); k = len(crit.options)
+    lptr = readings(crit, otr, None).raw
+    lpdv = readings(crit, odv, None).raw
+    y = gold(dv, crit)
+    k = len(crit.options)
     base = metrics.summarize(lpdv, y, k)["balanced_accuracy"]
     out = [f"{ds}: zero-shot {base:.3f}"]
     for name, src in (("mean prob over train (unlabeled)", lptr), ("mean over dev itself", lpdv)):

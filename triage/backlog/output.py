@@ -53,8 +53,15 @@ class RunSignature:
     head: str | None = None  # the learned head's name (absent from run.json files written before heads)
 
     @classmethod
-    def of(cls, model_sha256: str, pack_hash: str, prompt_format: str, options: ScoreOptions, calibration: str | None,
-           head: str | None = None) -> RunSignature:
+    def of(
+        cls,
+        model_sha256: str,
+        pack_hash: str,
+        prompt_format: str,
+        options: ScoreOptions,
+        calibration: str | None,
+        head: str | None = None,
+    ) -> RunSignature:
         """The signature of these scoring options (every field of ``ScoreOptions``, whatever they are)."""
         opts = json.loads(json.dumps(dataclasses.asdict(options), default=list))
         in_record = {"orderings": options.effective_orderings, "prior": options.prior, "readout": options.readout}
@@ -74,7 +81,11 @@ class RunSignature:
         for k, v in mine.items():
             if k == "options":
                 theirs = other.get("options") or {}
-                diffs += [f"option {o}: {theirs.get(o)!r} → {v[o]!r}" for o in sorted(set(v) | set(theirs)) if theirs.get(o) != v.get(o)]
+                diffs += [
+                    f"option {o}: {theirs.get(o)!r} → {v[o]!r}"
+                    for o in sorted(set(v) | set(theirs))
+                    if theirs.get(o) != v.get(o)
+                ]
             elif k == "head" and v is None and "head" not in other:
                 continue  # a run.json from before learned heads: none was applied
             elif other.get(k) != v:
@@ -85,7 +96,9 @@ class RunSignature:
         """How a result record differs from this signature in the fields it carries."""
         diffs = []
         if (record.get("model") or {}).get("sha256") != self.model_sha256:
-            diffs.append(f"model sha256 {str((record.get('model') or {}).get('sha256'))[:12]}… → {self.model_sha256[:12]}…")
+            diffs.append(
+                f"model sha256 {str((record.get('model') or {}).get('sha256'))[:12]}… → {self.model_sha256[:12]}…"
+            )
         if (record.get("pack") or {}).get("hash") != self.pack_hash:
             diffs.append(f"pack hash {(record.get('pack') or {}).get('hash')} → {self.pack_hash}")
         if record.get("prompt_format") != self.prompt_format:
@@ -163,7 +176,8 @@ def read_existing(path: Path, signature: RunSignature) -> Existing:
 
 def _mismatch(path: Path, diffs: list[str], where: str = "") -> InputError:
     return InputError(
-        f"{path} {where + ' ' if where else ''}was scored differently, so --resume cannot continue it: " + "; ".join(diffs),
+        f"{path} {where + ' ' if where else ''}was scored differently, so --resume cannot continue it: "
+        + "; ".join(diffs),
         hint="resume with the options of that run, or write to a new --output",
     )
 
@@ -174,7 +188,11 @@ def _jsonl_records(path: Path) -> Iterable[dict[str, Any]]:
     if end < len(data):  # a stopped run's half line: cut it off, that ticket is scored again
         with path.open("r+b") as fh:
             fh.truncate(end)
-        print(f"triage: note: {path} ended in an incomplete line (a stopped run); it was removed and that ticket will be scored again", file=sys.stderr)
+        print(
+            f"triage: note: {path} ended in an incomplete line (a stopped "
+            "run); it was removed and that ticket will be scored again",
+            file=sys.stderr,
+        )
     for n, raw in enumerate(data[:end].split(b"\n"), 1):
         if not raw.strip():
             continue
@@ -207,7 +225,11 @@ def check_output(path: Path, *, resume: bool) -> None:
     Raises:
         InputError: ``path`` holds something and ``resume`` is off.
     """
-    if path.exists() and not resume and (path.is_dir() and any(path.iterdir()) or path.is_file() and path.stat().st_size):
+    if (
+        path.exists()
+        and not resume
+        and (path.is_dir() and any(path.iterdir()) or path.is_file() and path.stat().st_size)
+    ):
         raise InputError(f"{path} already exists", hint="pass --resume to continue it, or choose a new --output")
 
 

@@ -7,7 +7,16 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, Task, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.text import Text
 
 
@@ -24,9 +33,15 @@ class BacklogProgress:
         self.console = Console(stderr=True)
         self.summary = summary
         self._progress = Progress(
-            TextColumn("scoring"), BarColumn(), MofNCompleteColumn(), _Rate(),
-            TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-            console=self.console, speed_estimate_period=120,
+            TextColumn("scoring"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            _Rate(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=self.console,
+            speed_estimate_period=120,
         )
         self._task = self._progress.add_task("scoring", total=total)
 
@@ -49,7 +64,10 @@ class BacklogProgress:
         """The closing summary."""
         s = self.summary
         where = f" to {output}" if output else ""
-        parts = [f"scored {s.scored} tickets{where} in {s.seconds:.1f} s ({s.rate:.2f} tickets/s) on {s.workers} worker(s) × {s.threads} thread(s)"]
+        parts = [
+            f"scored {s.scored} tickets{where} in {s.seconds:.1f} s ({s.rate:.2f} "
+            f"tickets/s) on {s.workers} worker(s) × {s.threads} thread(s)"
+        ]
         if s.skipped:
             parts.append(f"{s.skipped} already done")
         if s.errors:
@@ -59,4 +77,7 @@ class BacklogProgress:
         print("triage: " + "; ".join(parts), file=sys.stderr)
         left = s.to_score - s.returned
         if left > 0:
-            print(f"triage: stopped with {left} tickets to go; run the same command with --resume to continue", file=sys.stderr)
+            print(
+                f"triage: stopped with {left} tickets to go; run the same command with --resume to continue",
+                file=sys.stderr,
+            )

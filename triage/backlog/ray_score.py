@@ -104,13 +104,17 @@ class RayJob:
     columns: Any = None  # triage.intake.columns.ColumnMap: the export's text and id columns (None: text, id)
 
     def __post_init__(self) -> None:
-        for flag, value in (("--workers", self.workers), ("--batch-size", self.batch_size),
-                            ("--threads", self.threads)):
+        for flag, value in (
+            ("--workers", self.workers),
+            ("--batch-size", self.batch_size),
+            ("--threads", self.threads),
+        ):
             if value is not None and value < 1:
                 raise InputError(f"{flag} must be at least 1")
         if self.resume and self.output is None:
-            raise InputError("--resume needs --output",
-                             hint="resume continues the file or folder a stopped run was writing")
+            raise InputError(
+                "--resume needs --output", hint="resume continues the file or folder a stopped run was writing"
+            )
 
 
 def run_ray(job: RayJob, *, on_batch: OnBatch | None = None) -> int:
@@ -121,11 +125,31 @@ def run_ray(job: RayJob, *, on_batch: OnBatch | None = None) -> int:
             head or calibration that does not fit the model the nodes run.
         TriageError: Ray is not installed; a node cannot use the model (named).
     """
+    if job.output is not None:
+        from triage.store.outputs import check_not_inside
+
+        check_not_inside(job.output, job.source, option="--output")  # it would read its own output next time
+        check_output(job.output, resume=job.resume)  # before the cluster starts
+    with _one_writer(job.output):
+        return _run(job, on_batch)
+
+
+@contextlib.contextmanager
+def _one_writer(output: Path | None) -> Generator[None, None, None]:
+    """Hold the output's lock for the whole run: a second run on the same output is refused, not merged."""
+    if output is None:
+        yield
+        return
+    from triage.store.outputs import OutputLock
+
+    with OutputLock(output):
+        yield
+
+
+def _run(job: RayJob, on_batch: OnBatch | None) -> int:
     from triage.model.loader import engine_settings
     from triage.scoring.fit import choose_fits
 
-    if job.output is not None:
-        check_output(job.output, resume=job.resume)  # before the cluster starts
     rows = read_rows(job.source, job.columns)
     spec, expected = model_spec(job.model, job.config)
     ray = _import_ray()
@@ -138,13 +162,29 @@ def run_ray(job: RayJob, *, on_batch: OnBatch | None = None) -> int:
             print(f"triage: {'' if note.applied else 'note: '}{note.text}", file=sys.stderr)
         calibration, head = fits.calibration, fits.head
         prompt_format = identity.format_for(job.options.readout).id  # what each result record will say
-        signature = RunSignature.of(identity.sha256, job.pack.hash, prompt_format, job.options,
-                                    calibration.name if calibration else None, head.name if head else None)
+        signature = RunSignature.of(
+            identity.sha256,
+            job.pack.hash,
+            prompt_format,
+            job.options,
+            calibration.name if calibration else None,
+            head.name if head else None,
+        )
         n_ctx = engine_settings(job.n_ctx, None, job.config)["n_ctx"]
-        scorer = ScorerConfig(spec, identity.sha256, job.pack, job.options, calibration, n_ctx, job.threads,
-                              job.prompt_style, head)
-        summary = score_backlog(ray, rows, scorer, output=job.output, signature=signature, resume=job.resume,
-                                workers=job.workers, batch_size=job.batch_size, on_batch=on_batch)
+        scorer = ScorerConfig(
+            spec, identity.sha256, job.pack, job.options, calibration, n_ctx, job.threads, job.prompt_style, head
+        )
+        summary = score_backlog(
+            ray,
+            rows,
+            scorer,
+            output=job.output,
+            signature=signature,
+            resume=job.resume,
+            workers=job.workers,
+            batch_size=job.batch_size,
+            on_batch=on_batch,
+        )
     finally:
         if owned:
             ray.shutdown()
@@ -163,9 +203,15 @@ def parse_address(ray_arg: str, source: str | None) -> tuple[str, str]:
     if source is None and address != "local" and not _ADDRESS.match(address) and Path(address).exists():
         address, source = "local", address
     if source in (None, "-"):
-        raise InputError("--ray reads its tickets from files", hint="give a JSON Lines or Parquet file, a folder or a glob: triage score INPUT --ray")
+        raise InputError(
+            "--ray reads its tickets from files",
+            hint="give a JSON Lines or Parquet file, a folder or a glob: triage score INPUT --ray",
+        )
     if not _ADDRESS.match(address):
-        raise InputError(f"--ray {address}: not a Ray address", hint="use --ray alone (a local cluster), --ray auto, --ray ray://HOST:10001 or --ray HOST:PORT")
+        raise InputError(
+            f"--ray {address}: not a Ray address",
+            hint="use --ray alone (a local cluster), --ray auto, --ray ray://HOST:10001 or --ray HOST:PORT",
+        )
     return address, source
 
 
@@ -229,14 +275,27 @@ def check_nodes(ray: Any, spec: str, expected: str | None, prompt_style: str) ->
     if not nodes:
         raise TriageError("the Ray cluster has no node with a free CPU to run a worker")
     task = ray.remote(num_cpus=1, max_retries=0)(probe)
-    refs = [task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(spec, expected, prompt_style) for n in nodes]
+    refs = [
+        task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(
+            spec, expected, prompt_style
+        )
+        for n in nodes
+    ]
     reports = []
     for node, ref in zip(nodes, refs, strict=True):
         try:
             reports.append(ray.get(ref))
         except Exception as exc:  # the check crashed the worker (e.g. a llama.cpp build this CPU cannot run)
             first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
-            reports.append({"ok": False, "error": f"node {node.get('NodeManagerHostname', '?')} ({node.get('NodeManagerAddress', '?')}): the model check failed: {first}"})
+            reports.append(
+                {
+                    "ok": False,
+                    "error": (
+                        f"node {node.get('NodeManagerHostname', '?')} "
+                        f"({node.get('NodeManagerAddress', '?')}): the model check failed: {first}"
+                    ),
+                }
+            )
     bad = [r["error"] for r in reports if not r["ok"]]
     if bad:
         raise NodeModelError("; ".join(bad), hint="fix the model on the nodes named; nothing was scored")
@@ -246,7 +305,8 @@ def check_nodes(ray: Any, spec: str, expected: str | None, prompt_style: str) ->
         for what in ("sha256", "prompt_format", "triage_version"):
             if getattr(other, what) != getattr(first, what):
                 raise NodeModelError(
-                    f"node {other.node} has {what.replace('_', ' ')} {getattr(other, what)}, node {first.node} {getattr(first, what)}",
+                    f"node {other.node} has {what.replace('_', ' ')} "
+                    f"{getattr(other, what)}, node {first.node} {getattr(first, what)}",
                     hint="every node must run the same model file and the same triage version; nothing was scored",
                 )
     return first
@@ -283,12 +343,19 @@ def score_backlog(
     n_blocks = -(-len(todo) // batch_size)
     if want * scorer.threads > cpus:  # Ray would wait for CPUs that never come
         raise InputError(
-            f"{want} worker(s) × --threads {scorer.threads} need {want * scorer.threads} CPUs; the Ray cluster has {cpus}",
-            hint="lower --workers or --threads (llama.cpp threads spin: more threads than cores slow every worker down)",
+            f"{want} worker(s) × --threads {scorer.threads} need "
+            f"{want * scorer.threads} CPUs; the Ray cluster has {cpus}",
+            hint=(
+                "lower --workers or --threads (llama.cpp threads spin: more threads than cores slow every worker down)"
+            ),
         )
     summary.workers = max(1, min(want, n_blocks or 1))
     if summary.skipped:
-        print(f"triage: resuming {output}: {summary.skipped} of {summary.total} rows are already there; {len(todo) + len(bad)} to go", file=sys.stderr)
+        print(
+            f"triage: resuming {output}: {summary.skipped} of {summary.total} "
+            f"rows are already there; {len(todo) + len(bad)} to go",
+            file=sys.stderr,
+        )
     writer = open_writer(output, signature, resume=resume)
     written = set(done)
     progress = BacklogProgress(len(todo), summary)
@@ -340,7 +407,9 @@ def _count(record: dict[str, Any], summary: Summary, progress: Any) -> None:
         progress.say(f"triage: error: ticket {record.get('ticket_id')}: {record.get('error')}")
 
 
-def _scored_blocks(ray: Any, todo: list[BacklogRow], scorer: ScorerConfig, workers: int, batch_size: int) -> Generator[Any, None, None]:
+def _scored_blocks(
+    ray: Any, todo: list[BacklogRow], scorer: ScorerConfig, workers: int, batch_size: int
+) -> Generator[Any, None, None]:
     """The scored blocks as Ray Data delivers them (completion order), one per input block."""
     import pyarrow as pa
 
@@ -351,10 +420,24 @@ def _scored_blocks(ray: Any, todo: list[BacklogRow], scorer: ScorerConfig, worke
             setattr(ctx, name, False)
     for name in ("ray", "ray.data"):
         logging.getLogger(name).setLevel(logging.ERROR)  # errors reach the user as exceptions
-    schema = pa.schema([("key", pa.string()), ("ticket_id", pa.string()), ("text", pa.string()), ("line", pa.int64()), ("source", pa.string())])
+    schema = pa.schema(
+        [
+            ("key", pa.string()),
+            ("ticket_id", pa.string()),
+            ("text", pa.string()),
+            ("line", pa.int64()),
+            ("source", pa.string()),
+        ]
+    )
     # One block per batch: a task is one batch, so a dead actor loses only that batch.
     blocks = [
-        pa.Table.from_pylist([{"key": r.key, "ticket_id": r.ticket_id, "text": r.text, "line": r.line, "source": r.source} for r in todo[i : i + batch_size]], schema=schema)
+        pa.Table.from_pylist(
+            [
+                {"key": r.key, "ticket_id": r.ticket_id, "text": r.text, "line": r.line, "source": r.source}
+                for r in todo[i : i + batch_size]
+            ],
+            schema=schema,
+        )
         for i in range(0, len(todo), batch_size)
     ]
     scored = ray.data.from_arrow(blocks).map_batches(
@@ -388,4 +471,7 @@ def _ray_failure(exc: BaseException) -> TriageError:
     if m:
         return NodeModelError(m.group(1).strip(), hint="fix the model on that node; the job was stopped")
     first = next((line for line in text.splitlines() if line.strip()), type(exc).__name__)
-    return TriageError(f"the Ray job failed: {first}", hint="see the Ray logs (/tmp/ray/session_latest/logs) for the worker's traceback")
+    return TriageError(
+        f"the Ray job failed: {first}",
+        hint="see the Ray logs (/tmp/ray/session_latest/logs) for the worker's traceback",
+    )

@@ -78,7 +78,11 @@ def input_files(spec: str) -> list[Path]:
     if path.is_file():
         return [path]
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIXES and not p.name.startswith((".", "_")))
+        files = sorted(
+            p
+            for p in path.rglob("*")
+            if p.is_file() and p.suffix.lower() in SUFFIXES and not p.name.startswith((".", "_"))
+        )
         if not files:
             raise InputError(f"folder {path} holds no {', '.join(SUFFIXES)} files")
         return files
@@ -115,7 +119,8 @@ def read_rows(spec: str, columns: Any = None) -> list[BacklogRow]:
 def _reader(path: Path, columns: Any) -> Any:
     from triage.intake.columns import ColumnMap, is_export
 
-    if is_export(str(path), columns or ColumnMap()) and not (path.suffix.lower() == ".parquet" and not (columns and columns.explicit)):
+    default_parquet = path.suffix.lower() == ".parquet" and not (columns and columns.explicit)
+    if is_export(str(path), columns or ColumnMap()) and not default_parquet:
         return lambda f, source: _export_rows(f, source, columns or ColumnMap())
     return _parquet_rows if path.suffix.lower() == ".parquet" else _jsonl_rows
 
@@ -136,7 +141,14 @@ def _make(line: int, tid: str | None, text: Any, source: str | None, where: str)
     from triage.scoring.ticket import make_ticket
 
     if not isinstance(text, str):
-        return BacklogRow(row_key(source, line), tid, None, line, source, error=f"{where} (id {tid}): field 'text' is missing or not a string")
+        return BacklogRow(
+            row_key(source, line),
+            tid,
+            None,
+            line,
+            source,
+            error=f"{where} (id {tid}): field 'text' is missing or not a string",
+        )
     try:
         ticket = make_ticket(text, tid)
     except InputError as exc:

@@ -109,7 +109,10 @@ def ensure_model(spec: str, expected_sha256: str | None) -> Any:
         raise NodeModelError(f"node {node}: model {spec}: {exc}") from None
     for what, want in (("the catalog or sidecar says", ref.sha256), ("the driver expects", expected_sha256)):
         if want is not None and actual != want:
-            raise NodeModelError(f"node {node}: model {spec} at {ref.path} has sha256 {actual}, but {what} {want}", hint="re-pull or replace the model on that node; the job was stopped")
+            raise NodeModelError(
+                f"node {node}: model {spec} at {ref.path} has sha256 {actual}, but {what} {want}",
+                hint="re-pull or replace the model on that node; the job was stopped",
+            )
     return ref
 
 
@@ -132,7 +135,11 @@ def probe(spec: str, expected_sha256: str | None, prompt_style: str) -> dict[str
             engine.close()
     except TriageError as exc:
         node = node_name()
-        return {"ok": False, "node": node, "error": exc.message if exc.message.startswith("node ") else f"node {node}: {exc.message}"}
+        return {
+            "ok": False,
+            "node": node,
+            "error": exc.message if exc.message.startswith("node ") else f"node {node}: {exc.message}",
+        }
     return {"ok": True, "identity": identity}
 
 
@@ -166,10 +173,17 @@ class TicketScorer:
 
         config = self.config
         ensure_model(config.model, config.expected_sha256)
-        self.engine = load_engine(config.model, n_ctx=config.n_ctx, threads=config.threads, prompt_style=config.prompt_style)
+        self.engine = load_engine(
+            config.model, n_ctx=config.n_ctx, threads=config.threads, prompt_style=config.prompt_style
+        )
         if self.engine.sha256 != config.expected_sha256:
-            raise NodeModelError(f"node {node_name()}: model {config.model} loaded with sha256 {self.engine.sha256}, expected {config.expected_sha256}")
-        self.engine.hold_stable(config.pack, config.options.readout)  # computed (or restored) once; stays resident between tickets
+            raise NodeModelError(
+                f"node {node_name()}: model {config.model} loaded with sha256 "
+                f"{self.engine.sha256}, expected {config.expected_sha256}"
+            )
+        self.engine.hold_stable(
+            config.pack, config.options.readout
+        )  # computed (or restored) once; stays resident between tickets
 
     def __call__(self, batch: Any) -> dict[str, list[Any]]:
         """Score one batch (a ``pyarrow.Table``), in order."""
@@ -189,8 +203,11 @@ class TicketScorer:
         ticket = make_ticket(row["text"], row["ticket_id"])
         try:
             result = self.engine.score_ticket(
-                ticket, cfg.pack, cfg.options,
-                calibration=cfg.calibration, head=cfg.head,
+                ticket,
+                cfg.pack,
+                cfg.options,
+                calibration=cfg.calibration,
+                head=cfg.head,
             )
         except TriageError as exc:
             record = {"ticket_id": ticket.id, "line": row["line"], "error": exc.message, "ticket_sha256": ticket.sha256}

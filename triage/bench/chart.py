@@ -96,8 +96,21 @@ class Line:
     dashed: bool = False
 
 
-def _t(x: float, y: float, s: str, *, size: int = 12, anchor: str = "start", weight: str = "normal", fill: str = "#222", extra: str = "") -> str:
-    return f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" font-weight="{weight}" fill="{fill}" {extra}>{escape(s)}</text>'
+def _t(
+    x: float,
+    y: float,
+    s: str,
+    *,
+    size: int = 12,
+    anchor: str = "start",
+    weight: str = "normal",
+    fill: str = "#222",
+    extra: str = "",
+) -> str:
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" '
+        f'font-weight="{weight}" fill="{fill}" {extra}>{escape(s)}</text>'
+    )
 
 
 def _nice_step(span: float, ticks: int = 5) -> float:
@@ -132,20 +145,29 @@ def _bars_panel(bars: Sequence[Bar], x0: float, y0: float, w: float, h: float) -
             if v <= 0:
                 continue
             pw = gw * v / vmax
-            out.append(f'<rect x="{x:.1f}" y="{y:.1f}" width="{pw:.1f}" height="{bh:.1f}" fill="{COLORS[part]}"><title>{escape(f"{part}: {_ms(v)}")}</title></rect>')
+            out.append(
+                f'<rect x="{x:.1f}" y="{y:.1f}" width="{pw:.1f}" height="{bh:.1f}" '
+                f'fill="{COLORS[part]}"><title>{escape(f"{part}: {_ms(v)}")}</title></rect>'
+            )
             x += pw
         note = _ms(b.total) + (f" · {b.speedup:.1f}× faster" if b.speedup and b.mode != "full" else "")
         out.append(_t(x + 6, y + bh * 0.72, note, size=11, fill="#444"))
         out.append("</g>")
     ly = y0 + 22 + len(bars) * row
-    for part, label in (("prefill", "ticket prefill, once (reuse modes)"), ("tails", "tails (full and split: whole prompts)"), ("other", "other: prompt building, readout, state save")):
+    for part, label in (
+        ("prefill", "ticket prefill, once (reuse modes)"),
+        ("tails", "tails (full and split: whole prompts)"),
+        ("other", "other: prompt building, readout, state save"),
+    ):
         out.append(f'<rect x="{gx:.1f}" y="{ly - 9:.1f}" width="11" height="11" fill="{COLORS[part]}"/>')
         out.append(_t(gx + 15, ly, label, size=11, fill="#444"))
         ly += 16
     return out
 
 
-def _scatter_panel(scatters: Sequence[Scatter], lines: Sequence[Line], x0: float, y0: float, w: float, h: float, note: str) -> list[str]:
+def _scatter_panel(
+    scatters: Sequence[Scatter], lines: Sequence[Line], x0: float, y0: float, w: float, h: float, note: str
+) -> list[str]:
     out = [_t(x0, y0 - 14, "What one tail costs", size=15, weight="600")]
     pts = [p for s in scatters for p in s.points]
     if not pts:
@@ -173,20 +195,37 @@ def _scatter_panel(scatters: Sequence[Scatter], lines: Sequence[Line], x0: float
         out.append(_t(x0 - 6, py(v) + 3, f"{v:g}", size=10, anchor="end", fill="#666"))
         v += ys
     out.append(_t(x0 + w / 2, y0 + h + 32, "tail tokens", size=11, anchor="middle", fill="#444"))
-    out.append(_t(x0 - 42, y0 + h / 2, "ms", size=11, anchor="middle", fill="#444", extra=f'transform="rotate(-90 {x0 - 42} {y0 + h / 2})"'))
+    out.append(
+        _t(
+            x0 - 42,
+            y0 + h / 2,
+            "ms",
+            size=11,
+            anchor="middle",
+            fill="#444",
+            extra=f'transform="rotate(-90 {x0 - 42} {y0 + h / 2})"',
+        )
+    )
     out.append(f'<clipPath id="plot"><rect x="{x0}" y="{y0}" width="{w}" height="{h}"/></clipPath>')
     for ln in lines:
         color = COLORS.get(ln.name, "#222")
         dash = ' stroke-dasharray="6 4"' if ln.dashed else ""
         out.append(f'<g class="series" data-series={quoteattr(ln.name)} clip-path="url(#plot)">')
-        out.append(f'<line x1="{px(0):.1f}" y1="{py(ln.intercept):.1f}" x2="{px(xmax):.1f}" y2="{py(ln.intercept + ln.slope * xmax):.1f}" stroke="{color}" stroke-width="1.6"{dash}><title>{escape(ln.label)}</title></line>')
+        out.append(
+            f'<line x1="{px(0):.1f}" y1="{py(ln.intercept):.1f}" x2="{px(xmax):.1f}" '
+            f'y2="{py(ln.intercept + ln.slope * xmax):.1f}" stroke="{color}" '
+            f'stroke-width="1.6"{dash}><title>{escape(ln.label)}</title></line>'
+        )
         out.append("</g>")
     for s in scatters:
         color = COLORS.get(s.name, "#222")
         out.append(f'<g class="series" data-series={quoteattr(s.name)}>')
         for x, y in s.points:
             fill = "none" if s.hollow else color
-            out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3.2" fill="{fill}" stroke="{color}" stroke-width="1.2" fill-opacity="0.75"/>')
+            out.append(
+                f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3.2" fill="{fill}" '
+                f'stroke="{color}" stroke-width="1.2" fill-opacity="0.75"/>'
+            )
         out.append("</g>")
     # legend, under the plot
     ly = y0 + h + 54
@@ -195,10 +234,15 @@ def _scatter_panel(scatters: Sequence[Scatter], lines: Sequence[Line], x0: float
         lx = x0 - 40
         if isinstance(item, Line):
             dash = ' stroke-dasharray="6 4"' if item.dashed else ""
-            out.append(f'<line x1="{lx}" y1="{ly - 4}" x2="{lx + 18}" y2="{ly - 4}" stroke="{color}" stroke-width="1.6"{dash}/>')
+            out.append(
+                f'<line x1="{lx}" y1="{ly - 4}" x2="{lx + 18}" '
+                f'y2="{ly - 4}" stroke="{color}" stroke-width="1.6"{dash}/>'
+            )
         else:
             fill = "none" if item.hollow else color
-            out.append(f'<circle cx="{lx + 9}" cy="{ly - 4}" r="3.2" fill="{fill}" stroke="{color}" stroke-width="1.2"/>')
+            out.append(
+                f'<circle cx="{lx + 9}" cy="{ly - 4}" r="3.2" fill="{fill}" stroke="{color}" stroke-width="1.2"/>'
+            )
         out.append(_t(lx + 24, ly, item.label, size=11, fill="#333"))
         ly += 15
     if note:
@@ -206,7 +250,15 @@ def _scatter_panel(scatters: Sequence[Scatter], lines: Sequence[Line], x0: float
     return out
 
 
-def render_svg(bars: Sequence[Bar], scatters: Sequence[Scatter], lines: Sequence[Line], *, title: str, subtitle: str | Sequence[str] = "", note: str = "") -> str:
+def render_svg(
+    bars: Sequence[Bar],
+    scatters: Sequence[Scatter],
+    lines: Sequence[Line],
+    *,
+    title: str,
+    subtitle: str | Sequence[str] = "",
+    note: str = "",
+) -> str:
     """The whole chart as an SVG document."""
     parts = [
         '<?xml version="1.0" encoding="UTF-8"?>',
@@ -229,15 +281,32 @@ def chart_from_report(report: dict[str, Any]) -> str:
     tails = {m: [tuple(p) for p in v] for m, v in pts.get("engine_tails", {}).items()}
     modes = report.get("modes", {})
     sp = report.get("speedup", {})
+
     def label(m: str) -> str | None:
         k = criteria_subset(report, m)
         return f"{m} ({k} criteria)" if k else None
 
     bars = [
-        Bar(m, modes[m].get("prefill_ms_median") or 0.0, modes[m].get("tails_ms_median") or 0.0,
-            max(0.0, modes[m].get("other_ms_median") or 0.0), sp.get(f"{m}_vs_full"),
-            ticket=modes[m].get("ticket_ms_median"), label=label(m))
-        for m in ("full", "serial_truncate", "serial_restore", "fanout", "fanout_learned", "letter_serial", "serial_long", "split") if modes.get(m)
+        Bar(
+            m,
+            modes[m].get("prefill_ms_median") or 0.0,
+            modes[m].get("tails_ms_median") or 0.0,
+            max(0.0, modes[m].get("other_ms_median") or 0.0),
+            sp.get(f"{m}_vs_full"),
+            ticket=modes[m].get("ticket_ms_median"),
+            label=label(m),
+        )
+        for m in (
+            "full",
+            "serial_truncate",
+            "serial_restore",
+            "fanout",
+            "fanout_learned",
+            "letter_serial",
+            "serial_long",
+            "split",
+        )
+        if modes.get(m)
     ]
     scatters: list[Scatter] = []
     lines: list[Line] = []
@@ -245,10 +314,25 @@ def chart_from_report(report: dict[str, Any]) -> str:
     probe_pts = [tuple(p) for p in pts.get("probe_tails", [])]
     fresh_pts = [tuple(p) for p in pts.get("fresh", [])]
     if fit.get("fixed_ms") is not None and fit.get("per_token_ms") is not None:
-        lines.append(Line("fit", f"fit: {fit['fixed_ms']:.1f} ms + {fit['per_token_ms']:.2f} ms/token (R² {fit['r2']:.3f})", fit["fixed_ms"], fit["per_token_ms"]))
+        lines.append(
+            Line(
+                "fit",
+                f"fit: {fit['fixed_ms']:.1f} ms + {fit['per_token_ms']:.2f} ms/token (R² {fit['r2']:.3f})",
+                fit["fixed_ms"],
+                fit["per_token_ms"],
+            )
+        )
     seed = fit.get("seed_onnx")
     if seed:
-        lines.append(Line("seed", f"seed ONNX Runtime: {seed['fixed_ms']} ms + {seed['per_token_ms']} ms/token", seed["fixed_ms"], seed["per_token_ms"], dashed=True))
+        lines.append(
+            Line(
+                "seed",
+                f"seed ONNX Runtime: {seed['fixed_ms']} ms + {seed['per_token_ms']} ms/token",
+                seed["fixed_ms"],
+                seed["per_token_ms"],
+                dashed=True,
+            )
+        )
     if probe_pts:
         scatters.append(Scatter("probe", "tail probe (decode + truncate after a real prefix)", probe_pts))
     if fresh_pts:
@@ -259,12 +343,16 @@ def chart_from_report(report: dict[str, Any]) -> str:
     wl = report.get("workload", {})
     model = report.get("model", {})
     machine = report.get("machine", {})
-    title = f"triage bench: {model.get('name', '?')}, {wl.get('pack', {}).get('criteria', '?')} criteria, orderings {wl.get('orderings', '?')}"
+    title = (
+        f"triage bench: {model.get('name', '?')}, {wl.get('pack', {}).get('criteria', '?')} "
+        f"criteria, orderings {wl.get('orderings', '?')}"
+    )
     load = machine.get("load_avg_start") or ["?"]
     other = machine.get("other_cpu_share")
     subtitle = [
         report.get("summary", ""),
-        f"{len(wl.get('tickets', []))} tickets{' (quick)' if wl.get('quick') else ''}, {machine.get('threads', '?')} thread{'' if machine.get('threads') == 1 else 's'} on "
+        f"{len(wl.get('tickets', []))} tickets{' (quick)' if wl.get('quick') else ''}, "
+        f"{machine.get('threads', '?')} thread{'' if machine.get('threads') == 1 else 's'} on "
         f"{machine.get('cores', '?')} cores ({machine.get('cpu_model', '?')}), load {load[0]} at start"
         + (f", other processes {other:.0%} of the CPU during the run" if other is not None else "")
         + (" (busy: noisy)" if machine.get("warnings") else ""),

@@ -85,7 +85,9 @@ def other_cpu_share(start: CpuSnapshot, end: CpuSnapshot) -> float | None:
     return max(0.0, min(1.0, others / total))
 
 
-def wait_until_quiet(max_s: float, *, poll_s: float = 30.0, threshold: float = QUIET_LOAD, say: Callable[[str], None] = print) -> dict[str, Any]:
+def wait_until_quiet(
+    max_s: float, *, poll_s: float = 30.0, threshold: float = QUIET_LOAD, say: Callable[[str], None] = print
+) -> dict[str, Any]:
     """Poll the 1-minute load average until it is below ``threshold`` or ``max_s`` passed.
 
     Returns:

@@ -116,8 +116,13 @@ def _fit_dict(fit: LinearFit | None, **extra: Any) -> dict[str, Any] | None:
     if fit is None:
         return None
     return {
-        "fixed_ms": clean(fit.intercept, 3), "per_token_ms": clean(fit.slope, 4), "r2": clean(fit.r2, 4),
-        "n": fit.n, "tokens_min": fit.x_min, "tokens_max": fit.x_max, **extra,
+        "fixed_ms": clean(fit.intercept, 3),
+        "per_token_ms": clean(fit.slope, 4),
+        "r2": clean(fit.r2, 4),
+        "n": fit.n,
+        "tokens_min": fit.x_min,
+        "tokens_max": fit.x_max,
+        **extra,
     }
 
 
@@ -132,7 +137,9 @@ def tail_points(samples: list[Sample], mode: str) -> list[tuple[float, float]]:
     """(tokens, ms) of one average tail per (ticket, criterion): tail totals / orderings."""
     return [
         (c.tail_tokens / c.orderings, c.tail_ms / c.orderings)
-        for s in _by(samples, mode) for c in s.result.criteria if c.orderings
+        for s in _by(samples, mode)
+        for c in s.result.criteria
+        if c.orderings
     ]
 
 
@@ -156,9 +163,15 @@ def build_report(run: BenchRun, *, wait: dict[str, Any] | None = None) -> dict[s
     wl = run.workload
     samples = run.samples
     modes = [*wl.modes, SPLIT]
-    report: dict[str, Any] = {"schema": SCHEMA, "created_at": run.started_at, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(run.started_at))}
+    report: dict[str, Any] = {
+        "schema": SCHEMA,
+        "created_at": run.started_at,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(run.started_at)),
+    }
     report["workload"] = wl.describe()
-    n_prompts = sum(len(c.options) if wl.mode_readout("serial_truncate")[1] == "cyclic" else 1 for c in wl.pack.criteria)
+    n_prompts = sum(
+        len(c.options) if wl.mode_readout("serial_truncate")[1] == "cyclic" else 1 for c in wl.pack.criteria
+    )
     report["workload"]["pack"]["prompts_per_ticket"] = n_prompts
 
     # -- machine and noise ------------------------------------------------------------
@@ -169,24 +182,33 @@ def build_report(run: BenchRun, *, wait: dict[str, Any] | None = None) -> dict[s
     busy_start = is_busy(run.load_avg_start) if run.load_avg_start else False
     if busy_start and share is not None and share <= BUSY_OTHER_SHARE:
         # the load average lags by minutes; what others used during the run is the direct measure
-        notes.append(f"load average {run.load_avg_start[0]:.2f} at start (earlier work fading), but other processes "
-                     f"used {share:.0%} of the CPU during the run")
+        notes.append(
+            f"load average {run.load_avg_start[0]:.2f} at start (earlier work fading), but other processes "
+            f"used {share:.0%} of the CPU during the run"
+        )
     elif busy_start:
-        warnings.append(f"machine busy at start: load average {run.load_avg_start[0]:.2f} on {cores()} cores; timings are noisy")
+        warnings.append(
+            f"machine busy at start: load average {run.load_avg_start[0]:.2f} on {cores()} cores; timings are noisy"
+        )
     if share is not None and share > BUSY_OTHER_SHARE:
         warnings.append(f"other processes used {share:.0%} of the CPU during the run; timings are noisy")
     if wait is not None and not wait.get("quiet", True):
-        warnings.append(f"the load average never fell below {wait.get('threshold')} in {wait.get('waited_s')} s of waiting; ran anyway")
-    machine.update({
-        "load_avg_start": run.load_avg_start,
-        "load_avg_end": run.load_avg_end,
-        "load_avg_end_note": "the end figure includes this run's own threads",
-        "other_cpu_share": clean(share, 3) if share is not None else None,
-        "busy_at_start": busy_start,
-        "quiet_wait": wait,
-        "warnings": warnings,
-        "notes": notes,
-    })
+        warnings.append(
+            f"the load average never fell below {wait.get('threshold')} "
+            f"in {wait.get('waited_s')} s of waiting; ran anyway"
+        )
+    machine.update(
+        {
+            "load_avg_start": run.load_avg_start,
+            "load_avg_end": run.load_avg_end,
+            "load_avg_end_note": "the end figure includes this run's own threads",
+            "other_cpu_share": clean(share, 3) if share is not None else None,
+            "busy_at_start": busy_start,
+            "quiet_wait": wait,
+            "warnings": warnings,
+            "notes": notes,
+        }
+    )
     report["machine"] = machine
     report["model"] = {**run.model, **run.engine}
     report["llama_cpp_python"] = machine.get("llama_cpp_python")
@@ -217,9 +239,16 @@ def build_report(run: BenchRun, *, wait: dict[str, Any] | None = None) -> dict[s
         tot_reuse_tokens += tok.total_input
         tot_resident_tokens += tok.total_input - tok.stable
         row: dict[str, Any] = {
-            "id": t.id, "kind": t.kind, "ticket_tokens": tok.ticket, "stable_tokens": tok.stable, "prefix_tokens": tok.prefix,
-            "tail_tokens": tok.tails, "full_tokens": tok.full_prompts, "reuse_tokens": tok.total_input,
-            "token_bound": clean(bound, 3), "token_bound_resident": clean(resident, 3),
+            "id": t.id,
+            "kind": t.kind,
+            "ticket_tokens": tok.ticket,
+            "stable_tokens": tok.stable,
+            "prefix_tokens": tok.prefix,
+            "tail_tokens": tok.tails,
+            "full_tokens": tok.full_prompts,
+            "reuse_tokens": tok.total_input,
+            "token_bound": clean(bound, 3),
+            "token_bound_resident": clean(resident, 3),
             "prompt_build_ms": clean(run.prompt_build_ms.get(t.id, math.nan), 2),
             "ms": {m: clean(ms[m][t.id], 1) for m in modes if m in ms and t.id in ms[m] and m != SPLIT},
             "speedup": {},
@@ -244,7 +273,8 @@ def build_report(run: BenchRun, *, wait: dict[str, Any] | None = None) -> dict[s
     report["token_bound_note"] = (
         "token_bound = full prompts' tokens / (prefix + tails), the issue's definition: the prefix, stable block "
         "included, evaluated once per ticket. Reuse modes are timed as in a session, with the stable block already "
-        "resident, so they evaluate only (prefix - stable) + tails: token_bound_resident is the bound for what was timed, "
+        "resident, so they evaluate only (prefix - stable) + tails: "
+        "token_bound_resident is the bound for what was timed, "
         "and bound_ratio compares with it (bound_ratio_vs_token_bound with the plain bound)."
     )
     report["bound_ratio"] = {m: clean(median(v), 3) for m, v in closeness.items()}
@@ -280,11 +310,18 @@ def build_report(run: BenchRun, *, wait: dict[str, Any] | None = None) -> dict[s
         "peak_rss_note": "ru_maxrss of the bench process: one engine at a time, plus Python, NumPy and Rich",
     }
     report["points"] = {
-        "what": "what the chart plots: [tokens, ms] per tail-probe decode, per fresh-sequence decode, and per (ticket, criterion) average engine tail",
+        "what": (
+            "what the chart plots: [tokens, ms] per tail-probe decode, per "
+            "fresh-sequence decode, and per (ticket, criterion) average engine tail"
+        ),
         "probe_tails": [[p.tokens, clean(p.ms, 3)] for p in run.probe if p.kind == "tail"],
         "fresh": [[p.tokens, clean(p.ms, 3)] for p in run.probe if p.kind == "fresh"],
         "fanout_fresh": [[p.tokens, clean(p.ms, 3)] for p in run.probe if p.kind == "fanout_fresh"],
-        "engine_tails": {m: [[clean(x, 2), clean(y, 3)] for x, y in tail_points(samples, m)] for m in (*REUSE_MODES, "serial_long") if _by(samples, m)},
+        "engine_tails": {
+            m: [[clean(x, 2), clean(y, 3)] for x, y in tail_points(samples, m)]
+            for m in (*REUSE_MODES, "serial_long")
+            if _by(samples, m)
+        },
     }
     report["elapsed_s"] = clean(run.elapsed_s, 1)
     report["phase_s"] = {k: clean(v, 1) for k, v in run.phase_s.items()}
@@ -301,9 +338,12 @@ def _readout_comparison(run: BenchRun, ms: dict[str, dict[str, float]]) -> dict[
     out: dict[str, Any] = {
         "readout": run.workload.readout,
         "baseline": LETTER_MODE,
-        "what": ("speedup_vs_letter_serial: per ticket, letter_serial's ms / the mode's ms, median over tickets. "
-                 "vs_raw: per ticket, the mode's ms / llama.cpp's ms to decode the same number of tokens as one fresh "
-                 "sequence in an empty cache (the machine's physical limit for that work), median over tickets; 1.0 = at the limit."),
+        "what": (
+            "speedup_vs_letter_serial: per ticket, letter_serial's ms / the mode's ms, median over tickets. "
+            "vs_raw: per ticket, the mode's ms / llama.cpp's ms to decode the same number of tokens as one fresh "
+            "sequence in an empty cache (the machine's physical limit "
+            "for that work), median over tickets; 1.0 = at the limit."
+        ),
         "speedup_vs_letter_serial": {},
         "vs_raw": {},
         "per_ticket": {},
@@ -320,8 +360,11 @@ def _readout_comparison(run: BenchRun, ms: dict[str, dict[str, float]]) -> dict[
             out["vs_raw"][m] = clean(median(vr), 3)
         for t in ms[m]:
             row = out["per_ticket"].setdefault(t, {})
-            row[m] = {"ms": clean(ms[m][t], 1), "tokens_evaluated": raw_tokens.get((t, m)),
-                      "raw_ms": clean(raw.get((t, m), math.nan), 1)}
+            row[m] = {
+                "ms": clean(ms[m][t], 1),
+                "tokens_evaluated": raw_tokens.get((t, m)),
+                "raw_ms": clean(raw.get((t, m), math.nan), 1),
+            }
     return out
 
 
@@ -331,8 +374,11 @@ def _learned_cost(ms: dict[str, dict[str, float]]) -> dict[str, Any] | None:
         return None
     per = {t: ms[LEARNED_MODE][t] / ms["fanout"][t] for t in ms[LEARNED_MODE] if ms["fanout"].get(t)}
     return {
-        "what": ("cost_vs_fanout: per ticket, fanout_learned's ms / fanout's ms (the same tickets, interleaved in one run), "
-                 "median over tickets; 1.10 would be 10% more. The head has random weights of the real shape: its cost, not its decisions."),
+        "what": (
+            "cost_vs_fanout: per ticket, fanout_learned's ms / fanout's ms (the same tickets, interleaved in one run), "
+            "median over tickets; 1.10 would be 10% more. The head has "
+            "random weights of the real shape: its cost, not its decisions."
+        ),
         "cost_vs_fanout": clean(median(list(per.values())), 3) if per else None,
         "per_ticket": {t: clean(v, 3) for t, v in per.items()},
     }
@@ -342,8 +388,11 @@ def _by_kind(per_ticket: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for kind in dict.fromkeys(r["kind"] for r in per_ticket):
         rows = [r for r in per_ticket if r["kind"] == kind]
-        out[kind] = {"n": len(rows), "token_bound": clean(median([r["token_bound"] for r in rows]), 3),
-                     "token_bound_resident": clean(median([r["token_bound_resident"] for r in rows]), 3)}
+        out[kind] = {
+            "n": len(rows),
+            "token_bound": clean(median([r["token_bound"] for r in rows]), 3),
+            "token_bound_resident": clean(median([r["token_bound_resident"] for r in rows]), 3),
+        }
         for m in REUSE_MODES:
             vals = [r["speedup"][m] for r in rows if m in r["speedup"]]
             if vals:
@@ -360,25 +409,43 @@ def _cost_and_raw(run: BenchRun, readout_ms: float | None) -> tuple[dict[str, An
         pts = tail_points(samples, m)
         if pts:
             fit = _try_fit([x for x, _ in pts], [y for _, y in pts])
-            by_mode[m] = _fit_dict(fit, per_tail_ms_median=clean(median([y for _, y in pts]), 3), tail_tokens_median=clean(median([x for x, _ in pts]), 2)) or {
-                "per_tail_ms_median": clean(median([y for _, y in pts]), 3)}
+            by_mode[m] = _fit_dict(
+                fit,
+                per_tail_ms_median=clean(median([y for _, y in pts]), 3),
+                tail_tokens_median=clean(median([x for x, _ in pts]), 2),
+            ) or {"per_tail_ms_median": clean(median([y for _, y in pts]), 3)}
     engine_tail = tail_points(samples, "serial_truncate")
     overhead = None
     if probe_fit is not None and engine_tail:
         x = median([x for x, _ in engine_tail])
         overhead = median([y for _, y in engine_tail]) - probe_fit.predict(x)
     if probe_fit is not None:
-        cost = _fit_dict(probe_fit, source="tail probe: single tails of varied length decoded after real ticket prefixes, then truncated (serial/truncate's work per tail)")
+        cost = _fit_dict(
+            probe_fit,
+            source=(
+                "tail probe: single tails of varied length decoded after real "
+                "ticket prefixes, then truncated (serial/truncate's work per tail)"
+            ),
+        )
     else:
         fit = _try_fit([x for x, _ in engine_tail], [y for _, y in engine_tail]) if engine_tail else None
-        cost = _fit_dict(fit, source="serial/truncate per-criterion tails (per-tail means)") or {"fixed_ms": None, "per_token_ms": None, "r2": None}
-    cost.update({
-        "engine_overhead_ms_per_tail": clean(overhead, 3) if overhead is not None else None,
-        "engine_overhead_note": "serial/truncate's measured ms per tail minus the probe fit at the same length: readout, logits copy, Python",
-        "readout_ms": clean(readout_ms, 3) if readout_ms is not None else None,
-        "by_mode": by_mode,
-        "seed_onnx": SEED_ONNX,
-    })
+        cost = _fit_dict(fit, source="serial/truncate per-criterion tails (per-tail means)") or {
+            "fixed_ms": None,
+            "per_token_ms": None,
+            "r2": None,
+        }
+    cost.update(
+        {
+            "engine_overhead_ms_per_tail": clean(overhead, 3) if overhead is not None else None,
+            "engine_overhead_note": (
+                "serial/truncate's measured ms per tail minus the probe "
+                "fit at the same length: readout, logits copy, Python"
+            ),
+            "readout_ms": clean(readout_ms, 3) if readout_ms is not None else None,
+            "by_mode": by_mode,
+            "seed_onnx": SEED_ONNX,
+        }
+    )
 
     fresh = _medians_by_size(run.probe, "fresh")
     tail_ms = _medians_by_size(run.probe, "tail")
@@ -386,16 +453,23 @@ def _cost_and_raw(run: BenchRun, readout_ms: float | None) -> tuple[dict[str, An
     raw: dict[str, Any] = {
         "what": "prompt processing of fresh sequences in an empty cache (NativeModel.decode), the physical reference",
         "sizes": [
-            {"tokens": k, "fresh_ms": clean(v, 3), "fresh_tokens_per_s": clean(1000 * k / v, 1),
-             "tail_ms": clean(tail_ms.get(k, math.nan), 3),
-             "tail_tokens_per_s": clean(1000 * k / tail_ms[k], 1) if k in tail_ms else None,
-             "tail_vs_fresh": clean(ratio(v, tail_ms.get(k, math.nan)), 3)}
+            {
+                "tokens": k,
+                "fresh_ms": clean(v, 3),
+                "fresh_tokens_per_s": clean(1000 * k / v, 1),
+                "tail_ms": clean(tail_ms.get(k, math.nan), 3),
+                "tail_tokens_per_s": clean(1000 * k / tail_ms[k], 1) if k in tail_ms else None,
+                "tail_vs_fresh": clean(ratio(v, tail_ms.get(k, math.nan)), 3),
+            }
             for k, v in fresh.items()
         ],
     }
     if fanout_fresh:
         n = median([p.tokens for p in fanout_fresh])
-        raw["fanout_batch"] = {"tokens": clean(n, 1), "fresh_tokens_per_s": clean(median([1000 * p.tokens / p.ms for p in fanout_fresh]), 1)}
+        raw["fanout_batch"] = {
+            "tokens": clean(n, 1),
+            "fresh_tokens_per_s": clean(median([1000 * p.tokens / p.ms for p in fanout_fresh]), 1),
+        }
     ratios: dict[str, Any] = {}
     for m in SERIAL_MODES:
         pts = tail_points(samples, m)
@@ -409,10 +483,15 @@ def _cost_and_raw(run: BenchRun, readout_ms: float | None) -> tuple[dict[str, An
     fo = _by(samples, "fanout")
     if fo and fanout_fresh:
         ref = raw["fanout_batch"]["fresh_tokens_per_s"]
-        vals = [(1000 * s.result.tokens.tails / s.result.timing.tails_ms) / ref for s in fo if s.result.timing.tails_ms > 0]
+        vals = [
+            (1000 * s.result.tokens.tails / s.result.timing.tails_ms) / ref for s in fo if s.result.timing.tails_ms > 0
+        ]
         ratios["fanout"] = clean(median(vals), 3)
     raw["tails_vs_raw"] = ratios
-    raw["tails_vs_raw_note"] = "the tails' tokens/s over fresh-sequence tokens/s at the nearest measured size (fanout: at its whole batch); below 1 = attention over the prefix plus per-tail overhead"
+    raw["tails_vs_raw_note"] = (
+        "the tails' tokens/s over fresh-sequence tokens/s at the nearest measured size (fanout: "
+        "at its whole batch); below 1 = attention over the prefix plus per-tail overhead"
+    )
     return cost, raw
 
 
@@ -442,8 +521,10 @@ def _drift(run: BenchRun) -> dict[str, Any]:
         out[f"max_abs_prob_{name}"] = clean(worst, 9) if worst is not None else None
         out[f"choice_flips_{name}"] = flips
         out[f"compared_{name}"] = compared
-    out["note"] = ("same_split compares serial with mode split (same batch boundaries, no reuse): it must be 0. "
-                   "vs_full compares with whole-prompt evaluation, whose other batch shapes round differently.")
+    out["note"] = (
+        "same_split compares serial with mode split (same batch boundaries, no reuse): it must be 0. "
+        "vs_full compares with whole-prompt evaluation, whose other batch shapes round differently."
+    )
     return out
 
 
@@ -455,8 +536,14 @@ def _session(results: list[TicketResult]) -> dict[str, Any]:
         "cached_tokens": cached,
         "input_tokens": total,
         "per_ticket": [
-            {"id": r.ticket_id, "ms": clean(r.timing.total_ms, 1), "stable_ms": clean(r.timing.stable_ms, 1),
-             "prefix_cached": r.tokens.prefix_cached, "input_tokens": r.tokens.total_input, "hit_rate": clean(r.tokens.hit_rate, 4)}
+            {
+                "id": r.ticket_id,
+                "ms": clean(r.timing.total_ms, 1),
+                "stable_ms": clean(r.timing.stable_ms, 1),
+                "prefix_cached": r.tokens.prefix_cached,
+                "input_tokens": r.tokens.total_input,
+                "hit_rate": clean(r.tokens.hit_rate, 4),
+            }
             for r in results
         ],
     }
@@ -470,21 +557,25 @@ def _caches(run: BenchRun) -> tuple[dict[str, Any], dict[str, Any]]:
         entry: dict[str, Any] = {"stable_tokens": run.stable_tokens.get(label)}
         if cold and cold.results:
             first = cold.results[0]
-            entry.update({
-                "cold_first_ticket_ms": clean(first.timing.total_ms, 1),
-                "cold_stable_prefill_ms": clean(first.timing.stable_ms, 1),
-                "cold_load_ms": clean(cold.load_ms, 1),
-                "state_file_bytes": cold.file_bytes,
-                "session": _session(cold.results),
-            })
+            entry.update(
+                {
+                    "cold_first_ticket_ms": clean(first.timing.total_ms, 1),
+                    "cold_stable_prefill_ms": clean(first.timing.stable_ms, 1),
+                    "cold_load_ms": clean(cold.load_ms, 1),
+                    "state_file_bytes": cold.file_bytes,
+                    "session": _session(cold.results),
+                }
+            )
         if warm and warm.results:
             first = warm.results[0]
-            entry.update({
-                "warm_first_ticket_ms": clean(first.timing.total_ms, 1),
-                "warm_stable_cached": first.tokens.stable_cached,
-                "warm_load_ms": clean(warm.load_ms, 1),
-                "warm_cache_stats": warm.cache_stats,
-            })
+            entry.update(
+                {
+                    "warm_first_ticket_ms": clean(first.timing.total_ms, 1),
+                    "warm_stable_cached": first.tokens.stable_cached,
+                    "warm_load_ms": clean(warm.load_ms, 1),
+                    "warm_cache_stats": warm.cache_stats,
+                }
+            )
         if "cold_first_ticket_ms" in entry and "warm_first_ticket_ms" in entry:
             entry["warm_saves_ms"] = clean(entry["cold_first_ticket_ms"] - entry["warm_first_ticket_ms"], 1)
             entry["warm_vs_cold"] = clean(ratio(entry["warm_first_ticket_ms"], entry["cold_first_ticket_ms"]), 3)
@@ -496,27 +587,44 @@ def _caches(run: BenchRun) -> tuple[dict[str, Any], dict[str, Any]]:
         s_ms = median([s.result.timing.total_ms for s in short])
         l_ms = median([s.result.timing.total_ms for s in long_])
         ms = _per_ticket_ms(run.samples)
-        paired = [ms["serial_long"][t] / ms["serial_truncate"][t] for t in ms["serial_long"] if t in ms.get("serial_truncate", {})]
+        paired = [
+            ms["serial_long"][t] / ms["serial_truncate"][t]
+            for t in ms["serial_long"]
+            if t in ms.get("serial_truncate", {})
+        ]
         stable["long_vs_short"] = {
-            "short_ms_median": clean(s_ms, 1), "long_ms_median": clean(l_ms, 1), "ratio": clean(ratio(l_ms, s_ms), 3),
+            "short_ms_median": clean(s_ms, 1),
+            "long_ms_median": clean(l_ms, 1),
+            "ratio": clean(ratio(l_ms, s_ms), 3),
             "paired_ratio_median": clean(median(paired), 3),
-            "short_stable_tokens": run.stable_tokens.get("default"), "long_stable_tokens": run.stable_tokens.get("long"),
-            "what": "serial/truncate per-ticket ms with the stable block resident: default pack vs assets/long-stable-pack.toml",
+            "short_stable_tokens": run.stable_tokens.get("default"),
+            "long_stable_tokens": run.stable_tokens.get("long"),
+            "what": (
+                "serial/truncate per-ticket ms with the stable block "
+                "resident: default pack vs assets/long-stable-pack.toml"
+            ),
         }
     steady = [s.result.tokens.hit_rate for s in short]
     default_session = stable.get("default", {}).get("session")
     cache = {
         "hit_rate": default_session["hit_rate"] if default_session else clean(median(steady), 4),
-        "hit_rate_what": ("cached input tokens / input tokens over the cold-start session (default pack): the first ticket pays the stable block, later ones find it resident"
-                          if default_session else
-                          "cached input tokens / input tokens per ticket with the stable block resident (serial/truncate, median): no cold-start session was run (--quick)"),
+        "hit_rate_what": (
+            "cached input tokens / input tokens over the cold-start session (default "
+            "pack): the first ticket pays the stable block, later ones find it resident"
+            if default_session
+            else "cached input tokens / input tokens per ticket with the stable block "
+            "resident (serial/truncate, median): no cold-start session was run (--quick)"
+        ),
         "hit_rate_over": "cold_session" if default_session else "steady",
         "hit_rate_steady_median": clean(median(steady), 4),
         "hit_rate_steady_long_median": clean(median([s.result.tokens.hit_rate for s in long_]), 4) if long_ else None,
         "per_ticket": default_session["per_ticket"] if default_session else [],
         "stable_prefill_ms": {k: clean(v, 1) for k, v in run.stable_prefill_ms.items()},
         "stable_tokens": dict(run.stable_tokens),
-        "stable_what": "the warm-up's prefill of each pack's stable block on a fresh engine: paid once per pack, model and prompt format",
+        "stable_what": (
+            "the warm-up's prefill of each pack's stable block on a "
+            "fresh engine: paid once per pack, model and prompt format"
+        ),
     }
     return cache, stable
 
@@ -540,8 +648,10 @@ def summary_line(report: dict[str, Any]) -> str:
     rd = report.get("readout") or {}
     fan = (rd.get("speedup_vs_letter_serial") or {}).get("fanout")
     if fan is not None:
-        line += (f"; {rd.get('readout')}/fanout is {_x(fan)} faster than letters in every rotation, serial, "
-                 f"at {_x((rd.get('vs_raw') or {}).get('fanout'))} llama.cpp's raw time for its tokens")
+        line += (
+            f"; {rd.get('readout')}/fanout is {_x(fan)} faster than letters in every rotation, serial, "
+            f"at {_x((rd.get('vs_raw') or {}).get('fanout'))} llama.cpp's raw time for its tokens"
+        )
     cost = (report.get("learned") or {}).get("cost_vs_fanout")
     if cost is not None:
         line += f"; a learned head on every criterion costs {_x(cost)} fanout's time"
@@ -556,12 +666,18 @@ def where_time_goes(report: dict[str, Any]) -> dict[str, str]:
             continue
         total = d["ticket_ms_median"] or 0.0
         if m in ("full", SPLIT):
-            out[m] = (f"{d['tails_ms_median']:.0f} of {total:.0f} ms evaluating {d['tokens_evaluated_median']:.0f} tokens "
-                      f"of whole prompts (every prompt re-reads the stable block and the ticket); {d['other_ms_median']:.0f} ms building prompts and reading out")
+            out[m] = (
+                f"{d['tails_ms_median']:.0f} of {total:.0f} ms evaluating {d['tokens_evaluated_median']:.0f} tokens "
+                "of whole prompts (every prompt re-reads the stable block and the "
+                f"ticket); {d['other_ms_median']:.0f} ms building prompts and reading out"
+            )
         else:
-            out[m] = (f"{d['prefill_ms_median']:.0f} ms prefilling the ticket once, {d['tails_ms_median']:.0f} ms on tails, "
-                      f"{d['other_ms_median']:.0f} ms other (prompt building, readout{', saving the prefix state' if m == 'serial_restore' else ''}) "
-                      f"of {total:.0f} ms")
+            out[m] = (
+                f"{d['prefill_ms_median']:.0f} ms prefilling the ticket once, {d['tails_ms_median']:.0f} ms on tails, "
+                f"{d['other_ms_median']:.0f} ms other (prompt building, "
+                f"readout{', saving the prefix state' if m == 'serial_restore' else ''}) "
+                f"of {total:.0f} ms"
+            )
     return out
 
 

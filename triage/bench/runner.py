@@ -62,8 +62,14 @@ class EngineSpec:
         from triage.scoring.engine import Engine
 
         return Engine(
-            self.path, name=self.name, sha256=self.sha256, stand_in=self.stand_in, n_ctx=self.n_ctx,
-            threads=self.threads, prompt_style=self.prompt_style, stable_store=stable_store,
+            self.path,
+            name=self.name,
+            sha256=self.sha256,
+            stand_in=self.stand_in,
+            n_ctx=self.n_ctx,
+            threads=self.threads,
+            prompt_style=self.prompt_style,
+            stable_store=stable_store,
         )
 
 
@@ -116,7 +122,9 @@ class BenchRun:
     stable_prefill_ms: dict[str, float] = field(default_factory=dict)  # the warm-up's stable-block prefill, per pack
     load_ms: float = 0.0
     readout_ms: float | None = None  # one readout (softmax over the vocabulary) on this model
-    head_ms: float | None = None  # one learned head applied to one criterion: gather the features, one dot product per option
+    head_ms: float | None = (
+        None  # one learned head applied to one criterion: gather the features, one dot product per option
+    )
     rss_after_load_mb: float | None = None
     peak_rss_mb: float = 0.0
     load_avg_start: list[float] = field(default_factory=list)
@@ -207,12 +215,16 @@ class BenchRunner:
         for rep in range(wl.repeats):
             for i, ticket in enumerate(wl.tickets):
                 modes = list(wl.modes)
-                k = (i + rep + 1) % len(modes)  # the first ticket starts with a reuse mode: any first-call cost falls on reuse, not on the baseline
+                k = (i + rep + 1) % len(
+                    modes
+                )  # the first ticket starts with a reuse mode: any first-call cost falls on reuse, not on the baseline
                 order = modes[k:] + modes[:k]
                 if ticket.id in wl.split_ids and rep == 0:
                     order.append(SPLIT)
                 for slot, mode in enumerate(order):
-                    steps.append((f"{ticket.id} {mode}", lambda m=mode, t=ticket, r=rep, s=slot: self._score(m, t, r, s)))
+                    steps.append(
+                        (f"{ticket.id} {mode}", lambda m=mode, t=ticket, r=rep, s=slot: self._score(m, t, r, s))
+                    )
                 if rep == 0:
                     steps.append((f"{ticket.id} raw reference", lambda t=ticket: self._raw_reference(t)))
                 if rep == 0 and ticket.id in wl.probe_ids:
@@ -221,7 +233,12 @@ class BenchRunner:
         session = [t for t in wl.tickets if t.id in wl.session_ids]
         for label, pack in self._labelled_packs() if session else ():
             for j, ticket in enumerate(session):
-                steps.append((f"cold start {pack.name}: {ticket.id}", lambda lb=label, p=pack, t=ticket, first=(j == 0): self._cold(lb, p, t, first)))
+                steps.append(
+                    (
+                        f"cold start {pack.name}: {ticket.id}",
+                        lambda lb=label, p=pack, t=ticket, first=(j == 0): self._cold(lb, p, t, first),
+                    )
+                )
             steps.append((f"cold start {pack.name}: done", lambda lb=label: self._end_cold(lb)))
             steps.append((f"warm restart {pack.name}", lambda lb=label, p=pack, t=session[0]: self._warm(lb, p, t)))
         return steps
@@ -291,7 +308,12 @@ class BenchRunner:
         data.load_ms = eng.load_ms
         data.rss_after_load_mb = _rss_mb()
         data.model = eng.model_info
-        data.engine = {"n_ctx": eng.n_ctx, "threads": eng.native.n_threads, "prompt_format": eng.fmt.id, "n_batch": eng.native.n_batch}
+        data.engine = {
+            "n_ctx": eng.n_ctx,
+            "threads": eng.native.n_threads,
+            "prompt_format": eng.fmt.id,
+            "n_batch": eng.native.n_batch,
+        }
         data.readout_ms = _time_readout(eng, self.wl.pack)
         if LEARNED_MODE in self.wl.modes:
             data.head_ms = self._time_head(eng, self.wl.pack)
@@ -343,10 +365,23 @@ class BenchRunner:
             rng = np.random.default_rng(0)
             n_feat = len(eng.feature_ids)
             crits = {
-                c.id: CriterionHead([o.id for o in c.options], [o.id for o in c.options], rng.normal(0, 0.01, (len(c.options), n_feat + len(c.options))), np.zeros(len(c.options)))
+                c.id: CriterionHead(
+                    [o.id for o in c.options],
+                    [o.id for o in c.options],
+                    rng.normal(0, 0.01, (len(c.options), n_feat + len(c.options))),
+                    np.zeros(len(c.options)),
+                )
                 for c in pack.criteria
             }
-            self._head = Head(eng.sha256, pack.hash, eng.format_for("label").id, eng.native.n_vocab, eng.native.n_embd, crits, name="bench (random weights)")
+            self._head = Head(
+                eng.sha256,
+                pack.hash,
+                eng.format_for("label").id,
+                eng.native.n_vocab,
+                eng.native.n_embd,
+                crits,
+                name="bench (random weights)",
+            )
         return self._head
 
     def _time_head(self, eng: Engine, pack: Pack) -> float:
@@ -366,8 +401,8 @@ class BenchRunner:
 
     def _probe(self, ticket: BenchTicket) -> None:
         """Single tails after the ticket's prefix, and fresh sequences, at the probe sizes."""
-        from triage.scoring.debias import orders_for
         from triage.model.native import Seq
+        from triage.scoring.debias import orders_for
 
         eng = self._main()
         n = eng.native
@@ -405,7 +440,11 @@ class BenchRunner:
         ticket: one fresh sequence of that many tokens in an empty cache, one decode (the physical limit)."""
         eng = self._main()
         n = eng.native
-        done = {s.mode: s.result.tokens.evaluated for s in self.run_data.samples if s.ticket.id == ticket.id and s.rep == 0 and s.mode in REUSE_MODES}
+        done = {
+            s.mode: s.result.tokens.evaluated
+            for s in self.run_data.samples
+            if s.ticket.id == ticket.id and s.rep == 0 and s.mode in REUSE_MODES
+        }
         filler = tuple(eng.builder(self.wl.pack, self.wl.readout).stable_tokens) or (0,)
         eng.clear()
         for mode, size in sorted(done.items()):
@@ -440,7 +479,9 @@ class BenchRunner:
         if eng is not None:
             store = eng.stable_store
             self.run_data.stable[-1].cache_stats = dict(vars(store.stats)) if store is not None else {}
-            self.run_data.stable[-1].file_bytes = sum(f.stat().st_size for f in self._cache_dir(label).glob("*.kvstate"))
+            self.run_data.stable[-1].file_bytes = sum(
+                f.stat().st_size for f in self._cache_dir(label).glob("*.kvstate")
+            )
             eng.close()
             self._stable_engine = None
 

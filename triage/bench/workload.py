@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from triage.errors import InputError
+from triage.scoring.options import DEFAULT_READOUT, effective_orderings
 from triage.scoring.pack import Pack
 from triage.scoring.ticket import Ticket, jsonl_lines, make_ticket, read_text_file
-from triage.scoring.options import DEFAULT_READOUT, effective_orderings
 
 TICKETS_ASSET = "bench-tickets.jsonl"
 LONG_PACK_ASSET = "long-stable-pack.toml"
@@ -96,7 +96,11 @@ class Workload:
     @property
     def modes(self) -> tuple[str, ...]:
         """The timed modes, in their base interleaving order."""
-        return tuple(m for m in MODE_KEYS if (m != "serial_long" or self.long_pack is not None) and (m != LEARNED_MODE or self.readout == "label"))
+        return tuple(
+            m
+            for m in MODE_KEYS
+            if (m != "serial_long" or self.long_pack is not None) and (m != LEARNED_MODE or self.readout == "label")
+        )
 
     def describe(self) -> dict[str, Any]:
         """The workload as JSON: what exactly was run."""
@@ -104,12 +108,22 @@ class Workload:
             "quick": self.quick,
             "tickets_source": self.tickets_source,
             "tickets": [{"id": t.id, "kind": t.kind, "source": t.source, "chars": len(t.text)} for t in self.tickets],
-            "pack": {"name": self.pack.name, "version": self.pack.version, "hash": self.pack.hash, "criteria": len(self.pack.criteria)},
-            "long_pack": None if self.long_pack is None else {"name": self.long_pack.name, "version": self.long_pack.version, "hash": self.long_pack.hash},
+            "pack": {
+                "name": self.pack.name,
+                "version": self.pack.version,
+                "hash": self.pack.hash,
+                "criteria": len(self.pack.criteria),
+            },
+            "long_pack": None
+            if self.long_pack is None
+            else {"name": self.long_pack.name, "version": self.long_pack.version, "hash": self.long_pack.hash},
             "readout": self.readout,
             "orderings": effective_orderings(self.readout, self.orderings),
             "letter_serial": "letter readout, cyclic orderings, serial/truncate (the default before the label readout)",
-            "fanout_learned": "fanout with a learned head on every criterion (random weights of the real shape: the cost, not the decisions)",
+            "fanout_learned": (
+                "fanout with a learned head on every criterion (random "
+                "weights of the real shape: the cost, not the decisions)"
+            ),
             "repeats": self.repeats,
             "modes": list(self.modes),
             "split_tickets": sorted(self.split_ids),
@@ -139,15 +153,17 @@ def read_tickets(path: Path) -> list[BenchTicket]:
         if obj is None:
             raise InputError(f"{path} line {n}: {item.error}")
         if not isinstance(obj.get("text"), str) or not obj["text"].strip():
-            raise InputError(f"{path} line {n}: expected an object with a non-empty \"text\"")
+            raise InputError(f'{path} line {n}: expected an object with a non-empty "text"')
         text = obj["text"]
-        out.append(BenchTicket(
-            id=item.row_id(),
-            text=text,
-            kind=str(obj.get("kind") or kind_of(text)),
-            source=str(obj.get("source", path.name)),
-            quick=bool(obj.get("quick", False)),
-        ))
+        out.append(
+            BenchTicket(
+                id=item.row_id(),
+                text=text,
+                kind=str(obj.get("kind") or kind_of(text)),
+                source=str(obj.get("source", path.name)),
+                quick=bool(obj.get("quick", False)),
+            )
+        )
     if not out:
         raise InputError(f"ticket file {path} holds no tickets")
     return out

@@ -28,12 +28,40 @@ def add_input_arguments(p: argparse.ArgumentParser, *, labels: bool = True, scor
     g = p.add_argument_group("reading an export (CSV, JSON Lines, JSON, Parquet)")
     text_flags = ("--text-columns",) if score else ("--text", "--text-columns")
     id_flags = ("--id-column",) if score else ("--id", "--id-column")
-    g.add_argument(*text_flags, dest="text_columns", metavar="COL[,COL...]", help="the column(s) holding the ticket text, joined by a blank line (default: text)")
-    g.add_argument(*id_flags, dest="id_column", metavar="COL", help="the column holding the ticket id (default: id; rows without one are row-N)")
-    g.add_argument("--keep-html", action="store_true", help="leave HTML in the text as it is (default: a value holding HTML elements such as <p> or <br> becomes plain text)")
+    g.add_argument(
+        *text_flags,
+        dest="text_columns",
+        metavar="COL[,COL...]",
+        help="the column(s) holding the ticket text, joined by a blank line (default: text)",
+    )
+    g.add_argument(
+        *id_flags,
+        dest="id_column",
+        metavar="COL",
+        help="the column holding the ticket id (default: id; rows without one are row-N)",
+    )
+    g.add_argument(
+        "--keep-html",
+        action="store_true",
+        help="leave HTML in the text as it is "
+        "(default: a value holding HTML elements such as <p> or <br> becomes plain text)",
+    )
     if labels:
-        g.add_argument("--label", dest="label_columns", action="append", default=[], metavar="CRITERION=COL", help="the column holding a criterion's label (repeatable; default: labels.CRITERION, else CRITERION)")
-        g.add_argument("--unmapped", choices=("skip", "error"), default="skip", help="a label value that matches no option: leave it out and say how many (its row; for learn, whose rows may label some criteria only, that label), or stop")
+        g.add_argument(
+            "--label",
+            dest="label_columns",
+            action="append",
+            default=[],
+            metavar="CRITERION=COL",
+            help="the column holding a criterion's label (repeatable; default: labels.CRITERION, else CRITERION)",
+        )
+        g.add_argument(
+            "--unmapped",
+            choices=("skip", "error"),
+            default="skip",
+            help="a label value that matches no option: leave it out and say how many "
+            "(its row; for learn, whose rows may label some criteria only, that label), or stop",
+        )
 
 
 def column_map(args: argparse.Namespace) -> Any:
@@ -41,12 +69,17 @@ def column_map(args: argparse.Namespace) -> Any:
     from triage.intake.columns import ColumnMap
 
     return ColumnMap.parse(
-        getattr(args, "text_columns", None), getattr(args, "id_column", None),
-        getattr(args, "label_columns", None) or (), getattr(args, "unmapped", "skip"), keep_html=getattr(args, "keep_html", False),
+        getattr(args, "text_columns", None),
+        getattr(args, "id_column", None),
+        getattr(args, "label_columns", None) or (),
+        getattr(args, "unmapped", "skip"),
+        keep_html=getattr(args, "keep_html", False),
     )
 
 
-def labelled_rows(args: argparse.Namespace, path: str, pack: Any, *, partial: bool = False, per_option: int | None = None) -> Any:
+def labelled_rows(
+    args: argparse.Namespace, path: str, pack: Any, *, partial: bool = False, per_option: int | None = None
+) -> Any:
     """The labelled rows of ``path`` read through the flags (:func:`triage.evaluation.data.read_labelled`)."""
     from triage.evaluation.data import read_labelled
 

@@ -57,23 +57,58 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     add_model_options(p)
     p.add_argument("--pack", metavar="PATH", help="criteria pack (default: the built-in support pack)")
-    p.add_argument("--long-pack", metavar="PATH", help="pack for the long-stable-block measurement (default: assets/long-stable-pack.toml)")
+    p.add_argument(
+        "--long-pack",
+        metavar="PATH",
+        help="pack for the long-stable-block measurement (default: assets/long-stable-pack.toml)",
+    )
     p.add_argument("--no-long-pack", action="store_true", help="skip the long-stable-block measurement")
-    p.add_argument("--tickets", metavar="TICKETS.jsonl", help='tickets to score ({"id", "text"} per line; default: the bench set)')
-    p.add_argument("--limit", type=int, metavar="N", help="use the first N tickets of the file (default: 1 of each length; --quick: the one flagged quick)")
-    p.add_argument("--quick", action="store_true", help="a run of under a minute: 1 ticket, orderings none, smaller probe, no restart (see above)")
+    p.add_argument(
+        "--tickets", metavar="TICKETS.jsonl", help='tickets to score ({"id", "text"} per line; default: the bench set)'
+    )
+    p.add_argument(
+        "--limit",
+        type=int,
+        metavar="N",
+        help="use the first N tickets of the file (default: 1 of each length; --quick: the one flagged quick)",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="a run of under a minute: 1 ticket, orderings none, smaller probe, no restart (see above)",
+    )
     p.add_argument("--repeat", type=int, default=1, metavar="N", help="score the ticket set N times (default 1)")
-    p.add_argument("--readout", choices=READOUTS, default=DEFAULT_READOUT,
-                   help=f"readout of the full, serial and fanout modes (default {DEFAULT_READOUT}); "
-                   "letter_serial is always letters in every rotation")
-    p.add_argument("--orderings", choices=ORDERINGS, default=None,
-                   help="with --readout letter: option orderings (default cyclic; --quick: none)")
-    p.add_argument("--prompt", choices=("auto", "chat", "plain"), default="auto", help="prompt format (default: from the model's chat template)")
+    p.add_argument(
+        "--readout",
+        choices=READOUTS,
+        default=DEFAULT_READOUT,
+        help=f"readout of the full, serial and fanout modes (default {DEFAULT_READOUT}); "
+        "letter_serial is always letters in every rotation",
+    )
+    p.add_argument(
+        "--orderings",
+        choices=ORDERINGS,
+        default=None,
+        help="with --readout letter: option orderings (default cyclic; --quick: none)",
+    )
+    p.add_argument(
+        "--prompt",
+        choices=("auto", "chat", "plain"),
+        default="auto",
+        help="prompt format (default: from the model's chat template)",
+    )
     p.add_argument("--probe-reps", type=int, metavar="N", help="timings per tail-probe size (default 2; --quick 1)")
-    p.add_argument("--json", dest="json_path", metavar="PATH", help="write the results as JSON (and the chart beside it as .svg)")
+    p.add_argument(
+        "--json", dest="json_path", metavar="PATH", help="write the results as JSON (and the chart beside it as .svg)"
+    )
     p.add_argument("--svg", metavar="PATH", help="write the chart here (default: the --json path with .svg)")
-    p.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
-                   help="first wait up to SECONDS for the 1-minute load average to fall below 0.7 (polls every 30 s)")
+    p.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="first wait up to SECONDS for the 1-minute load average to fall below 0.7 (polls every 30 s)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,10 +122,10 @@ def run(args: argparse.Namespace) -> int:
     from triage.bench.terminal import print_summary
     from triage.bench.workload import LONG_PACK_ASSET, make_workload
     from triage.model.loader import engine_settings
+    from triage.model.resolve import resolve_model
     from triage.scoring.options import score_options
     from triage.scoring.pack import load_pack, resolve_pack
     from triage.store.paths import asset
-    from triage.model.resolve import resolve_model
 
     out = Console()
     if not out.is_terminal:  # a log file: wide enough for the tables
@@ -103,8 +138,14 @@ def run(args: argparse.Namespace) -> int:
     # The one resolver, without the config file: bench measures a fixed workload, whatever the user's defaults.
     readout = score_options({"readout": args.readout, "orderings": args.orderings}).readout
     workload = make_workload(
-        pack=pack, long_pack=long_pack, tickets_path=Path(args.tickets) if args.tickets else None,
-        quick=args.quick, limit=args.limit, repeats=args.repeat, orderings=args.orderings, readout=readout,
+        pack=pack,
+        long_pack=long_pack,
+        tickets_path=Path(args.tickets) if args.tickets else None,
+        quick=args.quick,
+        limit=args.limit,
+        repeats=args.repeat,
+        orderings=args.orderings,
+        readout=readout,
     )
     ref = resolve_model(args.model)
     if ref.notice:
@@ -117,13 +158,22 @@ def run(args: argparse.Namespace) -> int:
         wait = wait_until_quiet(args.wait_quiet, say=lambda m: err.print(f"triage: {m}", markup=False))
     load = load_average()
     if is_busy(load):
-        err.print(f"[bold yellow]warning:[/] load average {load[0]:.2f} on {cores()} cores: other processes are running, "
-                  "and llama.cpp's spinning threads make timings noisy (try --wait-quiet 600)")
+        err.print(
+            f"[bold yellow]warning:[/] load average {load[0]:.2f} on {cores()} cores: other processes are running, "
+            "and llama.cpp's spinning threads make timings noisy (try --wait-quiet 600)"
+        )
 
     runner = BenchRunner(spec, workload, probe_reps=args.probe_reps or (1 if args.quick else 2))
     steps = len(runner.plan())
-    with Progress(TextColumn("[bold]bench[/]"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                  TimeElapsedColumn(), console=err, transient=False) as progress:
+    with Progress(
+        TextColumn("[bold]bench[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=False,
+    ) as progress:
         task = progress.add_task("starting", total=steps)
         data = runner.run(on_step=lambda label: progress.update(task, advance=1, description=label))
     report = build_report(data, wait=wait)

@@ -10,7 +10,8 @@ from triage.commands._input import INPUT_HELP
 NAME = "calibrate"
 ORDER = 45
 HELP = "fit a calibration (temperature + option biases) on labelled tickets"
-DESCRIPTION = """\
+DESCRIPTION = (
+    """\
 Score labelled tickets (JSON Lines: {"id", "text", "labels": {criterion: option}})
 with every cyclic option ordering and fit, per criterion, a temperature T and a
 bias per option on the combined log-probs: p = softmax(logp / T + b). The fit is
@@ -34,52 +35,101 @@ examples:
   triage calibrate train.jsonl --pack criteria.toml --prior -o cal.json
   triage calibrate export.csv --pack team.toml --text Subject,Description --label queue=Group -o cal.json
 
-""" + INPUT_HELP
+"""
+    + INPUT_HELP
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from triage.cli import add_model_options
+    from triage.commands._input import add_input_arguments
     from triage.scoring.options import DEFAULT_ORDERINGS, DEFAULT_READOUT, ORDERINGS, READOUTS
 
-    from triage.commands._input import add_input_arguments
-
-    p.add_argument("train", metavar="TRAIN", help="labelled tickets to fit on (JSON Lines, or an export: CSV, JSON, Parquet)")
+    p.add_argument(
+        "train", metavar="TRAIN", help="labelled tickets to fit on (JSON Lines, or an export: CSV, JSON, Parquet)"
+    )
     add_model_options(p, n_ctx=1024)
     add_input_arguments(p)
     p.add_argument("--pack", metavar="CRITERIA.toml", help="criteria pack (default: the built-in support pack)")
-    p.add_argument("-o", "--output", metavar="CAL.json", help="write the calibration here (it is also stored in the user data dir)")
-    p.add_argument("--prior", action="store_true", default=None,
-                   help="fit on cyclic+prior log-probs (score must then run with --prior; default: the config's prior)")
-    p.add_argument("--readout", choices=READOUTS, default=None,
-                   help="fit for the label readout (options by name) or the letter readout "
-                   f"(default: the config's readout, else {DEFAULT_READOUT})")
-    p.add_argument("--orderings", choices=ORDERINGS, default=None,
-                   help="letter readout: fit for scoring with every rotation (cyclic) or the pack order only "
-                   f"(default: the config's orderings, else {DEFAULT_ORDERINGS})")
+    p.add_argument(
+        "-o", "--output", metavar="CAL.json", help="write the calibration here (it is also stored in the user data dir)"
+    )
+    p.add_argument("--force", action="store_true", help="replace an existing -o file (never an input)")
+    p.add_argument(
+        "--prior",
+        action="store_true",
+        default=None,
+        help="fit on cyclic+prior log-probs (score must then run with --prior; default: the config's prior)",
+    )
+    p.add_argument(
+        "--readout",
+        choices=READOUTS,
+        default=None,
+        help="fit for the label readout (options by name) or the letter readout "
+        f"(default: the config's readout, else {DEFAULT_READOUT})",
+    )
+    p.add_argument(
+        "--orderings",
+        choices=ORDERINGS,
+        default=None,
+        help="letter readout: fit for scoring with every rotation (cyclic) or the pack order only "
+        f"(default: the config's orderings, else {DEFAULT_ORDERINGS})",
+    )
     p.add_argument("--limit", type=int, metavar="N", help="fit on the first N usable rows only")
-    p.add_argument("--prompt", choices=("auto", "chat", "plain"), default="auto", help="prompt format (default: from the model's chat template)")
-    p.add_argument("--min-per-option", type=int, default=None, metavar="N", help="fewest gold labels per option to fit a criterion (default 5)")
-    p.add_argument("--rare-options", choices=("refuse", "freeze"), default="refuse", help="an option below --min-per-option: refuse the criterion (default), or hold its bias at 0")
-    p.add_argument("--weighting", choices=("none", "balanced"), default="none", help="objective: plain NLL (default) or class-balanced NLL (favours balanced accuracy over calibration)")
-    p.add_argument("--holdout", type=float, default=None, metavar="F", help="share of rows held out to check the fit (default 0.25; 0 to skip)")
+    p.add_argument(
+        "--prompt",
+        choices=("auto", "chat", "plain"),
+        default="auto",
+        help="prompt format (default: from the model's chat template)",
+    )
+    p.add_argument(
+        "--min-per-option",
+        type=int,
+        default=None,
+        metavar="N",
+        help="fewest gold labels per option to fit a criterion (default 5)",
+    )
+    p.add_argument(
+        "--rare-options",
+        choices=("refuse", "freeze"),
+        default="refuse",
+        help="an option below --min-per-option: refuse the criterion (default), or hold its bias at 0",
+    )
+    p.add_argument(
+        "--weighting",
+        choices=("none", "balanced"),
+        default="none",
+        help="objective: plain NLL (default) or class-balanced NLL (favours balanced accuracy over calibration)",
+    )
+    p.add_argument(
+        "--holdout",
+        type=float,
+        default=None,
+        metavar="F",
+        help="share of rows held out to check the fit (default 0.25; 0 to skip)",
+    )
     p.add_argument("--no-store", action="store_true", help="do not store the result in the user data dir")
 
 
 def run(args: argparse.Namespace) -> int:
-    from triage.scoring import calibrate as cal_mod
-    from triage.errors import InputError
     from triage.commands._input import labelled_rows
+    from triage.errors import InputError
     from triage.evaluation.runner import gold
     from triage.evaluation.session import load_for, report_bad, report_consoles, save_fit, score_sets
     from triage.evaluation.variants import readings
+    from triage.scoring import calibrate as cal_mod
     from triage.scoring.options import score_options
     from triage.scoring.pack import resolve_pack
-    from triage.store.config import load_config
     from triage.scoring.ticket import printable
+    from triage.store.config import load_config
 
     out, err = report_consoles()
     if not args.output and args.no_store:
         raise InputError("with --no-store, give -o CAL.json: the fit would go nowhere")
+    if args.output:  # now, not after the scoring and the fit
+        from triage.store.outputs import check_output, check_writable
+
+        check_writable(check_output(args.output, inputs=[args.train], force=args.force, what="calibration"))
     # The options `triage score` will run with: the fit is made on the log-probs it will be applied to.
     options = score_options({"readout": args.readout, "orderings": args.orderings, "prior": args.prior}, load_config())
     readout, orderings, prior = options.readout, options.effective_orderings, options.prior
@@ -100,29 +150,57 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"no row of {args.train} could be scored")
         base = {c.id: readings(c, scored.outcomes, run_.prior).base(prior, orderings) for c in pack.criteria}
         cal, outcomes = cal_mod.fit_calibration(
-            pack, base, {c.id: gold(scored.rows, c) for c in pack.criteria}, [r.id for r in scored.rows],
-            model_sha256=engine.sha256, prompt_format=engine.format_for(readout).id, orderings=orderings, prior=prior,
+            pack,
+            base,
+            {c.id: gold(scored.rows, c) for c in pack.criteria},
+            [r.id for r in scored.rows],
+            model_sha256=engine.sha256,
+            prompt_format=engine.format_for(readout).id,
+            orderings=orderings,
+            prior=prior,
             name=Path(args.output).name if args.output else "calibration",
-            min_per_option=args.min_per_option or cal_mod.MIN_PER_OPTION, rare=args.rare_options, holdout=holdout, weighting=args.weighting,
+            min_per_option=args.min_per_option or cal_mod.MIN_PER_OPTION,
+            rare=args.rare_options,
+            holdout=holdout,
+            weighting=args.weighting,
         )
         cal.report.update({"train": str(args.train), "n_ctx": engine.n_ctx, "model": engine.name, "cut": scored.cut})
-    err.print(f"cache: {run_.hits} hit(s), {run_.misses} scored · {scored.cut} ticket(s) cut to fit the {engine.n_ctx}-token context", markup=False, highlight=False)
+    err.print(
+        f"cache: {run_.hits} hit(s), {run_.misses} scored · {scored.cut} "
+        f"ticket(s) cut to fit the {engine.n_ctx}-token context",
+        markup=False,
+        highlight=False,
+    )
     for o in outcomes:
         if o.refused:
             err.print(f"triage: refused: {printable(o.refused)}", style="yellow", markup=False)
             continue
         bias = ", ".join(f"{k} {v:+.2f}" for k, v in (o.bias or {}).items())
-        out.print(printable(f"{o.criterion}: n={o.n}  T={o.temperature:.3f}  bias {bias}"), markup=False, highlight=False)
+        out.print(
+            printable(f"{o.criterion}: n={o.n}  T={o.temperature:.3f}  bias {bias}"), markup=False, highlight=False
+        )
         if o.holdout:
             b, a = o.holdout["before"], o.holdout["after"]
             out.print(
                 f"  holdout n={o.holdout['n']} (fit on {o.holdout['fit_n']}): NLL {b['nll']:.3f} → {a['nll']:.3f} · "
-                f"ECE {b['ece']:.3f} → {a['ece']:.3f} · balanced acc {b['balanced_accuracy']:.3f} → {a['balanced_accuracy']:.3f}",
-                markup=False, highlight=False,
+                f"ECE {b['ece']:.3f} → {a['ece']:.3f} · balanced acc "
+                f"{b['balanced_accuracy']:.3f} → {a['balanced_accuracy']:.3f}",
+                markup=False,
+                highlight=False,
             )
         for w in o.warnings:
             err.print(f"triage: warning: {printable(w)}", style="yellow", markup=False)
     if not cal.criteria:
-        raise InputError("no criterion could be fitted; nothing written", hint="label more rows per option, or pass --rare-options freeze")
-    save_fit(cal, out, output=args.output, no_store=args.no_store, write=cal_mod.write_calibration, store=cal_mod.store_calibration)
+        raise InputError(
+            "no criterion could be fitted; nothing written",
+            hint="label more rows per option, or pass --rare-options freeze",
+        )
+    save_fit(
+        cal,
+        out,
+        output=args.output,
+        no_store=args.no_store,
+        write=cal_mod.write_calibration,
+        store=cal_mod.store_calibration,
+    )
     return 1 if any(o.refused for o in outcomes) else 0

@@ -10,7 +10,8 @@ from triage.commands._input import INPUT_HELP
 NAME = "eval"
 ORDER = 40
 HELP = "measure accuracy and calibration on labelled tickets (raw, cyclic, prior, calibrated, baseline)"
-DESCRIPTION = """\
+DESCRIPTION = (
+    """\
 Score labelled tickets (JSON Lines: {"id", "text", "labels": {criterion: option}})
 against a criteria pack and report, per criterion and variant: accuracy, balanced
 accuracy, macro-F1, ECE (15 bins), Brier, NLL, the order-flip rate, mean
@@ -52,42 +53,112 @@ examples:
   triage eval tickets.jsonl --pack criteria.toml --split 0.5 --limit 100
   triage eval export.csv --pack team.toml --text Subject,Description --label queue=Group --split 0.7
 
-""" + INPUT_HELP
+"""
+    + INPUT_HELP
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from triage.cli import add_model_options
+    from triage.commands._input import add_input_arguments
     from triage.scoring.options import DEFAULT_READOUT, READOUTS
 
-    from triage.commands._input import add_input_arguments
-
-    p.add_argument("tickets", metavar="TICKETS", help="labelled tickets to evaluate on (JSON Lines, or an export: CSV, JSON, Parquet)")
+    p.add_argument(
+        "tickets",
+        metavar="TICKETS",
+        help="labelled tickets to evaluate on (JSON Lines, or an export: CSV, JSON, Parquet)",
+    )
     add_model_options(p, n_ctx=1024)
     add_input_arguments(p)
     p.add_argument("--pack", metavar="CRITERIA.toml", help="criteria pack (default: the built-in support pack)")
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--train", metavar="TRAIN.jsonl", help="labelled tickets to fit the calibration and the baseline on")
-    src.add_argument("--split", type=float, metavar="F", help="hold the share F of TICKETS (by id hash) out as training rows")
-    p.add_argument("--save-split", metavar="DIR", help="with --split: write DIR/dev.jsonl and DIR/train.jsonl, then exit")
+    src.add_argument(
+        "--train", metavar="TRAIN.jsonl", help="labelled tickets to fit the calibration and the baseline on"
+    )
+    src.add_argument(
+        "--split", type=float, metavar="F", help="hold the share F of TICKETS (by id hash) out as training rows"
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="with --save-split: replace existing dev.jsonl / train.jsonl (never the input)",
+    )
+    p.add_argument(
+        "--save-split", metavar="DIR", help="with --split: write DIR/dev.jsonl and DIR/train.jsonl, then exit"
+    )
     p.add_argument("--limit", type=int, metavar="N", help="evaluate the first N usable rows only (file order)")
-    p.add_argument("--train-limit", type=int, metavar="N", help="train on the first N usable training rows (default: --limit)")
-    p.add_argument("--prompt", choices=("auto", "chat", "plain"), default="auto", help="prompt format (default: from the model's chat template)")
-    p.add_argument("--readout", choices=READOUTS, default=None,
-                   help="read options by name (label: one tail per criterion) or by letter in every rotation "
-                   f"(default: the config's readout, else {DEFAULT_READOUT})")
-    p.add_argument("--prior", action="store_true", default=None,
-                   help="fit the calibration on prior-corrected log-probs (cyclic+prior for letters; "
-                   "default: the config's prior)")
+    p.add_argument(
+        "--train-limit", type=int, metavar="N", help="train on the first N usable training rows (default: --limit)"
+    )
+    p.add_argument(
+        "--prompt",
+        choices=("auto", "chat", "plain"),
+        default="auto",
+        help="prompt format (default: from the model's chat template)",
+    )
+    p.add_argument(
+        "--readout",
+        choices=READOUTS,
+        default=None,
+        help="read options by name (label: one tail per criterion) or by letter in every rotation "
+        f"(default: the config's readout, else {DEFAULT_READOUT})",
+    )
+    p.add_argument(
+        "--prior",
+        action="store_true",
+        default=None,
+        help="fit the calibration on prior-corrected log-probs (cyclic+prior for letters; default: the config's prior)",
+    )
     p.add_argument("--calibration", metavar="CAL.json", help="apply this calibration file (without --train)")
     p.add_argument("--no-calibration", action="store_true", help="do not apply a stored calibration automatically")
-    p.add_argument("--min-per-option", type=int, default=None, metavar="N", help="fewest training labels per option to fit a criterion (default 5)")
-    p.add_argument("--rare-options", choices=("refuse", "freeze"), default="refuse", help="calibration: an option below --min-per-option refuses the criterion (default), or holds its bias at 0 (the learned variant leaves such an option to zero-shot, as `triage learn` does)")
-    p.add_argument("--cal-weighting", choices=("none", "balanced"), default="none", help="calibration objective: plain NLL (default) or class-balanced NLL")
+    p.add_argument(
+        "--min-per-option",
+        type=int,
+        default=None,
+        metavar="N",
+        help="fewest training labels per option to fit a criterion (default 5)",
+    )
+    p.add_argument(
+        "--rare-options",
+        choices=("refuse", "freeze"),
+        default="refuse",
+        help=(
+            "calibration: an option below --min-per-option refuses the criterion (default), or holds its "
+            "bias at 0 (the learned variant leaves such an option to zero-shot, as `triage learn` does)"
+        ),
+    )
+    p.add_argument(
+        "--cal-weighting",
+        choices=("none", "balanced"),
+        default="none",
+        help="calibration objective: plain NLL (default) or class-balanced NLL",
+    )
     p.add_argument("--no-baseline", action="store_true", help="skip the TF-IDF baseline")
-    p.add_argument("--no-learn", action="store_true", help="skip the learned variant (it needs each ticket's features: tickets cached without them are scored again)")
-    p.add_argument("--head", metavar="HEAD.npz", help="evaluate this learned head (without --train; default: the stored one learned for this model, pack and prompt format, if any)")
-    p.add_argument("--curve", metavar="N,N,...", default="25,50,100,150", help="learning curve: fit learned, calibrated and the baseline on the first N training rows (default 25,50,100,150; 'none' to skip)")
-    p.add_argument("--confusion", action="store_true", help="print the confusion matrix of every variant (default: the last one)")
+    p.add_argument(
+        "--no-learn",
+        action="store_true",
+        help="skip the learned variant (it needs each ticket's features: tickets cached without them are scored again)",
+    )
+    p.add_argument(
+        "--head",
+        metavar="HEAD.npz",
+        help=(
+            "evaluate this learned head (without --train; default: the stored "
+            "one learned for this model, pack and prompt format, if any)"
+        ),
+    )
+    p.add_argument(
+        "--curve",
+        metavar="N,N,...",
+        default="25,50,100,150",
+        help=(
+            "learning curve: fit learned, calibrated and the baseline on the "
+            "first N training rows (default 25,50,100,150; 'none' to skip)"
+        ),
+    )
+    p.add_argument(
+        "--confusion", action="store_true", help="print the confusion matrix of every variant (default: the last one)"
+    )
     p.add_argument("--json", dest="json_path", metavar="PATH", help="also write the report as JSON")
 
 
@@ -109,27 +180,31 @@ def curve_sizes(text: str) -> tuple[int, ...]:
 def run(args: argparse.Namespace) -> int:
     import time
 
-    from triage.scoring.calibrate import MIN_PER_OPTION
-    from triage.scoring.fit import FitRequest, choose_fits
-    from triage.scoring.options import ScoreOptions, score_options
-    from triage.store.config import load_config
-    from triage.errors import InputError
     from triage.commands._input import labelled_rows
+    from triage.errors import InputError
     from triage.evaluation.data import split_by_id, write_jsonl
     from triage.evaluation.report import print_report, write_json
     from triage.evaluation.runner import CalibrationPlan, build_report, orderings_for, set_summary
     from triage.evaluation.session import load_for, report_bad, report_consoles, score_sets
+    from triage.scoring.calibrate import MIN_PER_OPTION
+    from triage.scoring.fit import FitRequest, choose_fits
+    from triage.scoring.options import ScoreOptions, score_options
     from triage.scoring.pack import resolve_pack
     from triage.scoring.ticket import printable
+    from triage.store.config import load_config
 
     out, err = report_consoles()
     # The readout and prior as `triage score` would read them: flags, then the config, then the defaults.
     resolved = score_options({"readout": args.readout, "prior": args.prior}, load_config())
     readout, prior = resolved.readout, resolved.prior
     if args.head and (args.train or args.split):
-        raise InputError("--head evaluates a learned head; leave out --train/--split (eval then fits its own), or leave out --head")
+        raise InputError(
+            "--head evaluates a learned head; leave out --train/--split (eval then fits its own), or leave out --head"
+        )
     if args.head and (readout != "label" or args.no_learn):
-        raise InputError("--head needs the label readout and the learned variant; leave out --readout letter / --no-learn, or --head")
+        raise InputError(
+            "--head needs the label readout and the learned variant; leave out --readout letter / --no-learn, or --head"
+        )
     if args.calibration and (args.train or args.split):
         raise InputError("--calibration applies a fitted file; leave out --train/--split, or leave out --calibration")
     if args.save_split and args.split is None:
@@ -141,10 +216,21 @@ def run(args: argparse.Namespace) -> int:
     if args.split is not None:
         tickets, train = split_by_id(tickets, args.split)
         if args.save_split:
+            from triage.store.outputs import check_output
+
             folder = Path(args.save_split)
-            write_jsonl(tickets.rows, folder / "dev.jsonl")
-            write_jsonl(train.rows, folder / "train.jsonl")
-            out.print(f"wrote {len(tickets.rows)} dev rows to {folder / 'dev.jsonl'} and {len(train.rows)} training rows to {folder / 'train.jsonl'}")
+            paths = [
+                check_output(
+                    folder / name, inputs=[args.tickets], force=args.force, what="split", option="--save-split"
+                )
+                for name in ("dev.jsonl", "train.jsonl")
+            ]
+            write_jsonl(tickets.rows, paths[0])
+            write_jsonl(train.rows, paths[1])
+            out.print(
+                f"wrote {len(tickets.rows)} dev rows to {folder / 'dev.jsonl'} "
+                f"and {len(train.rows)} training rows to {folder / 'train.jsonl'}"
+            )
             return 0
     elif args.train:
         train = labelled_rows(args, args.train, pack)
@@ -155,16 +241,26 @@ def run(args: argparse.Namespace) -> int:
 
     engine = load_for(err, model=args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt)
     with engine:
-        fit_kw = {"min_per_option": args.min_per_option or MIN_PER_OPTION, "rare": args.rare_options,
-                  "weighting": args.cal_weighting}
+        fit_kw = {
+            "min_per_option": args.min_per_option or MIN_PER_OPTION,
+            "rare": args.rare_options,
+            "weighting": args.cal_weighting,
+        }
         plan = CalibrationPlan(prior=prior, fit_kw=fit_kw)
         plan.learn = train is not None and readout == "label" and not args.no_learn
-        plan.learn_kw = {"min_per_option": args.min_per_option or MIN_PER_OPTION, "rare": "backoff"}  # as `triage learn` by default
+        plan.learn_kw = {
+            "min_per_option": args.min_per_option or MIN_PER_OPTION,
+            "rare": "backoff",
+        }  # as `triage learn` by default
         plan.curve = curve_sizes(args.curve) if plan.learn else ()
         # With --train eval fits its own; without, it measures what `triage score` would apply (the one fit policy).
         # It reads every base a calibration may sit on, so none is passed over for its orderings or prior.
-        request = FitRequest(head=args.head, no_head=train is not None or readout != "label" or args.no_learn,
-                             calibration=args.calibration, no_calibration=train is not None or args.no_calibration)
+        request = FitRequest(
+            head=args.head,
+            no_head=train is not None or readout != "label" or args.no_learn,
+            calibration=args.calibration,
+            no_calibration=train is not None or args.no_calibration,
+        )
         options = ScoreOptions(readout=readout, orderings=orderings_for(readout), prior=prior)
         fits = choose_fits(engine, pack, options, request, any_base=True)
         for note in fits.notes:
@@ -179,7 +275,10 @@ def run(args: argparse.Namespace) -> int:
             # Eval has every base a calibration can sit on (raw, cyclic, cyclic+prior) from its one pass.
             unread = plan.stored.orderings != options.effective_orderings
             if unread and not (readout == "letter" and plan.stored.orderings == "none"):
-                raise InputError(f"calibration {plan.stored_path} was fitted on orderings={plan.stored.orderings}, which eval does not read")
+                raise InputError(
+                    f"calibration {plan.stored_path} was fitted on "
+                    f"orderings={plan.stored.orderings}, which eval does not read"
+                )
             err.print(f"triage: applying calibration {printable(plan.stored_path)}", markup=False)
         parts = [("dev", dev.rows)] + ([("train", train.rows)] if train is not None else [])
         t0 = time.perf_counter()
@@ -188,29 +287,39 @@ def run(args: argparse.Namespace) -> int:
         dev_scored = run_.sets[0]
         plan.train = run_.sets[1] if train is not None else None
         report, _ = build_report(
-            pack, dev_scored, prior=run_.prior, plan=plan, baseline=not args.no_baseline,
+            pack,
+            dev_scored,
+            prior=run_.prior,
+            plan=plan,
+            baseline=not args.no_baseline,
             engine_info={"model_sha256": engine.sha256, "prompt_format": engine.format_for(readout).id},
             readout=readout,
         )
-        report.update({
-            "model": engine.model_info,
-            "prompt_format": engine.format_for(readout).id,
-            "n_ctx": engine.n_ctx,
-            "tickets": set_summary(tickets, dev_scored, args.limit),
-            "train": set_summary(train, plan.train, train_limit) if train is not None and plan.train is not None else None,
-            "split": args.split,
-            "calibration_settings": ({"prior": prior, **plan.fit_kw} if train is not None
-                                     else {"stored": plan.stored_path}),
-            "head": plan.stored_head_path,
-            "cache": {"hits": run_.hits, "scored": run_.misses, "path": run_.cache_path},
-            "timing": {"wall_s": round(wall, 2), "scoring_s": round(run_.scored_s, 2)},
-        })
+        report.update(
+            {
+                "model": engine.model_info,
+                "prompt_format": engine.format_for(readout).id,
+                "n_ctx": engine.n_ctx,
+                "tickets": set_summary(tickets, dev_scored, args.limit),
+                "train": set_summary(train, plan.train, train_limit)
+                if train is not None and plan.train is not None
+                else None,
+                "split": args.split,
+                "calibration_settings": (
+                    {"prior": prior, **plan.fit_kw} if train is not None else {"stored": plan.stored_path}
+                ),
+                "head": plan.stored_head_path,
+                "cache": {"hits": run_.hits, "scored": run_.misses, "path": run_.cache_path},
+                "timing": {"wall_s": round(wall, 2), "scoring_s": round(run_.scored_s, 2)},
+            }
+        )
     report = {"schema": report.pop("schema"), **report}
     err.print(
         f"cache: {run_.hits} hit(s), {run_.misses} scored ({run_.scored_s:.0f} s of scoring) · "
         f"{dev_scored.cut} dev ticket(s) cut to fit the {engine.n_ctx}-token context"
         + (f", {plan.train.cut} training" if plan.train is not None else ""),
-        markup=False, highlight=False,
+        markup=False,
+        highlight=False,
     )
     head = f"{engine.name} · {engine.format_for(readout).id} · pack {pack.name} {pack.hash} · n_ctx {engine.n_ctx}"
     out.print(head, style="bold", markup=False, highlight=False)

@@ -47,7 +47,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("ticket", nargs="?", metavar="ID", help="the ticket's id in the history")
     p.add_argument("pairs", nargs="*", metavar="CRITERION=OPTION", help="the right option for a criterion")
     p.add_argument("--file", metavar="LABELS.jsonl", help='JSON Lines of {"id": ..., "labels": {criterion: option}}')
-    p.add_argument("--export", metavar="FILE.jsonl", help="write every labelled ticket in `triage learn`'s input format")
+    p.add_argument(
+        "--export", metavar="FILE.jsonl", help="write every labelled ticket in `triage learn`'s input format"
+    )
     p.add_argument("--force", action="store_true", help="with --export: replace an existing file")
     p.add_argument("--history-file", metavar="PATH", help="the history file (default: the user data dir's)")
 
@@ -57,8 +59,10 @@ def run(args: argparse.Namespace) -> int:
 
     modes = sum(bool(x) for x in (args.ticket, args.file, args.export))
     if modes != 1:
-        raise InputError("give one of: ID CRITERION=OPTION..., --file LABELS.jsonl, --export FILE.jsonl",
-                         hint="triage label --help shows all three")
+        raise InputError(
+            "give one of: ID CRITERION=OPTION..., --file LABELS.jsonl, --export FILE.jsonl",
+            hint="triage label --help shows all three",
+        )
     if args.ticket and not args.pairs:
         raise InputError(f"no labels given for ticket {args.ticket!r}", hint="e.g. triage label ID queue=shipping")
     history = _open_history(args.history_file)
@@ -118,8 +122,10 @@ def _read_file(history: History, path: Path) -> list[tuple[ScoredTicket, list[An
         batch.append((scored, answers))
     if problems:
         shown = "\n  ".join(problems[:20]) + (f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else "")
-        raise InputError(f"{len(problems)} bad row(s) in {path}; nothing was stored:\n  {shown}",
-                         hint="fix or remove those rows and run again")
+        raise InputError(
+            f"{len(problems)} bad row(s) in {path}; nothing was stored:\n  {shown}",
+            hint="fix or remove those rows and run again",
+        )
     if not batch:
         raise InputError(f"{path} holds no labels")
     return batch

@@ -10,7 +10,8 @@ from triage.commands._input import INPUT_HELP
 NAME = "learn"
 ORDER = 46
 HELP = "learn each criterion from labelled tickets (a read-out on the model's hidden state)"
-DESCRIPTION = """\
+DESCRIPTION = (
+    """\
 Score labelled tickets (JSON Lines: {"id", "text", "labels": {criterion: option}};
 a row may label some criteria only) with the label readout, and fit, for each
 criterion with enough labels, a multinomial logistic regression on what the
@@ -53,29 +54,95 @@ examples:
   triage learn history.jsonl --pack criteria.toml -o team.npz --min-per-option 10
   triage learn export.csv --pack team.toml --text Subject,Description --label queue=Group --holdout 0.3
 
-""" + INPUT_HELP
+"""
+    + INPUT_HELP
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from triage.cli import add_model_options
-
     from triage.commands._input import add_input_arguments
 
-    p.add_argument("labelled", nargs="*", metavar="LABELLED", help="labelled tickets to learn from (JSON Lines, or an export: CSV, JSON, Parquet); several files are learned together")
-    p.add_argument("--history", action="store_true", help="also learn from the labels agents gave in the app or with `triage label` (the history); tickets whose score kept what a head reads are not scored again")
-    p.add_argument("--history-file", metavar="PATH", help="with --history: this history file (default: the user data dir's)")
+    p.add_argument(
+        "labelled",
+        nargs="*",
+        metavar="LABELLED",
+        help=(
+            "labelled tickets to learn from (JSON Lines, or an export: "
+            "CSV, JSON, Parquet); several files are learned together"
+        ),
+    )
+    p.add_argument(
+        "--history",
+        action="store_true",
+        help=(
+            "also learn from the labels agents gave in the app or with `triage label` (the "
+            "history); tickets whose score kept what a head reads are not scored again"
+        ),
+    )
+    p.add_argument(
+        "--history-file", metavar="PATH", help="with --history: this history file (default: the user data dir's)"
+    )
     add_model_options(p, n_ctx=1024)
     add_input_arguments(p)
     p.add_argument("--pack", metavar="CRITERIA.toml", help="criteria pack (default: the built-in support pack)")
-    p.add_argument("-o", "--output", metavar="HEAD.npz", help="write the head here (it is also stored in the user data dir)")
-    p.add_argument("--criteria", metavar="ID,ID", help="learn only these criteria (default: every criterion with labels)")
+    p.add_argument(
+        "-o", "--output", metavar="HEAD.npz", help="write the head here (it is also stored in the user data dir)"
+    )
+    p.add_argument(
+        "--criteria", metavar="ID,ID", help="learn only these criteria (default: every criterion with labels)"
+    )
     p.add_argument("--limit", type=int, metavar="N", help="learn from the first N usable rows only")
-    p.add_argument("--prompt", choices=("auto", "chat", "plain"), default="auto", help="prompt format (default: from the model's chat template)")
-    p.add_argument("--min-per-option", type=int, default=None, metavar="N", help="fewest labels per option to learn a criterion (default 5)")
-    p.add_argument("--rare-options", choices=("backoff", "refuse"), default="backoff", help="an option below --min-per-option: learn the other options and leave that one to the zero-shot readout (default), or leave the whole criterion unlearned")
+    p.add_argument(
+        "--prompt",
+        choices=("auto", "chat", "plain"),
+        default="auto",
+        help="prompt format (default: from the model's chat template)",
+    )
+    p.add_argument(
+        "--min-per-option",
+        type=int,
+        default=None,
+        metavar="N",
+        help="fewest labels per option to learn a criterion (default 5)",
+    )
+    p.add_argument(
+        "--rare-options",
+        choices=("backoff", "refuse"),
+        default="backoff",
+        help=(
+            "an option below --min-per-option: learn the other options and leave that one "
+            "to the zero-shot readout (default), or leave the whole criterion unlearned"
+        ),
+    )
     p.add_argument("--no-store", action="store_true", help="do not store the head in the user data dir")
-    p.add_argument("--holdout", type=float, metavar="F", help="keep the share F of rows out (by id hash: eval --split 1-F's dev rows), fit on the rest, and print per criterion balanced accuracy, macro-F1 and ECE on them for the head, zero-shot and TF-IDF, with the confusion matrix, before storing the head")
-    p.add_argument("--per-option", type=int, metavar="N", help="learn from a stratified sample: for each option, the N rows of lowest id hash (streamed; before --limit and --holdout); default: every row")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help=(
+            "replace an existing -o file, and keep a criterion whose head "
+            "cross-validates worse than zero-shot (refused by default)"
+        ),
+    )
+    p.add_argument(
+        "--holdout",
+        type=float,
+        metavar="F",
+        help=(
+            "keep the share F of rows out (by id hash: eval --split 1-F's dev rows), fit on "
+            "the rest, and print per criterion balanced accuracy, macro-F1 and ECE on them for "
+            "the head, zero-shot and TF-IDF, with the confusion matrix, before storing the head"
+        ),
+    )
+    p.add_argument(
+        "--per-option",
+        type=int,
+        metavar="N",
+        help=(
+            "learn from a stratified sample: for each option, the N rows of lowest "
+            "id hash (streamed; before --limit and --holdout); default: every row"
+        ),
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -95,7 +162,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.output and args.no_store:
         raise InputError("with --no-store, give -o HEAD.npz: the head would go nowhere")
     if args.output and Path(args.output).suffix != head_mod.SUFFIX:
-        raise InputError(f"a head file ends in {head_mod.SUFFIX}, got {args.output}", hint=f"e.g. -o {Path(args.output).with_suffix(head_mod.SUFFIX).name}")
+        raise InputError(
+            f"a head file ends in {head_mod.SUFFIX}, got {args.output}",
+            hint=f"e.g. -o {Path(args.output).with_suffix(head_mod.SUFFIX).name}",
+        )
     if args.min_per_option is not None and args.min_per_option < 2:
         raise InputError(f"--min-per-option must be at least 2, got {args.min_per_option}")
     if args.holdout is not None and not 0 < args.holdout < 1:
@@ -105,6 +175,10 @@ def run(args: argparse.Namespace) -> int:
     learn_mod._sklearn()  # say it before scoring, not after
     if args.history_file and not args.history:
         raise InputError("--history-file works only with --history")
+    if args.output:  # now, not after the scoring and the fit
+        from triage.store.outputs import check_output, check_writable
+
+        check_writable(check_output(args.output, inputs=args.labelled, force=args.force, what="head"))
     if not args.labelled and not args.history:
         raise InputError("nothing to learn from", hint="give labelled files, or --history (the app's labels), or both")
     pack = resolve_pack(args.pack)
@@ -123,9 +197,13 @@ def run(args: argparse.Namespace) -> int:
             ident = feat.Identity(engine.sha256, engine.format_for("label").id, pack.hash)
             with History.open_writable(Path(args.history_file) if args.history_file else None) as h:
                 history = training_rows(h, pack, ident)
-            err.print(f"triage: the history holds {len(history.rows)} labelled ticket(s) for pack {printable(pack.name)}: "
-                      f"{history.kept} with what a head reads kept, {history.to_score} to score (features gone, or "
-                      "scored with another model, pack or prompt format)", markup=False, highlight=False)
+            err.print(
+                f"triage: the history holds {len(history.rows)} labelled ticket(s) for pack {printable(pack.name)}: "
+                f"{history.kept} with what a head reads kept, {history.to_score} to score (features gone, or "
+                "scored with another model, pack or prompt format)",
+                markup=False,
+                highlight=False,
+            )
         from triage.evaluation.sources import merge
 
         merged = merge(sets, history)
@@ -140,7 +218,10 @@ def run(args: argparse.Namespace) -> int:
 
             held, rows = split_by_id(rows, 1 - args.holdout)
             if not held.rows or not rows.rows:
-                raise InputError(f"--holdout {args.holdout:g} leaves {len(rows.rows)} row(s) to fit on and {len(held.rows)} held out; both need rows")
+                raise InputError(
+                    f"--holdout {args.holdout:g} leaves {len(rows.rows)} row(s) "
+                    f"to fit on and {len(held.rows)} held out; both need rows"
+                )
         parts = [("learn", rows.rows)] + ([("holdout", held.rows)] if held is not None else [])
         run_ = score_sets(engine, pack, parts, err, "label", features=True, known=merged.known, prior=False)
         scored = run_.sets[0]
@@ -155,34 +236,71 @@ def run(args: argparse.Namespace) -> int:
             features[crit.id] = stack_features(outs, crit.id)
             logprobs[crit.id] = readings(crit, outs, None).raw
             labels[crit.id] = gold([scored.rows[i] for i in have], crit)
-        name = Path(args.output).name if args.output else _head_name(pack, args.labelled, args.history, len(scored.rows))
-        head, outcomes = learn_mod.fit_head(
-            pack, features, logprobs, labels,
-            model_sha256=engine.sha256, prompt_format=engine.format_for("label").id,
-            n_vocab=engine.native.n_vocab, n_embd=engine.native.n_embd, name=name, criteria=only,
-            on_criterion=lambda cid, n: err.print(f"triage: fitting {printable(cid)} on {n} row(s)…", style="dim", markup=False, highlight=False),
-            min_per_option=args.min_per_option or learn_mod.MIN_PER_OPTION, rare=args.rare_options,
+        name = (
+            Path(args.output).name if args.output else _head_name(pack, args.labelled, args.history, len(scored.rows))
         )
-        head.report.update({"labelled": [str(f) for f in args.labelled], "history": bool(args.history), "n_ctx": engine.n_ctx,
-                            "model": engine.name, "rows": len(scored.rows), "cut": scored.cut})
+        head, outcomes = learn_mod.fit_head(
+            pack,
+            features,
+            logprobs,
+            labels,
+            model_sha256=engine.sha256,
+            prompt_format=engine.format_for("label").id,
+            n_vocab=engine.native.n_vocab,
+            n_embd=engine.native.n_embd,
+            name=name,
+            criteria=only,
+            on_criterion=lambda cid, n: err.print(
+                f"triage: fitting {printable(cid)} on {n} row(s)…", style="dim", markup=False, highlight=False
+            ),
+            min_per_option=args.min_per_option or learn_mod.MIN_PER_OPTION,
+            rare=args.rare_options,
+            force=args.force,
+        )
+        head.report.update(
+            {
+                "labelled": [str(f) for f in args.labelled],
+                "history": bool(args.history),
+                "n_ctx": engine.n_ctx,
+                "model": engine.name,
+                "rows": len(scored.rows),
+                "cut": scored.cut,
+            }
+        )
     known = sum(s_.known for s_ in run_.sets)
-    err.print(f"cache: {run_.hits} hit(s), {run_.misses} scored, {known} kept in the history · {scored.cut} ticket(s) cut to fit the {engine.n_ctx}-token context", markup=False, highlight=False)
+    err.print(
+        f"cache: {run_.hits} hit(s), {run_.misses} scored, {known} kept in the "
+        f"history · {scored.cut} ticket(s) cut to fit the {engine.n_ctx}-token context",
+        markup=False,
+        highlight=False,
+    )
     for o in outcomes:
         if o.refused:
             err.print(f"triage: not learned: {printable(o.refused)}", style="yellow", markup=False)
             continue
         zero = _zero_shot_bacc(logprobs[o.criterion], labels[o.criterion])
         back = f" · left to zero-shot: {', '.join(o.backoff)}" if o.backoff else ""
-        how = (f"{o.cv['folds']}-fold CV balanced accuracy {o.cv['balanced_accuracy']:.3f}" if o.cv.get("folds") else "not cross-validated")
+        how = (
+            f"{o.cv['folds']}-fold CV balanced accuracy {o.cv['balanced_accuracy']:.3f}"
+            if o.cv.get("folds")
+            else "not cross-validated"
+        )
         out.print(
-            printable(f"{o.criterion}: learned from n={o.n} ({', '.join(f'{k} {v}' for k, v in o.counts.items())}) · C={o.c:g} · "
-                      f"{how} (zero-shot on the same rows {zero:.3f}){back}"),
-            markup=False, highlight=False,
+            printable(
+                f"{o.criterion}: learned from n={o.n} "
+                f"({', '.join(f'{k} {v}' for k, v in o.counts.items())}) · C={o.c:g} · "
+                f"{how} (zero-shot on the same rows {zero:.3f}){back}"
+            ),
+            markup=False,
+            highlight=False,
         )
         for w in o.warnings:
             err.print(f"triage: warning: {printable(w)}", style="yellow", markup=False)
     if not head.criteria:
-        raise InputError("no criterion could be learned; nothing written", hint="label at least --min-per-option rows for two or more options of a criterion")
+        raise InputError(
+            "no criterion could be learned; nothing written",
+            hint="label at least --min-per-option rows for two or more options of a criterion",
+        )
     if held is not None:
         from triage.evaluation.holdout import brief, holdout_metrics, print_holdout
         from triage.store.files import json_safe
@@ -190,7 +308,9 @@ def run(args: argparse.Namespace) -> int:
         results = holdout_metrics(pack, head, scored, run_.sets[1], only)
         print_holdout(results, out, fraction=args.holdout, fit_n=len(scored.rows))
         head.report["holdout"] = json_safe({"fraction": args.holdout, **brief(results)})
-    save_fit(head, out, output=args.output, no_store=args.no_store, write=head_mod.write_head, store=head_mod.store_head)
+    save_fit(
+        head, out, output=args.output, no_store=args.no_store, write=head_mod.write_head, store=head_mod.store_head
+    )
     if not args.no_store:  # what `triage score` will now apply, by the same policy
         from dataclasses import replace
 
@@ -208,8 +328,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _head_name(pack: object, files: list[str], history: bool, rows: int) -> str:
     """A readable name for the head: what it was learned from."""
-    what = [Path(f).name for f in files] + ([f"{rows} labelled tickets in the history"] if history and not files else
-                                            ["the history"] if history else [])
+    what = [Path(f).name for f in files] + (
+        [f"{rows} labelled tickets in the history"] if history and not files else ["the history"] if history else []
+    )
     return f"{getattr(pack, 'name', 'pack')} head from {' + '.join(what)}"
 
 

@@ -41,7 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("name", metavar="NAME", help="catalog name (see `triage model list`)")
     p.add_argument("--force", action="store_true", help="download again even if a verified copy is installed")
     p = sub.add_parser("verify", help="hash installed models (or a .gguf file) again and compare")
-    p.add_argument("name", nargs="?", metavar="NAME|PATH", help="a catalog name or a .gguf path (default: every installed catalog model)")
+    p.add_argument(
+        "name",
+        nargs="?",
+        metavar="NAME|PATH",
+        help="a catalog name or a .gguf path (default: every installed catalog model)",
+    )
     p = sub.add_parser("path", help="print the installed model file's path")
     p.add_argument("name", metavar="NAME", help="catalog name")
 
@@ -102,7 +107,12 @@ def _list(args: argparse.Namespace) -> int:
 
     from triage.model.modelstore import models_dir
 
-    table = Table(title=f"Models in {models_dir()}", title_justify="left", caption="sha256: the first 8 hex digits; `--json` prints all of it", caption_justify="left")
+    table = Table(
+        title=f"Models in {models_dir()}",
+        title_justify="left",
+        caption="sha256: the first 8 hex digits; `--json` prints all of it",
+        caption_justify="left",
+    )
     table.add_column("name", no_wrap=True)
     table.add_column("installed", min_width=8)
     table.add_column("size", justify="right", no_wrap=True)
@@ -147,7 +157,15 @@ class _RichProgress:
     def start(self, description: str, total: int | None) -> None:
         from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
-        self._bar = Progress("{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(), console=self.console, transient=False)
+        self._bar = Progress(
+            "{task.description}",
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            console=self.console,
+            transient=False,
+        )
         self._bar.start()
         self._task = self._bar.add_task(description, total=total)
 
@@ -168,7 +186,10 @@ def _pull(args: argparse.Namespace) -> int:
     if result.already_installed:
         print(f"{result.name} is already installed and verified: {result.path}")
     else:
-        print(f"installed {result.name}: {result.path} ({result.size:,} bytes, sha256 {result.sha256} verified) in {result.seconds:.1f} s")
+        print(
+            f"installed {result.name}: {result.path} ({result.size:,} bytes, "
+            f"sha256 {result.sha256} verified) in {result.seconds:.1f} s"
+        )
     return 0
 
 
@@ -176,8 +197,8 @@ def _verify(args: argparse.Namespace) -> int:
     """Hash models again: every installed catalog model, one by name, or a file."""
     from pathlib import Path
 
-    from triage.model.catalog import load_catalog
     from triage.errors import InputError
+    from triage.model.catalog import load_catalog
     from triage.model.modelstore import VerifyMismatch, inspect_installed, model_file, verify_installed
     from triage.scoring.ticket import printable
 
@@ -186,7 +207,9 @@ def _verify(args: argparse.Namespace) -> int:
         path = Path(args.name).expanduser()
         if not path.is_file():
             raise InputError(f"{args.name} is neither a catalog model ({', '.join(catalog.names)}) nor a file")
-        named = [e for e in catalog.entries.values() if model_file(e.name).exists() and model_file(e.name).samefile(path)]
+        named = [
+            e for e in catalog.entries.values() if model_file(e.name).exists() and model_file(e.name).samefile(path)
+        ]
         if not named:
             return _verify_file(path, catalog)
         entries = named
@@ -231,8 +254,8 @@ def _verify_file(path: Any, catalog: Any) -> int:
 
 
 def _path(args: argparse.Namespace) -> int:
-    from triage.model.catalog import get_entry
     from triage.errors import TriageError
+    from triage.model.catalog import get_entry
     from triage.model.modelstore import inspect_installed, pull_command, verify_installed
 
     entry = get_entry(args.name)  # unknown name: InputError listing the known ones
@@ -242,6 +265,8 @@ def _path(args: argparse.Namespace) -> int:
     if inst.state == "changed":
         inst = verify_installed(entry)  # modified since it was hashed: hash it again (a mismatch raises)
     if not inst.ok:
-        raise TriageError(f"model {entry.name} needs a re-pull: {inst.problem}", hint=f"run: {pull_command(entry.name)}")
+        raise TriageError(
+            f"model {entry.name} needs a re-pull: {inst.problem}", hint=f"run: {pull_command(entry.name)}"
+        )
     print(inst.path)
     return 0

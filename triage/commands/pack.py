@@ -26,15 +26,48 @@ examples:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="pack_command", metavar="SUBCOMMAND", required=True)
-    init = sub.add_parser("init", help="write a pack from an export's label columns", description=DESCRIPTION,
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    init = sub.add_parser(
+        "init",
+        help="write a pack from an export's label columns",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     init.add_argument("export", metavar="EXPORT", help="the export: CSV, JSON Lines, a JSON array or Parquet")
-    init.add_argument("--text", dest="text_columns", required=True, metavar="COL[,COL...]", help="the column(s) holding the ticket text (checked to exist)")
-    init.add_argument("--criteria", action="append", required=True, metavar="ID=COL[,ID=COL...]", help="a criterion per label column, e.g. queue=Group,priority=Priority (repeatable)")
-    init.add_argument("--id", dest="id_column", metavar="COL", help="the column holding the ticket id (checked to exist; printed in the next command)")
-    init.add_argument("-o", "--output", required=True, metavar="PACK.toml", help="write the pack here (an existing file only with --force)")
+    init.add_argument(
+        "--text",
+        dest="text_columns",
+        required=True,
+        metavar="COL[,COL...]",
+        help="the column(s) holding the ticket text (checked to exist)",
+    )
+    init.add_argument(
+        "--criteria",
+        action="append",
+        required=True,
+        metavar="ID=COL[,ID=COL...]",
+        help="a criterion per label column, e.g. queue=Group,priority=Priority (repeatable)",
+    )
+    init.add_argument(
+        "--id",
+        dest="id_column",
+        metavar="COL",
+        help="the column holding the ticket id (checked to exist; printed in the next command)",
+    )
+    init.add_argument(
+        "-o",
+        "--output",
+        required=True,
+        metavar="PACK.toml",
+        help="write the pack here (an existing file only with --force)",
+    )
     init.add_argument("--name", metavar="NAME", help="the pack's name (default: the export's file name)")
-    init.add_argument("--min-count", type=int, default=None, metavar="N", help="values in fewer rows are merged into `other` (default 5)")
+    init.add_argument(
+        "--min-count",
+        type=int,
+        default=None,
+        metavar="N",
+        help="values in fewer rows are merged into `other` (default 5)",
+    )
     init.add_argument("--force", action="store_true", help="replace an existing -o file")
 
 
@@ -60,14 +93,19 @@ def run(args: argparse.Namespace) -> int:
 
     if plan.notice:
         say(f"triage: {plan.notice}")
-    say(f"wrote {path}: pack {plan.name!r}, {len(plan.criteria)} criteria from {plan.rows} row(s) of {plan.source}"
-        + (f" ({plan.bad} unreadable record(s) skipped)" if plan.bad else ""))
+    say(
+        f"wrote {path}: pack {plan.name!r}, {len(plan.criteria)} criteria from {plan.rows} row(s) of {plan.source}"
+        + (f" ({plan.bad} unreadable record(s) skipped)" if plan.bad else "")
+    )
     if plan.no_text:
         say(f"  {plan.no_text} row(s) have no text in {', '.join(text_columns)}; learn and eval will skip them")
     for c in plan.criteria:
         other = next((o for o in c.options if o.merged), None)
         merged = f", {len(other.merged)} rare value(s) ({other.count} rows) merged into 'other'" if other else ""
-        say(f"  {c.id} (column {c.column!r}): {len(c.options)} options from {c.distinct} value(s){merged}; {c.empty} row(s) without a value")
+        say(
+            f"  {c.id} (column {c.column!r}): {len(c.options)} options from {c.distinct} value(s){merged}; "
+            f"{c.empty} row(s) without a value"
+        )
     say("review before you rely on it:")
     say("  - each question (written from a template) and each option's label")
     say("  - a short description for every option (the comment under it): the model reads them")
@@ -75,5 +113,8 @@ def run(args: argparse.Namespace) -> int:
         say("  - the merged 'other' options: keep them together, or give a frequent value an option of its own")
     labels = " ".join(f"--label {shlex.quote(f'{cid}={col}')}" for cid, col in criteria.items())
     idf = f" --id {shlex.quote(args.id_column)}" if args.id_column else ""
-    say(f"next: triage learn {shlex.quote(args.export)} --pack {shlex.quote(str(path))} --text {shlex.quote(args.text_columns)}{idf} {labels} --holdout 0.3")
+    say(
+        f"next: triage learn {shlex.quote(args.export)} --pack {shlex.quote(str(path))} "
+        f"--text {shlex.quote(args.text_columns)}{idf} {labels} --holdout 0.3"
+    )
     return 0

@@ -66,30 +66,81 @@ examples:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from triage.cli import add_model_options
     from triage.scoring.options import (
-        DEFAULT_MODE, DEFAULT_ORDERINGS, DEFAULT_READOUT, DEFAULT_STRATEGY, MODES, ORDERINGS, READOUTS, STRATEGIES,
+        DEFAULT_MODE,
+        DEFAULT_ORDERINGS,
+        DEFAULT_READOUT,
+        DEFAULT_STRATEGY,
+        MODES,
+        ORDERINGS,
+        READOUTS,
+        STRATEGIES,
     )
 
     p.add_argument("file", nargs="?", metavar="FILE", help="ticket text or JSONL file (default: stdin; - for stdin)")
     add_model_options(p)
     p.add_argument("--pack", metavar="PATH", help="criteria pack TOML (default: the built-in support pack)")
-    p.add_argument("--mode", choices=MODES, default=None,
-                   help=f"how to evaluate (default: the config's mode, else {DEFAULT_MODE}: all tails in one batch)")
-    p.add_argument("--strategy", choices=STRATEGIES, default=None,
-                   help=f"serial mode's way back to the prefix (default {DEFAULT_STRATEGY})")
-    p.add_argument("--readout", choices=READOUTS, default=None,
-                   help=f"read options by name (label, default {DEFAULT_READOUT}: one tail per criterion) "
-                   "or by letter A/B/C")
-    p.add_argument("--orderings", choices=ORDERINGS, default=None,
-                   help="letter readout: ask options in pack order only, or in every rotation "
-                   f"(default {DEFAULT_ORDERINGS})")
-    p.add_argument("--criteria", metavar="ID,ID", help="score only these criteria of the pack, by id (default: all); the scores are those of a whole-pack run")
-    p.add_argument("--prior", action="store_true", default=None, help="divide out the content-free prior (an 'N/A' ticket)")
-    p.add_argument("--calibration", metavar="CAL.json", help="apply this calibration file (default: the stored one fitted for this model, pack and prompt format, if any)")
+    p.add_argument(
+        "--mode",
+        choices=MODES,
+        default=None,
+        help=f"how to evaluate (default: the config's mode, else {DEFAULT_MODE}: all tails in one batch)",
+    )
+    p.add_argument(
+        "--strategy",
+        choices=STRATEGIES,
+        default=None,
+        help=f"serial mode's way back to the prefix (default {DEFAULT_STRATEGY})",
+    )
+    p.add_argument(
+        "--readout",
+        choices=READOUTS,
+        default=None,
+        help=f"read options by name (label, default {DEFAULT_READOUT}: one tail per criterion) or by letter A/B/C",
+    )
+    p.add_argument(
+        "--orderings",
+        choices=ORDERINGS,
+        default=None,
+        help=f"letter readout: ask options in pack order only, or in every rotation (default {DEFAULT_ORDERINGS})",
+    )
+    p.add_argument(
+        "--criteria",
+        metavar="ID,ID",
+        help="score only these criteria of the pack, by id (default: all); the scores are those of a whole-pack run",
+    )
+    p.add_argument(
+        "--prior", action="store_true", default=None, help="divide out the content-free prior (an 'N/A' ticket)"
+    )
+    p.add_argument(
+        "--calibration",
+        metavar="CAL.json",
+        help=(
+            "apply this calibration file (default: the stored one "
+            "fitted for this model, pack and prompt format, if any)"
+        ),
+    )
     p.add_argument("--no-calibration", action="store_true", help="do not apply any calibration")
-    p.add_argument("--head", metavar="HEAD.npz", help="apply this learned head (`triage learn`; default: the stored one learned for this model, pack and prompt format, if any)")
+    p.add_argument(
+        "--head",
+        metavar="HEAD.npz",
+        help=(
+            "apply this learned head (`triage learn`; default: the stored "
+            "one learned for this model, pack and prompt format, if any)"
+        ),
+    )
     p.add_argument("--no-head", action="store_true", help="do not apply any learned head")
-    p.add_argument("--prompt", choices=("auto", "chat", "plain"), default="auto", help="prompt format (default: from the model's chat template)")
-    p.add_argument("--format", choices=("json", "jsonl", "table"), default=None, help="output (default: table on a terminal; else jsonl for JSON Lines input, json for one ticket)")
+    p.add_argument(
+        "--prompt",
+        choices=("auto", "chat", "plain"),
+        default="auto",
+        help="prompt format (default: from the model's chat template)",
+    )
+    p.add_argument(
+        "--format",
+        choices=("json", "jsonl", "table"),
+        default=None,
+        help="output (default: table on a terminal; else jsonl for JSON Lines input, json for one ticket)",
+    )
     p.add_argument("--id", dest="ticket_id", metavar="ID", help="ticket id for a single plain-text ticket")
     kind = p.add_mutually_exclusive_group()
     kind.add_argument("--jsonl", action="store_true", help="treat input as JSON Lines")
@@ -97,14 +148,51 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from triage.commands._input import add_input_arguments
 
     add_input_arguments(p, labels=False, score=True)
-    p.add_argument("--history", action="store_true", help="keep each ticket and its result in the history, as the app does, with what a learned head reads (so `triage label` can label it and `triage learn --history` learn from it without scoring again)")
-    p.add_argument("--history-file", metavar="PATH", help="with --history: this history file (default: the user data dir's)")
+    p.add_argument(
+        "--history",
+        action="store_true",
+        help=(
+            "keep each ticket and its result in the history, as the app does, with what a learned head reads "
+            "(so `triage label` can label it and `triage learn --history` learn from it without scoring again)"
+        ),
+    )
+    p.add_argument(
+        "--history-file", metavar="PATH", help="with --history: this history file (default: the user data dir's)"
+    )
     ray = p.add_argument_group("backlog on Ray (docs/scale.md)")
-    ray.add_argument("--ray", nargs="?", const="local", metavar="ADDRESS", help="score on Ray: a local cluster, or join ADDRESS (auto, ray://host:10001)")
-    ray.add_argument("--output", "-o", metavar="PATH", help="with --ray: write here (.parquet: a folder of Parquet parts; else JSON Lines; default stdout)")
-    ray.add_argument("--workers", type=int, metavar="N", help="with --ray: scoring actors of --threads threads each (with --ray, --threads defaults to 1 and --workers to the cluster's CPUs / threads)")
-    ray.add_argument("--batch-size", type=int, metavar="N", help="with --ray: tickets per batch, the most a dead worker loses (default 16)")
-    ray.add_argument("--resume", action="store_true", help="with --ray: skip tickets --output already holds for this model, pack, prompt format and options")
+    ray.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="score on Ray: a local cluster, or join ADDRESS (auto, ray://host:10001)",
+    )
+    ray.add_argument(
+        "--output",
+        "-o",
+        metavar="PATH",
+        help="with --ray: write here (.parquet: a folder of Parquet parts; else JSON Lines; default stdout)",
+    )
+    ray.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help=(
+            "with --ray: scoring actors of --threads threads each (with --ray, "
+            "--threads defaults to 1 and --workers to the cluster's CPUs / threads)"
+        ),
+    )
+    ray.add_argument(
+        "--batch-size",
+        type=int,
+        metavar="N",
+        help="with --ray: tickets per batch, the most a dead worker loses (default 16)",
+    )
+    ray.add_argument(
+        "--resume",
+        action="store_true",
+        help="with --ray: skip tickets --output already holds for this model, pack, prompt format and options",
+    )
 
 
 @dataclass
@@ -117,7 +205,14 @@ class Row:
     error: str | None = None
 
 
-def read_input(file: str | None, *, force_jsonl: bool, force_text: bool, ticket_id: str | None, columns: Any = None) -> list[Row]:
+def read_input(
+    file: str | None,
+    *,
+    force_jsonl: bool,
+    force_text: bool,
+    ticket_id: str | None,
+    columns: Any = None,
+) -> list[Row]:
     """Read tickets from a file or stdin (``columns``: a :class:`~triage.intake.columns.ColumnMap` for an export).
 
     Raises:
@@ -126,7 +221,8 @@ def read_input(file: str | None, *, force_jsonl: bool, force_text: bool, ticket_
     from triage.intake.columns import export_tickets, is_export
     from triage.scoring.ticket import read_stream, read_text_file
 
-    if file not in (None, "-") and not force_text and not force_jsonl and columns is not None and is_export(file, columns):
+    export = file not in (None, "-") and not force_text and not force_jsonl and columns is not None
+    if export and is_export(str(file), columns):
         return [Row(t.n, t.id or f"row-{t.n}", t.text, t.error) for t in export_tickets(file, columns)]
 
     if file in (None, "-"):
@@ -226,8 +322,11 @@ class RecordWriter:
         out = self.out
         if out is None or getattr(out, "closed", False):
             self.broken = "standard output is closed"
-            raise TriageError("standard output is closed, so no record can be written", exit_code=2,
-                              hint="run it with its output redirected to a file or a pipe")
+            raise TriageError(
+                "standard output is closed, so no record can be written",
+                exit_code=2,
+                hint="run it with its output redirected to a file or a pipe",
+            )
         start = _position(out)
         try:
             if start is None:  # a pipe or a terminal
@@ -239,7 +338,7 @@ class RecordWriter:
                 out.flush()
                 view = memoryview(text.encode("utf-8"))
                 while view:
-                    view = view[os.write(out.fileno(), view):]
+                    view = view[os.write(out.fileno(), view) :]
         except BrokenPipeError:
             self.broken = "closed pipe"
             raise
@@ -313,8 +412,13 @@ def fit_request(args: argparse.Namespace, config: dict[str, Any]) -> Any:
     """The explicit head and calibration asks of ``--head``, ``--no-head``, ``--calibration``, ``--no-calibration``."""
     from triage.scoring.fit import FitRequest
 
-    return FitRequest.of(head=args.head, no_head=args.no_head, calibration=args.calibration,
-                         no_calibration=args.no_calibration, config=config)
+    return FitRequest.of(
+        head=args.head,
+        no_head=args.no_head,
+        calibration=args.calibration,
+        no_calibration=args.no_calibration,
+        config=config,
+    )
 
 
 def say_fit_notes(fits: Any) -> None:
@@ -332,46 +436,72 @@ def ray_job(args: argparse.Namespace, config: dict[str, Any] | None = None) -> A
     from pathlib import Path
 
     from triage.backlog.ray_score import RayJob, parse_address
-    from triage.intake.columns import ColumnMap
     from triage.backlog.worker import default_threads
+    from triage.intake.columns import ColumnMap
     from triage.scoring.pack import resolve_pack
     from triage.store.config import load_config
 
     address, source = parse_address(args.ray, args.file)
     if args.format not in (None, "jsonl"):
-        raise InputError("--ray writes JSON Lines or Parquet",
-                         hint="leave out --format; name the output with --output (.parquet for Parquet)")
+        raise InputError(
+            "--ray writes JSON Lines or Parquet",
+            hint="leave out --format; name the output with --output (.parquet for Parquet)",
+        )
     config = load_config() if config is None else config
     pack = resolve_pack(args.pack or config.get("pack"))
     return RayJob(
-        source=source, pack=pack, options=options_of(args, config, pack), fits=fit_request(args, config),
-        address=address, output=Path(args.output).expanduser() if args.output else None, model=args.model,
-        prompt_style=args.prompt, n_ctx=args.n_ctx, threads=default_threads() if args.threads is None else args.threads,
-        workers=args.workers, batch_size=args.batch_size, resume=args.resume, config=dict(config),
-        columns=ColumnMap.parse(getattr(args, "text_columns", None), getattr(args, "id_column", None),
-                                keep_html=getattr(args, "keep_html", False)),
+        source=source,
+        pack=pack,
+        options=options_of(args, config, pack),
+        fits=fit_request(args, config),
+        address=address,
+        output=Path(args.output).expanduser() if args.output else None,
+        model=args.model,
+        prompt_style=args.prompt,
+        n_ctx=args.n_ctx,
+        threads=default_threads() if args.threads is None else args.threads,
+        workers=args.workers,
+        batch_size=args.batch_size,
+        resume=args.resume,
+        config=dict(config),
+        columns=ColumnMap.parse(
+            getattr(args, "text_columns", None),
+            getattr(args, "id_column", None),
+            keep_html=getattr(args, "keep_html", False),
+        ),
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    from triage.store.config import load_config
     from triage.scoring.pack import resolve_pack
     from triage.scoring.ticket import make_ticket
+    from triage.store.config import load_config
 
     if args.ray is not None:
         from triage.backlog.ray_score import run_ray
 
         return run_ray(ray_job(args))
-    for flag, given in (("--output", args.output), ("--workers", args.workers), ("--batch-size", args.batch_size), ("--resume", args.resume)):
+    for flag, given in (
+        ("--output", args.output),
+        ("--workers", args.workers),
+        ("--batch-size", args.batch_size),
+        ("--resume", args.resume),
+    ):
         if given:
-            raise InputError(f"{flag} works only with --ray", hint="add --ray to score a backlog on a (local) Ray cluster")
+            raise InputError(
+                f"{flag} works only with --ray", hint="add --ray to score a backlog on a (local) Ray cluster"
+            )
     if sys.stdout is None:  # started with its output closed (`>&-`): say so before any work
-        raise InputError("standard output is closed, so no record can be written",
-                         hint="run it with its output redirected to a file or a pipe")
+        raise InputError(
+            "standard output is closed, so no record can be written",
+            hint="run it with its output redirected to a file or a pipe",
+        )
     config = load_config()
     from triage.commands._input import column_map
 
-    rows = read_input(args.file, force_jsonl=args.jsonl, force_text=args.text, ticket_id=args.ticket_id, columns=column_map(args))
+    rows = read_input(
+        args.file, force_jsonl=args.jsonl, force_text=args.text, ticket_id=args.ticket_id, columns=column_map(args)
+    )
     if not rows:
         raise InputError("the input holds no tickets")
     pack = resolve_pack(args.pack or config.get("pack"))
@@ -405,7 +535,10 @@ def run(args: argparse.Namespace) -> int:
         if streamed:
             from triage import signals
 
-            _say(f"triage: {signals.word()} after {writer.written} of {len(tickets)} record(s); those written are complete")
+            _say(
+                f"triage: {signals.word()} after {writer.written} of "
+                f"{len(tickets)} record(s); those written are complete"
+            )
         raise
     except BaseException:
         if writer.written:
@@ -413,12 +546,25 @@ def run(args: argparse.Namespace) -> int:
         raise
 
 
-def _score_all(args: argparse.Namespace, config: dict[str, Any], pack: Any, options: Any, tickets: list[tuple[Row, Any]], writer: RecordWriter) -> int:
+def _score_all(
+    args: argparse.Namespace,
+    config: dict[str, Any],
+    pack: Any,
+    options: Any,
+    tickets: list[tuple[Row, Any]],
+    writer: RecordWriter,
+) -> int:
     from triage.model.loader import load_engine
     from triage.render import print_table
 
     history = _open_history(args, config)  # before the model: a history that cannot be written stops nothing later
-    engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, notice=lambda m: _say(f"triage: {m}"))
+    engine = load_engine(
+        args.model,
+        n_ctx=args.n_ctx,
+        threads=args.threads,
+        prompt_style=args.prompt,
+        notice=lambda m: _say(f"triage: {m}"),
+    )
     from triage.scoring.fit import choose_fits
 
     fits = choose_fits(engine, pack, options, fit_request(args, config))
@@ -434,7 +580,9 @@ def _score_all(args: argparse.Namespace, config: dict[str, Any], pack: Any, opti
             else:
                 keeper = history.begin(ticket, engine, pack, options) if history is not None else None
                 try:
-                    done = _final(engine.score(ticket, pack, options, features=keeper is not None, **fits.engine_kwargs()))
+                    done = _final(
+                        engine.score(ticket, pack, options, features=keeper is not None, **fits.engine_kwargs())
+                    )
                 except TriageError as exc:
                     failed += 1
                     if keeper is not None:
@@ -475,5 +623,6 @@ def _open_history(args: argparse.Namespace, config: dict[str, Any]) -> Any:
 
     from triage.store.keep import ScoreKeeper
 
-    return ScoreKeeper.open(Path(args.history_file) if args.history_file else None,
-                            keep=int(config.get("keep_features", 5000)))
+    return ScoreKeeper.open(
+        Path(args.history_file) if args.history_file else None, keep=int(config.get("keep_features", 5000))
+    )

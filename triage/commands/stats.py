@@ -55,13 +55,25 @@ def run(args: argparse.Namespace) -> int:
         return "—" if rate is None else f"{rate:.0%}"
 
     table = Table(title=f"agreement with {answers} answer(s)", title_justify="left")
-    for col in ("pack", "criterion", "labels", "corrections", "agreement", f"last {RECENT}", "by source",
-                f"trend (blocks of {BLOCK})"):
-        table.add_column(col, justify="right" if col in ("labels", "corrections") else "left")
+    columns = {
+        "criterion": "left",
+        "n": "right",
+        "fixed": "right",
+        "agree": "right",
+        f"last {RECENT}": "right",
+        "by source": "left",
+        f"trend ({BLOCK} a block)": "left",
+    }
+    for col, justify in columns.items():
+        table.add_column(col, justify=justify, no_wrap=col not in ("by source",))  # type: ignore[arg-type]
     for r in rows:
-        sources = ", ".join(f"{s} {pct(v.rate)} of {v.n}" for s, v in r.by_source.items())
-        trend = " → ".join(pct(t.rate) for t in r.trend[-8:])
-        table.add_row(safe(r.pack), safe(r.criterion), str(r.labels), str(r.corrections), pct(r.overall.rate),
-                      pct(r.recent.rate), sources, trend)
+        sources = ", ".join(f"{s} {pct(v.rate)}/{v.n}" for s, v in r.by_source.items())
+        trend = " ".join(pct(t.rate) for t in r.trend[-6:])
+        name = r.criterion if len({x.pack for x in rows}) == 1 else f"{r.pack}/{r.criterion}"
+        table.add_row(
+            safe(name), str(r.labels), str(r.corrections), pct(r.overall.rate), pct(r.recent.rate), sources, trend
+        )
+    if len({x.pack for x in rows}) == 1:
+        table.caption = f"pack {rows[0].pack}; fixed: corrections; by source: agreement/labels"
     Console().print(table)
     return 0

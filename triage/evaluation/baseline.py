@@ -23,7 +23,9 @@ def _sklearn() -> tuple[type, type]:
     except ImportError:
         raise TriageError(
             "the TF-IDF baseline needs scikit-learn, which is not installed",
-            hint="install the eval extra: pip install 'triage[eval]' (or pip install scikit-learn), or leave out --train",
+            hint=(
+                "install the eval extra: pip install 'triage[eval]' (or pip install scikit-learn), or leave out --train"
+            ),
         ) from None
     return TfidfVectorizer, LogisticRegression
 

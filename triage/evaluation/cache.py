@@ -57,7 +57,9 @@ class Outcome:
     readouts: dict[str, Reads]
     warnings: list[str] = field(default_factory=list)
     ms: float = 0.0  # scoring time when it was computed
-    features: dict[str, np.ndarray] | None = None  # answer-position features per criterion (label readout; stored apart)
+    features: dict[str, np.ndarray] | None = (
+        None  # answer-position features per criterion (label readout; stored apart)
+    )
 
     @property
     def cut(self) -> bool:
@@ -70,7 +72,9 @@ class Outcome:
             cid: [[list(order), [float(x) for x in lp], float(cov)] for order, lp, cov in reads]
             for cid, reads in self.readouts.items()
         }
-        return json.dumps({"f": FORMAT, "criteria": crits, "warnings": self.warnings, "ms": self.ms}, separators=(",", ":"))
+        return json.dumps(
+            {"f": FORMAT, "criteria": crits, "warnings": self.warnings, "ms": self.ms}, separators=(",", ":")
+        )
 
     @classmethod
     def from_json(cls, text: str) -> Outcome:
@@ -79,7 +83,9 @@ class Outcome:
         if d.get("f") != FORMAT:
             raise ValueError("other cache format")
         crits = {
-            cid: [(tuple(int(i) for i in order), np.asarray(lp, dtype=np.float64), float(cov)) for order, lp, cov in reads]
+            cid: [
+                (tuple(int(i) for i in order), np.asarray(lp, dtype=np.float64), float(cov)) for order, lp, cov in reads
+            ]
             for cid, reads in d["criteria"].items()
         }
         return cls(crits, list(d.get("warnings", [])), float(d.get("ms", 0.0)))
@@ -131,7 +137,10 @@ class ReadoutCache:
         try:
             return self._connect()
         except (sqlite3.DatabaseError, OSError) as exc:
-            raise TriageError(f"the eval readout cache {self.path} cannot be created: {describe_error(exc)}", hint="check the permissions and free space of the cache folder") from exc
+            raise TriageError(
+                f"the eval readout cache {self.path} cannot be created: {describe_error(exc)}",
+                hint="check the permissions and free space of the cache folder",
+            ) from exc
 
     def _connect(self) -> sqlite3.Connection:
         if self.path.is_dir():
@@ -148,7 +157,8 @@ class ReadoutCache:
             )
             # A learned head's features: float32 little-endian, one row per criterion.
             db.execute(
-                "CREATE TABLE IF NOT EXISTS features (model TEXT, pack TEXT, prompt TEXT, n_ctx INTEGER, orderings TEXT,"
+                "CREATE TABLE IF NOT EXISTS features (model TEXT, pack "
+                "TEXT, prompt TEXT, n_ctx INTEGER, orderings TEXT,"
                 " ticket TEXT, criterion TEXT, kind TEXT, value BLOB, created REAL,"
                 " PRIMARY KEY (model, pack, prompt, n_ctx, orderings, ticket, criterion, kind))"
             )
@@ -170,7 +180,8 @@ class ReadoutCache:
             aside = move_aside(self.path)
         except OSError as err:
             raise TriageError(
-                f"the eval readout cache {self.path} is unusable ({reason}) and cannot be moved aside ({err.strerror or err})",
+                f"the eval readout cache {self.path} is unusable ({reason}) "
+                f"and cannot be moved aside ({err.strerror or err})",
                 hint=f"delete {self.path} and run again",
             ) from exc
         if aside is None:  # nothing was there to move: creating it failed, and will again
@@ -179,13 +190,19 @@ class ReadoutCache:
                 hint="check the permissions and free space of the cache folder",
             ) from exc
         log.error("eval readout cache %s was unusable (%s); moved aside to %s", self.path, reason, aside)
-        self.notice = f"the eval readout cache was unusable ({reason}); it was moved aside to {aside} and its readouts are computed again"
+        self.notice = (
+            f"the eval readout cache was unusable ({reason}); it was "
+            f"moved aside to {aside} and its readouts are computed again"
+        )
 
     def _recover(self, exc: sqlite3.DatabaseError) -> None:
         """A failure while reading or writing: locked (raise), damaged (move aside, start anew), else raise."""
         code = getattr(exc, "sqlite_errorcode", None)
         if not is_busy(exc) and (code is None or (code & 0xFF) not in _DAMAGED):
-            raise TriageError(f"the eval readout cache {self.path} failed: {describe_error(exc)}", hint="check the free space of the cache folder") from exc
+            raise TriageError(
+                f"the eval readout cache {self.path} failed: {describe_error(exc)}",
+                hint="check the free space of the cache folder",
+            ) from exc
         self._db.close()
         self._unusable(exc)
         self._db = self._open()
@@ -235,12 +252,19 @@ class ReadoutCache:
                 return
             except sqlite3.DatabaseError as exc:
                 if attempt == 2:
-                    raise TriageError(f"cannot write to the eval readout cache {self.path}: {describe_error(exc)}") from exc
+                    raise TriageError(
+                        f"cannot write to the eval readout cache {self.path}: {describe_error(exc)}"
+                    ) from exc
                 self._recover(exc)  # damaged: a new file, then write again
 
-    def get_features(self, key: CacheKey, ticket_sha256: str, kind: str, criteria: list[str]) -> dict[str, np.ndarray] | None:
+    def get_features(
+        self, key: CacheKey, ticket_sha256: str, kind: str, criteria: list[str]
+    ) -> dict[str, np.ndarray] | None:
         """Cached features of ``kind`` for every one of ``criteria``, or None when any is missing."""
-        sql = "SELECT criterion, value FROM features WHERE model=? AND pack=? AND prompt=? AND n_ctx=? AND orderings=? AND ticket=? AND kind=?"
+        sql = (
+            "SELECT criterion, value FROM features WHERE model=? AND pack=? "
+            "AND prompt=? AND n_ctx=? AND orderings=? AND ticket=? AND kind=?"
+        )
         try:
             rows = self._db.execute(sql, (*self._k(key, ticket_sha256), kind)).fetchall()
         except sqlite3.DatabaseError as exc:
@@ -251,7 +275,10 @@ class ReadoutCache:
 
     def put_features(self, key: CacheKey, ticket_sha256: str, kind: str, features: dict[str, np.ndarray]) -> None:
         """Store one ticket's features (committed at once)."""
-        rows = [(*self._k(key, ticket_sha256), cid, kind, np.asarray(v, dtype="<f4").tobytes(), time.time()) for cid, v in features.items()]
+        rows = [
+            (*self._k(key, ticket_sha256), cid, kind, np.asarray(v, dtype="<f4").tobytes(), time.time())
+            for cid, v in features.items()
+        ]
         self._write("INSERT OR REPLACE INTO features VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
     def close(self) -> None:

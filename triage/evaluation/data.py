@@ -57,7 +57,7 @@ class LabelledSet:
     rows: list[LabelledRow]
     bad: list[BadRow] = field(default_factory=list)
     ignored_criteria: dict[str, int] = field(default_factory=dict)  # labels for criteria not in the pack
-    notes: list[str] = field(default_factory=list)  # what reading decided: encoding, unmapped values, duplicates, sample
+    notes: list[str] = field(default_factory=list)  # what reading decided: encoding, unmapped, duplicates, sample
 
     def limit(self, n: int | None) -> LabelledSet:
         """The first ``n`` usable rows (file order), keeping the bad-row report."""
@@ -66,7 +66,9 @@ class LabelledSet:
         return LabelledSet(self.source, self.rows[:n], self.bad, self.ignored_criteria, self.notes)
 
 
-def parse_row(item: JsonLine, source: str, pack: Pack, *, partial: bool = False) -> tuple[LabelledRow | None, str | None, list[str]]:
+def parse_row(
+    item: JsonLine, source: str, pack: Pack, *, partial: bool = False
+) -> tuple[LabelledRow | None, str | None, list[str]]:
     """Validate one JSON Lines object (``item.obj`` is not None) against ``pack``.
 
     With ``partial``, a row may leave criteria unlabelled (a team's history labels
@@ -93,7 +95,11 @@ def parse_row(item: JsonLine, source: str, pack: Pack, *, partial: bool = False)
         value = labels[crit.id]
         valid = [o.id for o in crit.options]
         if not isinstance(value, str) or value not in valid:
-            return None, f"{where}: label {crit.id}={value!r} is not an option of {crit.id!r} (options: {', '.join(valid)})", []
+            return (
+                None,
+                f"{where}: label {crit.id}={value!r} is not an option of {crit.id!r} (options: {', '.join(valid)})",
+                [],
+            )
         gold[crit.id] = value
     if not gold:
         return None, f"{where}: no label for any criterion of the pack ({', '.join(c.id for c in pack.criteria)})", []
@@ -106,7 +112,12 @@ def parse_row(item: JsonLine, source: str, pack: Pack, *, partial: bool = False)
 
 
 def read_labelled(
-    path: str | Path, pack: Pack, *, partial: bool = False, columns: ColumnMap | None = None, per_option: int | None = None,
+    path: str | Path,
+    pack: Pack,
+    *,
+    partial: bool = False,
+    columns: ColumnMap | None = None,
+    per_option: int | None = None,
 ) -> LabelledSet:
     """Read labelled tickets, checking every row against ``pack``.
 
@@ -185,14 +196,25 @@ def split_by_id(rows: LabelledSet, train_fraction: float) -> tuple[LabelledSet, 
 
 
 def write_jsonl(rows: list[LabelledRow], path: Path) -> None:
-    """Write rows back as labelled JSONL (the raw text, as given)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as fh:
-        for r in rows:
-            fh.write(json.dumps({"id": r.id, "text": r.ticket.raw, "labels": r.labels}, ensure_ascii=False) + "\n")
+    """Write rows back as labelled JSONL (the raw text, as given), atomically."""
+    from triage.store.files import write_text_atomic
+
+    write_text_atomic(
+        path,
+        "".join(
+            json.dumps({"id": r.id, "text": r.ticket.raw, "labels": r.labels}, ensure_ascii=False) + "\n" for r in rows
+        ),
+    )
 
 
-def read_export(path: str | Path, pack: Pack, columns: ColumnMap, *, partial: bool = False, per_option: int | None = None) -> LabelledSet:
+def read_export(
+    path: str | Path,
+    pack: Pack,
+    columns: ColumnMap,
+    *,
+    partial: bool = False,
+    per_option: int | None = None,
+) -> LabelledSet:
     """Read a helpdesk export's labelled rows through ``columns``, streaming it.
 
     Label values map to options by id, label or alias (:mod:`triage.intake.values`). A row
@@ -228,7 +250,8 @@ def read_export(path: str | Path, pack: Pack, columns: ColumnMap, *, partial: bo
     missing = [c for c in crit_ids if c not in label_cols]
     if missing and not partial:
         raise InputError(
-            f"no label column for criterion {', '.join(map(repr, missing))} of pack {pack.name!r}; every criterion needs one here",
+            f"no label column for criterion {', '.join(map(repr, missing))} of pack {pack.name!r}; "
+            "every criterion needs one here",
             hint="add --label CRITERION=COLUMN for it, or use a pack with only the criteria the export labels",
         )
     id_col = columns.id if columns.id in names else None
@@ -264,7 +287,8 @@ def read_export(path: str | Path, pack: Pack, columns: ColumnMap, *, partial: bo
             oid = matchers[cid].match(value)
             if oid is None:
                 unmapped.add(cid, value)
-                problem = problem or (None if partial else f"label {value!r} in column {col!r} is not an option of {cid!r}")
+                why = f"label {value!r} in column {col!r} is not an option of {cid!r}"
+                problem = problem or (None if partial else why)
                 continue
             gold[cid] = oid
         if problem is None and not gold:
@@ -305,7 +329,10 @@ def read_export(path: str | Path, pack: Pack, columns: ColumnMap, *, partial: bo
             seen_ids.add(rid)  # ids only: the sample holds the rows
             sample.offer(row)
     if records == 0:
-        raise InputError(f"the export {path} holds no rows (only a header, or nothing)", hint="export the tickets again, with their rows")
+        raise InputError(
+            f"the export {path} holds no rows (only a header, or nothing)",
+            hint="export the tickets again, with their rows",
+        )
     for cid, n in filled.items():
         if n == 0 and with_data > 0:
             raise InputError(
@@ -314,26 +341,34 @@ def read_export(path: str | Path, pack: Pack, columns: ColumnMap, *, partial: bo
             )
     if unmapped and columns.unmapped == "error":
         lines = "; ".join(unmapped.describe(pack.criterion(c), label_cols[c]) for c in unmapped.counts)
-        raise InputError(f"{path}: {lines}", hint="give those options aliases = [\"...\"] in the pack, or pass --unmapped skip to leave the rows out")
+        raise InputError(
+            f"{path}: {lines}",
+            hint='give those options aliases = ["..."] in the pack, or pass --unmapped skip to leave the rows out',
+        )
     for cid in unmapped.counts:
         action = "labels left out (the rows still count for other criteria)" if partial else "rows left out"
         out.notes.append(f"{unmapped.describe(pack.criterion(cid), label_cols[cid])}; {action}")
     rows = sample.rows() if sample is not None else list(kept.values())
     if replaced:
-        out.notes.append(f"{replaced} id(s) appear again with other labels or text; the later row wins (e.g. {', '.join(replaced_ids)})")
+        out.notes.append(
+            f"{replaced} id(s) appear again with other labels or text; the later row wins "
+            f"(e.g. {', '.join(replaced_ids)})"
+        )
     if repeated:
         out.notes.append(f"{repeated} row(s) repeat an earlier row exactly (same id, text and labels); kept once")
     if sample is not None:
-        out.notes.append(f"sampled {len(rows)} of {sample.offered - replaced} row(s): at most {per_option} per option (--per-option)")
+        out.notes.append(
+            f"sampled {len(rows)} of {sample.offered - replaced} row(s): at most {per_option} per option (--per-option)"
+        )
     if not rows:
         if unmapped:
             lines = "; ".join(unmapped.describe(pack.criterion(c), label_cols[c]) for c in unmapped.counts)
             raise InputError(
                 f"no row of {path} has a label that maps to an option: {lines}",
-                hint="give the options aliases = [\"...\"] with the export's values, or write a pack from it: triage pack init",
+                hint='give the options aliases = ["..."] with the export\'s values, '
+                "or write a pack from it: triage pack init",
             )
         detail = f"; {len(out.bad)} bad row(s), first: {out.bad[0].message}" if out.bad else ""
         raise InputError(f"{path} holds no usable labelled rows{detail}")
     out.rows = rows
     return out
-

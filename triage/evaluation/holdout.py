@@ -26,7 +26,9 @@ from triage.scoring.ticket import printable
 VARIANTS = ("learned", "zero-shot", "tfidf")
 
 
-def holdout_metrics(pack: Pack, head: Any, train: Scored, held: Scored, criteria: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+def holdout_metrics(
+    pack: Pack, head: Any, train: Scored, held: Scored, criteria: Sequence[str] | None = None
+) -> dict[str, dict[str, Any]]:
     """Per learned criterion: ``{"n", "options", "learned", "zero-shot", "tfidf"}``, each a metrics dict
     (:func:`triage.evaluation.metrics.summarize`) or ``{"refused": why}``.
     """
@@ -52,7 +54,12 @@ def holdout_metrics(pack: Pack, head: Any, train: Scored, held: Scored, criteria
         entry["zero-shot"] = metrics.summarize(zero, y, k)
         tr = [i for i, r in enumerate(train.rows) if crit.id in r.labels]
         try:
-            lp = fit_predict([train.rows[i].ticket.text for i in tr], gold([train.rows[i] for i in tr], crit), [r.ticket.text for r in rows], k)
+            lp = fit_predict(
+                [train.rows[i].ticket.text for i in tr],
+                gold([train.rows[i] for i in tr], crit),
+                [r.ticket.text for r in rows],
+                k,
+            )
             entry["tfidf"] = metrics.summarize(lp, y, k)
         except TriageError as exc:
             entry["tfidf"] = {"refused": exc.message}
@@ -62,8 +69,12 @@ def holdout_metrics(pack: Pack, head: Any, train: Scored, held: Scored, criteria
 
 def print_holdout(results: dict[str, dict[str, Any]], console: Console, *, fraction: float, fit_n: int) -> None:
     """One table per criterion (balanced accuracy, macro-F1, ECE per variant), and the head's confusion matrix."""
-    console.print(f"held out {fraction:g} of the rows by id hash (as eval --split {1 - fraction:g}); the head was fitted on {fit_n}",
-                  markup=False, highlight=False)
+    console.print(
+        f"held out {fraction:g} of the rows by id hash (as eval --split {1 - fraction:g}); "
+        f"the head was fitted on {fit_n}",
+        markup=False,
+        highlight=False,
+    )
     for cid, entry in results.items():
         if not entry.get("n"):
             console.print(f"{printable(cid)}: no held-out row is labelled", style="yellow", markup=False)
@@ -77,7 +88,14 @@ def print_holdout(results: dict[str, dict[str, Any]], console: Console, *, fract
                 table.add_row(v, "refused", "", "", "", "")
                 continue
             lo, hi = m["balanced_accuracy_ci95"]
-            table.add_row(v, f"{m['balanced_accuracy']:.3f}", f"{lo:.2f}-{hi:.2f}", f"{m['macro_f1']:.3f}", f"{m['ece']:.3f}", f"{m['accuracy']:.3f}")
+            table.add_row(
+                v,
+                f"{m['balanced_accuracy']:.3f}",
+                f"{lo:.2f}-{hi:.2f}",
+                f"{m['macro_f1']:.3f}",
+                f"{m['ece']:.3f}",
+                f"{m['accuracy']:.3f}",
+            )
         console.print(table)
         print_confusion(entry["options"], entry["learned"]["confusion"], f"{cid}: learned head, held-out rows", console)
 
@@ -86,6 +104,9 @@ def brief(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The figures kept in the head's report (no confusion matrices or intervals)."""
     keep = ("n", "balanced_accuracy", "macro_f1", "ece", "accuracy")
     return {
-        cid: {v: ({k: e[v][k] for k in keep if k in e[v]} if "refused" not in e[v] else e[v]) for v in VARIANTS if v in e} | {"n": e.get("n", 0)}
+        cid: {
+            v: ({k: e[v][k] for k in keep if k in e[v]} if "refused" not in e[v] else e[v]) for v in VARIANTS if v in e
+        }
+        | {"n": e.get("n", 0)}
         for cid, e in results.items()
     }

@@ -142,7 +142,9 @@ def summarize(logprobs: np.ndarray, y: Sequence[int], k: int) -> dict[str, objec
     }
 
 
-def bootstrap_ci(y: Sequence[int], pred: Sequence[int], k: int, *, draws: int = 1000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+def bootstrap_ci(
+    y: Sequence[int], pred: Sequence[int], k: int, *, draws: int = 1000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
     """Percentile bootstrap interval of the balanced accuracy (rows resampled with replacement).
 
     On dev sets of tens of rows the interval is wide; read differences between

@@ -55,8 +55,10 @@ def learn_from_history(path: Path, engine: Any, pack: Any, *, store: bool = True
     rows = [r for r in got.rows if not r.needs_scoring]
     notes = got.notes()
     if got.to_score:
-        notes.append(f"{got.to_score} labelled ticket(s) have no kept features and were left out "
-                     "(`triage learn --history` scores them)")
+        notes.append(
+            f"{got.to_score} labelled ticket(s) have no kept features and were left out "
+            "(`triage learn --history` scores them)"
+        )
     features: dict[str, np.ndarray] = {}
     logprobs: dict[str, np.ndarray] = {}
     labels: dict[str, list[int]] = {}
@@ -72,9 +74,17 @@ def learn_from_history(path: Path, engine: Any, pack: Any, *, store: bool = True
     if not labels:
         return Relearned(None, 0, "no labelled ticket with kept features yet", notes)
     head, outcomes = learn_mod.fit_head(
-        pack, features, logprobs, labels, model_sha256=engine.sha256, prompt_format=prompt_format,
-        n_vocab=native.n_vocab, n_embd=native.n_embd, name=f"{pack.name} head learned from {n} labels",
-        min_per_option=learn_mod.MIN_PER_OPTION, rare="backoff",
+        pack,
+        features,
+        logprobs,
+        labels,
+        model_sha256=engine.sha256,
+        prompt_format=prompt_format,
+        n_vocab=native.n_vocab,
+        n_embd=native.n_embd,
+        name=f"{pack.name} head learned from {n} labels",
+        min_per_option=learn_mod.MIN_PER_OPTION,
+        rare="backoff",
     )
     if not head.criteria:
         why = "; ".join(o.refused for o in outcomes if o.refused) or "no criterion could be learned"

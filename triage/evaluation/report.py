@@ -9,9 +9,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from triage.store.files import write_json_atomic
 from triage.render import safe
 from triage.scoring.ticket import printable
+from triage.store.files import write_json_atomic
 
 COLUMNS = (
     ("n", "n", "{:d}"),
@@ -44,13 +44,18 @@ def print_report(report: dict[str, Any], console: Console, *, confusion: bool = 
         table.add_column("variant", style="bold", no_wrap=True)
         for _, head, _ in COLUMNS:
             table.add_column(head, justify="right")
-        best = max((v["balanced_accuracy"] for v in crit["variants"].values() if not math.isnan(v["balanced_accuracy"])), default=None)
+        best = max(
+            (v["balanced_accuracy"] for v in crit["variants"].values() if not math.isnan(v["balanced_accuracy"])),
+            default=None,
+        )
         for name, m in crit["variants"].items():
             style = "green" if best is not None and m["balanced_accuracy"] == best else ""
             table.add_row(name, *[_fmt(m.get(key), spec) for key, _, spec in COLUMNS], style=style)
         base = crit.get("baseline")
         if base and "error" not in base:
-            cells = [_fmt(base.get(key), spec) if key not in ("flip_rate", "coverage") else "" for key, _, spec in COLUMNS]
+            cells = [
+                _fmt(base.get(key), spec) if key not in ("flip_rate", "coverage") else "" for key, _, spec in COLUMNS
+            ]
             table.add_row(f"baseline (train n={base['train_n']})", *cells, style="cyan")
         console.print(table)
         for label, key in (("calibrated", "calibration"), ("raw+calibrated", "calibration_raw")):
@@ -58,9 +63,19 @@ def print_report(report: dict[str, Any], console: Console, *, confusion: bool = 
         _print_learned(crit, console)
         if base and "error" in base:
             console.print(f"baseline: {printable(base['error'])}", style="yellow", markup=False)
-        shown = crit["variants"].items() if confusion else [(n, m) for n, m in crit["variants"].items() if n in ("calibrated", "cyclic+prior", "raw+prior", "learned")][-1:]
+        shown = (
+            crit["variants"].items()
+            if confusion
+            else [
+                (n, m)
+                for n, m in crit["variants"].items()
+                if n in ("calibrated", "cyclic+prior", "raw+prior", "learned")
+            ][-1:]
+        )
         for name, m in shown:
-            print_confusion(crit["options"], m["confusion"], f"{crit['id']} · {name} · rows gold, columns predicted", console)
+            print_confusion(
+                crit["options"], m["confusion"], f"{crit['id']} · {name} · rows gold, columns predicted", console
+            )
 
 
 def _print_calibration(label: str, cal: dict[str, Any] | None, console: Console) -> None:
@@ -71,7 +86,11 @@ def _print_calibration(label: str, cal: dict[str, Any] | None, console: Console)
         console.print(f"{label}: refused: {printable(cal['refused'])}", style="yellow", markup=False)
         return
     bias = ", ".join(f"{o} {b:+.2f}" for o, b in cal["bias"].items())
-    console.print(printable(f"{label} ({cal['base']} base, {cal['source']}): T={cal['temperature']:.2f}; bias {bias}"), style="dim", markup=False)
+    console.print(
+        printable(f"{label} ({cal['base']} base, {cal['source']}): T={cal['temperature']:.2f}; bias {bias}"),
+        style="dim",
+        markup=False,
+    )
     h = cal.get("holdout")
     if h:
         b, a = h["before"], h["after"]
@@ -94,14 +113,22 @@ def _print_learned(crit: dict[str, Any], console: Console) -> None:
     else:
         cv = note.get("cv", {})
         back = f"; left to zero-shot: {', '.join(note['backoff'])}" if note.get("backoff") else ""
-        how = f"by {cv['folds']}-fold CV (bal acc {cv['balanced_accuracy']:.3f})" if cv.get("folds") else "not cross-validated"
+        how = (
+            f"by {cv['folds']}-fold CV (bal acc {cv['balanced_accuracy']:.3f})"
+            if cv.get("folds")
+            else "not cross-validated"
+        )
         console.print(printable(f"learned: C={note['c']:g} {how}{back}"), style="dim", markup=False)
         for w in note.get("warnings", []):
             console.print(f"  warning: {printable(w)}", style="yellow", markup=False)
     curve = crit.get("learning_curve")
     if not curve:
         return
-    table = Table(title=safe(f"{crit['id']} · learning curve · balanced accuracy (ECE) on the dev rows"), title_justify="left", title_style="dim")
+    table = Table(
+        title=safe(f"{crit['id']} · learning curve · balanced accuracy (ECE) on the dev rows"),
+        title_justify="left",
+        title_style="dim",
+    )
     table.add_column("training rows", justify="right")
     for name in ("learned", "calibrated", "tfidf"):
         table.add_column(name, justify="right")
@@ -109,7 +136,9 @@ def _print_learned(crit: dict[str, Any], console: Console) -> None:
         cells = []
         for name in ("learned", "calibrated", "tfidf"):
             m = point.get(name)
-            cells.append("–" if not m else "refused" if "refused" in m else f"{m['balanced_accuracy']:.3f} ({m['ece']:.3f})")
+            cells.append(
+                "–" if not m else "refused" if "refused" in m else f"{m['balanced_accuracy']:.3f} ({m['ece']:.3f})"
+            )
         table.add_row(str(point["n"]), *cells)
     console.print(table)
 

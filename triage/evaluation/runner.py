@@ -13,7 +13,17 @@ from triage.errors import TriageError
 from triage.evaluation import metrics
 from triage.evaluation.cache import CacheKey, Outcome, ReadoutCache
 from triage.evaluation.data import BadRow, LabelledRow, LabelledSet
-from triage.evaluation.variants import CALIBRATED, CYCLIC, LEARNED, PRIOR, RAW, RAW_CALIBRATED, RAW_PRIOR, prior_from, readings
+from triage.evaluation.variants import (
+    CALIBRATED,
+    CYCLIC,
+    LEARNED,
+    PRIOR,
+    RAW,
+    RAW_CALIBRATED,
+    RAW_PRIOR,
+    prior_from,
+    readings,
+)
 from triage.scoring.head import FEATURES as FEATURES_KIND
 from triage.scoring.options import DEFAULT_MODE, DEFAULT_READOUT, effective_orderings
 from triage.scoring.pack import Pack
@@ -152,7 +162,9 @@ def gold(rows: Sequence[LabelledRow], criterion: Any) -> list[int]:
     return [ids.index(r.labels[criterion.id]) for r in rows]
 
 
-def variant_metrics(logprobs: np.ndarray, y: Sequence[int], k: int, flips: list[list[int]], coverage: Sequence[float]) -> dict[str, Any]:
+def variant_metrics(
+    logprobs: np.ndarray, y: Sequence[int], k: int, flips: list[list[int]], coverage: Sequence[float]
+) -> dict[str, Any]:
     """Every metric of one variant, plus the readout's flip rate and mean coverage."""
     m = metrics.summarize(logprobs, y, k)
     m["flip_rate"] = metrics.flip_rate(flips)
@@ -182,7 +194,16 @@ class CalibrationPlan:
     stored_head_path: str | None = None
 
 
-def _fit(pack: Pack, train: Scored, prior: dict[str, np.ndarray] | None, *, orderings: str, use_prior: bool, engine_info: dict[str, Any], fit_kw: dict[str, Any]) -> Any:
+def _fit(
+    pack: Pack,
+    train: Scored,
+    prior: dict[str, np.ndarray] | None,
+    *,
+    orderings: str,
+    use_prior: bool,
+    engine_info: dict[str, Any],
+    fit_kw: dict[str, Any],
+) -> Any:
     from triage.scoring.calibrate import fit_calibration
 
     read = {c.id: readings(c, train.outcomes, prior) for c in pack.criteria}
@@ -209,7 +230,11 @@ def _calibrated_entry(cal: Any, crit: Any, source: str | None) -> dict[str, Any]
     p = cal.criteria[crit.id]
     return {
         "source": source,
-        "base": (RAW_PRIOR if cal.orderings == "none" else PRIOR) if cal.prior else RAW if cal.orderings == "none" else CYCLIC,
+        "base": (RAW_PRIOR if cal.orderings == "none" else PRIOR)
+        if cal.prior
+        else RAW
+        if cal.orderings == "none"
+        else CYCLIC,
         "temperature": p.temperature,
         "bias": p.bias,
         "holdout": note.get("holdout") if note else None,
@@ -241,9 +266,19 @@ def build_report(
     fitted = fitted_raw = None
     label = readout == "label"
     if plan.train is not None and plan.train.rows:
-        fitted = _fit(pack, plan.train, prior, orderings=orderings_for(readout), use_prior=plan.prior, engine_info=info, fit_kw=plan.fit_kw)
+        fitted = _fit(
+            pack,
+            plan.train,
+            prior,
+            orderings=orderings_for(readout),
+            use_prior=plan.prior,
+            engine_info=info,
+            fit_kw=plan.fit_kw,
+        )
         if not label:
-            fitted_raw = _fit(pack, plan.train, prior, orderings="none", use_prior=False, engine_info=info, fit_kw=plan.fit_kw)
+            fitted_raw = _fit(
+                pack, plan.train, prior, orderings="none", use_prior=False, engine_info=info, fit_kw=plan.fit_kw
+            )
     cals = [(CALIBRATED, fitted or plan.stored, "fit" if fitted is not None else plan.stored_path)]
     if fitted_raw is not None:
         cals.append((RAW_CALIBRATED, fitted_raw, "fit"))
@@ -252,7 +287,9 @@ def build_report(
         k = len(crit.options)
         y = gold(dev.rows, crit)
         r = readings(crit, dev.outcomes, prior)
-        variants: dict[str, Any] = {RAW: variant_metrics(r.raw, y, k, [[f[0]] for f in r.per_order_argmax], r.raw_coverage)}
+        variants: dict[str, Any] = {
+            RAW: variant_metrics(r.raw, y, k, [[f[0]] for f in r.per_order_argmax], r.raw_coverage)
+        }
         if not label:
             variants[CYCLIC] = variant_metrics(r.cyclic, y, k, r.per_order_argmax, r.coverage)
             # The flip rate is a property of the readouts: raw's is measured over the rotations too.
@@ -284,7 +321,13 @@ def build_report(
         elif plan.stored_head is not None and plan.stored_head.covers(crit.id):
             h = plan.stored_head.criteria[crit.id]
             variants[LEARNED] = _head_metrics(h, stack_features(dev.outcomes, crit.id), r, y)
-            entry["learned"] = {"source": plan.stored_head_path, "c": h.info.get("C"), "cv": h.info.get("cv", {}), "backoff": h.backoff, "warnings": []}
+            entry["learned"] = {
+                "source": plan.stored_head_path,
+                "c": h.info.get("C"),
+                "cv": h.info.get("cv", {}),
+                "backoff": h.backoff,
+                "warnings": [],
+            }
         if baseline and plan.train is not None and plan.train.rows:
             from triage.evaluation.baseline import fit_predict
 
@@ -329,7 +372,16 @@ def _head_metrics(head: Any, x_dev: np.ndarray, r_dev: Any, y_dev: list[int]) ->
     return variant_metrics(out, y_dev, k, [[0]] * len(y_dev), r_dev.raw_coverage)
 
 
-def _learned_entry(entry: dict[str, Any], crit: Any, plan: CalibrationPlan, dev: Scored, r_dev: Any, prior: Any, y_dev: list[int], baseline: bool) -> None:
+def _learned_entry(
+    entry: dict[str, Any],
+    crit: Any,
+    plan: CalibrationPlan,
+    dev: Scored,
+    r_dev: Any,
+    prior: Any,
+    y_dev: list[int],
+    baseline: bool,
+) -> None:
     """The ``learned`` variant (fitted on every training row) and the learning curve, into ``entry``.
 
     ``r_dev``: the dev rows' readings of ``crit`` (:func:`readings`), computed once by the caller.
@@ -363,7 +415,9 @@ def _learned_entry(entry: dict[str, Any], crit: Any, plan: CalibrationPlan, dev:
             from triage.evaluation.baseline import fit_predict
 
             try:
-                lp = fit_predict([t.ticket.text for t in train.rows[:n]], y_tr[:n], [t.ticket.text for t in dev.rows], k)
+                lp = fit_predict(
+                    [t.ticket.text for t in train.rows[:n]], y_tr[:n], [t.ticket.text for t in dev.rows], k
+                )
                 point["tfidf"] = _brief(metrics.summarize(lp, y_dev, k))
             except TriageError as exc:
                 point["tfidf"] = {"refused": exc.message}
@@ -373,12 +427,24 @@ def _learned_entry(entry: dict[str, Any], crit: Any, plan: CalibrationPlan, dev:
 
 
 def _brief(m: dict[str, Any]) -> dict[str, Any]:
-    return {key: m[key] for key in ("balanced_accuracy", "balanced_accuracy_ci95", "accuracy", "ece", "ece_floor", "nll") if key in m}
+    return {
+        key: m[key]
+        for key in ("balanced_accuracy", "balanced_accuracy_ci95", "accuracy", "ece", "ece_floor", "nll")
+        if key in m
+    }
 
 
-def _curve_calibrated(crit: Any, plan: CalibrationPlan, rows: Sequence[LabelledRow], base_tr: np.ndarray, base_dev: np.ndarray, y_dev: list[int]) -> dict[str, Any]:
+def _curve_calibrated(
+    crit: Any,
+    plan: CalibrationPlan,
+    rows: Sequence[LabelledRow],
+    base_tr: np.ndarray,
+    base_dev: np.ndarray,
+    y_dev: list[int],
+) -> dict[str, Any]:
     """Calibration fitted on some training rows (``rows``, their log-probs ``base_tr``), measured on the dev rows."""
-    from triage.scoring.calibrate import apply_vector_scaling, fit_criterion as fit_cal
+    from triage.scoring.calibrate import apply_vector_scaling
+    from triage.scoring.calibrate import fit_criterion as fit_cal
 
     kw = {k: v for k, v in plan.fit_kw.items() if k in ("min_per_option", "rare", "weighting")}
     out = fit_cal(crit, base_tr, gold(rows, crit), [r.id for r in rows], holdout=0, **kw)

@@ -63,9 +63,18 @@ def report_bad(label_set: LabelledSet, console: Console) -> None:
             console.print(f"triage: skipped {printable(b.message)}", style="yellow", markup=False, highlight=False)
         more = len(label_set.bad) - SHOW_BAD
         tail = f" ({more} more not shown)" if more > 0 else ""
-        console.print(f"triage: {len(label_set.bad)} row(s) of {printable(label_set.source)} skipped{tail}", style="yellow", markup=False, highlight=False)
+        console.print(
+            f"triage: {len(label_set.bad)} row(s) of {printable(label_set.source)} skipped{tail}",
+            style="yellow",
+            markup=False,
+            highlight=False,
+        )
     for cid, n in label_set.ignored_criteria.items():
-        console.print(f"triage: labels for {printable(repr(cid))} ({n} rows) are not a criterion of the pack; ignored", style="dim", markup=False)
+        console.print(
+            f"triage: labels for {printable(repr(cid))} ({n} rows) are not a criterion of the pack; ignored",
+            style="dim",
+            markup=False,
+        )
 
 
 @dataclass
@@ -105,8 +114,12 @@ def score_sets(
         scorer = Scorer(engine, pack, cache, readout)
         scorer.features = features and readout == "label"
         columns = (
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("cached {task.fields[hits]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("cached {task.fields[hits]}"),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
         )
         with Progress(*columns, console=console, transient=False) as progress:
             if prior:

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from triage.scoring import debias
 from triage.evaluation.cache import Outcome, Reads
+from triage.scoring import debias
 from triage.scoring.pack import Criterion
 
 RAW, CYCLIC, PRIOR, CALIBRATED = "raw", "cyclic", "cyclic+prior", "calibrated"
@@ -73,7 +73,9 @@ class CriterionReadings:
         return self.cyclic
 
 
-def readings(criterion: Criterion, outcomes: Sequence[Outcome], prior: dict[str, np.ndarray] | None) -> CriterionReadings:
+def readings(
+    criterion: Criterion, outcomes: Sequence[Outcome], prior: dict[str, np.ndarray] | None
+) -> CriterionReadings:
     """Collect one criterion's readings from every row's outcome."""
     k = len(criterion.options)
     raw, cyc, pri, flips, raw_cov, cov = [], [], [], [], [], []

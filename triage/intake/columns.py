@@ -38,7 +38,14 @@ class ColumnMap:
     html: bool = True  # a value with HTML elements becomes plain text (--keep-html: left as it is)
 
     @staticmethod
-    def parse(text: str | None = None, id_column: str | None = None, labels: Sequence[str] = (), unmapped: str = "skip", *, keep_html: bool = False) -> ColumnMap:
+    def parse(
+        text: str | None = None,
+        id_column: str | None = None,
+        labels: Sequence[str] = (),
+        unmapped: str = "skip",
+        *,
+        keep_html: bool = False,
+    ) -> ColumnMap:
         """From the command-line values (``--text a,b``, ``--id c``, ``--label crit=col`` repeated).
 
         Raises:
@@ -53,12 +60,16 @@ class ColumnMap:
         for item in labels:
             crit, eq, col = item.partition("=")
             if not eq or not crit.strip() or not col.strip():
-                raise InputError(f"--label wants CRITERION=COLUMN, got {item!r}", hint="e.g. --label queue=Group --label priority=Priority")
+                raise InputError(
+                    f"--label wants CRITERION=COLUMN, got {item!r}",
+                    hint="e.g. --label queue=Group --label priority=Priority",
+                )
             by[crit.strip()] = col.strip()
         if unmapped not in ("skip", "error"):
             raise InputError(f"--unmapped is skip or error, got {unmapped!r}")
         explicit = text is not None or id_column is not None or bool(labels)
-        return ColumnMap(cols, id_column.strip() if id_column else "id", by, unmapped, explicit, not keep_html)  # type: ignore[arg-type]
+        id_col = id_column.strip() if id_column else "id"
+        return ColumnMap(cols, id_col, by, unmapped, explicit, not keep_html)  # type: ignore[arg-type]
 
     def label_columns(self, criteria: Sequence[str], columns: Sequence[str]) -> dict[str, str]:
         """Criterion id -> column, for the criteria this export labels.
@@ -69,8 +80,10 @@ class ColumnMap:
         if self.labels:
             unknown = [c for c in self.labels if c not in criteria]
             if unknown:
-                raise InputError(f"--label names criterion {', '.join(map(repr, unknown))}, which the pack does not have; "
-                                 f"its criteria are {', '.join(criteria)}")
+                raise InputError(
+                    f"--label names criterion {', '.join(map(repr, unknown))}, which the pack does not have; "
+                    f"its criteria are {', '.join(criteria)}"
+                )
             return dict(self.labels)
         have = set(columns)
         out = {}
@@ -94,9 +107,14 @@ def check_columns(wanted: dict[str, Sequence[str]], columns: Sequence[str], sour
     for flag, names in wanted.items():
         for name in names:
             if name not in have:
-                shown = ", ".join(repr(c) for c in columns[:40]) + (f" and {len(columns) - 40} more" if len(columns) > 40 else "")
-                raise InputError(f"{source} has no column {name!r} (given by {flag}); its columns are {shown or 'none'}",
-                                 hint="name a column of the export (a dotted path such as ticket.description reaches into nested JSON)")
+                shown = ", ".join(repr(c) for c in columns[:40]) + (
+                    f" and {len(columns) - 40} more" if len(columns) > 40 else ""
+                )
+                raise InputError(
+                    f"{source} has no column {name!r} (given by {flag}); its columns are {shown or 'none'}",
+                    hint="name a column of the export "
+                    "(a dotted path such as ticket.description reaches into nested JSON)",
+                )
 
 
 def get_value(data: dict[str, Any], name: str) -> Any:

@@ -100,7 +100,9 @@ def parse_criteria(spec: Sequence[str]) -> dict[str, str]:
         cid, eq, col = part.partition("=")
         cid, col = slug(cid.strip()), col.strip()
         if not eq or not cid or not col:
-            raise InputError(f"--criteria wants ID=COLUMN items, got {part!r}", hint="e.g. --criteria queue=Group,priority=Priority")
+            raise InputError(
+                f"--criteria wants ID=COLUMN items, got {part!r}", hint="e.g. --criteria queue=Group,priority=Priority"
+            )
         if cid in out:
             raise InputError(f"--criteria names criterion {cid!r} twice")
         out[cid] = col
@@ -116,8 +118,13 @@ def slug(value: str) -> str:
 
 
 def plan_pack(
-    path: str | Path, text_columns: Sequence[str], criteria: dict[str, str], *,
-    name: str | None = None, min_count: int = MIN_COUNT, id_column: str | None = None,
+    path: str | Path,
+    text_columns: Sequence[str],
+    criteria: dict[str, str],
+    *,
+    name: str | None = None,
+    min_count: int = MIN_COUNT,
+    id_column: str | None = None,
 ) -> PackPlan:
     """Read the export once and decide the pack (nothing is written).
 
@@ -153,19 +160,24 @@ def plan_pack(
             key = value_key(value)
             if key not in counts[cid] and len(counts[cid]) >= MAX_DISTINCT:
                 raise InputError(
-                    f"column {col!r} has more than {MAX_DISTINCT} different values; it is not a decision with a few options",
+                    f"column {col!r} has more than {MAX_DISTINCT} different values; "
+                    "it is not a decision with a few options",
                     hint="name a column such as a group, queue, priority or type",
                 )
             counts[cid][key] += 1
             spelled[cid].setdefault(key, Counter())[value] += 1
     if rows == 0:
-        raise InputError(f"the export {path} holds no rows" + (f" ({bad} unreadable record(s))" if bad else ""),
-                         hint="export the tickets again, with their rows")
+        raise InputError(
+            f"the export {path} holds no rows" + (f" ({bad} unreadable record(s))" if bad else ""),
+            hint="export the tickets again, with their rows",
+        )
     plans = []
     for cid, col in criteria.items():
         if not counts[cid]:
-            raise InputError(f"column {col!r} (criterion {cid!r}) is empty in all {rows} row(s) of {path}",
-                             hint="name the column that holds this decision: --criteria ID=COLUMN")
+            raise InputError(
+                f"column {col!r} (criterion {cid!r}) is empty in all {rows} row(s) of {path}",
+                hint="name the column that holds this decision: --criteria ID=COLUMN",
+            )
         plans.append(_criterion(cid, col, counts[cid], spelled[cid], empty[cid], min_count))
     plan = PackPlan(str(path), slug(name or path.stem) or "team", rows, bad, no_text, plans, export.notice)
     plan.text = render(plan)
@@ -176,14 +188,17 @@ def plan_pack(
     return plan
 
 
-def _criterion(cid: str, col: str, counts: Counter[str], spelled: dict[str, Counter[str]], empty: int, min_count: int) -> CriterionPlan:
+def _criterion(
+    cid: str, col: str, counts: Counter[str], spelled: dict[str, Counter[str]], empty: int, min_count: int
+) -> CriterionPlan:
     ranked = counts.most_common()
     keep = [(k, n) for k, n in ranked if n >= min_count and k != OTHER][: len(LETTERS) - 1]
     kept = {k for k, _ in keep}
     merged = [(spelled[k].most_common(1)[0][0], n) for k, n in ranked if k not in kept]
     if len(keep) + (1 if merged else 0) < 2:
         raise InputError(
-            f"column {col!r} (criterion {cid!r}) has {len(counts)} value(s), and only {len(keep)} seen at least {min_count} times; "
+            f"column {col!r} (criterion {cid!r}) has {len(counts)} value(s), "
+            f"and only {len(keep)} seen at least {min_count} times; "
             "a criterion needs two options or more",
             hint="lower --min-count, or choose a column with more than one value",
         )
@@ -224,7 +239,8 @@ def render(plan: PackPlan) -> str:
         lines += [
             "",
             "[[criterion]]",
-            f"# from column {_q(c.column)}: {c.distinct} value(s) in {c.labelled} labelled row(s), {c.empty} row(s) without one",
+            f"# from column {_q(c.column)}: {c.distinct} value(s) in {c.labelled} labelled row(s), "
+            f"{c.empty} row(s) without one",
             f"id = {_q(c.id)}",
             f"question = {_q(c.question)}  # review: the question the model answers",
         ]
@@ -232,7 +248,9 @@ def render(plan: PackPlan) -> str:
             share = 100.0 * o.count / c.labelled
             lines += ["", "[[criterion.options]]"]
             if o.merged:
-                shown = ", ".join(f"{v} ({n})" for v, n in o.merged[:12]) + (f" and {len(o.merged) - 12} more" if len(o.merged) > 12 else "")
+                shown = ", ".join(f"{v} ({n})" for v, n in o.merged[:12]) + (
+                    f" and {len(o.merged) - 12} more" if len(o.merged) > 12 else ""
+                )
                 lines.append(f"# {o.count} row(s) ({share:.1f}%), {len(o.merged)} rare value(s) merged: {shown}")
                 lines.append("# review: keep them together, or give a frequent one an option of its own")
             else:
@@ -256,7 +274,9 @@ def write_pack(plan: PackPlan, output: str | Path, *, force: bool = False) -> Pa
 
     out = Path(output).expanduser()
     if out.exists() and not force:
-        raise InputError(f"{out} already exists; nothing written", hint="choose another -o file, or pass --force to replace it")
+        raise InputError(
+            f"{out} already exists; nothing written", hint="choose another -o file, or pass --force to replace it"
+        )
     if out.is_dir():
         raise InputError(f"{out} is a directory; name the pack file, e.g. -o {out / 'team.toml'}")
     return write_text_atomic(out, plan.text)

@@ -30,7 +30,13 @@ from triage.errors import InputError
 Format = Literal["csv", "jsonl", "json", "parquet"]
 FORMATS: tuple[Format, ...] = ("csv", "jsonl", "json", "parquet")
 SUFFIXES: dict[str, Format] = {
-    ".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet", ".pq": "parquet",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "json",
+    ".parquet": "parquet",
+    ".pq": "parquet",
 }
 MAX_CELL = 8 * 1024 * 1024  # characters in one cell; see the module docstring
 CHUNK = 1 << 20
@@ -254,7 +260,8 @@ def _csv_records(path: Path, encoding: str, delimiter: str) -> Iterator[Record]:
             line = reader.line_num
             if "field larger than field limit" in str(exc):
                 raise InputError(
-                    f"{path} line {line}: a cell is larger than {MAX_CELL // (1024 * 1024)} MiB (triage's limit for one cell)",
+                    f"{path} line {line}: a cell is larger than {MAX_CELL // (1024 * 1024)} MiB "
+                    "(triage's limit for one cell)",
                     hint="cut that cell (the model reads a few thousand tokens of a ticket at most) or remove the row",
                 ) from None
             raise InputError(f"{path} line {line}: not valid CSV ({exc})") from None
@@ -282,8 +289,11 @@ def _jsonl_records(path: Path, encoding: str) -> Iterator[Record]:
                 continue
             n += 1
             if len(raw) > MAX_CELL:
-                raise InputError(f"{path} line {line_no} is larger than {MAX_CELL // (1024 * 1024)} MiB (triage's limit for one record)",
-                                 hint="cut that ticket's text or remove the line")
+                raise InputError(
+                    f"{path} line {line_no} is larger than {MAX_CELL // (1024 * 1024)} MiB "
+                    "(triage's limit for one record)",
+                    hint="cut that ticket's text or remove the line",
+                )
             try:
                 obj = json.loads(raw)
             except json.JSONDecodeError as exc:
@@ -320,7 +330,10 @@ def _json_array_records(path: Path, encoding: str) -> Iterator[Record]:
                 if eof:
                     raise InputError(f"{path} element {n + 1}: {_json_error(exc)}") from None
                 if len(buf) - pos > MAX_CELL:
-                    raise InputError(f"{path} element {n + 1} is larger than {MAX_CELL // (1024 * 1024)} MiB (triage's limit for one record)")
+                    raise InputError(
+                        f"{path} element {n + 1} is larger than {MAX_CELL // (1024 * 1024)} MiB "
+                        "(triage's limit for one record)"
+                    ) from exc
                 more = fh.read(CHUNK)
                 buf, pos, eof = buf[pos:] + more, 0, not more
                 continue

@@ -53,5 +53,7 @@ class Unmapped:
         c = self.counts.get(criterion.id, Counter())
         shown = ", ".join(f"{v!r} ({n})" for v, n in c.most_common(SHOW_UNMAPPED))
         more = f" and {len(c) - SHOW_UNMAPPED} more" if len(c) > SHOW_UNMAPPED else ""
-        return (f"{sum(c.values())} row(s) of column {column!r} match no option of {criterion.id!r}: {shown}{more} "
-                f"(options: {', '.join(o.id for o in criterion.options)})")
+        return (
+            f"{sum(c.values())} row(s) of column {column!r} match no option of {criterion.id!r}: {shown}{more} "
+            f"(options: {', '.join(o.id for o in criterion.options)})"
+        )

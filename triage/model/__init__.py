@@ -1,1 +1,2 @@
-"""The model: llama.cpp through its C API, GGUF files, the catalog and its verified downloads, resolving and loading, the build check."""
+"""The model: llama.cpp through its C API, GGUF files, the catalog and its verified downloads, resolving and
+loading, the build check."""

@@ -80,7 +80,10 @@ class BuildCheckResult:
 
     def summary(self) -> str:
         """The one-line success message (plus a note when the machine was busy)."""
-        line = f"llama.cpp decodes on this CPU (model {self.model}, {self.tokens} tokens in {self.eval_ms:.0f} ms; load {self.load_ms:.0f} ms; llama-cpp-python {self.llama_cpp_version})"
+        line = (
+            f"llama.cpp decodes on this CPU (model {self.model}, {self.tokens} tokens in "
+            f"{self.eval_ms:.0f} ms; load {self.load_ms:.0f} ms; llama-cpp-python {self.llama_cpp_version})"
+        )
         if self.busy is not None and self.busy >= BUSY:
             # llama.cpp's threads spin: with other work on the cores, timings mean little.
             line += f"\n  note: the CPU was {self.busy:.0%} busy with other work; the timing is not representative"
@@ -112,36 +115,57 @@ def check_decode(model_path: Path, model_name: str, *, timeout: float = TIMEOUT)
     cmd = [sys.executable, "-c", _CHILD, str(model_path), PROMPT]
     busy = cpu_busy()
     try:
-        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace", timeout=timeout, check=False)
+        proc = subprocess.run(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
-        raise TriageError(f"llama.cpp did not finish decoding {model_name} within {timeout:.0f} s", hint="is the machine busy? (see `uptime`)") from None
+        raise TriageError(
+            f"llama.cpp did not finish decoding {model_name} within {timeout:.0f} s",
+            hint="is the machine busy? (see `uptime`)",
+        ) from None
     rebuild = "delete the llama-cpp-python wheel in ~/.cache/triage-build and run ./scripts/setup again"
     if proc.returncode < 0:
         sig = -proc.returncode
         if sig == signal.SIGILL:
             raise TriageError(
-                "llama.cpp crashed with SIGILL (illegal instruction): this llama-cpp-python build uses CPU instructions this CPU lacks",
+                "llama.cpp crashed with SIGILL (illegal instruction): this "
+                "llama-cpp-python build uses CPU instructions this CPU lacks",
                 hint=f"rebuild it for this CPU: {rebuild}",
             )
-        raise TriageError(f"llama.cpp died with {_signal_name(sig)} while decoding {model_name}", hint=f"if this repeats, {rebuild}")
+        raise TriageError(
+            f"llama.cpp died with {_signal_name(sig)} while decoding {model_name}", hint=f"if this repeats, {rebuild}"
+        )
     if proc.returncode != 0:
         tail = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()][-3:]
         if any("No module named 'llama_cpp'" in ln for ln in tail):
             raise TriageError(f"llama-cpp-python is not installed in {sys.executable}", hint="run ./scripts/setup")
-        raise TriageError(f"llama.cpp failed to load or decode {model_name} (exit {proc.returncode}): {' | '.join(tail) or 'no message'}")
+        raise TriageError(
+            f"llama.cpp failed to load or decode {model_name} (exit "
+            f"{proc.returncode}): {' | '.join(tail) or 'no message'}"
+        )
     try:
         data = json.loads(proc.stdout.strip().splitlines()[-1])
     except (IndexError, json.JSONDecodeError):
         raise TriageError(f"the decode check printed nothing usable: {proc.stdout[-200:]!r}") from None
     if not data.get("finite"):
         raise TriageError(f"llama.cpp decoded {model_name} but produced NaN or infinite logits", hint=rebuild)
-    return BuildCheckResult(model_name, int(data["tokens"]), float(data["load_ms"]), float(data["eval_ms"]), str(data["version"]), busy)
+    return BuildCheckResult(
+        model_name, int(data["tokens"]), float(data["load_ms"]), float(data["eval_ms"]), str(data["version"]), busy
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of ``python -m triage.model.buildcheck [NAME|PATH]``."""
     parser = argparse.ArgumentParser(prog="python -m triage.model.buildcheck", description=__doc__.splitlines()[0])
-    parser.add_argument("model", nargs="?", metavar="NAME|PATH", help="model to decode with (default: the one triage would pick)")
+    parser.add_argument(
+        "model", nargs="?", metavar="NAME|PATH", help="model to decode with (default: the one triage would pick)"
+    )
     args = parser.parse_args(argv)
     from triage.model.resolve import resolve_model
 

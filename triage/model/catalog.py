@@ -81,7 +81,6 @@ class CatalogEntry:
         first, last = self.wheels[0], self.wheels[-1]
         return f"PyPI wheels {first.requirement} .. {last.requirement} ({len(self.wheels)} parts, concatenated)"
 
-
     @property
     def short_source(self) -> str:
         """Where the file comes from, in a few words (for tables)."""
@@ -171,7 +170,9 @@ def _parse_entry(name: str, table: dict[str, Any], where: str) -> CatalogEntry:
             w = f"{where}: wheels[{i}]"
             if not isinstance(item, dict):
                 raise CatalogError(f"{w} must be a table with package, version and member")
-            parts.append(WheelPart(_need(item, "package", str, w), _need(item, "version", str, w), _need(item, "member", str, w)))
+            parts.append(
+                WheelPart(_need(item, "package", str, w), _need(item, "version", str, w), _need(item, "member", str, w))
+            )
         wheels = tuple(parts)
     else:
         repo = _need(table, "repo", str, where)

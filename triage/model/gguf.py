@@ -203,7 +203,8 @@ class _Cursor:
 
     def _short(self, what: str) -> CorruptGGUFError:
         return CorruptGGUFError(
-            f"{self.path} is a truncated or corrupt GGUF: its header ends early (while reading {what} at byte {self.pos} of {self.end})",
+            f"{self.path} is a truncated or corrupt GGUF: its header ends "
+            f"early (while reading {what} at byte {self.pos} of {self.end})",
             hint="download the model again",
         )
 
@@ -245,7 +246,9 @@ def _read_value(cur: _Cursor, vtype: int, key: str) -> Any:
         etype = cur.u32(f"the element type of {key!r}")
         count = cur.u64(f"the length of {key!r}")
         if count > cur.end:
-            raise CorruptGGUFError(f"{cur.path} is a corrupt GGUF: array {key!r} claims {count} elements", hint="download the model again")
+            raise CorruptGGUFError(
+                f"{cur.path} is a corrupt GGUF: array {key!r} claims {count} elements", hint="download the model again"
+            )
         if etype in _SCALAR and count > SMALL_ARRAY:
             cur.skip(_SCALAR[etype].size * count, f"the elements of {key!r}")
             return ArraySummary(etype, count)
@@ -267,7 +270,10 @@ def _read_value(cur: _Cursor, vtype: int, key: str) -> Any:
                 _read_value(cur, _ARRAY, key)
             return ArraySummary(etype, count)
         return [_read_value(cur, etype, key) for _ in range(count)]
-    raise CorruptGGUFError(f"{cur.path} is a corrupt GGUF: metadata key {key!r} has unknown value type {vtype}", hint="download the model again")
+    raise CorruptGGUFError(
+        f"{cur.path} is a corrupt GGUF: metadata key {key!r} has unknown value type {vtype}",
+        hint="download the model again",
+    )
 
 
 def _tensor_nbytes(shape: tuple[int, ...], ggml_type: int) -> int | None:
@@ -326,7 +332,10 @@ def read_gguf_info(path: str | os.PathLike[str]) -> GGUFInfo:
         if head[:4] != MAGIC:
             raise NotGGUFError(f"{path} is not a GGUF model file: {_describe_start(head)}")
         if size < 24:
-            raise CorruptGGUFError(f"{path} is a truncated GGUF: only {size} bytes, less than a GGUF header", hint="download the model again")
+            raise CorruptGGUFError(
+                f"{path} is a truncated GGUF: only {size} bytes, less than a GGUF header",
+                hint="download the model again",
+            )
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
             return _parse(buf, path, size)
 
@@ -336,14 +345,26 @@ def _parse(buf: mmap.mmap, path: Path, size: int) -> GGUFInfo:
     cur.skip(4, "the magic")
     version = cur.u32("the version")
     if version not in SUPPORTED_VERSIONS:
-        hint = "convert it again with a current llama.cpp" if version < 2 else "this file may be newer than triage; update triage"
+        hint = (
+            "convert it again with a current llama.cpp"
+            if version < 2
+            else "this file may be newer than triage; update triage"
+        )
         if version > 0xFFFF:
-            raise CorruptGGUFError(f"{path} is a corrupt GGUF: version field is {version}", hint="download the model again")
-        raise UnsupportedGGUFVersionError(f"{path} is GGUF version {version}; triage reads versions {', '.join(map(str, SUPPORTED_VERSIONS))}", hint=hint)
+            raise CorruptGGUFError(
+                f"{path} is a corrupt GGUF: version field is {version}", hint="download the model again"
+            )
+        raise UnsupportedGGUFVersionError(
+            f"{path} is GGUF version {version}; triage reads versions {', '.join(map(str, SUPPORTED_VERSIONS))}",
+            hint=hint,
+        )
     n_tensors = cur.u64("the tensor count")
     n_kv = cur.u64("the metadata count")
     if n_tensors > _MAX_COUNT or n_kv > _MAX_COUNT:
-        raise CorruptGGUFError(f"{path} is a corrupt GGUF: it claims {n_tensors} tensors and {n_kv} metadata keys", hint="download the model again")
+        raise CorruptGGUFError(
+            f"{path} is a corrupt GGUF: it claims {n_tensors} tensors and {n_kv} metadata keys",
+            hint="download the model again",
+        )
 
     metadata: dict[str, Any] = {}
     for i in range(n_kv):
@@ -357,7 +378,9 @@ def _parse(buf: mmap.mmap, path: Path, size: int) -> GGUFInfo:
         name = cur.string(f"the name of tensor #{i}")
         n_dims = cur.u32(f"the rank of tensor {name!r}")
         if n_dims == 0 or n_dims > MAX_DIMS:
-            raise CorruptGGUFError(f"{path} is a corrupt GGUF: tensor {name!r} has {n_dims} dimensions", hint="download the model again")
+            raise CorruptGGUFError(
+                f"{path} is a corrupt GGUF: tensor {name!r} has {n_dims} dimensions", hint="download the model again"
+            )
         shape = tuple(cur.u64(f"the shape of tensor {name!r}") for _ in range(n_dims))
         ggml_type = cur.u32(f"the type of tensor {name!r}")
         offset = cur.u64(f"the offset of tensor {name!r}")
@@ -368,7 +391,10 @@ def _parse(buf: mmap.mmap, path: Path, size: int) -> GGUFInfo:
 
     alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
     if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
-        raise CorruptGGUFError(f"{path} is a corrupt GGUF: general.alignment is {alignment!r}, not a power of two", hint="download the model again")
+        raise CorruptGGUFError(
+            f"{path} is a corrupt GGUF: general.alignment is {alignment!r}, not a power of two",
+            hint="download the model again",
+        )
     # The tensor data starts at the first multiple of the alignment after the header.
     data_offset = (cur.pos + alignment - 1) // alignment * alignment
     # A tensor of unknown type still has to start inside the file.
@@ -377,7 +403,8 @@ def _parse(buf: mmap.mmap, path: Path, size: int) -> GGUFInfo:
     if size < expected:
         missing = expected - size
         raise TruncatedGGUFError(
-            f"{path} is a truncated GGUF: its tensors need at least {expected:,} bytes but the file has {size:,} ({missing:,} missing)",
+            f"{path} is a truncated GGUF: its tensors need at least "
+            f"{expected:,} bytes but the file has {size:,} ({missing:,} missing)",
             hint="the download was probably cut short; download the model again",
         )
     return GGUFInfo(

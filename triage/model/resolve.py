@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from triage.model.catalog import Catalog, CatalogEntry, load_catalog
 from triage.errors import InputError, TriageError
-from triage.store.files import write_text_atomic
-from triage.model.gguf import GGUFInfo, read_gguf_info
+from triage.model.catalog import Catalog, CatalogEntry, load_catalog
 from triage.model.digest import sha256_file
+from triage.model.gguf import GGUFInfo, read_gguf_info
 from triage.model.modelstore import inspect_installed, pull_command, verify_installed
+from triage.store.files import write_text_atomic
 from triage.store.paths import user_dirs
 
 ENV_VAR = "TRIAGE_MODEL"
@@ -55,7 +55,13 @@ class ModelRef:
 
 
 def _looks_like_path(spec: str) -> bool:
-    return os.sep in spec or (os.altsep is not None and os.altsep in spec) or spec.lower().endswith(".gguf") or spec.startswith(("~", ".")) or Path(spec).exists()
+    return (
+        os.sep in spec
+        or (os.altsep is not None and os.altsep in spec)
+        or spec.lower().endswith(".gguf")
+        or spec.startswith(("~", "."))
+        or Path(spec).exists()
+    )
 
 
 def _catalog_ref(entry: CatalogEntry, catalog: Catalog, notice: str | None = None) -> ModelRef:
@@ -68,7 +74,10 @@ def _catalog_ref(entry: CatalogEntry, catalog: Catalog, notice: str | None = Non
     if state.state == "changed":  # modified since it was hashed: hash it again before trusting its sha256
         state = verify_installed(entry)  # a mismatch raises, naming both hashes
     if not state.ok:
-        raise TriageError(f"model {entry.name} cannot be used: {state.problem}", hint=f"run `{pull_command(entry.name)}` to download and verify it again")
+        raise TriageError(
+            f"model {entry.name} cannot be used: {state.problem}",
+            hint=f"run `{pull_command(entry.name)}` to download and verify it again",
+        )
     assert state.sha256 is not None
     return ModelRef(entry.name, state.path, state.sha256, "catalog", entry.name != catalog.default, notice)
 
@@ -87,7 +96,10 @@ def _is_product_model(info: GGUFInfo) -> bool:
 def _path_ref(spec: str, origin: str) -> ModelRef:
     path = Path(spec).expanduser()
     if not path.exists():
-        raise InputError(f"{origin}: model file {path} does not exist", hint="give a .gguf path, or a catalog name (see `triage model list`)")
+        raise InputError(
+            f"{origin}: model file {path} does not exist",
+            hint="give a .gguf path, or a catalog name (see `triage model list`)",
+        )
     if path.is_dir():
         raise InputError(f"{origin}: {path} is a directory, not a .gguf model file")
     info = read_gguf_info(path)  # raises a specific InputError for non-GGUF, truncated, corrupt
@@ -147,13 +159,17 @@ def resolve_model(requested: str | None = None, *, config: dict[str, Any] | None
         if inspect_installed(entry).present:
             notice = (
                 f"using stand-in model {entry.name} because {default.name} is not installed; "
-                f"get it with `{pull_command(default.name)}` (needs Hugging Face) or pass --model PATH to {default.file or 'its .gguf'}"
+                f"get it with `{pull_command(default.name)}` (needs Hugging "
+                f"Face) or pass --model PATH to {default.file or 'its .gguf'}"
             )
             return _catalog_ref(entry, catalog, notice)
     best = catalog.stand_ins()[0].name if catalog.stand_ins() else default.name
     raise NoModelError(
         "no model is installed",
-        hint=f"install one with `{pull_command(default.name)}`, or without Hugging Face access `{pull_command(best)}`; or pass --model PATH",
+        hint=(
+            f"install one with `{pull_command(default.name)}`, or without "
+            f"Hugging Face access `{pull_command(best)}`; or pass --model PATH"
+        ),
     )
 
 

@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from triage.scoring.debias import log_normalize
 from triage.errors import InputError
+from triage.scoring.debias import log_normalize
+from triage.scoring.options import DEFAULT_READOUT
 from triage.store.bounded import Bounded, loads_json, read_bounded, set_aside
 from triage.store.files import write_json_atomic
 from triage.store.paths import user_dirs
-from triage.scoring.options import DEFAULT_READOUT
 
 SCHEMA = "triage.calibration/1"
 log = logging.getLogger(__name__)
@@ -111,7 +111,10 @@ def read_calibration(path: str | Path) -> Calibration:
     try:
         raw = read_bounded(path, MAX_CALIBRATION_BYTES)
     except FileNotFoundError:
-        raise InputError(f"calibration file {path} does not exist", hint="make one with `triage calibrate TRAIN.jsonl --pack PACK -o CAL.json`") from None
+        raise InputError(
+            f"calibration file {path} does not exist",
+            hint="make one with `triage calibrate TRAIN.jsonl --pack PACK -o CAL.json`",
+        ) from None
     except IsADirectoryError:
         raise InputError(f"calibration path {path} is a directory; pass the .json file itself") from None
     except Bounded as exc:
@@ -134,9 +137,14 @@ def read_calibration(path: str | Path) -> Calibration:
             for k, v in data["criteria"].items()
         }
         return Calibration(
-            str(data["model_sha256"]), str(data["pack_hash"]), str(data["prompt_format"]),
+            str(data["model_sha256"]),
+            str(data["pack_hash"]),
+            str(data["prompt_format"]),
             str(data.get("orderings", "cyclic")),
-            bool(data.get("prior", False)), crits, name=path.name, report=data.get("report", {}),
+            bool(data.get("prior", False)),
+            crits,
+            name=path.name,
+            report=data.get("report", {}),
         )
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise DamagedCalibration(f"calibration file {path} is malformed: {exc}") from None
@@ -174,7 +182,10 @@ def load_calibration(path: str | Path, *, engine: Any, pack: Any, readout: str =
     cal = read_calibration(path)
     why = check_match(cal, model_sha256=engine.sha256, pack_hash=pack.hash, prompt_format=engine.format_for(readout).id)
     if why:
-        raise InputError(f"calibration {path} was fitted for another setup: {why}", hint="re-run `triage calibrate` for this model and pack, or leave out --calibration")
+        raise InputError(
+            f"calibration {path} was fitted for another setup: {why}",
+            hint="re-run `triage calibrate` for this model and pack, or leave out --calibration",
+        )
     cal._option_ids = {c.id: [o.id for o in c.options] for c in pack.criteria}
     return cal
 
@@ -201,7 +212,15 @@ class FitOutcome:
         return {k: v for k, v in self.__dict__.items()}
 
 
-def _objective(theta: np.ndarray, x: np.ndarray, onehot: np.ndarray, w: np.ndarray, free: np.ndarray, l2_bias: float, l2_log_t: float) -> tuple[float, np.ndarray, np.ndarray]:
+def _objective(
+    theta: np.ndarray,
+    x: np.ndarray,
+    onehot: np.ndarray,
+    w: np.ndarray,
+    free: np.ndarray,
+    l2_bias: float,
+    l2_log_t: float,
+) -> tuple[float, np.ndarray, np.ndarray]:
     """Penalised NLL, its gradient and Hessian in theta = [u, b_free...]; T = exp(u)."""
     n, k = x.shape
     u = theta[0]
@@ -358,7 +377,9 @@ def fit_criterion(
             )
             return out
         out.frozen = short
-        out.warnings.append(f"criterion {criterion.id!r}: {detail} label(s) (< {min_per_option}); their biases are held at 0")
+        out.warnings.append(
+            f"criterion {criterion.id!r}: {detail} label(s) (< {min_per_option}); their biases are held at 0"
+        )
     frozen = [ids.index(o) for o in out.frozen]
     x = np.asarray(logprobs, dtype=np.float64).reshape(-1, k)
     if weighting not in ("none", "balanced"):
@@ -375,13 +396,18 @@ def fit_criterion(
         fit_rows = ~held
         if held.sum() >= 10 and fit_rows.sum() >= 2 * k:
             y_fit = [y[i] for i in np.flatnonzero(fit_rows)]
-            t_h, b_h = fit_vector_scaling(x[fit_rows], y_fit, l2_bias=l2_bias, l2_log_t=l2_log_t, frozen=frozen, weights=weights(y_fit))
+            t_h, b_h = fit_vector_scaling(
+                x[fit_rows], y_fit, l2_bias=l2_bias, l2_log_t=l2_log_t, frozen=frozen, weights=weights(y_fit)
+            )
             yh = [y[i] for i in np.flatnonzero(held)]
             before = _quality(x[held], yh, k)
             after = _quality(apply_vector_scaling(x[held], t_h, b_h), yh, k)
             out.holdout = {"n": int(held.sum()), "fit_n": int(fit_rows.sum()), "before": before, "after": after}
             if after["nll"] > before["nll"]:
-                out.warnings.append(f"criterion {criterion.id!r}: the fit did not lower NLL on the holdout ({before['nll']:.3f} → {after['nll']:.3f})")
+                out.warnings.append(
+                    f"criterion {criterion.id!r}: the fit did not lower NLL on "
+                    f"the holdout ({before['nll']:.3f} → {after['nll']:.3f})"
+                )
         else:
             out.warnings.append(f"criterion {criterion.id!r}: too few rows for a holdout check ({len(y)})")
     t, b = fit_vector_scaling(x, y, l2_bias=l2_bias, l2_log_t=l2_log_t, frozen=frozen, weights=weights(y))
@@ -417,10 +443,24 @@ def fit_calibration(
         (calibration, per-criterion outcomes).
     """
     outcomes = [fit_criterion(c, logprobs[c.id], labels[c.id], row_ids, **fit_kw) for c in pack.criteria]
-    crits = {o.criterion: CriterionCalibration(o.temperature, o.bias) for o in outcomes if o.refused is None and o.temperature is not None and o.bias is not None}
+    crits = {
+        o.criterion: CriterionCalibration(o.temperature, o.bias)
+        for o in outcomes
+        if o.refused is None and o.temperature is not None and o.bias is not None
+    }
     cal = Calibration(
-        model_sha256, pack.hash, prompt_format, orderings, prior, crits, name=name,
-        report={"n": len(row_ids), "settings": {k: v for k, v in fit_kw.items()}, "criteria": [o.to_dict() for o in outcomes]},
+        model_sha256,
+        pack.hash,
+        prompt_format,
+        orderings,
+        prior,
+        crits,
+        name=name,
+        report={
+            "n": len(row_ids),
+            "settings": {k: v for k, v in fit_kw.items()},
+            "criteria": [o.to_dict() for o in outcomes],
+        },
     )
     cal._option_ids = {c.id: [o.id for o in c.options] for c in pack.criteria}
     return cal, outcomes
@@ -446,8 +486,13 @@ def write_calibration(cal: Calibration, path: str | Path) -> Path:
 
 
 def store_calibration(cal: Calibration) -> Path:
-    """Save ``cal`` in :func:`calibrations_dir` under :func:`stored_name` (replacing an older one)."""
-    return write_calibration(cal, calibrations_dir() / stored_name(cal.model_sha256, cal.pack_hash, cal.prompt_format))
+    """Save ``cal`` in :func:`calibrations_dir` under :func:`stored_name`; the one it replaces is kept as ``.prev``."""
+    import shutil
+
+    path = calibrations_dir() / stored_name(cal.model_sha256, cal.pack_hash, cal.prompt_format)
+    if path.exists():
+        shutil.copy2(path, path.with_name(path.name + ".prev"))
+    return write_calibration(cal, path)
 
 
 def find_calibration(
@@ -488,7 +533,9 @@ def _mtime(path: Path) -> float:
         return 0.0
 
 
-def auto_calibration(engine: Any, pack: Any, readout: str = DEFAULT_READOUT, notice: Callable[[str], None] | None = None) -> Calibration | None:
+def auto_calibration(
+    engine: Any, pack: Any, readout: str = DEFAULT_READOUT, notice: Callable[[str], None] | None = None
+) -> Calibration | None:
     """The stored calibration for this engine, pack and readout, loaded and checked, or None.
 
     What ``triage score`` and the TUI call when no ``--calibration`` is given.
@@ -506,5 +553,7 @@ def check_options(cal: Calibration, *, orderings: str, prior: bool) -> str | Non
     if cal.orderings != orderings:
         problems.append(f"fitted on orderings={cal.orderings}, scoring with orderings={orderings}")
     if cal.prior != prior:
-        problems.append(f"fitted {'with' if cal.prior else 'without'} the prior, scoring {'with' if prior else 'without'} it")
+        problems.append(
+            f"fitted {'with' if cal.prior else 'without'} the prior, scoring {'with' if prior else 'without'} it"
+        )
     return "; ".join(problems) or None

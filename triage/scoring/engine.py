@@ -35,7 +35,8 @@ from triage.errors import TriageError
 from triage.model.digest import sha256_file
 from triage.model.native import Cancelled, NativeModel
 from triage.scoring.decide import Calibration, Decider
-from triage.scoring.head import Head, check_match as check_head, feature_ids
+from triage.scoring.head import Head, feature_ids
+from triage.scoring.head import check_match as check_head
 from triage.scoring.options import DEFAULT_MODE, DEFAULT_READOUT, ScoreOptions
 from triage.scoring.pack import Pack
 from triage.scoring.prior import PRIOR_TEXT, Prior, Priors
@@ -49,8 +50,17 @@ from triage.scoring.ticket import Ticket, make_ticket
 from triage.scoring.tokenizer import NativeTokenizer
 
 __all__ = [  # re-exported: callers import the events, options and defaults from here
-    "DEFAULT_MODE", "DEFAULT_N_CTX", "PRIOR_TEXT", "Calibration", "CriterionScored", "Engine", "Prefilled",
-    "ScoreEvent", "ScoreOptions", "StableStore", "TicketScored",
+    "DEFAULT_MODE",
+    "DEFAULT_N_CTX",
+    "PRIOR_TEXT",
+    "Calibration",
+    "CriterionScored",
+    "Engine",
+    "Prefilled",
+    "ScoreEvent",
+    "ScoreOptions",
+    "StableStore",
+    "TicketScored",
 ]
 
 DEFAULT_N_CTX = 4096
@@ -162,8 +172,11 @@ class Engine:
 
     def stable_parts(self, pack: Pack, kind: str = DEFAULT_READOUT) -> dict[str, str]:
         """What identifies the stable block, by name (for saying what changed)."""
-        return {"model": f"{self.name} ({self.sha256[:12]})", "prompt format": self.format_for(kind).id,
-                "pack": f"{pack.name} v{pack.version} ({pack.hash})"}
+        return {
+            "model": f"{self.name} ({self.sha256[:12]})",
+            "prompt format": self.format_for(kind).id,
+            "pack": f"{pack.name} v{pack.version} ({pack.hash})",
+        }
 
     @property
     def stable_store(self) -> StableStore | None:
@@ -209,10 +222,12 @@ class Engine:
         decider = Decider(pack, self.tokenizer, prior, calibration, head)
         with self._lock:
             run = self._start(ticket, pack, options, (decider, features))
-            run.stop = cancel or run.stop
+            run.stop = cancel
             yield from self._run(run, ticket, (pack, options), schedule)
 
-    def score_ticket(self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None = None, **kw: Any) -> TicketResult:
+    def score_ticket(
+        self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None = None, **kw: Any
+    ) -> TicketResult:
         """Score one ticket and return only the final result."""
         return self._scored(ticket, pack, options, **kw).result
 
@@ -227,7 +242,10 @@ class Engine:
         return done.result, done.readouts
 
     def readouts_and_features(
-        self, ticket: Ticket | str, pack: Pack, options: ScoreOptions,
+        self,
+        ticket: Ticket | str,
+        pack: Pack,
+        options: ScoreOptions,
     ) -> tuple[TicketResult, RawReadouts, dict[str, np.ndarray]]:
         """:meth:`raw_readouts`, plus each criterion's answer-position features (label readout only).
 
@@ -282,8 +300,14 @@ class Engine:
         # the features cost a gather: only when a head or the caller reads them
         reader = reader.with_features(self.feature_ids if head is not None or want_features else None)
         store = self.resident.store
-        run = Run(prompts, reader, replace(decider, head=head), lambda: False, self.stable_key(pack, kind),
-                  stable_note=store.note_change(self.stable_parts(pack, kind)) if store is not None else None)
+        run = Run(
+            prompts,
+            reader,
+            replace(decider, head=head),
+            None,
+            self.stable_key(pack, kind),
+            stable_note=store.note_change(self.stable_parts(pack, kind)) if store is not None else None,
+        )
         run.tokens = Tokens(
             prefix=len(prompts.prefix),
             stable=len(prompts.stable),

@@ -131,15 +131,21 @@ def choose_fits(
         else:
             try:
                 calibration = auto_calibration(  # a damaged stored file is moved aside, and said
-                    model, pack, options.readout, notice=lambda line: notes.append(FitNote("calibration", line)))
+                    model, pack, options.readout, notice=lambda line: notes.append(FitNote("calibration", line))
+                )
             except InputError as exc:  # a stored file that matched by name but cannot be used
                 notes.append(FitNote("calibration", f"stored calibration not applied: {exc.message}"))
         if calibration is not None:
-            why = None if any_base else check_options(
-                calibration, orderings=options.effective_orderings, prior=options.prior)
+            why = (
+                None
+                if any_base
+                else check_options(calibration, orderings=options.effective_orderings, prior=options.prior)
+            )
             if why and explicit:
-                raise InputError(f"calibration {explicit} does not fit these options: {why}",
-                                 hint="score with the options it was fitted on, or pass --no-calibration")
+                raise InputError(
+                    f"calibration {explicit} does not fit these options: {why}",
+                    hint="score with the options it was fitted on, or pass --no-calibration",
+                )
             if why:
                 notes.append(FitNote("calibration", f"stored calibration {calibration.name} not applied: {why}"))
                 calibration = None
@@ -165,10 +171,12 @@ def choose_fits(
         rest = [cid for cid in chosen if not head.covers(cid)]
         if learned and options.prior:
             notes.append(FitNote("head", "learned criteria read the raw readout; --prior applies to the others only"))
-        notes.append(FitNote(
-            "head",
-            f"applying learned head '{head.name}' to {', '.join(learned) or 'no chosen criterion'}"
-            + (f" (not learned: {', '.join(rest)})" if rest else ""),
-            applied=True,
-        ))
+        notes.append(
+            FitNote(
+                "head",
+                f"applying learned head '{head.name}' to {', '.join(learned) or 'no chosen criterion'}"
+                + (f" (not learned: {', '.join(rest)})" if rest else ""),
+                applied=True,
+            )
+        )
     return Fits(head, calibration, tuple(notes), head_path, calibration_path)

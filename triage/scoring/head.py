@@ -134,15 +134,20 @@ class Head:
             "pack_hash": self.pack_hash,
             "prompt_format": self.prompt_format,
             "features": {"kind": FEATURES, "n_vocab": self.n_vocab, "n_embd": self.n_embd, "count": self.n_features},
-            "criteria": [{"id": cid, "options": h.options, "classes": h.classes, **h.info} for cid, h in self.criteria.items()],
+            "criteria": [
+                {"id": cid, "options": h.options, "classes": h.classes, **h.info} for cid, h in self.criteria.items()
+            ],
             "name": self.name,
             "created": time.time(),
             "report": self.report,
         }
 
 
-def write_head(head: Head, path: str | Path) -> Path:
-    """Write ``head`` as ``.npz`` atomically (a temporary file renamed over ``path``)."""
+def write_head(head: Head, path: str | Path, *, backup: bool = False) -> Path:
+    """Write ``head`` as ``.npz`` atomically (a temporary file renamed over ``path``).
+
+    ``backup``: keep the file it replaces as ``NAME.prev`` (:func:`triage.store.outputs.replace_keeping_backup`).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     arrays: dict[str, np.ndarray] = {"meta": np.array(json.dumps(head.meta(), allow_nan=False, default=_plain))}
@@ -150,9 +155,17 @@ def write_head(head: Head, path: str | Path) -> Path:
         arrays[f"c{i}_coef"] = stored_weights(h.coef)
         arrays[f"c{i}_intercept"] = h.intercept.astype(np.float64)
     tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("wb") as fh:
-        np.savez_compressed(fh, **arrays)
-    tmp.replace(path)
+    try:
+        with tmp.open("wb") as fh:
+            np.savez_compressed(fh, **arrays)
+        if backup:
+            from triage.store.outputs import replace_keeping_backup
+
+            replace_keeping_backup(tmp, path)
+        else:
+            tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
 
 
@@ -203,7 +216,9 @@ def read_head(path: str | Path, *, shape: tuple[int, int] | None = None) -> Head
     """
     path = Path(path)
     if not path.is_file():
-        raise InputError(f"head file {path} does not exist", hint="make one with `triage learn LABELLED.jsonl --pack PACK`")
+        raise InputError(
+            f"head file {path} does not exist", hint="make one with `triage learn LABELLED.jsonl --pack PACK`"
+        )
     try:
         size = path.stat().st_size
         with path.open("rb") as fh:
@@ -223,8 +238,16 @@ def read_head(path: str | Path, *, shape: tuple[int, int] | None = None) -> Head
             return _read_archive(zf, path, shape)
     except (DamagedHead, InputError):
         raise
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, KeyError, NotImplementedError,
-            RuntimeError) as exc:
+    except (
+        OSError,
+        ValueError,
+        EOFError,
+        zipfile.BadZipFile,
+        zlib.error,
+        KeyError,
+        NotImplementedError,
+        RuntimeError,
+    ) as exc:
         raise DamagedHead(f"head file {path} cannot be read: {exc}", hint=damaged) from None
 
 
@@ -253,7 +276,10 @@ def _read_archive(zf: zipfile.ZipFile, path: Path, shape: tuple[int, int] | None
     try:
         feats = meta["features"]
         if feats["kind"] != FEATURES:
-            raise InputError(f"head file {path} uses features {feats['kind']!r}; this triage reads {FEATURES!r}", hint="run `triage learn` again")
+            raise InputError(
+                f"head file {path} uses features {feats['kind']!r}; this triage reads {FEATURES!r}",
+                hint="run `triage learn` again",
+            )
         n_vocab = _count(feats["n_vocab"], "n_vocab", MAX_N_VOCAB)
         n_embd = _count(feats["n_embd"], "n_embd", MAX_N_EMBD)
         if shape is not None and (n_vocab, n_embd) != tuple(shape):
@@ -284,15 +310,24 @@ def _read_archive(zf: zipfile.ZipFile, path: Path, shape: tuple[int, int] | None
                     )
             coef, icpt = _read_member(zf, f"c{i}_coef.npy"), _read_member(zf, f"c{i}_intercept.npy")
             if coef.dtype not in (np.float16, np.float32) or coef.shape != want or icpt.shape != (len(classes),):
-                raise ValueError(f"criterion {c['id']!r}: weights are {coef.shape} and {icpt.shape}, expected {want} and ({len(classes)},)")
+                raise ValueError(
+                    f"criterion {c['id']!r}: weights are {coef.shape} and "
+                    f"{icpt.shape}, expected {want} and ({len(classes)},)"
+                )
             if not (np.all(np.isfinite(coef)) and np.all(np.isfinite(icpt))):
                 raise ValueError(f"criterion {c['id']!r}: weights are not all finite")
             info_fields = {k: v for k, v in c.items() if k not in ("id", "options", "classes")}
             weights = coef.astype(np.float64), icpt.astype(np.float64)
             crits[str(c["id"])] = CriterionHead(options, classes, *weights, info_fields)
         return Head(
-            str(meta["model_sha256"]), str(meta["pack_hash"]), str(meta["prompt_format"]), n_vocab, n_embd, crits,
-            name=str(meta.get("name") or path.name), report=meta.get("report", {}),
+            str(meta["model_sha256"]),
+            str(meta["pack_hash"]),
+            str(meta["prompt_format"]),
+            n_vocab,
+            n_embd,
+            crits,
+            name=str(meta.get("name") or path.name),
+            report=meta.get("report", {}),
         )
     except InputError:
         raise
@@ -315,11 +350,16 @@ def _read_member(zf: zipfile.ZipFile, name: str) -> np.ndarray:
 
 def check_match(head: Head, *, engine: Any, pack: Any, readout: str = "label") -> str | None:
     """Why ``head`` does not fit this engine, pack and readout, or None when it does."""
-    keys = calibrate.check_match(head, model_sha256=engine.sha256, pack_hash=pack.hash, prompt_format=engine.format_for(readout).id)
+    keys = calibrate.check_match(
+        head, model_sha256=engine.sha256, pack_hash=pack.hash, prompt_format=engine.format_for(readout).id
+    )
     problems = [keys] if keys else []
     native = getattr(engine, "native", None)
     if native is not None and (head.n_vocab, head.n_embd) != (native.n_vocab, native.n_embd):
-        problems.append(f"features for vocabulary {head.n_vocab} × width {head.n_embd} ≠ the model's {native.n_vocab} × {native.n_embd}")
+        problems.append(
+            f"features for vocabulary {head.n_vocab} × width {head.n_embd} "
+            f"≠ the model's {native.n_vocab} × {native.n_embd}"
+        )
     if not problems:  # same pack hash: the options must match too
         by_id = {c.id: [o.id for o in c.options] for c in pack.criteria}
         for cid, h in head.criteria.items():
@@ -338,7 +378,10 @@ def load_head(path: str | Path, *, engine: Any, pack: Any, readout: str = "label
     head = read_head(path, shape=(native.n_vocab, native.n_embd) if native is not None else None)
     why = check_match(head, engine=engine, pack=pack, readout=readout)
     if why:
-        raise InputError(f"head {path} was learned for another setup: {why}", hint="run `triage learn` for this model and pack, or leave out --head")
+        raise InputError(
+            f"head {path} was learned for another setup: {why}",
+            hint="run `triage learn` for this model and pack, or leave out --head",
+        )
     return head
 
 
@@ -353,8 +396,10 @@ def stored_name(model_sha256: str, pack_hash: str, prompt_format: str) -> str:
 
 
 def store_head(head: Head) -> Path:
-    """Save ``head`` in :func:`heads_dir` under :func:`stored_name` (replacing an older one)."""
-    return write_head(head, heads_dir() / stored_name(head.model_sha256, head.pack_hash, head.prompt_format))
+    """Save ``head`` in :func:`heads_dir` under :func:`stored_name`; the one it replaces is kept as ``.prev``."""
+    return write_head(
+        head, heads_dir() / stored_name(head.model_sha256, head.pack_hash, head.prompt_format), backup=True
+    )
 
 
 @dataclass

@@ -85,7 +85,9 @@ class _RowSpaceLR:
         _, s, vt = np.linalg.svd(x, full_matrices=False)
         keep = s > s[0] * 1e-10 if len(s) else s > 0
         self.basis = vt[keep]  # (r, d)
-        lr = linear_model.LogisticRegression(C=self.c, class_weight="balanced", max_iter=5000, tol=1e-6, random_state=SEED)
+        lr = linear_model.LogisticRegression(
+            C=self.c, class_weight="balanced", max_iter=5000, tol=1e-6, random_state=SEED
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # convergence chatter on tiny folds; the CV score judges the fit
             lr.fit(x @ self.basis.T, y)
@@ -124,6 +126,18 @@ def _balanced_logloss(p: np.ndarray, y: np.ndarray, classes: Sequence[int]) -> f
     return float(np.mean([ll[idx == j].mean() for j in range(len(classes)) if np.any(idx == j)]))
 
 
+def worse_margin(n: int) -> float:
+    """How far below zero-shot a head's cross-validated balanced accuracy may fall before it is refused.
+
+    Five-fold CV on n rows is a noisy, slightly pessimistic estimate (each fold fits on 80% of the
+    rows): on airline's first 100 training rows a head cross-validated at 0.635 against zero-shot's
+    0.683 on the same rows (docs/quality.md, "Learning from the history", has its held-out figure).
+    One over the square root of n (0.1 at 100 rows, at least 0.05) keeps such a head and still
+    refuses a broken one (0.25 against 0.50).
+    """
+    return max(0.05, 1.0 / float(np.sqrt(max(n, 1))))
+
+
 def _balanced_accuracy(p: np.ndarray, y: np.ndarray, classes: Sequence[int]) -> float:
     idx = np.array([list(classes).index(int(t)) for t in y])
     pred = p.argmax(axis=1)
@@ -140,8 +154,12 @@ def fit_criterion(
     rare: str = "refuse",
     c_grid: Sequence[float] = C_GRID,
     folds: int = FOLDS,
+    force: bool = False,
 ) -> tuple[CriterionHead | None, LearnOutcome]:
     """Fit one criterion's head; (None, outcome naming why) when it cannot be learned.
+
+    A head whose cross-validated balanced accuracy is below the zero-shot readout's on the
+    same rows is refused (it would make the decisions worse), unless ``force``.
 
     Args:
         criterion: the pack's criterion.
@@ -153,6 +171,7 @@ def fit_criterion(
             learn the others and leave those options to the zero-shot readout.
         c_grid: candidate C values (inverse L2 strength), chosen by cross-validation.
         folds: cross-validation folds (fewer when the rarest learned option has fewer rows).
+        force: keep a head that cross-validates worse than zero-shot.
     """
     _, model_selection, _ = _sklearn()
     ids = [o.id for o in criterion.options]
@@ -163,17 +182,24 @@ def fit_criterion(
     if short:
         detail = ", ".join(f"{o} has {counts[o]}" for o in short)
         if rare != "backoff" or len(short) > len(ids) - 2:
-            out.refused = f"criterion {criterion.id!r} has too few labels to learn: {detail} (need at least {min_per_option} per option)"
+            out.refused = (
+                f"criterion {criterion.id!r} has too few labels to learn: "
+                f"{detail} (need at least {min_per_option} per option)"
+            )
             return None, out
         out.backoff = short
-        out.warnings.append(f"criterion {criterion.id!r}: {detail} label(s) (< {min_per_option}); left to the zero-shot readout")
+        out.warnings.append(
+            f"criterion {criterion.id!r}: {detail} label(s) (< {min_per_option}); left to the zero-shot readout"
+        )
     classes = [i for i, o in enumerate(ids) if o not in short]
     keep = np.isin(y_arr, classes)
     x = design(features, logprobs)[keep]
     yk = y_arr[keep]
     rarest = min(counts[ids[c]] for c in classes)
     if rarest < 2:  # nothing to cross-validate with (min_per_option below 2): the middle of the grid, and say so
-        out.warnings.append(f"criterion {criterion.id!r}: an option has a single label, so C is not cross-validated (C = {DEFAULT_C:g})")
+        out.warnings.append(
+            f"criterion {criterion.id!r}: an option has a single label, so C is not cross-validated (C = {DEFAULT_C:g})"
+        )
         scaler, lr = _fit_lr(x, yk, DEFAULT_C)
         coef, icpt = _folded(scaler, lr, classes)
         out.c, out.cv = DEFAULT_C, {"folds": 0}
@@ -196,9 +222,28 @@ def fit_criterion(
     # on the out-of-fold predictions (plain NLL) makes the bars honest on the training mix
     # without moving any decision (argmax is unchanged by a temperature).
     yi = np.array([classes.index(int(t)) for t in yk])
-    temperature, _ = fit_vector_scaling(np.log(np.clip(best_pred, 1e-12, 1.0)), yi, frozen=range(len(classes)), l2_log_t=0.0)
+    temperature, _ = fit_vector_scaling(
+        np.log(np.clip(best_pred, 1e-12, 1.0)), yi, frozen=range(len(classes)), l2_log_t=0.0
+    )
     out.c = best[1]
     out.cv = {"folds": k_folds, "balanced_logloss": best[0], "balanced_accuracy": best[2], "temperature": temperature}
+    zero = _balanced_accuracy(np.exp(logprobs[keep][:, classes]), yk, classes)  # the readout alone, same rows
+    out.cv["zero_shot_balanced_accuracy"] = zero
+    margin = worse_margin(len(yk))
+    if best[2] < zero:
+        msg = (
+            f"criterion {criterion.id!r}: the head's cross-validated balanced accuracy {best[2]:.3f} is below "
+            f"zero-shot's {zero:.3f} on the same rows"
+        )
+        if best[2] >= zero - margin:  # within what n rows can tell apart: kept, and said
+            out.warnings.append(msg + f" (by less than {margin:.3f}, the noise of {len(yk)} rows; kept)")
+        elif not force:
+            out.refused = (
+                msg + f" by more than {margin:.3f}; not learned (it would make the decisions worse; --force keeps it)"
+            )
+            return None, out
+        else:
+            out.warnings.append(msg + "; kept (--force)")
     scaler, lr = _fit_lr(x, yk, best[1])
     coef, icpt = _folded(scaler, lr, classes)
     coef, icpt = coef / temperature, icpt / temperature
@@ -252,10 +297,12 @@ def fit_head(
     outcomes: list[LearnOutcome] = []
     heads: dict[str, CriterionHead] = {}
     for crit in pack.criteria:
-        if (criteria is not None and crit.id not in criteria):
+        if criteria is not None and crit.id not in criteria:
             continue
         if crit.id not in labels or not len(labels[crit.id]):
-            outcomes.append(LearnOutcome(crit.id, 0, {}, refused=f"criterion {crit.id!r} has no labels in the training rows"))
+            outcomes.append(
+                LearnOutcome(crit.id, 0, {}, refused=f"criterion {crit.id!r} has no labels in the training rows")
+            )
             continue
         if on_criterion is not None:
             on_criterion(crit.id, len(labels[crit.id]))
@@ -263,5 +310,8 @@ def fit_head(
         outcomes.append(outcome)
         if head is not None:
             heads[crit.id] = head
-    report = {"settings": {k: v for k, v in fit_kw.items() if k != "c_grid"}, "criteria": [o.to_dict() for o in outcomes]}
+    report = {
+        "settings": {k: v for k, v in fit_kw.items() if k != "c_grid"},
+        "criteria": [o.to_dict() for o in outcomes],
+    }
     return Head(model_sha256, pack.hash, prompt_format, n_vocab, n_embd, heads, name=name, report=report), outcomes

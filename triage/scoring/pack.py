@@ -120,7 +120,12 @@ class Pack:
     def to_dict(self) -> dict[str, Any]:
         """Plain data, in a fixed key order (the canonical form)."""
         return {
-            "pack": {"name": self.name, "version": self.version, "instruction": self.instruction, "context": self.context},
+            "pack": {
+                "name": self.name,
+                "version": self.version,
+                "instruction": self.instruction,
+                "context": self.context,
+            },
             "criterion": [
                 {"id": c.id, "question": c.question, "options": [_option_dict(o) for o in c.options]}
                 for c in self.criteria
@@ -147,7 +152,10 @@ class Pack:
         known = [c.id for c in self.criteria]
         unknown = [i for i in wanted if i not in known]
         if unknown:
-            raise InputError(f"pack {self.name!r} has no criterion {', '.join(map(repr, unknown))}; its criteria are {', '.join(known)}")
+            raise InputError(
+                f"pack {self.name!r} has no criterion "
+                f"{', '.join(map(repr, unknown))}; its criteria are {', '.join(known)}"
+            )
         if not wanted:
             raise InputError(f"no criteria chosen from pack {self.name!r}; its criteria are {', '.join(known)}")
         return [k for k, cid in enumerate(known) if cid in wanted]
@@ -210,14 +218,18 @@ def parse_pack(data: dict[str, Any], source: str = "<pack>") -> Pack:
         raise PackError(f"{source}: [pack] must be a table")
     unknown = set(data) - {"pack", "criterion", "example"}
     if unknown:
-        raise PackError(f"{source}: unknown top-level key(s) {sorted(unknown)}; expected [pack], [[criterion]], [[example]]")
+        raise PackError(
+            f"{source}: unknown top-level key(s) {sorted(unknown)}; expected [pack], [[criterion]], [[example]]"
+        )
     name = _text(head.get("name", _default_name(source)), f"{source} [pack]", "name")
     version = _version(head.get("version", "1"), f"{source} [pack]")
     instruction = _text(head.get("instruction", DEFAULT_INSTRUCTION), f"{source} [pack]", "instruction")
     context = _text(head.get("context"), f"{source} [pack]", "context", required=False)
     unknown_head = set(head) - {"name", "version", "instruction", "context"}
     if unknown_head:
-        raise PackError(f"{source} [pack]: unknown field(s) {sorted(unknown_head)}; expected name, version, instruction, context")
+        raise PackError(
+            f"{source} [pack]: unknown field(s) {sorted(unknown_head)}; expected name, version, instruction, context"
+        )
 
     raw_criteria = data.get("criterion")
     if not isinstance(raw_criteria, list) or not raw_criteria:
@@ -239,7 +251,9 @@ def parse_pack(data: dict[str, Any], source: str = "<pack>") -> Pack:
         if len(raw_options) < 2:
             raise PackError(f"{where}: field 'options' has {len(raw_options)} option(s); a criterion needs at least 2")
         if len(raw_options) > len(LETTERS):
-            raise PackError(f"{where}: field 'options' has {len(raw_options)} options; at most {len(LETTERS)} (one per letter A-Z)")
+            raise PackError(
+                f"{where}: field 'options' has {len(raw_options)} options; at most {len(LETTERS)} (one per letter A-Z)"
+            )
         options: list[Option] = []
         option_ids: set[str] = set()
         for j, opt in enumerate(raw_options, 1):
@@ -264,7 +278,10 @@ def parse_pack(data: dict[str, Any], source: str = "<pack>") -> Pack:
                 raise PackError(f"{where}, option {oid!r}: field 'answer' must be one line (a word or a few)")
             unknown_opt = set(opt) - {"id", "label", "description", "answer", "aliases"}
             if unknown_opt:
-                raise PackError(f"{where}, option {oid!r}: unknown field(s) {sorted(unknown_opt)}; expected id, label, description, answer, aliases")
+                raise PackError(
+                    f"{where}, option {oid!r}: unknown field(s) {sorted(unknown_opt)}; "
+                    "expected id, label, description, answer, aliases"
+                )
             aliases = _aliases(opt.get("aliases"), f"{where}, option {oid!r}")
             options.append(Option(oid, label, " ".join(description.split()), " ".join(answer.split()), aliases))
         _check_names(options, where)
@@ -275,7 +292,7 @@ def parse_pack(data: dict[str, Any], source: str = "<pack>") -> Pack:
                 raise PackError(
                     f"{where}: options {answers[said]!r} and {o.id!r} have the same answer {o.answer_text!r}; "
                     "the label readout could not tell them apart",
-                    hint="give one of them its own `answer = \"...\"`",
+                    hint='give one of them its own `answer = "..."`',
                 )
             answers[said] = o.id
         criteria.append(Criterion(cid, question, tuple(options)))
@@ -316,7 +333,9 @@ def _aliases(value: Any, where: str) -> tuple[str, ...]:
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
-        raise PackError(f"{where}: field 'aliases' must be a list of strings, e.g. aliases = [\"Billing and Payments\"]")
+        raise PackError(
+            f"{where}: field 'aliases' must be a list of strings, e.g. aliases = [\"Billing and Payments\"]"
+        )
     out: list[str] = []
     for a in value:
         a = " ".join(a.split())
@@ -364,7 +383,10 @@ def load_pack(path: str | Path) -> Pack:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise PackError(f"pack file {path} does not exist", hint="pass --pack PATH to a criteria TOML file, or leave it out for the built-in support pack") from None
+        raise PackError(
+            f"pack file {path} does not exist",
+            hint="pass --pack PATH to a criteria TOML file, or leave it out for the built-in support pack",
+        ) from None
     except IsADirectoryError:
         raise PackError(f"pack path {path} is a directory; pass the .toml file itself") from None
     except OSError as exc:

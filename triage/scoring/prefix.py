@@ -91,7 +91,9 @@ class StableCache:
         ttl_s: files not used for this long are deleted.
     """
 
-    def __init__(self, folder: Path, *, max_bytes: int = DEFAULT_MAX_MB << 20, ttl_s: float = DEFAULT_TTL_DAYS * 86400) -> None:
+    def __init__(
+        self, folder: Path, *, max_bytes: int = DEFAULT_MAX_MB << 20, ttl_s: float = DEFAULT_TTL_DAYS * 86400
+    ) -> None:
         self.folder = folder
         self.max_bytes = max_bytes
         self.ttl_s = ttl_s
@@ -262,7 +264,7 @@ class StableCache:
         if magic != MAGIC or fmt != FORMAT or ntok != len(tokens) or tdig != digest:
             return None
         start = _HEAD.size + klen
-        if data[_HEAD.size:start] != key.encode("utf-8") or len(data) - start != size:
+        if data[_HEAD.size : start] != key.encode("utf-8") or len(data) - start != size:
             return None
         payload = bytearray(data[start:])
         if hashlib.sha256(payload).digest() != pdig:

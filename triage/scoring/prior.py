@@ -69,8 +69,13 @@ class Priors:
 
     def _identity(self, pack: Pack, opts: ScoreOptions) -> dict[str, str]:
         eng = self.engine
-        return {"model_sha256": eng.sha256, "prompt_format": eng.format_for(opts.readout).id, "pack_hash": pack.hash,
-                "orderings": opts.orderings, "mode": _mode(opts)}
+        return {
+            "model_sha256": eng.sha256,
+            "prompt_format": eng.format_for(opts.readout).id,
+            "pack_hash": pack.hash,
+            "orderings": opts.orderings,
+            "mode": _mode(opts),
+        }
 
     def _load(self, pack: Pack, opts: ScoreOptions) -> Prior | None:
         """A prior saved by an earlier run, if it matches this model, format, pack and mode exactly."""
@@ -85,7 +90,14 @@ class Priors:
             if any(len(prior[c.id]) != len(c.options) or not np.all(np.isfinite(prior[c.id])) for c in pack.criteria):
                 return None
             return prior
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):  # RecursionError: nested thousands deep
+        except (
+            OSError,
+            ValueError,
+            KeyError,
+            TypeError,
+            AttributeError,
+            RecursionError,
+        ):  # RecursionError: nested thousands deep
             return None  # missing or damaged: recompute
 
     def _save(self, pack: Pack, opts: ScoreOptions, prior: Prior) -> None:

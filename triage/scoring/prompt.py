@@ -130,7 +130,7 @@ class TicketPrompts:
 
     def tail(self, spec: PromptSpec) -> tuple[int, ...]:
         """The tokens of ``spec`` after the shared prefix."""
-        return spec.tokens[len(self.prefix):]
+        return spec.tokens[len(self.prefix) :]
 
     @property
     def full_tokens(self) -> int:
@@ -227,7 +227,9 @@ class PromptBuilder:
     def _control(self, token: str) -> int:
         tid = self.tok.control(token)
         if tid is None:
-            raise TriageError(f"the model's vocabulary has no {token} token, which the {self.fmt.style} prompt format needs")
+            raise TriageError(
+                f"the model's vocabulary has no {token} token, which the {self.fmt.style} prompt format needs"
+            )
         return tid
 
     @property
@@ -236,7 +238,11 @@ class PromptBuilder:
         if self._stable is None:
             ids: list[int] = [] if self.tok.bos is None else [self.tok.bos]
             if self.fmt.style == "chat":
-                ids += [self._control(IM_START), *self.tok.encode("system\n" + self.system_text()), self._control(IM_END)]
+                ids += [
+                    self._control(IM_START),
+                    *self.tok.encode("system\n" + self.system_text()),
+                    self._control(IM_END),
+                ]
                 ids += [*self.tok.encode("\n"), self._control(IM_START)]
             else:
                 ids += self.tok.encode(self.system_text() + "\n\n")
@@ -256,7 +262,12 @@ class PromptBuilder:
             if self.fmt.style == "plain":
                 self._suffix = ()
             else:
-                ids = [self._control(IM_END), *self.tok.encode("\n"), self._control(IM_START), *self.tok.encode("assistant\n")]
+                ids = [
+                    self._control(IM_END),
+                    *self.tok.encode("\n"),
+                    self._control(IM_START),
+                    *self.tok.encode("assistant\n"),
+                ]
                 if self.fmt.think:
                     ids += [self._control(THINK), *self.tok.encode("\n\n"), self._control(END_THINK)]
                     ids += self.tok.encode("\n\n" + ANSWER_CUE)
@@ -315,9 +326,10 @@ class PromptBuilder:
             (text to score, characters cut, ticket tokens).
         """
         ticket_ids = self.tok.encode(text)
-        longest_tail = max(
-            len(self.tok.encode(self.tail_text(c, tuple(range(len(c.options)))))) for c in self.pack.criteria
-        ) + self.answer_room
+        longest_tail = (
+            max(len(self.tok.encode(self.tail_text(c, tuple(range(len(c.options)))))) for c in self.pack.criteria)
+            + self.answer_room
+        )
         block = len(self.tok.encode(self.ticket_block_text("")))
         overhead = len(self.stable_tokens) + block + longest_tail + len(self._suffix_tokens) + 4
         budget = n_ctx - overhead
@@ -333,7 +345,7 @@ class PromptBuilder:
         keep = budget - marker_budget
         while keep > 8:
             start = self.tok.decode(list(ticket_ids[: keep // 2]))
-            end = self.tok.decode(list(ticket_ids[len(ticket_ids) - (keep - keep // 2):]))
+            end = self.tok.decode(list(ticket_ids[len(ticket_ids) - (keep - keep // 2) :]))
             cut = len(text) - len(start) - len(end)
             shortened = f"{start.rstrip()}{CUT_MARK.format(chars=cut)}{end.lstrip()}"
             n = len(self.tok.encode(shortened))

@@ -118,7 +118,7 @@ def answer_plan(answers: list[tuple[int, ...]], texts: list[str]) -> AnswerPlan:
                 raise TriageError(
                     f"the answer {texts[i]!r} is the start of the answer {texts[j]!r} for this model's tokenizer, "
                     "so their probabilities cannot be compared",
-                    hint="reword one of them (`answer = \"...\"` in the pack) so neither begins with the other",
+                    hint='reword one of them (`answer = "..."` in the pack) so neither begins with the other',
                 )
     firsts = [a[0] for a in answers]
     whole = len(set(firsts)) < len(firsts) or any(len(a) > 1 for a in answers)
@@ -408,8 +408,8 @@ def option_meaning(option: Option) -> str:
     label, answer = option.label.strip(), option.answer_text
     if label.casefold() == answer.casefold():
         return ""
-    if label.casefold().startswith(answer.casefold()) and label[len(answer):].lstrip().startswith(":"):
-        return label[len(answer):].lstrip()[1:].strip()
+    if label.casefold().startswith(answer.casefold()) and label[len(answer) :].lstrip().startswith(":"):
+        return label[len(answer) :].lstrip()[1:].strip()
     return label
 
 

@@ -106,7 +106,7 @@ class Resident:
             return
         self.ensure_stable(run)
         self.tokens = stable
-        self.native.decode([Seq("prefix", 0, len(stable), prefix[len(stable):])], should_stop=run.stop)
+        self.native.decode([Seq("prefix", 0, len(stable), prefix[len(stable) :])], should_stop=run.stop)
         self.tokens = prefix
         run.tokens.prefix_cached = run.tokens.stable_cached
         run.timing.prefill_ms = (time.perf_counter() - t0) * 1000

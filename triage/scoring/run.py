@@ -75,7 +75,7 @@ class Run:
         prompts: the ticket's prompts (only the chosen criteria's).
         reader: how the tails are decoded and read.
         decider: turns a criterion's readouts into its result.
-        stop: the caller's cancel check.
+        stop: the caller's cancel check (None: nothing to ask, so no abort callback either).
         stable_key: names the stable block's stored state.
         stable_note: why the stable block changed since the last one, said if its prefill is paid.
     """
@@ -83,7 +83,7 @@ class Run:
     prompts: TicketPrompts
     reader: Reader
     decider: Decider
-    stop: Callable[[], bool]
+    stop: Callable[[], bool] | None
     stable_key: str
     stable_note: str | None = None
     tokens: Tokens = field(default_factory=Tokens)
@@ -100,7 +100,7 @@ class Run:
 
     def check(self) -> None:
         """Raise :class:`~triage.model.native.Cancelled` when the caller asked to stop."""
-        if self.stop():
+        if self.stop is not None and self.stop():
             raise Cancelled()
 
     def record(self, spec: PromptSpec, read: Readout, cost: tuple[float, int]) -> None:

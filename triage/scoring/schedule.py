@@ -149,7 +149,7 @@ class Fanout:
             t0 = time.perf_counter()
             kv.ensure_stable(run)
             run.tokens.prefix_cached = run.tokens.stable_cached
-            rest = prompts.prefix[len(prompts.stable):]
+            rest = prompts.prefix[len(prompts.stable) :]
             run.timing.prefill_ms = (time.perf_counter() - t0) * 1000
         run.tokens.evaluated = (run.tokens.prefix - run.tokens.prefix_cached) + run.tokens.tails
         for g, group in enumerate(self.groups(run, kv)):

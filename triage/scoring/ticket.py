@@ -71,9 +71,7 @@ class Ticket:
 def visible(text: str) -> bool:
     """Whether ``text`` has a character that draws something (not a space, a control, a
     zero-width or format character, a lone combining mark, or a blank filler)."""
-    return any(
-        unicodedata.category(ch)[0] not in "ZCM" and ch not in _BLANK_GLYPHS for ch in text
-    )
+    return any(unicodedata.category(ch)[0] not in "ZCM" and ch not in _BLANK_GLYPHS for ch in text)
 
 
 def safe_id(ticket_id: str) -> str:
@@ -157,7 +155,7 @@ _MAGIC = (
     (b"%PDF", "a PDF document"),
     (b"\xd0\xcf\x11\xe0", "an old Office document (.xls, .doc)"),
 )
-_CONVERT = "convert it to JSON Lines, one {\"id\": ..., \"text\": ...} object per line (see `triage score --help`)"
+_CONVERT = 'convert it to JSON Lines, one {"id": ..., "text": ...} object per line (see `triage score --help`)'
 
 
 def _table_error(source: str, kind: str) -> InputError:
@@ -170,7 +168,7 @@ def _table_error(source: str, kind: str) -> InputError:
 
 
 def _looks_like_table(text: str) -> str | None:
-    """"CSV" or "TSV" when ``text`` is plainly a table with a ``text`` column, else None."""
+    """ "CSV" or "TSV" when ``text`` is plainly a table with a ``text`` column, else None."""
     lines = [ln for ln in text.split("\n", 6)[:6] if ln.strip()]
     if len(lines) < 3:
         return None

@@ -64,7 +64,7 @@ def plain_pieces(text: str, pattern: re.Pattern[str] | None) -> list[str]:
     if not cuts:
         return [text]
     bounds = [0, *cuts, len(text)]
-    return [text[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+    return [text[a:b] for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
 
 
 class NativeTokenizer:

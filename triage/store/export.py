@@ -13,9 +13,9 @@ import json
 import time
 from pathlib import Path
 
-from triage.store.files import write_text_atomic
 from triage.render import bar
 from triage.scoring.result import TicketResult, readout_words
+from triage.store.files import write_text_atomic
 
 FORMATS = ("json", "markdown")
 SUFFIXES = {"json": ".json", "markdown": ".md"}
@@ -85,7 +85,9 @@ def default_name(result: TicketResult, fmt: str) -> str:
     return f"triage-{safe}{SUFFIXES[fmt]}"
 
 
-def export_result(result: TicketResult, path: str | Path, *, fmt: str | None = None, ticket_text: str | None = None) -> Path:
+def export_result(
+    result: TicketResult, path: str | Path, *, fmt: str | None = None, ticket_text: str | None = None
+) -> Path:
     """Write the result to ``path`` atomically (an existing file is replaced whole).
 
     Args:

@@ -67,8 +67,9 @@ def from_scored(readouts: Mapping[str, Any], features: Mapping[str, np.ndarray])
     return out
 
 
-def save(history: History, score_id: int, identity: Identity, kept: Mapping[str, Kept], *,
-         keep: int = DEFAULT_KEEP) -> int:
+def save(
+    history: History, score_id: int, identity: Identity, kept: Mapping[str, Kept], *, keep: int = DEFAULT_KEEP
+) -> int:
     """Keep each criterion's features and raw readout with score ``score_id``; prune beyond the newest ``keep`` scores.
 
     Returns how many criteria were stored (a vector with NaN or infinities is not kept).
@@ -84,8 +85,17 @@ def save(history: History, score_id: int, identity: Identity, kept: Mapping[str,
                 """INSERT OR REPLACE INTO features (score, criterion, model_sha256, prompt_format, pack_hash, width,
                                                    data, raw, coverage)
                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                (score_id, crit, identity.model_sha256, identity.prompt_format, identity.pack_hash, len(f),
-                 f.astype("<f2").tobytes(), r.astype("<f4").tobytes(), float(k.coverage)),
+                (
+                    score_id,
+                    crit,
+                    identity.model_sha256,
+                    identity.prompt_format,
+                    identity.pack_hash,
+                    len(f),
+                    f.astype("<f2").tobytes(),
+                    r.astype("<f4").tobytes(),
+                    float(k.coverage),
+                ),
             )
             stored += 1
         conn.execute(

@@ -194,13 +194,22 @@ class History:
         except (sqlite3.DatabaseError, OSError) as exc:
             if is_busy(exc):
                 log.warning("history %s is busy: %s", path, exc)
-                return cls(_connect(None), None, f"history {path} is locked by another process; this session's history is kept in memory only")
+                return cls(
+                    _connect(None),
+                    None,
+                    f"history {path} is locked by another process; this session's history is kept in memory only",
+                )
             reason = describe_error(exc)
         try:
             aside = move_aside(path)
         except OSError as exc:
             log.error("history %s is unusable (%s) and cannot be moved aside: %s", path, reason, exc)
-            return cls(_connect(None), None, f"history {path} is unusable ({reason}) and could not be moved aside ({exc.strerror}); this session's history is kept in memory only")
+            return cls(
+                _connect(None),
+                None,
+                f"history {path} is unusable ({reason}) and could not be moved aside "
+                f"({exc.strerror}); this session's history is kept in memory only",
+            )
         if aside is None:  # nothing was there: the folder itself is the problem
             log.error("history %s cannot be created (%s)", path, reason)
             notice = f"history {path} cannot be created ({reason}); this session's history is kept in memory only"
@@ -210,7 +219,12 @@ class History:
         try:
             return cls(_connect(path), path, notice)
         except (sqlite3.DatabaseError, OSError, HistoryUnavailable) as exc:
-            return cls(_connect(None), None, f"{notice}, but the new one failed too ({describe_error(exc)}); this session's history is kept in memory only")
+            return cls(
+                _connect(None),
+                None,
+                f"{notice}, but the new one failed too ({describe_error(exc)}); "
+                "this session's history is kept in memory only",
+            )
 
     @classmethod
     def open_writable(cls, path: Path | None = None) -> History:
@@ -224,8 +238,11 @@ class History:
         history = cls.open(path)
         if history.path is None:
             history.close()
-            raise TriageError(f"the history cannot be used: {history.notice}",
-                              hint="close the other triage, or move the file aside", exit_code=2)
+            raise TriageError(
+                f"the history cannot be used: {history.notice}",
+                hint="close the other triage, or move the file aside",
+                exit_code=2,
+            )
         return history
 
     def close(self) -> None:
@@ -280,8 +297,15 @@ class History:
                                       pack_hash, orderings, started_at)
                    VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)""",
                 (
-                    ticket_row, model.get("name"), model.get("sha256"), int(bool(model.get("stand_in"))),
-                    pack.get("name"), str(pack.get("version", "")), pack.get("hash"), orderings, time.time(),
+                    ticket_row,
+                    model.get("name"),
+                    model.get("sha256"),
+                    int(bool(model.get("stand_in"))),
+                    pack.get("name"),
+                    str(pack.get("version", "")),
+                    pack.get("hash"),
+                    orderings,
+                    time.time(),
                 ),
             )
             return int(cur.lastrowid or 0)
@@ -297,9 +321,16 @@ class History:
                                      result_json = ?, model_name = ?, model_sha256 = ?, pack_hash = ?
                    WHERE id = ?""",
                 (
-                    status, time.time(), result.timing.prefill_ms, result.timing.total_ms, result.summary(),
-                    json.dumps(result.to_dict(), ensure_ascii=False), result.model.get("name"),
-                    result.model.get("sha256"), result.pack.get("hash"), score_id,
+                    status,
+                    time.time(),
+                    result.timing.prefill_ms,
+                    result.timing.total_ms,
+                    result.summary(),
+                    json.dumps(result.to_dict(), ensure_ascii=False),
+                    result.model.get("name"),
+                    result.model.get("sha256"),
+                    result.pack.get("hash"),
+                    score_id,
                 ),
             )
 
@@ -332,9 +363,16 @@ class History:
         rows = self._conn.execute(sql, (*params, limit)).fetchall()
         return [
             HistoryEntry(
-                ticket_row=r[0], score_id=r[1], ticket_id=r[2], preview=" ".join(r[3].split()),
-                status=r[4] or "", model_name=r[5], pack=f"{r[6]} v{r[7]}" if r[6] else None,
-                summary=r[8], total_ms=r[9], when=r[10],
+                ticket_row=r[0],
+                score_id=r[1],
+                ticket_id=r[2],
+                preview=" ".join(r[3].split()),
+                status=r[4] or "",
+                model_name=r[5],
+                pack=f"{r[6]} v{r[7]}" if r[6] else None,
+                summary=r[8],
+                total_ms=r[9],
+                when=r[10],
             )
             for r in rows
         ]
@@ -376,8 +414,13 @@ class History:
 
 def _saved(row: tuple[Any, ...]) -> SavedScore:
     return SavedScore(
-        ticket_row=row[0], score_id=row[1], ticket_id=row[2], text=row[3], status=row[4] or "",
-        result=_result(row[5]), error=row[6],
+        ticket_row=row[0],
+        score_id=row[1],
+        ticket_id=row[2],
+        text=row[3],
+        status=row[4] or "",
+        result=_result(row[5]),
+        error=row[6],
     )
 
 
@@ -422,7 +465,9 @@ def _connect(path: Path | None) -> sqlite3.Connection:
         # Read-only checks first, so a file we must leave alone is not touched (WAL rewrites the header).
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])  # fails here for a non-database
         if version > SCHEMA_VERSION:
-            raise HistoryUnavailable(f"was written by a newer triage (schema {version}, this one knows {SCHEMA_VERSION})")
+            raise HistoryUnavailable(
+                f"was written by a newer triage (schema {version}, this one knows {SCHEMA_VERSION})"
+            )
         if path is not None:
             check = conn.execute("PRAGMA quick_check").fetchone()[0]
             if check != "ok":

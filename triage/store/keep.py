@@ -65,7 +65,9 @@ class ScoreKeeper:
         """Save the ticket and that its score has started."""
         row = self.history.save_ticket(ticket)
         sid = self.history.start_score(
-            row, model=engine.model_info, pack={"name": pack.name, "version": pack.version, "hash": pack.hash},
+            row,
+            model=engine.model_info,
+            pack={"name": pack.name, "version": pack.version, "hash": pack.hash},
             orderings=options.effective_orderings,
         )
         return Keeping(self, row, sid)

@@ -164,9 +164,7 @@ def record(history: History, scored: ScoredTicket, answers: Iterable[Answer], *,
     return record_many(history, [(scored, list(answers))], origin=origin)
 
 
-def record_many(
-    history: History, batch: Iterable[tuple[ScoredTicket, list[Answer]]], *, origin: str
-) -> list[Label]:
+def record_many(history: History, batch: Iterable[tuple[ScoredTicket, list[Answer]]], *, origin: str) -> list[Label]:
     """Store the answers of several tickets in one transaction: all of them, or (on any error) none.
 
     Raises:
@@ -183,9 +181,21 @@ def record_many(
                 crit = next(c for c in s.result.criteria if c.id == a.criterion)
                 kind = "confirmation" if a.option == crit.choice else "correction"
                 values = (
-                    s.ticket_row, s.score_id, a.criterion, a.option, kind, crit.choice, crit.probability(crit.choice),
-                    crit.source, s.result.head if crit.source == "learned" else None, s.result.pack.get("name"),
-                    s.result.pack.get("hash"), s.result.model.get("sha256"), s.result.prompt_format, origin, now,
+                    s.ticket_row,
+                    s.score_id,
+                    a.criterion,
+                    a.option,
+                    kind,
+                    crit.choice,
+                    crit.probability(crit.choice),
+                    crit.source,
+                    s.result.head if crit.source == "learned" else None,
+                    s.result.pack.get("name"),
+                    s.result.pack.get("hash"),
+                    s.result.model.get("sha256"),
+                    s.result.prompt_format,
+                    origin,
+                    now,
                 )
                 cur = conn.execute(
                     """INSERT INTO labels (ticket, score, criterion, option, kind, shown_option, shown_probability,
@@ -272,7 +282,9 @@ def parse_pairs(pairs: Iterable[str]) -> list[Answer]:
     for p in pairs:
         crit, sep, option = p.partition("=")
         if not sep or not crit.strip() or not option.strip():
-            raise InputError(f"{p!r} is not CRITERION=OPTION", hint="e.g. triage label T-17 queue=shipping urgency=high")
+            raise InputError(
+                f"{p!r} is not CRITERION=OPTION", hint="e.g. triage label T-17 queue=shipping urgency=high"
+            )
         out.append(Answer(crit.strip(), option.strip()))
     return out
 
@@ -284,7 +296,7 @@ def answers_from_mapping(labels: Mapping[str, Any], where: str) -> list[Answer]:
         InputError: not an object, or a value that is not a non-empty string.
     """
     if not isinstance(labels, Mapping) or not labels:
-        raise InputError(f"{where}: \"labels\" must be a non-empty object {{criterion: option}}")
+        raise InputError(f'{where}: "labels" must be a non-empty object {{criterion: option}}')
     out = []
     for crit, option in labels.items():
         if not isinstance(option, str) or not option.strip():

@@ -75,7 +75,29 @@ def check_output(
     if out.is_dir():
         raise InputError(f"{option} {out} is a folder; the {what} is a file", hint=f"e.g. {option} {out / 'out'}")
     if out.exists() and not force:
-        raise InputError(f"{out} exists; the {what} would replace it", hint="pass --force to replace it, or pick another name")
+        raise InputError(
+            f"{out} exists; the {what} would replace it", hint="pass --force to replace it, or pick another name"
+        )
+    return out
+
+
+def check_writable(path: str | Path) -> Path:
+    """``path``, once a file can be created in its folder (said before any long work, not after it).
+
+    Raises:
+        InputError: the folder cannot be created or written.
+    """
+    import tempfile
+
+    out = Path(path)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}.", suffix=".probe"):
+            pass
+    except OSError as exc:
+        raise InputError(
+            f"cannot write {out}: {exc.strerror or exc}", hint="pick a folder you may write to, or free some space"
+        ) from None
     return out
 
 
@@ -85,9 +107,13 @@ def check_not_inside(path: str | Path, folder: str | Path, *, option: str = "-o"
     Raises:
         InputError: ``path`` lies inside ``folder``.
     """
-    if Path(folder).is_dir() and _inside(Path(path), Path(folder)):
+    import fnmatch
+
+    src = str(folder)
+    matches = any(ch in src for ch in "*?[") and fnmatch.fnmatch(str(Path(path).resolve()), str(Path(src).absolute()))
+    if matches or (Path(folder).is_dir() and _inside(Path(path), Path(folder))):
         raise InputError(
-            f"{option} {path} is inside the input folder {folder}: a later run would read its own output as tickets",
+            f"{option} {path} is inside the input {folder}: a later run would read its own output as tickets",
             hint="write the output outside the input folder",
         )
 

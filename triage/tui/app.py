@@ -16,8 +16,8 @@ from textual.driver import Driver
 from textual.screen import Screen
 from textual.theme import Theme
 
-from triage.store.history import History
 from triage.scoring.pack import Pack, resolve_pack
+from triage.store.history import History
 from triage.store.paths import user_dirs
 from triage.tui.commands import app_commands
 from triage.tui.engine_host import EngineFactory, EngineHost, default_engine_factory
@@ -76,8 +76,8 @@ class TriageApp(App[None]):
     def _theme_changed(self, theme: Theme) -> None:
         if not self.options.remember_theme or self.options.config.get("theme") == theme.name:
             return
-        from triage.store.config import save_config
         from triage.errors import TriageError
+        from triage.store.config import save_config
 
         self.options.config["theme"] = theme.name
         try:
@@ -143,7 +143,11 @@ class TriageApp(App[None]):
             if choice is None:
                 return
             try:
-                saved = self.history.load(choice.score_id) if choice.score_id is not None else self.history.load_ticket(choice.ticket_row)
+                saved = (
+                    self.history.load(choice.score_id)
+                    if choice.score_id is not None
+                    else self.history.load_ticket(choice.ticket_row)
+                )
             except KeyError:
                 self.notify("That history entry is gone.", severity="warning")
                 return

@@ -27,7 +27,9 @@ class PaletteApp(Protocol):
 
     options: UIOptions
 
-    def notify(self, message: str, *, title: str = ..., severity: Any = ..., timeout: float | None = ..., markup: bool = ...) -> None: ...
+    def notify(
+        self, message: str, *, title: str = ..., severity: Any = ..., timeout: float | None = ..., markup: bool = ...
+    ) -> None: ...
 
     def push_screen(self, screen: Any, callback: Callable[[Any], Any] | None = ...) -> Any: ...
 
@@ -46,28 +48,51 @@ def app_commands(app: PaletteApp, main: MainScreen) -> Iterator[SystemCommand]:
     yield SystemCommand("Score ticket", "Score the ticket in the box (F5)", main.action_score)
     if main.scoring:
         yield SystemCommand("Cancel scoring", "Stop the running score (Esc)", main.action_cancel)
-    yield SystemCommand("Switch pack", f"Choose the criteria pack (now {pack.name} v{pack.version})", lambda: choose_pack(app, main))
+    yield SystemCommand(
+        "Switch pack", f"Choose the criteria pack (now {pack.name} v{pack.version})", lambda: choose_pack(app, main)
+    )
     now = main.status.model if main.model_state == "ready" else main.model_state
     yield SystemCommand("Switch model", f"Load another model (now {now})", lambda: choose_model(app, main))
     other_readout = "letter" if main.readout == "label" else "label"
-    yield SystemCommand("Switch readout", f"Readout {main.readout} → {other_readout}: read options by name (one tail per criterion), or as letters A/B/C", main.action_switch_readout)
+    yield SystemCommand(
+        "Switch readout",
+        f"Readout {main.readout} → {other_readout}: read options by name (one tail per criterion), or as letters A/B/C",
+        main.action_switch_readout,
+    )
     if main.readout == "letter":
         other = "none" if main.orderings == "cyclic" else "cyclic"
-        yield SystemCommand("Toggle debiasing", f"Orderings {main.orderings} → {other}: ask the letters in every rotation, or in pack order only", main.action_toggle_debias)
-    yield SystemCommand("Export JSON", "Write the decisions as triage.result/2 JSON (F3)", lambda: main.action_export("json"))
-    yield SystemCommand("Export Markdown", "Write the decisions as a Markdown report", lambda: main.action_export("markdown"))
+        yield SystemCommand(
+            "Toggle debiasing",
+            f"Orderings {main.orderings} → {other}: ask the letters in every rotation, or in pack order only",
+            main.action_toggle_debias,
+        )
+    yield SystemCommand(
+        "Export JSON", "Write the decisions as triage.result/2 JSON (F3)", lambda: main.action_export("json")
+    )
+    yield SystemCommand(
+        "Export Markdown", "Write the decisions as a Markdown report", lambda: main.action_export("markdown")
+    )
     yield SystemCommand("Copy summary", "Copy a one-line summary of the decisions (F4)", main.action_copy_summary)
     yield SystemCommand("Clear", "Empty the ticket box and the cards (ctrl+l)", main.action_clear)
     yield SystemCommand("History", "Search past tickets and reopen one (F2)", app.action_history)
     yield SystemCommand("Label this ticket", "Confirm or correct its decisions, card by card (F6)", main.action_label)
-    yield SystemCommand("Agreement", "How often the decisions agreed with your labels, and the trend (F7)",
-                        app.action_agreement)
-    yield SystemCommand("Learn from labels now", "Re-fit the learned read-out from the history's labels, in the "
-                        "background (it also runs by itself after every 20 new labels)", main.action_learn)
+    yield SystemCommand(
+        "Agreement", "How often the decisions agreed with your labels, and the trend (F7)", app.action_agreement
+    )
+    yield SystemCommand(
+        "Learn from labels now",
+        "Re-fit the learned read-out from the history's labels, in the "
+        "background (it also runs by itself after every 20 new labels)",
+        main.action_learn,
+    )
     state = "on" if main.auto_score else "off"
-    yield SystemCommand("Toggle auto-score", f"Score as soon as a ticket is pasted (now {state})", main.action_toggle_auto_score)
+    yield SystemCommand(
+        "Toggle auto-score", f"Score as soon as a ticket is pasted (now {state})", main.action_toggle_auto_score
+    )
     if main.model_state == "failed":
-        yield SystemCommand("Retry loading the model", "Try to load the model again", lambda: main.load_model(app.options.model))
+        yield SystemCommand(
+            "Retry loading the model", "Try to load the model again", lambda: main.load_model(app.options.model)
+        )
     yield SystemCommand("Help", "Keys and what the screen shows (F1)", app.action_help)
 
 
@@ -99,9 +124,15 @@ def choose_pack(app: PaletteApp, main: MainScreen) -> None:
     def ask_path() -> None:
         from triage.tui.screens.prompt import PromptScreen
 
-        app.push_screen(PromptScreen("Criteria pack file (TOML):", placeholder="path/to/pack.toml"), lambda v: use(Path(v).expanduser()) if v else None)
+        app.push_screen(
+            PromptScreen("Criteria pack file (TOML):", placeholder="path/to/pack.toml"),
+            lambda v: use(Path(v).expanduser()) if v else None,
+        )
 
-    commands = [SimpleCommand(name, (lambda p=path: use(p)), str(path) if path else "the support pack shipped with triage") for name, path in known_packs(app)]
+    commands = [
+        SimpleCommand(name, (lambda p=path: use(p)), str(path) if path else "the support pack shipped with triage")
+        for name, path in known_packs(app)
+    ]
     commands.append(SimpleCommand("Load a pack file…", ask_path, "type the path of a criteria TOML file"))
     app.search_commands(commands, placeholder="Pick a criteria pack…")
 
@@ -117,12 +148,17 @@ def choose_model(app: PaletteApp, main: MainScreen) -> None:
         state = inspect_installed(entry)
         if state.ok or state.state == "changed":  # a changed file is hashed again when it loads
             tag = "the product model" if entry.name == catalog.default else "stand-in"
-            commands.append(SimpleCommand(entry.name, (lambda n=entry.name: main.load_model(n)), f"{entry.title} ({tag})"))
+            commands.append(
+                SimpleCommand(entry.name, (lambda n=entry.name: main.load_model(n)), f"{entry.title} ({tag})")
+            )
 
     def ask_path() -> None:
         from triage.tui.screens.prompt import PromptScreen
 
-        app.push_screen(PromptScreen("Model file (.gguf):", placeholder="path/to/model.gguf"), lambda v: main.load_model(v) if v else None)
+        app.push_screen(
+            PromptScreen("Model file (.gguf):", placeholder="path/to/model.gguf"),
+            lambda v: main.load_model(v) if v else None,
+        )
 
     commands.append(SimpleCommand("A .gguf file…", ask_path, "type the path of a GGUF model"))
     app.search_commands(commands, placeholder="Pick a model to load…")

@@ -13,10 +13,10 @@ import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from triage.scoring.options import DEFAULT_READOUT
 from triage.scoring.pack import Pack
 from triage.scoring.prompt import PromptBuilder, PromptFormat
 from triage.scoring.tokenizer import Tokenizer
-from triage.scoring.options import DEFAULT_READOUT
 
 CHUNK_CHARS = 16_384
 QWEN3_FORMAT = PromptFormat("chat", think=True)  # the product model's format, for estimates before it loads
@@ -107,7 +107,9 @@ def count_ticket(
 
         builder = _qwen3_builders.get((pack.hash, readout))
         if builder is None:
-            builder = _qwen3_builders[(pack.hash, readout)] = PromptBuilder(pack, QWEN3_FORMAT.with_readout(readout), qwen3_tokenizer())
+            builder = _qwen3_builders[(pack.hash, readout)] = PromptBuilder(
+                pack, QWEN3_FORMAT.with_readout(readout), qwen3_tokenizer()
+            )
     n = count_tokens(builder.tok, text, cancelled)
     if n is None:
         return None

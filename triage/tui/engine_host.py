@@ -41,7 +41,12 @@ class ScoringEngine(Protocol):
     def builder(self, pack: Pack) -> PromptBuilder: ...
 
     def score(
-        self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None = None, *, cancel: Callable[[], bool] | None = None
+        self,
+        ticket: Ticket | str,
+        pack: Pack,
+        options: ScoreOptions | None = None,
+        *,
+        cancel: Callable[[], bool] | None = None,
     ) -> Iterator[ScoreEvent]: ...
 
     def close(self) -> None: ...
@@ -52,7 +57,8 @@ EngineFactory = Callable[[str | None, Callable[[str], None]], ScoringEngine]
 
 
 def default_engine_factory(n_ctx: int | None = None, threads: int | None = None) -> EngineFactory:
-    """The real factory: resolve the model like the CLI does and load it (see :func:`triage.model.loader.load_engine`)."""
+    """The real factory: resolve the model like the CLI does and load it (see
+    :func:`triage.model.loader.load_engine`)."""
 
     def load(requested: str | None, notice: Callable[[str], None]) -> ScoringEngine:
         from triage.model.loader import load_engine

@@ -47,11 +47,10 @@ def run_app(args: argparse.Namespace) -> int:
     Raises:
         TriageError: the config file or the pack cannot be read (the CLI prints it).
     """
+    from triage.model import modelstore
     from triage.store.config import load_config
     from triage.tui.app import make_app
     from triage.tui.options import UIOptions
-
-    from triage.model import modelstore
 
     config = load_config()
     log_path = route_logging()

@@ -57,23 +57,23 @@ class PasteSafeParser(XTermParser):
                 if end < 0:
                     keep = _partial(data, PASTE_END)
                     self._paste.append(data[: len(data) - keep])
-                    self._hold(data[len(data) - keep:])
+                    self._hold(data[len(data) - keep :])
                     break
                 self._paste.append(data[:end])
                 out.append(events.Paste("".join(self._paste).replace("\x00", "")))
                 self._paste, self._pasting = [], False
-                data = data[end + len(PASTE_END):]
+                data = data[end + len(PASTE_END) :]
             else:
                 start = data.find(PASTE_START)
                 if start < 0:
                     keep = _partial(data, PASTE_START)
                     out += super().feed(data[: len(data) - keep]) if keep < len(data) else []
-                    self._hold(data[len(data) - keep:])
+                    self._hold(data[len(data) - keep :])
                     break
                 if start:
                     out += super().feed(data[:start])
                 self._pasting = True
-                data = data[start + len(PASTE_START):]
+                data = data[start + len(PASTE_START) :]
         return out
 
     def tick(self) -> Iterable[Message]:

@@ -8,13 +8,13 @@ from pathlib import Path
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.markup import escape
 from textual.containers import Horizontal, Vertical
+from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet
 
-from triage.store.export import SUFFIXES, default_name
 from triage.scoring.result import TicketResult
+from triage.store.export import SUFFIXES, default_name
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,14 @@ class ExportScreen(ModalScreen[ExportRequest | None]):
         with Vertical(id="export-dialog", classes="dialog"):
             yield Label(f"Export the decisions of ticket [b]{escape(self.result.ticket_id)}[/b]")
             with RadioSet(id="export-format"):
-                yield RadioButton("JSON: the triage.result/2 schema, as `triage score` prints it", value=self.fmt == "json", id="fmt-json")
-                yield RadioButton("Markdown: a report for people, with the ticket", value=self.fmt == "markdown", id="fmt-markdown")
+                yield RadioButton(
+                    "JSON: the triage.result/2 schema, as `triage score` prints it",
+                    value=self.fmt == "json",
+                    id="fmt-json",
+                )
+                yield RadioButton(
+                    "Markdown: a report for people, with the ticket", value=self.fmt == "markdown", id="fmt-markdown"
+                )
             yield Label("File:")
             yield Input(str(self.folder / default_name(self.result, self.fmt)), id="export-path")
             yield Label("", id="export-warning")
@@ -70,7 +76,9 @@ class ExportScreen(ModalScreen[ExportRequest | None]):
             return
         path = Path(value).expanduser()
         if path.is_dir():
-            self.query_one("#export-warning", Label).update(f"[$error]{escape(str(path))} is a folder; give a file name.[/]")
+            self.query_one("#export-warning", Label).update(
+                f"[$error]{escape(str(path))} is a folder; give a file name.[/]"
+            )
             return
         if path.exists() and self._replace != path:
             self._replace = path  # asked once: a second Enter (or Export) replaces it

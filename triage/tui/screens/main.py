@@ -30,11 +30,11 @@ from textual.widgets import Footer
 from textual.worker import get_current_worker
 
 from triage.errors import InputError, TriageError
-from triage.store.history import History, SavedScore
 from triage.scoring.options import ScoreOptions, effective_orderings
 from triage.scoring.pack import Pack
 from triage.scoring.result import TicketResult
 from triage.scoring.ticket import make_ticket
+from triage.store.history import History, SavedScore
 from triage.tui.engine_host import EngineHost
 from triage.tui.messages import (
     CriterionDecided,
@@ -182,7 +182,9 @@ class MainScreen(Screen[None]):
         except TriageError as exc:
             from triage.model.resolve import NoModelError
 
-            self.post_message(ModelLoadFailed(load, requested, exc.message, exc.hint, first_run=isinstance(exc, NoModelError)))
+            self.post_message(
+                ModelLoadFailed(load, requested, exc.message, exc.hint, first_run=isinstance(exc, NoModelError))
+            )
             return
         except Exception as exc:  # a crash in native code's wrapper must not take the app down
             log.exception("loading model %s failed", requested)
@@ -224,7 +226,9 @@ class MainScreen(Screen[None]):
             hint = f"; get it with `{pull_command(load_catalog().default)}`"
         except Exception:
             hint = ""
-        return f"Stand-in model: {msg.name} is running instead of {PRODUCT_MODEL}, so decisions are less reliable{hint}."
+        return (
+            f"Stand-in model: {msg.name} is running instead of {PRODUCT_MODEL}, so decisions are less reliable{hint}."
+        )
 
     def on_model_load_failed(self, msg: ModelLoadFailed) -> None:
         if msg.load != self._load_seq:
@@ -260,8 +264,8 @@ class MainScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="count", exit_on_error=False)
     def _count(self, text: str, stamp: float, pack: Pack, orderings: str, readout: str) -> None:
-        from triage.scoring import debias
         from triage.model.loader import engine_settings
+        from triage.scoring import debias
         from triage.scoring.ticket import clean_text
         from triage.tui.counting import count_ticket
 
@@ -273,7 +277,15 @@ class MainScreen(Screen[None]):
                     builder, n_ctx = engine.builder(pack, readout), engine.n_ctx
                 else:
                     builder, n_ctx = None, engine_settings(self.options.n_ctx, None, self.options.config)["n_ctx"]
-                counted = count_ticket(clean_text(text), pack, orders, builder=builder, n_ctx=n_ctx, cancelled=lambda: worker.is_cancelled, readout=readout)
+                counted = count_ticket(
+                    clean_text(text),
+                    pack,
+                    orders,
+                    builder=builder,
+                    n_ctx=n_ctx,
+                    cancelled=lambda: worker.is_cancelled,
+                    readout=readout,
+                )
         except TriageError as exc:  # e.g. the pack alone does not fit n_ctx
             log.warning("token count failed: %s", exc.message)
             return
@@ -328,8 +340,13 @@ class MainScreen(Screen[None]):
         sub.started = True
         if sub.ticket_row is not None and engine is not None:
             pack = {"name": sub.pack.name, "version": sub.pack.version, "hash": sub.pack.hash}
-            sub.score_id = self._record(self.history.start_score, sub.ticket_row, model=engine.model_info, pack=pack,
-                                        orderings=effective_orderings(sub.readout, sub.orderings))
+            sub.score_id = self._record(
+                self.history.start_score,
+                sub.ticket_row,
+                model=engine.model_info,
+                pack=pack,
+                orderings=effective_orderings(sub.readout, sub.orderings),
+            )
         self.summary.scoring(sub.ticket.id)
         self._score(sub)
 
@@ -348,12 +365,14 @@ class MainScreen(Screen[None]):
                 if engine is None:
                     raise TriageError("no model is loaded")
                 # The config's options (prior, strategy), with what this screen switched (mode, readout, orderings).
-                options = replace(self.options.scoring.options, mode=sub.mode, orderings=sub.orderings,
-                                  readout=sub.readout)
+                options = replace(
+                    self.options.scoring.options, mode=sub.mode, orderings=sub.orderings, readout=sub.readout
+                )
                 fits = self._stored_fits(engine, sub.pack, options)
                 keep = sub.readout == "label" and sub.score_id is not None  # what a head reads, for learning later
-                for event in engine.score(sub.ticket, sub.pack, options, cancel=stop, features=keep,
-                                          **fits.engine_kwargs()):
+                for event in engine.score(
+                    sub.ticket, sub.pack, options, cancel=stop, features=keep, **fits.engine_kwargs()
+                ):
                     if isinstance(event, Prefilled):
                         self.post_message(TicketPrefilled(sub.id, event.tokens, event.prefill_ms, event.criteria))
                     elif isinstance(event, CriterionScored):
@@ -429,7 +448,10 @@ class MainScreen(Screen[None]):
         self._show_labels()
         self.summary.show(msg.result)
         if not msg.result.complete:
-            self.notify(f"Scoring cancelled: {len(msg.result.criteria)} of {len(sub.pack.criteria)} criteria were done.", severity="warning")
+            self.notify(
+                f"Scoring cancelled: {len(msg.result.criteria)} of {len(sub.pack.criteria)} criteria were done.",
+                severity="warning",
+            )
         self.refresh_bindings()
 
     def on_score_failed(self, msg: ScoreFailed) -> None:
@@ -509,8 +531,13 @@ class MainScreen(Screen[None]):
             self.summary.show(saved.result, reopened_at=saved.result.created_at or None)
         else:
             self.decisions.show_pack(self.pack)
-            note = {"running": "its scoring never finished", "failed": f"its scoring failed: {saved.error}"}.get(saved.status, "never scored")
-            self.summary.update(f"ticket [b]{escape(saved.ticket_id)}[/b] [dim](from history)[/dim] · {escape(note)}. Press F5 to score it.")
+            note = {"running": "its scoring never finished", "failed": f"its scoring failed: {saved.error}"}.get(
+                saved.status, "never scored"
+            )
+            self.summary.update(
+                f"ticket [b]{escape(saved.ticket_id)}[/b] "
+                f"[dim](from history)[/dim] · {escape(note)}. Press F5 to score it."
+            )
         self.ticket.focus()
         self.refresh_bindings()
 
@@ -573,8 +600,12 @@ class MainScreen(Screen[None]):
             self.notices.put("learn", f"Not re-learned from {msg.labels} label(s): {msg.why}", "warning")
             return
         crits = ", ".join(sorted(msg.head.criteria))
-        self.notices.put("learn", f"Learned from {msg.labels} labels in {msg.seconds:.1f} s ({crits}); the next "
-                                  "ticket uses it." + (" " + " ".join(msg.notes) if msg.notes else ""), "information")
+        self.notices.put(
+            "learn",
+            f"Learned from {msg.labels} labels in {msg.seconds:.1f} s ({crits}); the next "
+            "ticket uses it." + (" " + " ".join(msg.notes) if msg.notes else ""),
+            "information",
+        )
 
     # -- labels -----------------------------------------------------------------------
     def action_label(self) -> None:
@@ -610,13 +641,17 @@ class MainScreen(Screen[None]):
             return
         if ticket_row is None or score_id is None:
             msg.card.set_answer(None)
-            self.notify("Label not saved: the history cannot be written (see the notice at the top).",
-                        severity="error", timeout=10)
+            self.notify(
+                "Label not saved: the history cannot be written (see the notice at the top).",
+                severity="error",
+                timeout=10,
+            )
             return
         scored = lab.ScoredTicket(ticket_row, self.result.ticket_id, self.result_text, score_id, self.result)
         try:
-            stored = self._record(lab.record, self.history, scored, [lab.Answer(msg.criterion, msg.option)],
-                                  origin="app")
+            stored = self._record(
+                lab.record, self.history, scored, [lab.Answer(msg.criterion, msg.option)], origin="app"
+            )
         except InputError as exc:  # an answer the result does not know: never stored
             msg.card.set_answer(None)
             self.notify(exc.message, severity="error", markup=False)
@@ -629,7 +664,7 @@ class MainScreen(Screen[None]):
         if every is not None and self._labels_since_fit >= every:
             self.action_learn()
         cards = [c for c in self.decisions.cards if c.result is not None]
-        later = cards[cards.index(msg.card) + 1:] if msg.card in cards else []
+        later = cards[cards.index(msg.card) + 1 :] if msg.card in cards else []
         nxt = next((c for c in later if c.answer is None), None)
         if nxt is not None:
             nxt.focus()
@@ -705,7 +740,8 @@ class MainScreen(Screen[None]):
         self._show_settings()
         self._request_count()
         what = (
-            "options read by name, one short tail per criterion" if self.readout == "label"
+            "options read by name, one short tail per criterion"
+            if self.readout == "label"
             else f"options as letters A/B/C ({'every rotation' if self.orderings == 'cyclic' else 'pack order only'})"
         )
         self.notify(f"Readout {self.readout}: {what}. Takes effect on the next score.")
@@ -715,7 +751,11 @@ class MainScreen(Screen[None]):
         self.orderings = "none" if self.orderings == "cyclic" else "cyclic"
         self._show_settings()
         self._request_count()
-        what = "every rotation of the options (slower, less position bias)" if self.orderings == "cyclic" else "options in pack order only (faster)"
+        what = (
+            "every rotation of the options (slower, less position bias)"
+            if self.orderings == "cyclic"
+            else "options in pack order only (faster)"
+        )
         self.notify(f"Debiasing {self.orderings}: {what}.")
 
     def action_toggle_auto_score(self) -> None:

@@ -31,8 +31,14 @@ def agreement_table(rows: list[CriterionAgreement]) -> Table:
         table.add_column(col, justify="right" if col in ("labels", "corrections") else "left")
     for r in rows:
         sources = ", ".join(f"{s} {_pct(v.rate)} of {v.n}" for s, v in r.by_source.items())
-        table.add_row(safe(f"{r.pack}/{r.criterion}"), str(r.labels), str(r.corrections), _pct(r.overall.rate),
-                      _pct(r.recent.rate), sources)
+        table.add_row(
+            safe(f"{r.pack}/{r.criterion}"),
+            str(r.labels),
+            str(r.corrections),
+            _pct(r.overall.rate),
+            _pct(r.recent.rate),
+            sources,
+        )
     return table
 
 
@@ -49,11 +55,16 @@ class AgreementScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="stats-body", classes="dialog"):
             if not self.rows:
-                yield Static("[b]Agreement[/b]\n\nNo labels yet. Answer the cards of a scored ticket (F6, then Enter "
-                             "to confirm or 1-9 to correct) and the agreement shows here.", id="stats-empty")
+                yield Static(
+                    "[b]Agreement[/b]\n\nNo labels yet. Answer the cards of a scored ticket (F6, then Enter "
+                    "to confirm or 1-9 to correct) and the agreement shows here.",
+                    id="stats-empty",
+                )
                 return
-            yield Static(f"[b]Agreement[/b] of the decisions shown with {self.answers} answer(s), judged on the "
-                         "decision shown before each first answer.")
+            yield Static(
+                f"[b]Agreement[/b] of the decisions shown with {self.answers} answer(s), judged on the "
+                "decision shown before each first answer."
+            )
             yield Static(agreement_table(self.rows), id="stats-table")
             yield PlotextPlot(id="stats-chart")
             yield Static("[dim]Esc, F7 or q closes this screen.[/dim]")

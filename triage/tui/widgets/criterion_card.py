@@ -17,8 +17,8 @@ from textual.markup import escape
 from textual.message import Message
 from textual.widget import Widget
 
-from triage.scoring.pack import Criterion, Option
 from triage.render import bar
+from triage.scoring.pack import Criterion, Option
 from triage.scoring.result import CriterionResult
 
 CardState = Literal["idle", "model", "waiting", "scoring", "done", "cancelled", "failed"]
@@ -186,4 +186,3 @@ class CriterionCard(Widget, can_focus=True):
             for w in r.warnings:
                 text.append("\n⚠ " + w, self.get_component_rich_style("card--warning"))
         return text
-

@@ -39,17 +39,28 @@ class ScoreSummary(Static):
             self.update("[dim]No ticket scored yet. Paste a ticket and press [b]F5[/b] to score it.[/dim]")
             return
         n, rate = self.session_tickets, self.session_hit_rate or 0.0
-        self.update(f"[dim]Paste the next ticket and press [b]F5[/b]. This session: {n} ticket{'' if n == 1 else 's'}, "
-                    f"prefix hit rate {rate:.0%}.[/dim]")
+        self.update(
+            f"[dim]Paste the next ticket and press [b]F5[/b]. This session: {n} ticket{'' if n == 1 else 's'}, "
+            f"prefix hit rate {rate:.0%}.[/dim]"
+        )
 
     def queued(self, ticket_id: str) -> None:
         """Submitted while the model is still loading."""
         self.update(f"ticket [b]{escape(ticket_id)}[/b] · [$accent]waiting for the model to load…[/]")
 
-    def scoring(self, ticket_id: str, tokens: Tokens | None = None, prefill_ms: float | None = None, done: int = 0, total: int = 0) -> None:
+    def scoring(
+        self,
+        ticket_id: str,
+        tokens: Tokens | None = None,
+        prefill_ms: float | None = None,
+        done: int = 0,
+        total: int = 0,
+    ) -> None:
         """Scoring is under way."""
         if tokens is None:
-            self.update(f"ticket [b]{escape(ticket_id)}[/b] · [$accent]reading the ticket (prefill)…[/]  [dim]esc cancels[/dim]")
+            self.update(
+                f"ticket [b]{escape(ticket_id)}[/b] · [$accent]reading the ticket (prefill)…[/]  [dim]esc cancels[/dim]"
+            )
             return
         self.update(
             f"ticket [b]{escape(ticket_id)}[/b] · prefill {_ms(prefill_ms or 0)} · prefix {tokens.prefix} tok, "

@@ -58,7 +58,10 @@ class TicketInput(TextArea):
     def _show_large(self, text: str) -> None:
         self._large = text
         hidden = len(text) - PREVIEW_HEAD - PREVIEW_TAIL
-        preview = f"{text[:PREVIEW_HEAD]}\n\n[… {hidden:,} characters not shown here; all are kept for scoring …]\n\n{text[-PREVIEW_TAIL:]}"
+        preview = (
+            f"{text[:PREVIEW_HEAD]}\n\n[… {hidden:,} characters not shown "
+            f"here; all are kept for scoring …]\n\n{text[-PREVIEW_TAIL:]}"
+        )
         self.load_text(preview)
         self.read_only = True
         self.border_title = f"Ticket · large paste, {len(text):,} characters, shown shortened · ctrl+l clears"
@@ -67,7 +70,9 @@ class TicketInput(TextArea):
         event.prevent_default()  # Textual would also run TextArea's own handler, inserting the raw text again
         text = clean_text(event.text)
         if not text:
-            self.app.notify("The paste held only control characters or escape codes; nothing was added.", severity="warning")
+            self.app.notify(
+                "The paste held only control characters or escape codes; nothing was added.", severity="warning"
+            )
             return
         if self._large is not None or len(self.text) + len(text) > LARGE_CHARS:
             self._show_large(text)  # a huge paste is a whole ticket: it replaces the box
