@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             assert status == 200, got
             http_ms.append(ms)
             engine_ms.append(got["timing"]["total_ms"])
-            mismatches += max(abs(a - b) for a, b in zip(probs(got).values(), want[text].values())) > 1e-6
+            mismatches += max(abs(a - b) for a, b in zip(probs(got).values(), want[text].values(), strict=True)) > 1e-6
         rps = args.n / t_http
 
         # load run
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                         errors.append(f"{tid}: {status} {got.get('error')}")
                         continue
                     answers[got["ticket_id"]] = answers.get(got["ticket_id"], 0) + 1
-                    if max(abs(a - b) for a, b in zip(probs(got).values(), want[text].values())) > 1e-6:
+                    if max(abs(a - b) for a, b in zip(probs(got).values(), want[text].values(), strict=True)) > 1e-6:
                         wrong += 1
                     if len(answers) == len(jobs) // 2:
                         rss_mid.append(rss_mib())
@@ -181,27 +181,48 @@ def main(argv: list[str] | None = None) -> int:
     engine.close()
 
     d_med = statistics.median(direct_ms)
-    over = [h - e for h, e in zip(http_ms, engine_ms)]
-    paired = [h - d for h, d in zip(http_ms, direct_ms)]
+    over = [h - e for h, e in zip(http_ms, engine_ms, strict=True)]
+    paired = [h - d for h, d in zip(http_ms, direct_ms, strict=True)]
     lost = [tid for tid, _ in jobs if tid not in answers]
     dup = [tid for tid, n in answers.items() if n > 1]
     out = {
-        "model": engine.name, "tickets": args.n,
-        "loadavg_start": round(load0, 2), "loadavg_end": round(os.getloadavg()[0], 2),
+        "model": engine.name,
+        "tickets": args.n,
+        "loadavg_start": round(load0, 2),
+        "loadavg_end": round(os.getloadavg()[0], 2),
         "direct_ms": {"median": round(d_med, 1), "p95": round(p95(direct_ms), 1)},
         "http_ms": {"median": round(statistics.median(http_ms), 1), "p95": round(p95(http_ms), 1)},
-        "http_requests_per_s": round(rps, 3), "direct_per_s": round(1000 * len(direct_ms) / sum(direct_ms), 3),
-        "overhead_ms": {"median": round(statistics.median(over), 2), "p95": round(p95(over), 2),
-                        "share_of_direct_median": round(statistics.median(over) / d_med, 4)},
-        "paired_difference_ms": {"median": round(statistics.median(paired), 1),
-                                 "share_of_direct_median": round(statistics.median(paired) / d_med, 4)},
+        "http_requests_per_s": round(rps, 3),
+        "direct_per_s": round(1000 * len(direct_ms) / sum(direct_ms), 3),
+        "overhead_ms": {
+            "median": round(statistics.median(over), 2),
+            "p95": round(p95(over), 2),
+            "share_of_direct_median": round(statistics.median(over) / d_med, 4),
+        },
+        "paired_difference_ms": {
+            "median": round(statistics.median(paired), 1),
+            "share_of_direct_median": round(statistics.median(paired) / d_med, 4),
+        },
         "probability_mismatches": mismatches,
-        "load": {"requests": args.load, "clients": args.clients, "seconds": round(load_s, 1),
-                 "requests_per_s": round(args.load / load_s, 3), "errors": len(errors), "lost": len(lost),
-                 "duplicated": len(dup), "wrong": wrong, "queue_peak": peak[0], "first_errors": errors[:5],
-                 "server": stats},
-        "rss_mib": {"after_load": round(rss_loaded, 1), "after_warmup": round(rss_warm, 1),
-                    "half_way": round(rss_mid[0], 1) if rss_mid else None, "after_load_run": round(rss_end, 1)},
+        "load": {
+            "requests": args.load,
+            "clients": args.clients,
+            "seconds": round(load_s, 1),
+            "requests_per_s": round(args.load / load_s, 3),
+            "errors": len(errors),
+            "lost": len(lost),
+            "duplicated": len(dup),
+            "wrong": wrong,
+            "queue_peak": peak[0],
+            "first_errors": errors[:5],
+            "server": stats,
+        },
+        "rss_mib": {
+            "after_load": round(rss_loaded, 1),
+            "after_warmup": round(rss_warm, 1),
+            "half_way": round(rss_mid[0], 1) if rss_mid else None,
+            "after_load_run": round(rss_end, 1),
+        },
     }
     print(json.dumps(out, indent=2))
     if args.json:

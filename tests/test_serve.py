@@ -51,8 +51,9 @@ def settings(**kw: Any) -> ServeSettings:
     return ServeSettings(packs={pack.name: pack}, **kw)
 
 
-def request(base: str, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None,
-            raw: bytes | None = None) -> tuple[int, dict[str, str], bytes]:
+def request(
+    base: str, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None, raw: bytes | None = None
+) -> tuple[int, dict[str, str], bytes]:
     u = urlsplit(base)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=120)
     hdrs = {"Content-Type": "application/json", **(headers or {})}
@@ -83,7 +84,6 @@ def probabilities(result: dict[str, Any]) -> dict[tuple[str, str], float]:
     return {(c["id"], o["id"]): o["probability"] for c in result["criteria"] for o in c["options"]}
 
 
-
 @pytest.mark.model
 def test_score_equals_the_cli(engine: Any, smollm2_path: Path, triage_home: Path) -> None:
     body = {"id": "T-1", "text": TICKETS[0], "criteria": ["queue", "urgency", "sentiment"]}
@@ -91,9 +91,26 @@ def test_score_equals_the_cli(engine: Any, smollm2_path: Path, triage_home: Path
         status, got = post(base, body)
     assert status == 200
     cli = subprocess.run(
-        [sys.executable, "-m", "triage.cli", "score", "--model", str(smollm2_path), "--n-ctx", str(N_CTX),
-         "--id", "T-1", "--criteria", "queue,urgency,sentiment", "--format", "json"],
-        input=TICKETS[0], capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "triage.cli",
+            "score",
+            "--model",
+            str(smollm2_path),
+            "--n-ctx",
+            str(N_CTX),
+            "--id",
+            "T-1",
+            "--criteria",
+            "queue,urgency,sentiment",
+            "--format",
+            "json",
+        ],
+        input=TICKETS[0],
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={**os.environ, "TRIAGE_HOME": str(triage_home), "PYTHONPATH": str(Path(__file__).parents[1])},
     )
     assert cli.returncode == 0, cli.stderr
@@ -112,8 +129,9 @@ def test_score_equals_the_cli(engine: Any, smollm2_path: Path, triage_home: Path
 def test_the_event_stream_gives_each_criterion_then_the_result(engine: Any) -> None:
     pack = default_pack()
     with serving(engine, settings()) as (base, _):
-        status, headers, data = request(base, "POST", "/v1/score", {"id": "S-1", "text": TICKETS[1]},
-                                        headers={"Accept": "text/event-stream"})
+        status, headers, data = request(
+            base, "POST", "/v1/score", {"id": "S-1", "text": TICKETS[1]}, headers={"Accept": "text/event-stream"}
+        )
     assert status == 200 and headers["content-type"].startswith("text/event-stream")
     events = events_of(data)
     kinds = [k for k, _ in events]
@@ -140,8 +158,9 @@ def test_twenty_concurrent_requests_each_answered_once_with_the_queue_bounded(en
     def client(i: int) -> None:
         text = TICKETS[i % len(TICKETS)]
         while True:
-            status, headers, data = request(base, "POST", "/v1/score",
-                                            {"id": f"C-{i}", "text": text, "criteria": ["queue", "urgency"]})
+            status, headers, data = request(
+                base, "POST", "/v1/score", {"id": f"C-{i}", "text": text, "criteria": ["queue", "urgency"]}
+            )
             if status == 503:
                 retry = int(headers["retry-after"])
                 assert retry >= 1 and json.loads(data)["error"].startswith("the queue is full")
@@ -184,8 +203,10 @@ def test_a_client_that_disconnects_mid_score_cancels_it_and_the_engine_stays_usa
         u = urlsplit(base)
         sock = socket.create_connection((u.hostname, u.port), timeout=60)
         body = json.dumps({"id": "D-1", "text": TICKETS[3] * 8, "mode": "serial"}).encode()
-        sock.sendall(b"POST /v1/score HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
-                     b"Accept: text/event-stream\r\nContent-Length: %d\r\n\r\n" % (u.port, len(body)) + body)
+        sock.sendall(
+            b"POST /v1/score HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+            b"Accept: text/event-stream\r\nContent-Length: %d\r\n\r\n" % (u.port, len(body)) + body
+        )
         seen = b""
         while b"event: prefilled" not in seen:
             chunk = sock.recv(4096)
@@ -209,15 +230,19 @@ def test_a_waiting_request_whose_client_went_away_is_never_started(engine: Any) 
         u = urlsplit(base)
         busy = socket.create_connection((u.hostname, u.port), timeout=60)  # keeps the engine busy, streaming
         body = json.dumps({"id": "W-1", "text": TICKETS[3] * 4, "mode": "serial"}).encode()
-        busy.sendall(b"POST /v1/score HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
-                     b"Accept: text/event-stream\r\nContent-Length: %d\r\n\r\n" % (u.port, len(body)) + body)
+        busy.sendall(
+            b"POST /v1/score HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+            b"Accept: text/event-stream\r\nContent-Length: %d\r\n\r\n" % (u.port, len(body)) + body
+        )
         seen = b""
         while b"event: queued" not in seen:
             seen += busy.recv(4096)
         gone = socket.create_connection((u.hostname, u.port), timeout=60)  # plain JSON, waits behind it
         body = json.dumps({"id": "W-2", "text": TICKETS[0]}).encode()
-        gone.sendall(b"POST /v1/score HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: %d\r\n\r\n" % (u.port, len(body)) + body)
+        gone.sendall(
+            b"POST /v1/score HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % (u.port, len(body)) + body
+        )
         deadline = time.monotonic() + 30
         while worker.waiting < 1 and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -278,8 +303,12 @@ def test_limits_and_bad_requests_get_their_status_and_the_server_stays_up(engine
 def test_a_token_is_required_on_every_api_request(engine: Any) -> None:
     token = "s3cret-token-1234"
     with serving(engine, settings(token=token)) as (base, _):
-        for method, path in (("GET", "/v1/health"), ("GET", "/openapi.json"), ("POST", "/v1/score"),
-                             ("POST", "/v1/label")):
+        for method, path in (
+            ("GET", "/v1/health"),
+            ("GET", "/openapi.json"),
+            ("POST", "/v1/score"),
+            ("POST", "/v1/label"),
+        ):
             status, headers, _ = request(base, method, path, {"text": "hi"})
             assert status == 401 and headers["www-authenticate"].startswith("Bearer")
             status, _, _ = request(base, method, path, {"text": "hi"}, headers={"Authorization": "Bearer wrong"})
@@ -297,12 +326,23 @@ def test_cors_only_for_the_allowed_origin(engine: Any) -> None:
         assert not any(k.startswith("access-control-") for k in headers)
     origin = "https://helpdesk.example"
     with serving(engine, settings(allow_origin=origin)) as (base, _):
-        status, headers, _ = request(base, "OPTIONS", "/v1/score", headers={
-            "Origin": origin, "Access-Control-Request-Method": "POST",
-            "Access-Control-Request-Headers": "authorization,content-type"})
+        status, headers, _ = request(
+            base,
+            "OPTIONS",
+            "/v1/score",
+            headers={
+                "Origin": origin,
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "authorization,content-type",
+            },
+        )
         assert status == 200 and headers["access-control-allow-origin"] == origin
-        status, headers, _ = request(base, "OPTIONS", "/v1/score", headers={
-            "Origin": "https://evil.example", "Access-Control-Request-Method": "POST"})
+        status, headers, _ = request(
+            base,
+            "OPTIONS",
+            "/v1/score",
+            headers={"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"},
+        )
         assert status == 400 and "access-control-allow-origin" not in headers
 
 
@@ -319,13 +359,21 @@ def test_label_records_as_triage_label_does(engine: Any, tmp_path: Path) -> None
         assert status == 200, data
         stored = json.loads(data)["stored"]
         shown = next(c["choice"] for c in got["criteria"] if c["id"] == "queue")
-        assert stored == [{"criterion": "queue", "option": "shipping",
-                           "kind": "confirmation" if shown == "shipping" else "correction", "shown_option": shown}]
-        for body, field in (({"id": "nope", "labels": {"queue": "shipping"}}, "id"),
-                            ({"id": "H-1", "labels": {"queue": "no-such-option"}}, "labels"),
-                            ({"id": "H-1", "labels": {"colour": "red"}}, "labels"),
-                            ({"id": "H-1", "labels": {}}, "labels"),
-                            ({"labels": {"queue": "x"}}, "id")):
+        assert stored == [
+            {
+                "criterion": "queue",
+                "option": "shipping",
+                "kind": "confirmation" if shown == "shipping" else "correction",
+                "shown_option": shown,
+            }
+        ]
+        for body, field in (
+            ({"id": "nope", "labels": {"queue": "shipping"}}, "id"),
+            ({"id": "H-1", "labels": {"queue": "no-such-option"}}, "labels"),
+            ({"id": "H-1", "labels": {"colour": "red"}}, "labels"),
+            ({"id": "H-1", "labels": {}}, "labels"),
+            ({"labels": {"queue": "x"}}, "id"),
+        ):
             status, _, data = request(base, "POST", "/v1/label", body)
             assert status == 422 and json.loads(data)["field"] == field, (body, data)
         status, _, _ = request(base, "POST", "/v1/score", {"id": "H-2", "text": TICKETS[2]})
@@ -359,12 +407,15 @@ def test_health_and_openapi_describe_the_server(engine: Any) -> None:
     assert set(doc["components"]["schemas"]["LabelRequest"]["properties"]) == set(LABEL_FIELDS)
 
 
-@pytest.mark.parametrize("value, logged", [
-    ("/v1/\x1b[31mred", "/v1/\\x1b[31mred"),
-    ("a\nb\rc", "a\\x0ab\\x0dc"),
-    ("\u202eevil", "\\u202eevil"),
-    ("x" * 300, "x" * 200 + "..."),
-])
+@pytest.mark.parametrize(
+    "value, logged",
+    [
+        ("/v1/\x1b[31mred", "/v1/\\x1b[31mred"),
+        ("a\nb\rc", "a\\x0ab\\x0dc"),
+        ("\u202eevil", "\\u202eevil"),
+        ("x" * 300, "x" * 200 + "..."),
+    ],
+)
 def test_request_strings_are_escaped_in_log_lines(value: str, logged: str) -> None:
     assert log_safe(value) == logged
 
@@ -372,19 +423,29 @@ def test_request_strings_are_escaped_in_log_lines(value: str, logged: str) -> No
 def _cli(*args: str, home: Path, **kw: Any) -> Any:
     env = {**os.environ, "TRIAGE_HOME": str(home), "PYTHONPATH": str(Path(__file__).parents[1])}
     env.pop("TRIAGE_SERVE_TOKEN", None)
-    return subprocess.Popen([sys.executable, "-m", "triage.cli", "serve", *args], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "triage.cli", "serve", *args],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kw,
+    )
 
 
-@pytest.mark.parametrize("args, said", [
-    (["--host", "0.0.0.0"], "needs --token"),
-    (["--token", "short"], "at least 8"),
-    (["--port", "70000"], "is not a port"),
-    (["--allow-origin", "*"], "is not one origin"),
-    (["--queue-limit", "0"], "at least 1"),
-])
-def test_serve_refuses_unsafe_or_bad_settings_before_loading_a_model(args: list[str], said: str,
-                                                                     triage_home: Path) -> None:
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--host", "0.0.0.0"], "needs --token"),
+        (["--token", "short"], "at least 8"),
+        (["--port", "70000"], "is not a port"),
+        (["--allow-origin", "*"], "is not one origin"),
+        (["--queue-limit", "0"], "at least 1"),
+    ],
+)
+def test_serve_refuses_unsafe_or_bad_settings_before_loading_a_model(
+    args: list[str], said: str, triage_home: Path
+) -> None:
     proc = _cli("--model", "/nonexistent.gguf", *args, home=triage_home)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 2 and said in err and out == ""
@@ -398,8 +459,9 @@ def test_triage_serve_starts_says_so_and_stops_on_sigterm(smollm2_path: Path, tr
 
     port = free_port()
     token = "a-long-enough-token"
-    proc = _cli("--model", str(smollm2_path), "--n-ctx", "2048", "--port", str(port), "--token", token,
-                home=triage_home)
+    proc = _cli(
+        "--model", str(smollm2_path), "--n-ctx", "2048", "--port", str(port), "--token", token, home=triage_home
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -411,8 +473,13 @@ def test_triage_serve_starts_says_so_and_stops_on_sigterm(smollm2_path: Path, tr
                 assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
                 time.sleep(0.2)
         assert status == 200 and json.loads(data)["n_ctx"] == N_CTX
-        status, _, data = request(base, "POST", "/v1/score", {"id": "CLI-\x1b[2J1", "text": TICKETS[0]},
-                                  headers={"Authorization": f"Bearer {token}"})
+        status, _, data = request(
+            base,
+            "POST",
+            "/v1/score",
+            {"id": "CLI-\x1b[2J1", "text": TICKETS[0]},
+            headers={"Authorization": f"Bearer {token}"},
+        )
         assert status == 200 and json.loads(data)["ticket_id"] == "CLI-\x1b[2J1"
         status, _, _ = request(base, "GET", "/v1/health%1b]0;pwned%07")
         assert status == 401

@@ -25,8 +25,16 @@ from triage.serve.app import ServeSettings  # noqa: E402
 from triage.serve.local import serving  # noqa: E402
 
 CHROMIUM = os.environ.get("TRIAGE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 pytestmark = pytest.mark.model
 
@@ -37,7 +45,8 @@ def browser() -> Iterator[Any]:
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium, or set TRIAGE_CHROMIUM)")
     with tempfile.TemporaryDirectory() as profile, sync_api.sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
-            profile, executable_path=CHROMIUM, headless=True, args=FLAGS, viewport={"width": 1200, "height": 900})
+            profile, executable_path=CHROMIUM, headless=True, args=FLAGS, viewport={"width": 1200, "height": 900}
+        )
         yield context
         context.close()
 

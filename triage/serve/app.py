@@ -39,8 +39,10 @@ STATIC = {  # every file the page needs, by URL path: nothing else is ever read 
     "/static/app.css": ("app.css", "text/css; charset=utf-8"),
     "/static/icon.svg": ("icon.svg", "image/svg+xml"),
 }
-_PAGE_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
-             "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+_PAGE_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
 
 
 def log_safe(value: object, limit: int = 200) -> str:
@@ -87,8 +89,14 @@ class ServeSettings:
         return self.max_ticket_bytes * 6 + (16 << 10)
 
 
-def error(status: int, message: str, *, field_name: str | None = None, hint: str | None = None,
-          headers: dict[str, str] | None = None) -> JSONResponse:
+def error(
+    status: int,
+    message: str,
+    *,
+    field_name: str | None = None,
+    hint: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
     """The one error body: ``{"error": message, "field": name, "hint": what to do}``."""
     body: dict[str, Any] = {"error": message}
     if field_name is not None:
@@ -130,24 +138,36 @@ class Guard:
                 await self.app(scope, receive, sending)
         finally:
             client = scope.get("client") or ("-", 0)
-            log.info("%s %s %s %d %.1fms", log_safe(client[0]), log_safe(scope.get("method")),
-                     log_safe(scope.get("path")), status["code"], (time.perf_counter() - t0) * 1000)
+            log.info(
+                "%s %s %s %d %.1fms",
+                log_safe(client[0]),
+                log_safe(scope.get("method")),
+                log_safe(scope.get("path")),
+                status["code"],
+                (time.perf_counter() - t0) * 1000,
+            )
 
     def _refusal(self, scope: Scope) -> Response | None:
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", [])}
         s = self.settings
         if s.host in LOOPBACK and s.token is None and headers.get("host", "").lower() not in self.hosts:
-            return error(421, "this server answers only requests addressed to it on localhost",
-                         hint=f"use http://127.0.0.1:{s.port}/")
+            return error(
+                421,
+                "this server answers only requests addressed to it on localhost",
+                hint=f"use http://127.0.0.1:{s.port}/",
+            )
         path = scope.get("path", "")
         if s.token is None or path in STATIC or scope.get("method") == "OPTIONS":
             return None
         given = headers.get("authorization", "")
         scheme, _, token = given.partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), s.token.encode()):
-            return error(401, "a bearer token is required" if not given else "the bearer token is wrong",
-                         hint="send the header Authorization: Bearer <the token given to triage serve --token>",
-                         headers={"WWW-Authenticate": 'Bearer realm="triage"'})
+            return error(
+                401,
+                "a bearer token is required" if not given else "the bearer token is wrong",
+                hint="send the header Authorization: Bearer <the token given to triage serve --token>",
+                headers={"WWW-Authenticate": 'Bearer realm="triage"'},
+            )
         return None
 
 
@@ -163,8 +183,11 @@ async def read_json(request: Request, limit: int) -> Any:
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind != "application/json":
         # a browser sends any other type cross-origin without asking first (no preflight)
-        raise Invalid("body", f"the body must be sent as application/json, not {kind or 'no type'}",
-                      hint="add the header Content-Type: application/json")
+        raise Invalid(
+            "body",
+            f"the body must be sent as application/json, not {kind or 'no type'}",
+            hint="add the header Content-Type: application/json",
+        )
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise TooLarge(f"the body is {int(declared):,} bytes; this server reads at most {limit:,}")
@@ -202,8 +225,11 @@ def prepare(req: ScoreRequest, settings: ServeSettings, loop: asyncio.AbstractEv
     elif req.pack in settings.packs:
         pack = settings.packs[req.pack]
     else:
-        raise Invalid("pack", f"no pack named {req.pack!r} on this server",
-                      hint=f"its packs: {', '.join(settings.packs)} (start it with --pack FILE for more)")
+        raise Invalid(
+            "pack",
+            f"no pack named {req.pack!r} on this server",
+            hint=f"its packs: {', '.join(settings.packs)} (start it with --pack FILE for more)",
+        )
     flags = req.flags()
     if req.criteria is not None:
         flags["criteria"] = ",".join(req.criteria)  # checked against the pack by the resolver
@@ -244,8 +270,9 @@ def create_app(worker: EngineWorker, settings: ServeSettings) -> Starlette:
 
     async def score(request: Request) -> Response:
         try:
-            req = parse_score(await read_json(request, settings.max_body_bytes),
-                              max_ticket_bytes=settings.max_ticket_bytes)
+            req = parse_score(
+                await read_json(request, settings.max_body_bytes), max_ticket_bytes=settings.max_ticket_bytes
+            )
             job = prepare(req, settings, asyncio.get_running_loop())
         except TooLarge as exc:
             return error(413, exc.message, hint="send a shorter ticket (a ticket is cut to the context anyway)")
@@ -254,11 +281,18 @@ def create_app(worker: EngineWorker, settings: ServeSettings) -> Starlette:
         try:
             ahead = worker.submit(job)
         except QueueFull as exc:
-            return error(503, f"the queue is full: {exc}", hint=f"retry in {exc.retry_after} s",
-                         headers={"Retry-After": str(exc.retry_after)})
+            return error(
+                503,
+                f"the queue is full: {exc}",
+                hint=f"retry in {exc.retry_after} s",
+                headers={"Retry-After": str(exc.retry_after)},
+            )
         if "text/event-stream" in request.headers.get("accept", ""):
-            return StreamingResponse(_stream(job, ahead), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+            return StreamingResponse(
+                _stream(job, ahead),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            )
         return await _answer(job, request)
 
     async def _stream(job: Job, ahead: int) -> AsyncIterator[bytes]:
@@ -323,9 +357,15 @@ def create_app(worker: EngineWorker, settings: ServeSettings) -> Starlette:
     ]
     middleware = []
     if settings.allow_origin:
-        middleware.append(Middleware(CORSMiddleware, allow_origins=[settings.allow_origin],
-                                     allow_methods=["GET", "POST"], allow_headers=["Authorization", "Content-Type"],
-                                     max_age=600))
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=[settings.allow_origin],
+                allow_methods=["GET", "POST"],
+                allow_headers=["Authorization", "Content-Type"],
+                max_age=600,
+            )
+        )
     middleware.append(Middleware(Guard, settings=settings))
 
     async def bad_request(request: Request, exc: Exception) -> Response:
@@ -357,8 +397,9 @@ def _record(history_path: Path | None, ticket_id: str, labels: dict[str, str]) -
             stored = lab.record(history, scored, answers, origin="serve")
         except InputError as exc:
             raise Invalid("labels", exc.message, hint=exc.hint) from None
-    return [{"criterion": s.criterion, "option": s.option, "kind": s.kind, "shown_option": s.shown_option}
-            for s in stored]
+    return [
+        {"criterion": s.criterion, "option": s.option, "kind": s.kind, "shown_option": s.shown_option} for s in stored
+    ]
 
 
 def health_of(worker: EngineWorker, settings: ServeSettings) -> dict[str, Any]:
@@ -369,8 +410,16 @@ def health_of(worker: EngineWorker, settings: ServeSettings) -> dict[str, Any]:
         "status": "ok",
         "model": engine.model_info,
         "n_ctx": engine.n_ctx,
-        "packs": [{"name": p.name, "version": p.version, "hash": p.hash, "default": i == 0,
-                   "criteria": [c.id for c in p.criteria]} for i, p in enumerate(settings.packs.values())],
+        "packs": [
+            {
+                "name": p.name,
+                "version": p.version,
+                "hash": p.hash,
+                "default": i == 0,
+                "criteria": [c.id for c in p.criteria],
+            }
+            for i, p in enumerate(settings.packs.values())
+        ],
         "head": fits.head_path,
         "calibration": fits.calibration_path,
         "fit_notes": [n.text for n in fits.notes],

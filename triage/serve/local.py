@@ -26,8 +26,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def serving(engine: Any, settings: ServeSettings, *, queue_limit: int = 16, fits: Any = None,
-            timeout: float = 30.0) -> Iterator[tuple[str, EngineWorker]]:
+def serving(
+    engine: Any, settings: ServeSettings, *, queue_limit: int = 16, fits: Any = None, timeout: float = 30.0
+) -> Iterator[tuple[str, EngineWorker]]:
     """Serve ``engine`` (not closed at the end) on a free port; yields the base URL and the worker.
 
     Raises:
@@ -36,11 +37,24 @@ def serving(engine: Any, settings: ServeSettings, *, queue_limit: int = 16, fits
     import uvicorn
 
     settings = replace(settings, port=free_port(), host="127.0.0.1")
-    worker = EngineWorker(engine, fits or fit_policy(engine), queue_limit=queue_limit,
-                          history_path=settings.history_path, owns_engine=False)
+    worker = EngineWorker(
+        engine,
+        fits or fit_policy(engine),
+        queue_limit=queue_limit,
+        history_path=settings.history_path,
+        owns_engine=False,
+    )
     worker.start()
-    server = uvicorn.Server(uvicorn.Config(create_app(worker, settings), host="127.0.0.1", port=settings.port,
-                                           access_log=False, log_level="warning", lifespan="off"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(worker, settings),
+            host="127.0.0.1",
+            port=settings.port,
+            access_log=False,
+            log_level="warning",
+            lifespan="off",
+        )
+    )
     thread = threading.Thread(target=server.run, name="triage-serve-test", daemon=True)
     thread.start()
     deadline = time.monotonic() + timeout

@@ -51,8 +51,13 @@ class ScoreRequest:
 
     def flags(self) -> dict[str, Any]:
         """The fields :func:`triage.scoring.options.resolve_options` reads, as a command line gives them."""
-        return {"mode": self.mode, "readout": self.readout, "orderings": self.orderings, "prior": self.prior,
-                "criteria": self.criteria}
+        return {
+            "mode": self.mode,
+            "readout": self.readout,
+            "orderings": self.orderings,
+            "prior": self.prior,
+            "criteria": self.criteria,
+        }
 
 
 @dataclass(frozen=True)
@@ -69,8 +74,11 @@ LABEL_FIELDS = ("id", "labels")
 
 def _object(body: object, fields: tuple[str, ...]) -> Mapping[str, Any]:
     if not isinstance(body, Mapping):
-        raise Invalid("body", f"the body must be a JSON object, not {type(body).__name__}",
-                      hint='e.g. {"id": "T-1", "text": "..."}')
+        raise Invalid(
+            "body",
+            f"the body must be a JSON object, not {type(body).__name__}",
+            hint='e.g. {"id": "T-1", "text": "..."}',
+        )
     for key in body:
         if key not in fields:
             raise Invalid(str(key), f"unknown field {str(key)!r}", hint=f"the fields: {', '.join(fields)}")
@@ -132,14 +140,23 @@ def parse_score(body: object, *, max_ticket_bytes: int = DEFAULT_MAX_TICKET_BYTE
     if criteria is not None:
         if isinstance(criteria, str):
             criteria = [c for c in criteria.split(",")]
-        if not isinstance(criteria, list) or not all(isinstance(c, str) and c.strip() for c in criteria) \
-                or not criteria:
+        if (
+            not isinstance(criteria, list)
+            or not all(isinstance(c, str) and c.strip() for c in criteria)
+            or not criteria
+        ):
             raise Invalid("criteria", "field 'criteria' must be a non-empty list of criterion ids (strings)")
         criteria = tuple(dict.fromkeys(c.strip() for c in criteria))
     return ScoreRequest(
-        id=_ticket_id(body, required=False), text=text, pack=pack, criteria=criteria,
-        readout=_choice(body, "readout", READOUTS), mode=_choice(body, "mode", MODES),
-        orderings=_choice(body, "orderings", ORDERINGS), prior=_flag(body, "prior"), history=_flag(body, "history"),
+        id=_ticket_id(body, required=False),
+        text=text,
+        pack=pack,
+        criteria=criteria,
+        readout=_choice(body, "readout", READOUTS),
+        mode=_choice(body, "mode", MODES),
+        orderings=_choice(body, "orderings", ORDERINGS),
+        prior=_flag(body, "prior"),
+        history=_flag(body, "history"),
     )
 
 
@@ -154,8 +171,9 @@ def parse_label(body: object) -> LabelRequest:
     assert tid is not None
     labels = body.get("labels")
     if not isinstance(labels, Mapping) or not labels:
-        raise Invalid("labels", "field 'labels' must be a non-empty object {criterion: option}",
-                      hint='e.g. {"queue": "shipping"}')
+        raise Invalid(
+            "labels", "field 'labels' must be a non-empty object {criterion: option}", hint='e.g. {"queue": "shipping"}'
+        )
     out: dict[str, str] = {}
     for crit, option in labels.items():
         if not isinstance(option, str) or not option.strip():

@@ -100,7 +100,10 @@ class Stats:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "served": self.served, "cancelled": self.cancelled, "failed": self.failed, "rejected": self.rejected,
+            "served": self.served,
+            "cancelled": self.cancelled,
+            "failed": self.failed,
+            "rejected": self.rejected,
             "stable_hit_rate": round(self.stable_cached / self.stable_tokens, 6) if self.stable_tokens else None,
             "prefix_hit_rate": round(self.prefix_cached / self.input_tokens, 6) if self.input_tokens else None,
             "median_score_ms": round(sorted(self.recent_ms)[len(self.recent_ms) // 2], 1) if self.recent_ms else None,
@@ -242,12 +245,24 @@ class EngineWorker:
         t0 = time.perf_counter()
         job.started = time.monotonic()
         try:
-            for event in self.engine.score(job.ticket, job.pack, job.options, cancel=job.cancelled.is_set,
-                                           features=keeping is not None, **fits.engine_kwargs()):
+            for event in self.engine.score(
+                job.ticket,
+                job.pack,
+                job.options,
+                cancel=job.cancelled.is_set,
+                features=keeping is not None,
+                **fits.engine_kwargs(),
+            ):
                 if isinstance(event, Prefilled):
-                    job.emit("prefilled", {"ticket_id": job.ticket.id, "criteria": event.criteria,
-                                           "prefill_ms": round(event.prefill_ms, 3),
-                                           "queued_ms": round((job.started - job.submitted) * 1000, 3)})
+                    job.emit(
+                        "prefilled",
+                        {
+                            "ticket_id": job.ticket.id,
+                            "criteria": event.criteria,
+                            "prefill_ms": round(event.prefill_ms, 3),
+                            "queued_ms": round((job.started - job.submitted) * 1000, 3),
+                        },
+                    )
                 elif isinstance(event, CriterionScored):
                     job.emit("criterion", criterion_dict(event.result))
                 elif isinstance(event, TicketScored):
