@@ -1,0 +1,258 @@
+"""``triage serve``: a local HTTP API and a web page on one resident engine (docs/serve.md)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from triage.errors import InputError
+
+NAME = "serve"
+ORDER = 15
+HELP = "serve the engine over a local HTTP API, with a web page of live decisions"
+DESCRIPTION = """\
+Load the model once and answer HTTP requests on it, one ticket at a time, first
+come first served (docs/serve.md):
+
+  POST /v1/score    {"id", "text"} and optional "pack", "criteria", "readout",
+                    "mode", "orderings", "prior", "history": the triage.result/2
+                    JSON `triage score` prints; with Accept: text/event-stream,
+                    events queued, prefilled, one criterion per criterion, result
+  POST /v1/label    {"id", "labels": {criterion: option}}: as `triage label` does
+  GET  /v1/health   model, packs, head and calibration, hit rate, queue
+  GET  /openapi.json
+  GET  /            a web page: paste a ticket, watch the cards fill in
+
+Options resolve as for `triage score` (the request's fields, then the config
+file, then the defaults), and the stored head and calibration are chosen by the
+same policy, so the numbers are those `triage score` prints.
+
+Safe by default: it listens on 127.0.0.1 only. Any other --host needs --token
+(or TRIAGE_SERVE_TOKEN): every API request must then send
+"Authorization: Bearer TOKEN" (401 otherwise). A request names a pack by its
+name, one of those loaded with --pack at start-up; it never names a file.
+Bodies must be application/json; a ticket over --max-ticket-bytes is 413; a
+bad field is 422, naming it; a full queue is 503 with Retry-After. No CORS
+headers unless --allow-origin. A client that goes away cancels its request.
+
+examples:
+  triage serve
+  curl -s localhost:8787/v1/score -H 'Content-Type: application/json' \\
+       -d '{"id": "T-1", "text": "I was charged twice"}'
+  triage serve --host 0.0.0.0 --token "$(openssl rand -hex 16)" --history"""
+
+DEFAULT_PORT = 8787
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from triage.cli import add_model_options
+    from triage.serve.requests import DEFAULT_MAX_TICKET_BYTES
+    from triage.serve.worker import DEFAULT_QUEUE_LIMIT
+
+    p.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs --token)"
+    )
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    add_model_options(p)
+    p.add_argument(
+        "--pack",
+        metavar="PATH",
+        action="append",
+        help="a criteria pack requests may name (by its name); repeat for more; the first is the default "
+        "(default: the config's pack, else the built-in support pack)",
+    )
+    p.add_argument(
+        "--prompt",
+        choices=("auto", "chat", "plain"),
+        default="auto",
+        help="prompt format (default: from the model's chat template)",
+    )
+    p.add_argument(
+        "--token",
+        metavar="TOKEN",
+        default=None,
+        help="bearer token every API request must send (default: $TRIAGE_SERVE_TOKEN; needed off localhost)",
+    )
+    p.add_argument(
+        "--allow-origin",
+        metavar="ORIGIN",
+        help="let pages of this one origin call the API (CORS), e.g. https://example.zendesk.com",
+    )
+    p.add_argument(
+        "--queue-limit",
+        type=int,
+        metavar="N",
+        default=None,
+        help=f"requests that may wait for the engine; more get 503 (default: config serve_queue_limit, "
+        f"else {DEFAULT_QUEUE_LIMIT})",
+    )
+    p.add_argument(
+        "--max-ticket-bytes",
+        type=int,
+        metavar="N",
+        default=None,
+        help=f"largest ticket text in bytes of UTF-8; larger gets 413 (default {DEFAULT_MAX_TICKET_BYTES})",
+    )
+    p.add_argument(
+        "--history",
+        action="store_true",
+        help='keep every scored ticket in the history unless its request says "history": false '
+        "(so /v1/label and `triage label` can label it)",
+    )
+    p.add_argument("--history-file", metavar="PATH", help="the history file (default: the user data dir's)")
+    p.add_argument("--no-head", action="store_true", help="do not apply any learned head")
+    p.add_argument("--no-calibration", action="store_true", help="do not apply any calibration")
+
+
+def _positive(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"{what} must be a whole number of at least 1, not {value!r}")
+    return value
+
+
+def settings_of(args: argparse.Namespace, config: dict[str, Any]) -> Any:
+    """The :class:`~triage.serve.app.ServeSettings` of the command line and config; checked before the model loads.
+
+    Raises:
+        InputError: another host without a token, a bad port or limit, a pack that cannot be read, two packs
+            of one name, a bad score option in the config.
+    """
+    from pathlib import Path
+
+    from triage.scoring.options import resolve_options
+    from triage.scoring.pack import resolve_pack
+    from triage.serve.app import LOOPBACK, ServeSettings
+    from triage.serve.requests import DEFAULT_MAX_TICKET_BYTES
+
+    token = args.token if args.token is not None else os.environ.get("TRIAGE_SERVE_TOKEN") or None
+    if token is not None and (len(token) < 8 or not token.isprintable() or " " in token):
+        raise InputError(
+            "--token must be at least 8 printable characters without spaces",
+            hint='e.g. --token "$(openssl rand -hex 16)"',
+        )
+    if args.host not in LOOPBACK and token is None:
+        raise InputError(
+            f"--host {args.host} would let other machines reach the model; that needs --token",
+            hint="pass --token TOKEN (or set TRIAGE_SERVE_TOKEN), or leave out --host to stay on 127.0.0.1",
+        )
+    if not 1 <= args.port <= 65535:
+        raise InputError(f"--port {args.port} is not a port (1 to 65535)")
+    if args.allow_origin is not None and (args.allow_origin == "*" or "://" not in args.allow_origin):
+        raise InputError(
+            f"--allow-origin {args.allow_origin!r} is not one origin",
+            hint="give scheme and host, e.g. https://example.zendesk.com (no wildcard)",
+        )
+    paths = args.pack or [config.get("pack")]
+    packs: dict[str, Any] = {}
+    for path in paths:
+        pack = resolve_pack(path)
+        if pack.name in packs:
+            raise InputError(f"two packs are named {pack.name!r}", hint="requests name packs by name; rename one")
+        packs[pack.name] = pack
+    resolve_options({}, config)  # a bad score option in the config stops the server before the model loads
+    limit = args.queue_limit if args.queue_limit is not None else config.get("serve_queue_limit", None)
+    from triage.serve.worker import DEFAULT_QUEUE_LIMIT
+
+    queue_limit = _positive(
+        limit if limit is not None else DEFAULT_QUEUE_LIMIT,
+        "--queue-limit" if args.queue_limit is not None else "config serve_queue_limit",
+    )
+    max_ticket = _positive(args.max_ticket_bytes or DEFAULT_MAX_TICKET_BYTES, "--max-ticket-bytes")
+    settings = ServeSettings(
+        packs=packs,
+        config=dict(config),
+        host=args.host,
+        port=args.port,
+        token=token,
+        allow_origin=args.allow_origin,
+        max_ticket_bytes=max_ticket,
+        history=args.history,
+        history_path=Path(args.history_file).expanduser() if args.history_file else None,
+    )
+    return settings, queue_limit
+
+
+def _say(line: str) -> None:
+    from triage.scoring.ticket import printable
+
+    print(printable(line), file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    import logging
+    from importlib.util import find_spec
+
+    if find_spec("starlette") is None or find_spec("uvicorn") is None:
+        raise InputError(
+            "triage serve needs the ASGI stack of the serve extra",
+            hint="pip install 'triage[serve]' (Starlette and uvicorn)",
+        )
+    import uvicorn
+
+    from triage.model.loader import load_engine
+    from triage.scoring.fit import FitRequest
+    from triage.serve.app import create_app, worker_default_options
+    from triage.serve.worker import EngineWorker, fit_policy
+    from triage.store.config import load_config
+
+    config = load_config()
+    settings, queue_limit = settings_of(args, config)
+    if settings.history:  # a history that cannot be written stops the server now, not its first request
+        from triage.store.history import History
+
+        History.open_writable(settings.history_path).close()
+    engine = load_engine(
+        args.model,
+        n_ctx=args.n_ctx,
+        threads=args.threads,
+        prompt_style=args.prompt,
+        notice=lambda m: _say(f"triage: {m}"),
+    )
+    request = FitRequest.of(no_head=args.no_head, no_calibration=args.no_calibration, config=config)
+    fits = fit_policy(engine, request)
+    options = worker_default_options(settings)
+    for note in fits(settings.default_pack, options).notes:
+        _say(f"triage: {'' if note.applied else 'note: '}{note.text}")
+    for pack in settings.packs.values():
+        engine.hold_stable(pack, options.readout)  # computed (or restored) now, not on the first request
+    engine.hold_stable(settings.default_pack, options.readout)  # the default's stays resident
+    worker = EngineWorker(
+        engine,
+        fits,
+        queue_limit=queue_limit,
+        history_path=settings.history_path,
+        keep_features=int(config.get("keep_features", 5000)),
+    )
+    worker.start()
+    app = create_app(worker, settings)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("triage: %(message)s"))
+    logging.getLogger("triage.serve").addHandler(handler)
+    logging.getLogger("triage.serve").setLevel(logging.INFO)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=args.host,
+            port=args.port,
+            access_log=False,
+            log_level="warning",
+            server_header=False,
+            timeout_graceful_shutdown=5,
+        )
+    )
+    where = f"http://{'[' + args.host + ']' if ':' in args.host else args.host}:{args.port}/"
+    _say(
+        f"triage: serving {engine.name} with pack {settings.default_pack.name} on {where} "
+        f"(queue limit {queue_limit}; Ctrl-C stops)"
+    )
+    if settings.token is not None:
+        _say("triage: a bearer token is required on every API request (Authorization: Bearer ...)")
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        _say(f"triage: listening on {args.host}: other machines can reach this server")
+    try:
+        server.run()
+    finally:
+        worker.stop()
+    return 0

@@ -1,0 +1,437 @@
+"""The Starlette app of ``triage serve``: routes, the bearer token, CORS, the event stream, the page.
+
+:func:`create_app` builds it around one :class:`~triage.serve.worker.EngineWorker`; the command
+(:mod:`triage.commands.serve`), the tests and bench all use it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from triage.errors import TriageError
+from triage.scoring.pack import Pack
+from triage.serve.requests import DEFAULT_MAX_TICKET_BYTES, Invalid, ScoreRequest, TooLarge, parse_label, parse_score
+from triage.serve.worker import TERMINAL, EngineWorker, Job, QueueFull
+
+log = logging.getLogger("triage.serve")
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+STATIC = {  # every file the page needs, by URL path: nothing else is ever read from disk for a request
+    "/": ("index.html", "text/html; charset=utf-8"),
+    "/static/app.js": ("app.js", "text/javascript; charset=utf-8"),
+    "/static/app.css": ("app.css", "text/css; charset=utf-8"),
+    "/static/icon.svg": ("icon.svg", "image/svg+xml"),
+}
+_PAGE_CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+
+
+def log_safe(value: object, limit: int = 200) -> str:
+    """``value`` for a log line: every character that is not printable ASCII escaped (``\\x1b``, ``\\u202e``),
+    cut to ``limit`` characters. Nothing from a request reaches a log line any other way."""
+    text = str(value)
+    cut = len(text) > limit
+    out = text[:limit].encode("ascii", "backslashreplace").decode("ascii")
+    out = "".join(c if 32 <= ord(c) < 127 else f"\\x{ord(c):02x}" for c in out)
+    return out + ("..." if cut else "")
+
+
+@dataclass
+class ServeSettings:
+    """How the server answers: its packs, limits, token, CORS origin and history default.
+
+    Attributes:
+        packs: the packs requests may name (by ``Pack.name``); the first is the default.
+        config: the user's config (score options resolve: request fields, then this, then defaults).
+        host, port: where it listens (checked against the ``Host`` header on loopback, against DNS rebinding).
+        token: the bearer token every API request needs (None: none, only on loopback).
+        allow_origin: the one origin allowed cross-origin requests (None: no CORS headers at all).
+        history: keep scored tickets in the history when a request does not say (``--history``).
+        history_path: that history file (None: the user data dir's).
+    """
+
+    packs: dict[str, Pack]
+    config: Mapping[str, Any] = field(default_factory=dict)
+    host: str = "127.0.0.1"
+    port: int = 8787
+    token: str | None = None
+    allow_origin: str | None = None
+    max_ticket_bytes: int = DEFAULT_MAX_TICKET_BYTES
+    history: bool = False
+    history_path: Path | None = None
+
+    @property
+    def default_pack(self) -> Pack:
+        return next(iter(self.packs.values()))
+
+    @property
+    def max_body_bytes(self) -> int:
+        """A body may hold the text JSON-escaped (up to 6 bytes a byte, ``\\u00e9``) and the other fields."""
+        return self.max_ticket_bytes * 6 + (16 << 10)
+
+
+def error(
+    status: int,
+    message: str,
+    *,
+    field_name: str | None = None,
+    hint: str | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    """The one error body: ``{"error": message, "field": name, "hint": what to do}``."""
+    body: dict[str, Any] = {"error": message}
+    if field_name is not None:
+        body["field"] = field_name
+    if hint:
+        body["hint"] = hint
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+class Guard:
+    """ASGI middleware: the ``Host`` check, the bearer token, and the access log (escaped).
+
+    The page and its assets need no token (they hold no data; the page asks for the token and
+    sends it with every API call); ``/v1/*`` and ``/openapi.json`` do.
+    """
+
+    def __init__(self, app: ASGIApp, settings: ServeSettings) -> None:
+        self.app = app
+        self.settings = settings
+        self.hosts = {f"{h}:{settings.port}" for h in ("127.0.0.1", "localhost", "[::1]")}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        t0 = time.perf_counter()
+        status = {"code": 0}
+
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+            await send(message)
+
+        refusal = self._refusal(scope)
+        try:
+            if refusal is not None:
+                await refusal(scope, receive, sending)
+            else:
+                await self.app(scope, receive, sending)
+        finally:
+            client = scope.get("client") or ("-", 0)
+            log.info(
+                "%s %s %s %d %.1fms",
+                log_safe(client[0]),
+                log_safe(scope.get("method")),
+                log_safe(scope.get("path")),
+                status["code"],
+                (time.perf_counter() - t0) * 1000,
+            )
+
+    def _refusal(self, scope: Scope) -> Response | None:
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        s = self.settings
+        if s.host in LOOPBACK and s.token is None and headers.get("host", "").lower() not in self.hosts:
+            return error(
+                421,
+                "this server answers only requests addressed to it on localhost",
+                hint=f"use http://127.0.0.1:{s.port}/",
+            )
+        path = scope.get("path", "")
+        if s.token is None or path in STATIC or scope.get("method") == "OPTIONS":
+            return None
+        given = headers.get("authorization", "")
+        scheme, _, token = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), s.token.encode()):
+            return error(
+                401,
+                "a bearer token is required" if not given else "the bearer token is wrong",
+                hint="send the header Authorization: Bearer <the token given to triage serve --token>",
+                headers={"WWW-Authenticate": 'Bearer realm="triage"'},
+            )
+        return None
+
+
+async def read_json(request: Request, limit: int) -> Any:
+    """The body as JSON, read at most ``limit`` bytes.
+
+    Raises:
+        TooLarge: a longer body (said before reading it when the request declares its length).
+        Invalid: not ``application/json``, not UTF-8, not JSON (field ``body``).
+    """
+    from triage.store.bounded import Bounded, loads_json
+
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/json":
+        # a browser sends any other type cross-origin without asking first (no preflight)
+        raise Invalid(
+            "body",
+            f"the body must be sent as application/json, not {kind or 'no type'}",
+            hint="add the header Content-Type: application/json",
+        )
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise TooLarge(f"the body is {int(declared):,} bytes; this server reads at most {limit:,}")
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise TooLarge(f"the body is over {limit:,} bytes, the most this server reads")
+        chunks.append(chunk)
+    try:
+        text = b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError:
+        raise Invalid("body", "the body is not UTF-8 text") from None
+    try:
+        return loads_json(text)
+    except Bounded as exc:
+        raise Invalid("body", f"the body is not usable JSON: {exc}") from None
+    except ValueError as exc:
+        raise Invalid("body", f"the body is not JSON: {exc}") from None
+
+
+def prepare(req: ScoreRequest, settings: ServeSettings, loop: asyncio.AbstractEventLoop) -> Job:
+    """The job of a checked request: its pack, its options (the one resolver) and its ticket.
+
+    Raises:
+        Invalid: an unknown pack or criterion, a ticket with nothing to score.
+    """
+    from triage.errors import InputError
+    from triage.scoring.options import resolve_options
+    from triage.scoring.ticket import make_ticket
+
+    if req.pack is None:
+        pack = settings.default_pack
+    elif req.pack in settings.packs:
+        pack = settings.packs[req.pack]
+    else:
+        raise Invalid(
+            "pack",
+            f"no pack named {req.pack!r} on this server",
+            hint=f"its packs: {', '.join(settings.packs)} (start it with --pack FILE for more)",
+        )
+    flags = req.flags()
+    if req.criteria is not None:
+        flags["criteria"] = ",".join(req.criteria)  # checked against the pack by the resolver
+    try:
+        options = resolve_options(flags, settings.config, pack=pack).options
+    except TriageError as exc:
+        raise Invalid("criteria" if req.criteria is not None else "body", exc.message, hint=exc.hint) from None
+    try:
+        ticket = make_ticket(req.text, req.id)
+    except InputError as exc:
+        raise Invalid("text", exc.message) from None
+    keep = settings.history if req.history is None else req.history
+    return Job(ticket, pack, options, keep, loop)
+
+
+def sse(kind: str, data: Any) -> bytes:
+    """One server-sent event: ``event: kind`` and its JSON ``data`` on one line."""
+    return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode("utf-8")
+
+
+def _failure(data: dict[str, Any]) -> JSONResponse:
+    return error(int(data.get("status", 500)), str(data.get("error")), hint=data.get("hint"))
+
+
+def create_app(worker: EngineWorker, settings: ServeSettings) -> Starlette:
+    """The app: ``POST /v1/score``, ``POST /v1/label``, ``GET /v1/health``, ``GET /openapi.json``, the page."""
+    from triage.serve.openapi import openapi
+
+    static_dir = resources.files("triage.serve") / "static"
+    assets = {path: ((static_dir / name).read_bytes(), kind) for path, (name, kind) in STATIC.items()}
+
+    async def page(request: Request) -> Response:
+        body, kind = assets[request.url.path]
+        headers = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
+        if kind.startswith("text/html"):
+            headers["Content-Security-Policy"] = _PAGE_CSP
+        return Response(body, media_type=kind, headers=headers)
+
+    async def score(request: Request) -> Response:
+        try:
+            req = parse_score(
+                await read_json(request, settings.max_body_bytes), max_ticket_bytes=settings.max_ticket_bytes
+            )
+            job = prepare(req, settings, asyncio.get_running_loop())
+        except TooLarge as exc:
+            return error(413, exc.message, hint="send a shorter ticket (a ticket is cut to the context anyway)")
+        except Invalid as exc:
+            return error(422, exc.message, field_name=exc.field, hint=exc.hint)
+        try:
+            ahead = worker.submit(job)
+        except QueueFull as exc:
+            return error(
+                503,
+                f"the queue is full: {exc}",
+                hint=f"retry in {exc.retry_after} s",
+                headers={"Retry-After": str(exc.retry_after)},
+            )
+        if "text/event-stream" in request.headers.get("accept", ""):
+            return StreamingResponse(
+                _stream(job, ahead),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            )
+        return await _answer(job, request)
+
+    async def _stream(job: Job, ahead: int) -> AsyncIterator[bytes]:
+        try:
+            yield sse("queued", {"ticket_id": job.ticket.id, "ahead": ahead})
+            while True:
+                kind, data = await job.events.get()
+                yield sse(kind, data)
+                if kind in TERMINAL:
+                    return
+        finally:  # the client went away (the stream is cancelled), or the result is out
+            if not job.finished:
+                job.cancel()
+
+    async def _answer(job: Job, request: Request) -> Response:
+        try:
+            while True:
+                try:
+                    kind, data = await asyncio.wait_for(job.events.get(), 0.2)
+                except TimeoutError:
+                    if await request.is_disconnected():
+                        job.cancel()
+                        return error(499, "the client went away")
+                    continue
+                if kind == "result":
+                    return JSONResponse(data)
+                if kind == "error":
+                    return _failure(data)
+        finally:
+            if not job.finished:
+                job.cancel()
+
+    async def label(request: Request) -> Response:
+        from starlette.concurrency import run_in_threadpool
+
+        try:
+            req = parse_label(await read_json(request, 64 << 10))
+        except TooLarge as exc:
+            return error(413, exc.message)
+        except Invalid as exc:
+            return error(422, exc.message, field_name=exc.field, hint=exc.hint)
+        try:
+            stored = await run_in_threadpool(_record, settings.history_path, req.id, req.labels)
+        except Invalid as exc:
+            return error(422, exc.message, field_name=exc.field, hint=exc.hint)
+        except TriageError as exc:
+            return error(409, exc.message, hint=exc.hint)
+        return JSONResponse({"ticket_id": req.id, "stored": stored})
+
+    async def health(request: Request) -> Response:
+        return JSONResponse(health_of(worker, settings))
+
+    async def schema(request: Request) -> Response:
+        return JSONResponse(openapi(settings))
+
+    routes = [Route(path, page, methods=["GET"]) for path in STATIC]
+    routes += [
+        Route("/v1/score", score, methods=["POST"]),
+        Route("/v1/label", label, methods=["POST"]),
+        Route("/v1/health", health, methods=["GET"]),
+        Route("/openapi.json", schema, methods=["GET"]),
+    ]
+    middleware = []
+    if settings.allow_origin:
+        middleware.append(
+            Middleware(
+                CORSMiddleware,
+                allow_origins=[settings.allow_origin],
+                allow_methods=["GET", "POST"],
+                allow_headers=["Authorization", "Content-Type"],
+                max_age=600,
+            )
+        )
+    middleware.append(Middleware(Guard, settings=settings))
+
+    async def bad_request(request: Request, exc: Exception) -> Response:
+        log.exception("unexpected error on %s %s", log_safe(request.method), log_safe(request.url.path))
+        return error(500, "internal error; see the server's log")
+
+    return Starlette(routes=routes, middleware=middleware, exception_handlers={Exception: bad_request})
+
+
+def _record(history_path: Path | None, ticket_id: str, labels: dict[str, str]) -> list[dict[str, Any]]:
+    """Record labels as ``triage label`` does (origin ``serve``); the same checks and errors.
+
+    Raises:
+        Invalid: an unknown ticket (field ``id``), criterion or option (field ``labels``).
+        TriageError: the history cannot be written.
+    """
+    from triage.errors import InputError
+    from triage.store import labels as lab
+    from triage.store.history import History
+
+    history = History.open_writable(history_path)
+    with history:
+        try:
+            scored = lab.find_ticket(history, ticket_id)
+        except InputError as exc:
+            raise Invalid("id", exc.message, hint=exc.hint) from None
+        answers = [lab.Answer(c, o) for c, o in labels.items()]
+        try:
+            stored = lab.record(history, scored, answers, origin="serve")
+        except InputError as exc:
+            raise Invalid("labels", exc.message, hint=exc.hint) from None
+    return [
+        {"criterion": s.criterion, "option": s.option, "kind": s.kind, "shown_option": s.shown_option} for s in stored
+    ]
+
+
+def health_of(worker: EngineWorker, settings: ServeSettings) -> dict[str, Any]:
+    """``GET /v1/health``: the model, the packs, what decides (head, calibration), the hit rate, the queue."""
+    engine = worker.engine
+    fits = worker.fits(settings.default_pack, worker_default_options(settings))
+    return {
+        "status": "ok",
+        "model": engine.model_info,
+        "n_ctx": engine.n_ctx,
+        "packs": [
+            {
+                "name": p.name,
+                "version": p.version,
+                "hash": p.hash,
+                "default": i == 0,
+                "criteria": [c.id for c in p.criteria],
+            }
+            for i, p in enumerate(settings.packs.values())
+        ],
+        "head": fits.head_path,
+        "calibration": fits.calibration_path,
+        "fit_notes": [n.text for n in fits.notes],
+        "queue": {"waiting": worker.waiting, "running": int(worker.busy), "limit": worker.queue_limit},
+        "history": {"default": settings.history, "path": str(settings.history_path) if settings.history_path else None},
+        "max_ticket_bytes": settings.max_ticket_bytes,
+        **worker.stats.as_dict(),
+    }
+
+
+def worker_default_options(settings: ServeSettings) -> Any:
+    """The options a request with no option fields is scored with (the config's, else the defaults)."""
+    from triage.scoring.options import resolve_options
+
+    return resolve_options({}, settings.config).options

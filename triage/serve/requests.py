@@ -1,0 +1,182 @@
+"""The bodies ``triage serve`` accepts, checked field by field.
+
+A bad field is a :class:`Invalid` (answered 422, naming the field); a ticket past the size
+limit is a :class:`TooLarge` (413). Nothing here reads a file: a request names a pack by the
+name of one the server loaded at start-up, never by a path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from triage.scoring.options import MODES, ORDERINGS, READOUTS
+
+DEFAULT_MAX_TICKET_BYTES = 64 << 10  # 64 KiB of UTF-8: far more than a context of 4,096 tokens holds
+MAX_ID_CHARS = 200
+
+
+class Invalid(Exception):
+    """A request field that cannot be used (HTTP 422)."""
+
+    def __init__(self, field: str, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+        self.hint = hint
+
+
+class TooLarge(Exception):
+    """A body or ticket past its limit (HTTP 413)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass(frozen=True)
+class ScoreRequest:
+    """``POST /v1/score``: one ticket and how to score it (None: the server's config, else the default)."""
+
+    id: str | None
+    text: str
+    pack: str | None = None
+    criteria: tuple[str, ...] | None = None
+    readout: str | None = None
+    mode: str | None = None
+    orderings: str | None = None
+    prior: bool | None = None
+    history: bool | None = None
+
+    def flags(self) -> dict[str, Any]:
+        """The fields :func:`triage.scoring.options.resolve_options` reads, as a command line gives them."""
+        return {
+            "mode": self.mode,
+            "readout": self.readout,
+            "orderings": self.orderings,
+            "prior": self.prior,
+            "criteria": self.criteria,
+        }
+
+
+@dataclass(frozen=True)
+class LabelRequest:
+    """``POST /v1/label``: the right option for criteria of a ticket kept in the history."""
+
+    id: str
+    labels: dict[str, str]
+
+
+SCORE_FIELDS = ("id", "text", "pack", "criteria", "readout", "mode", "orderings", "prior", "history")
+LABEL_FIELDS = ("id", "labels")
+
+
+def _object(body: object, fields: tuple[str, ...]) -> Mapping[str, Any]:
+    if not isinstance(body, Mapping):
+        raise Invalid(
+            "body",
+            f"the body must be a JSON object, not {type(body).__name__}",
+            hint='e.g. {"id": "T-1", "text": "..."}',
+        )
+    for key in body:
+        if key not in fields:
+            raise Invalid(str(key), f"unknown field {str(key)!r}", hint=f"the fields: {', '.join(fields)}")
+    return body
+
+
+def _ticket_id(body: Mapping[str, Any], *, required: bool) -> str | None:
+    value = body.get("id")
+    if value is None:
+        if required:
+            raise Invalid("id", "field 'id' is required (the ticket's id)")
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise Invalid("id", f"field 'id' must be a string or an integer, not {type(value).__name__}")
+    text = str(value)
+    if not text.strip():
+        raise Invalid("id", "field 'id' is empty", hint="leave it out to use the ticket's hash")
+    if len(text) > MAX_ID_CHARS:
+        raise Invalid("id", f"field 'id' is longer than {MAX_ID_CHARS} characters")
+    return text
+
+
+def _choice(body: Mapping[str, Any], key: str, choices: tuple[str, ...]) -> str | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or value not in choices:
+        raise Invalid(key, f"field {key!r}: unknown {key} {value!r}", hint=f"use one of {', '.join(choices)}")
+    return value
+
+
+def _flag(body: Mapping[str, Any], key: str) -> bool | None:
+    value = body.get(key)
+    if value is None or isinstance(value, bool):
+        return value
+    raise Invalid(key, f"field {key!r} must be true or false, not {value!r}")
+
+
+def parse_score(body: object, *, max_ticket_bytes: int = DEFAULT_MAX_TICKET_BYTES) -> ScoreRequest:
+    """A ``/v1/score`` body, checked.
+
+    Raises:
+        Invalid: a missing, unknown or ill-typed field (named).
+        TooLarge: a text of more than ``max_ticket_bytes`` bytes of UTF-8.
+    """
+    body = _object(body, SCORE_FIELDS)
+    text = body.get("text")
+    if text is None:
+        raise Invalid("text", "field 'text' is required (the ticket's text)")
+    if not isinstance(text, str):
+        raise Invalid("text", f"field 'text' must be a string, not {type(text).__name__}")
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > max_ticket_bytes:
+        raise TooLarge(f"the ticket is {size:,} bytes; this server scores tickets of at most {max_ticket_bytes:,}")
+    pack = body.get("pack")
+    if pack is not None and (not isinstance(pack, str) or not pack.strip()):
+        raise Invalid("pack", "field 'pack' must be the name of a pack the server loaded (GET /v1/health lists them)")
+    criteria = body.get("criteria")
+    if criteria is not None:
+        if isinstance(criteria, str):
+            criteria = [c for c in criteria.split(",")]
+        if (
+            not isinstance(criteria, list)
+            or not all(isinstance(c, str) and c.strip() for c in criteria)
+            or not criteria
+        ):
+            raise Invalid("criteria", "field 'criteria' must be a non-empty list of criterion ids (strings)")
+        criteria = tuple(dict.fromkeys(c.strip() for c in criteria))
+    return ScoreRequest(
+        id=_ticket_id(body, required=False),
+        text=text,
+        pack=pack,
+        criteria=criteria,
+        readout=_choice(body, "readout", READOUTS),
+        mode=_choice(body, "mode", MODES),
+        orderings=_choice(body, "orderings", ORDERINGS),
+        prior=_flag(body, "prior"),
+        history=_flag(body, "history"),
+    )
+
+
+def parse_label(body: object) -> LabelRequest:
+    """A ``/v1/label`` body, checked (the options are checked against the ticket's result later).
+
+    Raises:
+        Invalid: a missing, unknown or ill-typed field (named).
+    """
+    body = _object(body, LABEL_FIELDS)
+    tid = _ticket_id(body, required=True)
+    assert tid is not None
+    labels = body.get("labels")
+    if not isinstance(labels, Mapping) or not labels:
+        raise Invalid(
+            "labels", "field 'labels' must be a non-empty object {criterion: option}", hint='e.g. {"queue": "shipping"}'
+        )
+    out: dict[str, str] = {}
+    for crit, option in labels.items():
+        if not isinstance(option, str) or not option.strip():
+            raise Invalid(f"labels.{crit}", f"label {crit!r} must be an option id or label (a non-empty string)")
+        out[str(crit)] = option.strip()
+    return LabelRequest(tid, out)

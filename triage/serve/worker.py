@@ -1,0 +1,307 @@
+"""The one engine of ``triage serve`` and its queue: first come, first served, bounded.
+
+llama.cpp is not thread-safe, so one thread owns the engine and scores one ticket at a
+time. Requests wait in a bounded queue (:class:`QueueFull` when it is full: the route
+answers 503 with ``Retry-After``). Each job streams its events to the asyncio loop of the
+request that made it. A job whose client went away is cancelled through the same
+``cancel()`` callable the app's Esc uses: checked inside llama.cpp's decodes, so the engine
+stops within a decode and leaves its cache clean; a job cancelled while it waits is never
+started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import threading
+import time
+from collections import deque
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from triage.errors import TriageError
+from triage.scoring.options import ScoreOptions
+from triage.scoring.pack import Pack
+from triage.scoring.result import CriterionResult
+from triage.scoring.ticket import Ticket
+
+log = logging.getLogger("triage.serve")
+
+DEFAULT_QUEUE_LIMIT = 16
+TERMINAL = ("result", "error")
+
+
+class QueueFull(Exception):
+    """The queue holds its limit of waiting requests (HTTP 503)."""
+
+    def __init__(self, waiting: int, retry_after: int) -> None:
+        super().__init__(f"{waiting} request(s) are waiting, the most this server queues")
+        self.waiting = waiting
+        self.retry_after = retry_after
+
+
+def criterion_dict(c: CriterionResult) -> dict[str, Any]:
+    """One criterion as it appears in ``criteria`` of the ``triage.result/2`` JSON (``TicketResult.to_dict``)."""
+    d = asdict(c)
+    d["choice_label"] = c.choice_label
+    d.pop("index", None)
+    return d
+
+
+@dataclass
+class Job:
+    """One score request: the ticket, how to score it, and where its events go.
+
+    ``events`` receives ``(kind, data)`` pairs on the request's loop: ``prefilled``, one
+    ``criterion`` per criterion, then ``result`` (the whole result) or ``error``
+    (``{"status", "error", "hint"}``).
+    """
+
+    ticket: Ticket
+    pack: Pack
+    options: ScoreOptions
+    keep: bool
+    loop: asyncio.AbstractEventLoop
+    events: asyncio.Queue[tuple[str, Any]] = field(default_factory=asyncio.Queue)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    finished: bool = False
+    submitted: float = field(default_factory=time.monotonic)
+    started: float = 0.0  # when the engine took it (time.monotonic)
+
+    def cancel(self) -> None:
+        """Stop this job: it is never started if it still waits; a running score stops inside its decode."""
+        self.cancelled.set()
+
+    def emit(self, kind: str, data: Any) -> None:
+        """Hand one event to the request's loop (from the engine thread)."""
+        if kind in TERMINAL:
+            self.finished = True
+        try:
+            self.loop.call_soon_threadsafe(self.events.put_nowait, (kind, data))
+        except RuntimeError:  # the loop is closed: the server is shutting down
+            self.cancel()
+
+
+@dataclass
+class Stats:
+    """What the server has done since it started (``GET /v1/health``)."""
+
+    served: int = 0
+    cancelled: int = 0
+    failed: int = 0
+    rejected: int = 0  # answered 503: the queue was full
+    stable_tokens: int = 0
+    stable_cached: int = 0
+    input_tokens: int = 0
+    prefix_cached: int = 0
+    recent_ms: deque[float] = field(default_factory=lambda: deque(maxlen=20))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "served": self.served,
+            "cancelled": self.cancelled,
+            "failed": self.failed,
+            "rejected": self.rejected,
+            "stable_hit_rate": round(self.stable_cached / self.stable_tokens, 6) if self.stable_tokens else None,
+            "prefix_hit_rate": round(self.prefix_cached / self.input_tokens, 6) if self.input_tokens else None,
+            "median_score_ms": round(sorted(self.recent_ms)[len(self.recent_ms) // 2], 1) if self.recent_ms else None,
+        }
+
+
+class EngineWorker:
+    """Owns the engine and scores queued jobs one at a time on its own thread.
+
+    Args:
+        engine: the loaded :class:`~triage.scoring.engine.Engine` (closed by :meth:`stop` when ``owns_engine``).
+        fits: ``fits(pack, options)``: the head and calibration to apply (the one fit policy).
+        queue_limit: the most requests that may wait (the one being scored is not counted).
+        history_path: the history file jobs with ``keep`` are kept in (None: the user data dir's).
+        keep_features: how many scores' head inputs the history keeps (config ``keep_features``).
+    """
+
+    def __init__(
+        self,
+        engine: Any,
+        fits: Any,
+        *,
+        queue_limit: int = DEFAULT_QUEUE_LIMIT,
+        history_path: Path | None = None,
+        keep_features: int = 5000,
+        owns_engine: bool = True,
+    ) -> None:
+        if queue_limit < 1:
+            raise ValueError("queue_limit must be at least 1")
+        self.engine = engine
+        self.fits = fits
+        self.queue_limit = queue_limit
+        self.history_path = history_path
+        self.keep_features = keep_features
+        self.owns_engine = owns_engine
+        self.stats = Stats()
+        self._waiting: deque[Job] = deque()
+        self._cond = threading.Condition()
+        self._running: Job | None = None
+        self._stopping = False
+        self._keeper: Any = None
+        self._thread = threading.Thread(target=self._loop, name="triage-engine", daemon=True)
+
+    # -- the request side (the event loop's thread) -----------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+
+    def submit(self, job: Job) -> int:
+        """Queue ``job``; returns how many jobs are ahead of it (0: it is next).
+
+        Raises:
+            QueueFull: :attr:`queue_limit` jobs already wait.
+        """
+        with self._cond:
+            if self._stopping:
+                raise QueueFull(len(self._waiting), 5)
+            if len(self._waiting) >= self.queue_limit:
+                self.stats.rejected += 1
+                raise QueueFull(len(self._waiting), self._retry_after(len(self._waiting)))
+            ahead = len(self._waiting) + (self._running is not None)
+            self._waiting.append(job)
+            self._cond.notify()
+            return ahead
+
+    def _retry_after(self, waiting: int) -> int:
+        """Seconds until a place is likely free: the queue ahead times the recent median score."""
+        recent = sorted(self.stats.recent_ms)
+        per = recent[len(recent) // 2] / 1000 if recent else 2.0
+        return max(1, math.ceil(per * (waiting + 1)))
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def busy(self) -> bool:
+        """Whether a job is being scored (one whose answer is out no longer counts)."""
+        job = self._running
+        return job is not None and not job.finished
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Cancel every job, let the running score stop, close the history (and the engine)."""
+        with self._cond:
+            self._stopping = True
+            for job in self._waiting:
+                job.cancel()
+            if self._running is not None:
+                self._running.cancel()
+            self._cond.notify_all()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        if self.owns_engine and not self._thread.is_alive():
+            self.engine.close()
+
+    # -- the engine thread ---------------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._waiting and not self._stopping:
+                    self._cond.wait()
+                if not self._waiting:  # stopping, nothing left
+                    break
+                job = self._waiting.popleft()
+                self._running = job
+            try:
+                if job.cancelled.is_set():
+                    self.stats.cancelled += 1
+                    job.emit("error", {"status": 499, "error": "cancelled before it started"})
+                else:
+                    self._score(job)
+            except BaseException:  # never let one job end the thread
+                log.exception("the engine thread failed on a job")
+                self.stats.failed += 1
+                job.emit("error", {"status": 500, "error": "internal error while scoring; see the server's log"})
+            finally:
+                with self._cond:
+                    self._running = None
+        if self._keeper is not None:
+            self._keeper.close()
+
+    def _keeper_open(self) -> Any:
+        if self._keeper is None:
+            from triage.store.keep import ScoreKeeper
+
+            self._keeper = ScoreKeeper.open(self.history_path, keep=self.keep_features)
+        return self._keeper
+
+    def _score(self, job: Job) -> None:
+        from triage.scoring.engine import CriterionScored, Prefilled, TicketScored
+
+        try:
+            fits = self.fits(job.pack, job.options)
+            keeping = self._keeper_open().begin(job.ticket, self.engine, job.pack, job.options) if job.keep else None
+        except TriageError as exc:
+            self.stats.failed += 1
+            job.emit("error", {"status": 422, "error": exc.message, "hint": exc.hint})
+            return
+        final = None
+        t0 = time.perf_counter()
+        job.started = time.monotonic()
+        try:
+            for event in self.engine.score(
+                job.ticket,
+                job.pack,
+                job.options,
+                cancel=job.cancelled.is_set,
+                features=keeping is not None,
+                **fits.engine_kwargs(),
+            ):
+                if isinstance(event, Prefilled):
+                    job.emit(
+                        "prefilled",
+                        {
+                            "ticket_id": job.ticket.id,
+                            "criteria": event.criteria,
+                            "prefill_ms": round(event.prefill_ms, 3),
+                            "queued_ms": round((job.started - job.submitted) * 1000, 3),
+                        },
+                    )
+                elif isinstance(event, CriterionScored):
+                    job.emit("criterion", criterion_dict(event.result))
+                elif isinstance(event, TicketScored):
+                    final = event
+        except TriageError as exc:
+            self.stats.failed += 1
+            if keeping is not None:
+                keeping.failed(exc.message)
+            job.emit("error", {"status": 422, "error": exc.message, "hint": exc.hint})
+            return
+        assert final is not None
+        result = final.result
+        if not result.complete:
+            self.stats.cancelled += 1
+            if keeping is not None:
+                keeping.failed("cancelled: the client went away")
+            job.emit("error", {"status": 499, "error": "cancelled: the client went away"})
+            return
+        self.stats.served += 1
+        self.stats.recent_ms.append((time.perf_counter() - t0) * 1000)
+        tok = result.tokens
+        self.stats.stable_tokens += tok.stable
+        self.stats.stable_cached += tok.stable_cached
+        self.stats.input_tokens += tok.total_input
+        self.stats.prefix_cached += tok.prefix_cached
+        if keeping is not None:
+            keeping.finished(final)
+        job.emit("result", result.to_dict())
+
+
+def fit_policy(engine: Any, request: Any = None) -> Any:
+    """``fits(pack, options)``: the one fit policy (:func:`~triage.scoring.fit.choose_fits`) for each request.
+
+    It is asked again for every job, so a head or calibration stored while the server runs
+    (``triage learn``, ``triage calibrate``) is applied from the next request on.
+    """
+    from triage.scoring.fit import choose_fits
+
+    def fits(pack: Pack, options: ScoreOptions) -> Any:
+        return choose_fits(engine, pack, options, request)
+
+    return fits
