@@ -143,7 +143,10 @@ def svg(curves: dict[str, Any], title: str, window: int = WINDOW) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("dataset", type=Path, help="a folder with criteria.toml and tickets.jsonl")
+    ap.add_argument(
+        "dataset", type=Path, help="a folder with criteria.toml and tickets.jsonl, or a labelled JSONL file"
+    )
+    ap.add_argument("--pack", type=Path, default=None, help="the criteria pack (default: DATASET/criteria.toml)")
     ap.add_argument("--model", default=None, help="model name or .gguf path (default: triage's default order)")
     ap.add_argument("--limit", type=int, default=300, help="replay the first N rows (default 300)")
     ap.add_argument("--refit-every", type=int, default=20, help="fit the head again after every N labels (default 20)")
@@ -160,12 +163,14 @@ def main(argv: list[str] | None = None) -> int:
     from triage.scoring.pack import load_pack
 
     out, err = report_consoles()
-    pack = load_pack(args.dataset / "criteria.toml")
-    rows = read_labelled(str(args.dataset / "tickets.jsonl"), pack, partial=True).limit(args.limit).rows
+    folder = args.dataset if args.dataset.is_dir() else args.dataset.parent
+    pack = load_pack(args.pack or folder / "criteria.toml")
+    source = args.dataset / "tickets.jsonl" if args.dataset.is_dir() else args.dataset
+    rows = read_labelled(str(source), pack, partial=True).limit(args.limit).rows
     engine = load_engine(args.model, n_ctx=args.n_ctx, notice=lambda s: err.print(f"triage: {s}", markup=False))
     t0 = time.perf_counter()
     with engine:
-        run_ = score_sets(engine, pack, [("replay", rows)], err, "label", features=True)
+        run_ = score_sets(engine, pack, [("replay", rows)], err, "label", features=True, prior=False)
         scored_s = time.perf_counter() - t0
         scored = run_.sets[0]
         rows = scored.rows
@@ -214,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         last = slice(max(0, n - WINDOW), n)
         z, learned = np.asarray(c["zero_shot_agree"]), np.asarray(c["learned_agree"])
         out.print(
-            f"{args.dataset.name}/{cid}: {n} labels · zero-shot agreement {z.mean():.3f} overall · learned loop "
+            f"{pack.name}/{cid}: {n} labels · zero-shot agreement {z.mean():.3f} overall · learned loop "
             f"{learned.mean():.3f} overall · first {WINDOW}: zero-shot {z[first].mean():.3f} / loop "
             f"{learned[first].mean():.3f} · last {WINDOW}: zero-shot "
             f"{z[last].mean():.3f} / loop {learned[last].mean():.3f}",
@@ -231,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-        title = f"{args.dataset.name}: learned loop vs zero-shot ({engine.name}, re-fit every {args.refit_every})"
+        title = f"{pack.name}: learned loop vs zero-shot ({engine.name}, re-fit every {args.refit_every})"
         args.output.with_suffix(".svg").write_text(svg(result["curves"], title), encoding="utf-8")
         out.print(f"wrote {args.output.with_suffix('.json')} and {args.output.with_suffix('.svg')}", markup=False)
     return 0

@@ -1,5 +1,6 @@
 """The team's loop in the app, on the real smollm2-135m: score, correct and confirm cards, quit, reopen and see
-the labels; after N labels the background re-fit stores a head and the next ticket's cards say `learned`."""
+the labels; after 20 labels (the default) the background re-fit stores a head and the next ticket's cards say
+`learned`."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ async def _score(app: Any, pilot: Any, text: str) -> None:
 async def test_label_quit_reopen_then_auto_refit_makes_the_next_ticket_learned(smollm2_path: Path) -> None:
     pack = parse_pack(tomllib.loads(MIXED), "mixed.toml")
     rows = labelled_rows()
-    app = fake_app(_factory(smollm2_path), pack=pack, config={"auto_learn_every": 12})
+    app = fake_app(_factory(smollm2_path), pack=pack, config={})
     async with app.run_test(size=(110, 40)) as pilot:
         main = app.main
         await wait_until(pilot, lambda: main.model_state == "ready", timeout=120, what="smollm2-135m to load")
@@ -60,7 +61,7 @@ async def test_label_quit_reopen_then_auto_refit_makes_the_next_ticket_learned(s
         now = lab.current(app.history, first_ticket)
         assert now["topic"].kind == "confirmation" and now["mood"].kind == "correction"
     # quit and reopen: the labels are shown
-    app = fake_app(_factory(smollm2_path), pack=pack, config={"auto_learn_every": 12})
+    app = fake_app(_factory(smollm2_path), pack=pack, config={})
     async with app.run_test(size=(110, 40)) as pilot:
         main = app.main
         await wait_until(pilot, lambda: main.model_state == "ready", timeout=120, what="smollm2-135m to load")
@@ -70,10 +71,10 @@ async def test_label_quit_reopen_then_auto_refit_makes_the_next_ticket_learned(s
         await wait_until(pilot, lambda: app.screen is main and main.result is not None)
         assert main.decisions.card("topic").answer == topic.result.choice
         assert main.decisions.card("mood").answer == mood.spec.options[wrong][0]
-        # label the topic of 12 more tickets (12 labels since this app started): the re-fit runs in the background
-        picks = [r for r in rows[1:] if r["labels"]["topic"] == "payment"][:6] + [
-            r for r in rows[1:] if r["labels"]["topic"] == "delivery"
-        ][:6]
+        # label the topic of 20 more tickets (the default auto_learn_every): the re-fit runs in the background
+        payment = [r for r in rows[1:] if r["labels"]["topic"] == "payment"]
+        delivery = [r for r in rows[1:] if r["labels"]["topic"] == "delivery"]
+        picks = payment[:10] + delivery[:10]
         for r in picks:
             await _score(app, pilot, str(r["text"]))
             card = main.decisions.card("topic")
@@ -87,9 +88,8 @@ async def test_label_quit_reopen_then_auto_refit_makes_the_next_ticket_learned(s
             timeout=120,
             what="the background re-fit",
         )
-        assert "Learned from 14 labels" in main.notices.text_of("learn"), main.notices.text_of(
-            "learn"
-        )  # 13 topic, 1 mood
+        said = main.notices.text_of("learn")
+        assert "Learned from 22 labels" in said, said  # 21 topic, 1 mood
         assert "topic" in main.notices.text_of("learn")
         await _score(app, pilot, "My card was charged twice for the lamp, refund me.")
         result = main.result
