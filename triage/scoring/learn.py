@@ -80,11 +80,10 @@ class _RowSpaceLR:
     def __init__(self, c: float) -> None:
         self.c = c
 
-    def fit(self, x: np.ndarray, y: np.ndarray) -> _RowSpaceLR:
+    def fit(self, x: np.ndarray, y: np.ndarray, basis: np.ndarray | None = None) -> _RowSpaceLR:
+        """Fit on rows ``x``; ``basis`` (from :func:`_row_basis` of the same ``x``) saves computing it again."""
         linear_model, _, _ = _sklearn()
-        _, s, vt = np.linalg.svd(x, full_matrices=False)
-        keep = s > s[0] * 1e-10 if len(s) else s > 0
-        self.basis = vt[keep]  # (r, d)
+        self.basis = _row_basis(x) if basis is None else basis  # (r, d)
         lr = linear_model.LogisticRegression(
             C=self.c, class_weight="balanced", max_iter=5000, tol=1e-6, random_state=SEED
         )
@@ -103,6 +102,31 @@ class _RowSpaceLR:
         z = z - z.max(axis=1, keepdims=True)
         p = np.exp(z)
         return p / p.sum(axis=1, keepdims=True)
+
+
+def _row_basis(x: np.ndarray) -> np.ndarray:
+    """An orthonormal basis of the span of the rows of ``x`` (its right singular vectors)."""
+    _, s, vt = np.linalg.svd(x, full_matrices=False)
+    keep = s > s[0] * 1e-10 if len(s) else s > 0
+    return vt[keep]
+
+
+@dataclass
+class _Fold:
+    """One cross-validation fold, standardised and with its row basis computed once for every C."""
+
+    train: np.ndarray
+    test: np.ndarray
+    scaler: Any
+    scaled: np.ndarray
+    basis: np.ndarray
+
+
+def _fold(x: np.ndarray, train: np.ndarray, test: np.ndarray) -> _Fold:
+    _, _, preprocessing = _sklearn()
+    scaler = preprocessing.StandardScaler().fit(x[train])
+    scaled = scaler.transform(x[train])
+    return _Fold(train, test, scaler, scaled, _row_basis(scaled))
 
 
 def _fit_lr(x: np.ndarray, y: np.ndarray, c: float) -> Any:
@@ -209,11 +233,12 @@ def fit_criterion(
     splitter = model_selection.StratifiedKFold(n_splits=k_folds, shuffle=True, random_state=SEED)
     best: tuple[float, float, float] | None = None  # (balanced log loss, C, balanced accuracy)
     best_pred = np.zeros((len(yk), len(classes)))
+    folds = [_fold(x, tr, te) for tr, te in splitter.split(x, yk)]  # the same folds for every C
     for c in c_grid:
         pred = np.zeros((len(yk), len(classes)))
-        for tr, te in splitter.split(x, yk):
-            scaler, lr = _fit_lr(x[tr], yk[tr], c)
-            pred[te] = _proba(scaler, lr, x[te], classes)
+        for f in folds:
+            lr = _RowSpaceLR(c).fit(f.scaled, yk[f.train], f.basis)
+            pred[f.test] = _proba(f.scaler, lr, x[f.test], classes)
         score = (_balanced_logloss(pred, yk, classes), c, _balanced_accuracy(pred, yk, classes))
         if best is None or score[0] < best[0]:
             best, best_pred = score, pred
