@@ -126,14 +126,15 @@ def svg(curves: dict[str, Any], title: str, window: int = WINDOW) -> str:
         color = colors[ci % len(colors)]
         for key, dash, name in (("learned_agree", "", "learned loop"), ("zero_shot_agree", "5,4", "zero-shot")):
             ys = windowed(c[key], window)
+            dashed = f' stroke-dasharray="{dash}"' if dash else ""  # an empty dash array is not valid SVG
             pts = " ".join(f"{left + pw * (i + 1) / n_max:.1f},{top + ph - ph * v:.1f}" for i, v in enumerate(ys))
             parts.append(
                 f'<g class="series" data-series="{escape(cid)}:{name}"><polyline points="{pts}" fill="none" '
-                f'stroke="{color}" stroke-width="2" stroke-dasharray="{dash}"/></g>'
+                f'stroke="{color}" stroke-width="2"{dashed}/></g>'
             )
             parts.append(
                 f'<line x1="{left + pw - 170}" x2="{left + pw - 145}" y1="{legend_y}" y2="{legend_y}" '
-                f'stroke="{color}" stroke-width="2" stroke-dasharray="{dash}"/>'
+                f'stroke="{color}" stroke-width="2"{dashed}/>'
             )
             parts.append(f'<text x="{left + pw - 140}" y="{legend_y + 4}">{escape(cid)}: {name}</text>')
             legend_y += 16
