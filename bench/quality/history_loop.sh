@@ -52,10 +52,10 @@ PY
     tail -n 1 "$w/score.err"
     scored=$(cat "$w/scored.seconds")
     l0=$(date +%s.%N)
-    "$TRIAGE" learn --history "${common[@]}" -o "$w/history.npz" --no-store 2>&1
+    "$TRIAGE" learn --history "${common[@]}" -o "$w/history.npz" --no-store --force 2>&1
     l1=$(date +%s.%N)
     python3 -c "s=$scored; l=$l1-$l0; print(f'score --history: {s:.1f} s; learn --history: {l:.1f} s = {100*l/s:.1f}% of the scoring')"
-    "$TRIAGE" learn "$w/train.jsonl" "${common[@]}" -o "$w/file.npz" --no-store 2>&1
+    "$TRIAGE" learn "$w/train.jsonl" "${common[@]}" -o "$w/file.npz" --no-store --force 2>&1
     echo "-- eval, head from the history"
     "$TRIAGE" eval "$SPLITS/$d/dev.jsonl" --head "$w/history.npz" "${common[@]}" --limit "$LIMIT" 2>/dev/null
     echo "-- eval, head from the file"
