@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from triage.errors import InputError
+from triage.scoring.pack import value_key
 from triage.scoring.result import TicketResult
 from triage.store.history import History
 
@@ -151,12 +152,9 @@ def check_answers(scored: ScoredTicket, answers: Iterable[Answer]) -> list[Answe
 
 
 def _match_option(value: str, options: Iterable[Any]) -> str | None:
-    """An option id by id or label, case- and space-insensitively."""
-    want = " ".join(value.split()).casefold()
-    for o in options:
-        if want in (o.id.casefold(), " ".join(o.label.split()).casefold()):
-            return str(o.id)
-    return None
+    """An option id by id or label, compared as export values are (:func:`triage.scoring.pack.value_key`)."""
+    want = value_key(value)
+    return next((str(o.id) for o in options if want in (value_key(o.id), value_key(o.label))), None)
 
 
 def record(history: History, scored: ScoredTicket, answers: Iterable[Answer], *, origin: str) -> list[Label]:
