@@ -93,7 +93,7 @@ def test_fanout_matches_serial_and_full_drift_is_reported(
 def test_result_schema_and_probabilities(engine: Engine, pack: Pack, readout: str) -> None:
     r = engine.score_ticket(TICKETS[0], pack, ScoreOptions(orderings="cyclic", readout=readout))
     d = r.to_dict()
-    assert d["schema"] == "triage.result/2"
+    assert d["schema"] == "triage.result/3"
     assert d["readout"] == readout and d["prompt_format"].endswith("/" + readout)
     assert d["orderings"] == ("none" if readout == "label" else "cyclic")
     assert d["model"]["sha256"] == engine.sha256 and d["pack"]["hash"] == pack.hash

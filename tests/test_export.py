@@ -20,7 +20,7 @@ def test_json_is_exactly_to_dict(tmp_path: Path) -> None:
     path = export_result(result, tmp_path / "out" / "r.json")
     data = json.loads(path.read_text(encoding="utf-8"))
     assert data == json.loads(json.dumps(result.to_dict()))
-    assert data["schema"] == "triage.result/2"
+    assert data["schema"] == "triage.result/3"
     assert ticket_result_from_dict(data).to_dict() == result.to_dict()
     assert not list(path.parent.glob(".*.tmp"))
 

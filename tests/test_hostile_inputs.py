@@ -519,7 +519,7 @@ def test_interrupt_keeps_every_record_already_written(
         records = json.loads(out)  # the array was closed
     assert 1 <= len(records) < 12, out
     assert [r["ticket_id"] for r in records] == [f"t{i}" for i in range(len(records))]
-    assert all(r["schema"] == "triage.result/2" and r["complete"] for r in records)
+    assert all(r["schema"] == "triage.result/3" and r["complete"] for r in records)
     assert f"interrupted after {len(records)} of 12" in stderr
 
 

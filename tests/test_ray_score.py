@@ -165,7 +165,7 @@ def test_parquet_parts_have_one_schema_and_read_back(tmp_path: Path) -> None:
     from triage.backlog import output
 
     result = {
-        "schema": "triage.result/2",
+        "schema": "triage.result/3",
         "ticket_id": "t",
         "ticket_sha256": "s",
         "model": {"sha256": "a" * 64},

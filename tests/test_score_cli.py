@@ -55,7 +55,7 @@ def test_one_ticket_from_stdin(
     )
     assert code == 0, err
     d = json.loads(out)
-    assert d["schema"] == "triage.result/2"
+    assert d["schema"] == "triage.result/3"
     assert d["model"]["path"] == str(smollm2_path) and len(d["model"]["sha256"]) == 64
     assert d["pack"]["name"] == "mini" and len(d["pack"]["hash"]) == 16
     assert [c["id"] for c in d["criteria"]] == ["mood", "topic"]
@@ -223,4 +223,4 @@ def test_jsonl_input_streams_records_and_json_is_a_closed_array(
         ["score", "--model", str(smollm2_path), "--pack", str(pack), "--orderings", "none", "--threads", "1"],
         b"Refund!",
     )
-    assert code == 0 and json.loads(out)["schema"] == "triage.result/2"  # one plain-text ticket: one object
+    assert code == 0 and json.loads(out)["schema"] == "triage.result/3"  # one plain-text ticket: one object

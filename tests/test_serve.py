@@ -115,7 +115,7 @@ def test_score_equals_the_cli(engine: Any, smollm2_path: Path, triage_home: Path
     )
     assert cli.returncode == 0, cli.stderr
     want = json.loads(cli.stdout)
-    assert got["schema"] == want["schema"] == "triage.result/2"
+    assert got["schema"] == want["schema"] == "triage.result/3"
     assert set(got) == set(want)
     assert [c["id"] for c in got["criteria"]] == ["queue", "urgency", "sentiment"]
     assert got["ticket_sha256"] == want["ticket_sha256"] and got["prompt_format"] == want["prompt_format"]
@@ -138,7 +138,7 @@ def test_the_event_stream_gives_each_criterion_then_the_result(engine: Any) -> N
     n = len(pack.criteria)
     assert kinds == ["queued", "prefilled"] + ["criterion"] * n + ["result"]
     result = events[-1][1]
-    assert result["schema"] == "triage.result/2" and result["ticket_id"] == "S-1"
+    assert result["schema"] == "triage.result/3" and result["ticket_id"] == "S-1"
     streamed = [d for k, d in events if k == "criterion"]
     assert streamed == result["criteria"]  # each event is the result's entry for that criterion, as decided
     assert events[1][1]["criteria"] == n

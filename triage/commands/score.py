@@ -17,7 +17,7 @@ ORDER = 10
 HELP = "score tickets and print each decision (JSON, JSONL or a table)"
 DESCRIPTION = """\
 Score one ticket (from FILE or stdin), or many from JSON Lines, against a
-criteria pack. Each ticket prints as one object of the triage.result/2 schema
+criteria pack. Each ticket prints as one object of the triage.result/3 schema
 (docs/schema.md).
 
 Options are read by name (--readout label, the default): the probability of
@@ -28,7 +28,10 @@ rotation).
 
 Input: plain text is one ticket. JSON Lines (one {"id": ..., "text": ...}
 object per line) is detected from a .jsonl name or a first line that is such an
-object; force either with --jsonl / --text. A bad JSONL line (even when it is
+object; force either with --jsonl / --text. A thread is {"id": ..., "messages":
+[{"role": "customer"|"agent"|"note", "text": ...}, ...]}: when the same id comes
+back with more messages (later in the stream), only the new messages and the
+tails are evaluated (the result's "thread" says how much was reused). A bad JSONL line (even when it is
 the only one) is reported on stderr and gets an error record
 {"ticket_id", "line", "error"} in the output, and the other tickets are still
 scored.
@@ -203,6 +206,7 @@ class Row:
     ticket_id: str | None
     text: str | None
     error: str | None = None
+    messages: Any = None  # a thread's messages, as the row gave them (checked by make_ticket)
 
 
 def read_input(
@@ -250,10 +254,11 @@ def _looks_jsonl(file: str | None, text: str) -> bool:
         return True
     except ValueError:
         return False
-    return isinstance(obj, dict) and "text" in obj
+    return isinstance(obj, dict) and ("text" in obj or "messages" in obj)
 
 
 def _jsonl_rows(text: str) -> Iterator[Row]:
+    from triage.scoring.thread import row_body
     from triage.scoring.ticket import jsonl_lines
 
     for item in jsonl_lines(text):
@@ -262,11 +267,12 @@ def _jsonl_rows(text: str) -> Iterator[Row]:
             yield Row(n, None, None, f"line {n}: {item.error}")
             continue
         tid = item.row_id()
-        body = item.obj.get("text")
-        if not isinstance(body, str):
-            yield Row(n, tid, None, f"line {n} (id {tid}): field 'text' is missing or not a string")
+        try:
+            body, messages = row_body(item.obj)
+        except InputError as exc:
+            yield Row(n, tid, None, f"line {n} (id {tid}): {exc.message}")
             continue
-        yield Row(n, tid, body)
+        yield Row(n, tid, body, messages=messages)
 
 
 class RecordWriter:
@@ -513,7 +519,8 @@ def run(args: argparse.Namespace) -> int:
     for row in rows:
         if row.error is None:
             try:
-                tickets.append((row, make_ticket(row.text or "", row.ticket_id)))
+                text = row.text or "" if row.messages is None else None
+                tickets.append((row, make_ticket(text, row.ticket_id, row.messages)))
                 continue
             except InputError as exc:
                 row.error = f"line {row.line}: {exc.message}" if row.line else exc.message

@@ -17,7 +17,7 @@ Load the model once and answer HTTP requests on it, one ticket at a time, first
 come first served (docs/serve.md):
 
   POST /v1/score    {"id", "text"} and optional "pack", "criteria", "readout",
-                    "mode", "orderings", "prior", "history": the triage.result/2
+                    "mode", "orderings", "prior", "history": the triage.result/3
                     JSON `triage score` prints; with Accept: text/event-stream,
                     events queued, prefilled, one criterion per criterion, result
   POST /v1/label    {"id", "labels": {criterion: option}}: as `triage label` does

@@ -39,7 +39,18 @@ def engine_settings(
         threads = check_threads(threads, f"--threads {threads}")
     elif "threads" in config:
         threads = check_threads(config["threads"], f"config {config_path()}: threads = {config['threads']!r}")
-    return {"n_ctx": n_ctx, "threads": threads}
+    settings: dict[str, Any] = {"n_ctx": n_ctx, "threads": threads}
+    if "thread_cache_mib" in config:
+        mib = config["thread_cache_mib"]
+        if not isinstance(mib, int) or isinstance(mib, bool) or not 0 <= mib <= 1 << 20:
+            from triage.errors import InputError
+
+            raise InputError(
+                f"config {config_path()}: thread_cache_mib = {mib!r} must be a whole number of MiB from 0 to 1048576",
+                hint="0 keeps no thread state; leave it out to use as much as the context's KV cache",
+            )
+        settings["thread_cache_mib"] = mib
+    return settings
 
 
 def load_engine(

@@ -381,6 +381,10 @@ class NativeModel:
         """Empty the whole KV cache."""
         llama_cpp.llama_memory_clear(self.mem, True)
 
+    def state_size(self, seq_id: int) -> int:
+        """Bytes :meth:`state_get` would write for ``seq_id`` (nothing is copied)."""
+        return int(llama_cpp.llama_state_seq_get_size(self.ctx, seq_id))
+
     def state_get(self, seq_id: int) -> bytearray:
         """Serialise one sequence's KV state (``llama_state_seq_get_data``)."""
         size = int(llama_cpp.llama_state_seq_get_size(self.ctx, seq_id))

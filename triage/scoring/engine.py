@@ -37,6 +37,7 @@ from triage.model.native import Cancelled, NativeModel
 from triage.scoring.decide import Calibration, Decider
 from triage.scoring.head import Head, feature_ids
 from triage.scoring.head import check_match as check_head
+from triage.scoring.memory import ThreadStates
 from triage.scoring.options import DEFAULT_MODE, DEFAULT_READOUT, ScoreOptions
 from triage.scoring.pack import Pack
 from triage.scoring.prior import PRIOR_TEXT, Prior, Priors
@@ -79,6 +80,9 @@ class Engine:
         prompt_style: ``auto`` (from the model's chat template), ``chat`` or ``plain``.
         stable_store: persists the stable block's state across runs, and says when it changed (optional).
         prior_dir: keeps content-free priors across runs (optional).
+        thread_cache_mib: memory for recently scored tickets' KV state, so that a thread
+            that comes back with a new message costs only that message (0: none kept;
+            None: as much as the context's own KV cache).
     """
 
     def __init__(
@@ -93,6 +97,7 @@ class Engine:
         prompt_style: str = "auto",
         stable_store: StableStore | None = None,
         prior_dir: Path | None = None,
+        thread_cache_mib: int | None = None,
     ) -> None:
         self.model_path = Path(model_path)
         self.name = name or self.model_path.stem
@@ -107,7 +112,8 @@ class Engine:
         self._lock = threading.Lock()
         self._builders: dict[tuple[str, str], tuple[PromptBuilder, Reader]] = {}
         self.feature_ids = feature_ids(self.native.n_vocab, self.native.n_embd)
-        self.resident = Resident(self.native, stable_store)
+        self.memory = ThreadStates(None if thread_cache_mib is None else int(thread_cache_mib) << 20)
+        self.resident = Resident(self.native, stable_store, self.memory)
         self.priors = Priors(self, prior_dir)
 
     @classmethod
@@ -275,6 +281,14 @@ class Engine:
         with self._lock:
             self.resident.drop()
 
+    def forget(self, ticket_id: str | None = None) -> None:
+        """Drop the kept state of ``ticket_id`` (None: of every ticket); its next score reads it whole."""
+        with self._lock:
+            if ticket_id is None:
+                self.memory.clear()
+            else:
+                self.memory.discard(ticket_id)
+
     # -- internals ----------------------------------------------------------------------
     def _scored(self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None, **kw: Any) -> TicketScored:
         final: TicketScored | None = None
@@ -290,7 +304,7 @@ class Engine:
         kind = options.readout
         builder, reader = self._prepared(pack, kind)
         orders = [builder.readout.orders(len(c.options), options.effective_orderings) for c in pack.criteria]
-        prompts = builder.build(ticket.text, orders, n_ctx=self.n_ctx)
+        prompts = builder.build(ticket.text, orders, n_ctx=self.n_ctx, messages=ticket.messages)
         if options.criteria is not None:
             chosen = pack.criterion_indices(options.criteria)
             prompts = replace(prompts, prompts=[s for s in prompts.prompts if s.criterion in chosen])
@@ -307,7 +321,10 @@ class Engine:
             None,
             self.stable_key(pack, kind),
             stable_note=store.note_change(self.stable_parts(pack, kind)) if store is not None else None,
+            ticket_id=ticket.id,
+            messages=ticket.thread,
         )
+        run.reuse.messages, run.reuse.dropped = len(ticket.thread), prompts.dropped
         run.tokens = Tokens(
             prefix=len(prompts.prefix),
             stable=len(prompts.stable),
@@ -331,6 +348,10 @@ class Engine:
             complete = False
             self.resident.after_cancel(run)
             run.warnings.append(f"cancelled after {len(run.results)} of {len(run.chosen)} criteria")
+        if run.reuse.edited is not None:
+            run.warnings.append(
+                f"message {run.reuse.edited} changed since this ticket was last scored; read again from there"
+            )
         run.timing.tails_ms = sum(a.ms for a in run.accs.values())
         run.timing.total_ms = (time.perf_counter() - t_start) * 1000
         head = run.decider.head
@@ -353,6 +374,7 @@ class Engine:
             head=head.name if applied and head is not None else None,
             complete=complete,
             created_at=time.time(),
+            thread=run.reuse,
         )
         raw, feats = run.raw([c.id for c in pack.criteria])
         yield TicketScored(final, raw, feats)

@@ -33,6 +33,7 @@ from triage.errors import TriageError
 from triage.scoring.options import DEFAULT_READOUT, READOUTS, Readout, check_choice
 from triage.scoring.pack import Criterion, Pack
 from triage.scoring.readout import ReadoutKind, option_meaning, readout_for
+from triage.scoring.thread import Message, compact
 from triage.scoring.tokenizer import Tokenizer
 
 __all__ = ["DEFAULT_READOUT", "READOUTS", "option_meaning"]  # re-exported for callers of this module
@@ -127,6 +128,8 @@ class TicketPrompts:
     ticket_tokens: int
     warnings: list[str] = field(default_factory=list)
     cut_chars: int = 0
+    messages: int = 1  # messages of the thread scored (kept or left out)
+    dropped: int = 0  # messages left out of the middle of a thread to fit the context
 
     def tail(self, spec: PromptSpec) -> tuple[int, ...]:
         """The tokens of ``spec`` after the shared prefix."""
@@ -171,6 +174,7 @@ class PromptBuilder:
         self.readout: ReadoutKind = readout_for(fmt.readout)
         self._stable: tuple[int, ...] | None = None
         self._suffix: tuple[int, ...] | None = None
+        self._budgets: dict[int, int] = {}
 
     # -- text ---------------------------------------------------------------
     def system_text(self) -> str:
@@ -281,13 +285,23 @@ class PromptBuilder:
         run = self.tok.encode(self.ticket_block_text(ticket_text) + self.tail_text(criterion, order))
         return self.stable_tokens + tuple(run) + self._suffix_tokens
 
-    def build(self, ticket_text: str, orders: list[list[tuple[int, ...]]], *, n_ctx: int) -> TicketPrompts:
+    def build(
+        self,
+        ticket_text: str,
+        orders: list[list[tuple[int, ...]]],
+        *,
+        n_ctx: int,
+        messages: tuple[Message, ...] = (),
+    ) -> TicketPrompts:
         """Every prompt of a ticket, shortened to fit ``n_ctx``, with its verified shared prefix.
 
         Args:
-            ticket_text: the cleaned ticket.
+            ticket_text: the cleaned ticket (a thread's: its messages as written, see
+                :mod:`triage.scoring.thread`).
             orders: per criterion (pack order), the option orders to ask.
             n_ctx: the context size; the longest prompt must fit.
+            messages: a thread's messages: too long, it is compacted (first message, a
+                marker, the latest messages) before any text is cut.
 
         Raises:
             TriageError: even an empty ticket would not fit (the pack is too big for n_ctx).
@@ -296,7 +310,17 @@ class PromptBuilder:
         if len(orders) != len(crits):
             raise ValueError("orders must give one list per criterion")
         warnings: list[str] = []
-        text, cut, n_ticket = self._fit(ticket_text, n_ctx)
+        text, dropped = ticket_text, 0
+        budget = self._budget(n_ctx)
+        if len(messages) >= 3 and len(self.tok.encode(ticket_text)) > budget:
+            compacted = compact(messages, budget, lambda t: len(self.tok.encode(t)))
+            text, dropped = compacted.text, compacted.dropped
+            if dropped:
+                warnings.append(
+                    f"thread compacted to fit the {n_ctx}-token context: left out messages 2-{dropped + 1} of "
+                    f"{len(messages)}, kept the first and the latest {len(messages) - 1 - dropped}"
+                )
+        text, cut, n_ticket = self._fit(text, n_ctx)
         if cut:
             warnings.append(
                 f"ticket shortened to fit the {n_ctx}-token context: cut {cut} of {len(ticket_text)} characters "
@@ -317,15 +341,16 @@ class PromptBuilder:
                 raise AssertionError("shared prefix is not a token prefix of every prompt")
         if prefix[: len(stable)] != stable:
             raise AssertionError("stable block is not a token prefix of the ticket's prompts")
-        return TicketPrompts(stable, prefix, specs, text, n_ticket, warnings, cut)
+        return TicketPrompts(stable, prefix, specs, text, n_ticket, warnings, cut, max(len(messages), 1), dropped)
 
-    def _fit(self, text: str, n_ctx: int) -> tuple[str, int, int]:
-        """Cut the ticket's middle until its longest prompt fits in ``n_ctx``.
+    def _budget(self, n_ctx: int) -> int:
+        """Tokens the ticket may take in an ``n_ctx`` context (the rest is stable block, tails, answers).
 
-        Returns:
-            (text to score, characters cut, ticket tokens).
+        Raises:
+            TriageError: fewer than 16 (the pack is too big for ``n_ctx``).
         """
-        ticket_ids = self.tok.encode(text)
+        if n_ctx in self._budgets:
+            return self._budgets[n_ctx]
         longest_tail = (
             max(len(self.tok.encode(self.tail_text(c, tuple(range(len(c.options)))))) for c in self.pack.criteria)
             + self.answer_room
@@ -339,6 +364,17 @@ class PromptBuilder:
                 f"{n_ctx}-token context",
                 hint="raise --n-ctx, or shorten the pack's instruction, context and examples",
             )
+        self._budgets[n_ctx] = budget
+        return budget
+
+    def _fit(self, text: str, n_ctx: int) -> tuple[str, int, int]:
+        """Cut the ticket's middle until its longest prompt fits in ``n_ctx``.
+
+        Returns:
+            (text to score, characters cut, ticket tokens).
+        """
+        ticket_ids = self.tok.encode(text)
+        budget = self._budget(n_ctx)
         if len(ticket_ids) <= budget:
             return text, 0, len(ticket_ids)
         marker_budget = len(self.tok.encode(CUT_MARK.format(chars=len(text)))) + 2

@@ -17,6 +17,7 @@ from typing import Protocol
 from triage.errors import TriageError
 from triage.model.native import NativeModel
 from triage.model.seq import Seq
+from triage.scoring.memory import Saved, ThreadStates, common_length, first_edit
 from triage.scoring.run import Run
 
 log = logging.getLogger(__name__)
@@ -35,9 +36,10 @@ class StableStore(Protocol):
 class Resident:
     """Sequence 0's contents, kept in step with the cache."""
 
-    def __init__(self, native: NativeModel, store: StableStore | None) -> None:
+    def __init__(self, native: NativeModel, store: StableStore | None, memory: ThreadStates | None = None) -> None:
         self.native = native
         self.store = store
+        self.memory = memory  # recently scored tickets' cells after the stable block (None: none kept)
         self.tokens: tuple[int, ...] = ()  # what sequence 0 holds now (complete pieces only)
 
     def drop(self) -> None:
@@ -96,7 +98,7 @@ class Resident:
         return ms
 
     def ensure_prefix(self, run: Run) -> None:
-        """Make sequence 0 hold exactly the prefix, reusing what is resident or stored."""
+        """Make sequence 0 hold exactly the prefix, reusing what is resident, remembered or stored."""
         prefix, stable = run.prompts.prefix, run.prompts.stable
         t0 = time.perf_counter()
         if self.tokens == prefix:
@@ -105,11 +107,61 @@ class Resident:
             run.stable_ready = True
             return
         self.ensure_stable(run)
-        self.tokens = stable
-        self.native.decode([Seq("prefix", 0, len(stable), prefix[len(stable) :])], should_stop=run.stop)
+        have = self.resume(run)
+        self.native.decode([Seq("prefix", 0, have, prefix[have:])], should_stop=run.stop)
         self.tokens = prefix
-        run.tokens.prefix_cached = run.tokens.stable_cached
         run.timing.prefill_ms = (time.perf_counter() - t0) * 1000
+
+    # -- threads: a ticket's cells after the stable block, kept between its scores -----------
+    def resume(self, run: Run) -> int:
+        """After :meth:`ensure_stable`: load what :attr:`memory` kept of this ticket's prefix.
+
+        The saved tokens and the new prefix are compared token by token; the cells of
+        their common part are loaded behind the stable block (the rest are dropped), so
+        only the tokens after it need evaluating. Fills ``run.tokens.prefix_cached``
+        and ``run.reuse``.
+
+        Returns:
+            How many of the prefix's tokens sequence 0 now holds (the stable block's
+            length when nothing was kept).
+        """
+        prefix, stable = run.prompts.prefix, run.prompts.stable
+        have = len(stable)
+        saved = self.memory.get(run.ticket_id, run.stable_key) if self.memory and run.ticket_id else None
+        if saved is not None and saved.start == have and saved.tokens[:have] == stable:
+            shared = common_length(saved.tokens, prefix)
+            run.reuse.edited = first_edit(saved.messages, run.messages)
+            run.reuse.previous = len(saved.messages)
+            run.reuse.compaction_moved = saved.dropped != run.prompts.dropped
+            if shared > have:
+                spare = self.native.n_seq_max - 1
+                self.native.seq_rm(spare, -1, -1)
+                try:
+                    self.native.state_set(spare, saved.state)
+                    self.native.seq_cp(spare, 0, have, shared)  # only the cells the new prefix shares
+                finally:
+                    self.native.seq_rm(spare, -1, -1)
+                self.tokens = prefix[:shared]
+                run.reuse.reused = shared - have
+                have = shared
+        run.tokens.prefix_cached = run.tokens.stable_cached + (have - len(stable))
+        return have
+
+    def remember(self, run: Run) -> None:
+        """Save the cells of this ticket's prefix after the stable block (sequence 0 holds the prefix)."""
+        prefix, stable = run.prompts.prefix, run.prompts.stable
+        if self.memory is None or not self.memory.enabled or run.ticket_id is None or len(prefix) <= len(stable):
+            return
+        n, spare = self.native, self.native.n_seq_max - 1
+        n.seq_rm(spare, -1, -1)
+        try:
+            n.seq_cp(0, spare, len(stable), len(prefix))
+            state = n.state_get(spare)
+            self.memory.size_for(len(state) / (len(prefix) - len(stable)), n.n_ctx)
+        finally:
+            n.seq_rm(spare, -1, -1)
+        saved = Saved(run.stable_key, prefix, len(stable), run.messages, state, run.prompts.dropped)
+        self.memory.put(run.ticket_id, saved)
 
     def after_cancel(self, run: Run) -> None:
         """Clean up after a cancelled (possibly aborted) decode.

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-SCHEMA = "triage.result/2"
-OLD_SCHEMAS = ("triage.result/2",)  # read back (history) with readout "letter"
+SCHEMA = "triage.result/3"
+OLD_SCHEMAS = ("triage.result/1", "triage.result/2")  # read back (history); /1 with readout "letter", /2 as one message
 
 
 def readout_words(readout: str, orderings: str) -> str:
@@ -94,6 +94,18 @@ class Tokens:
 
 
 @dataclass
+class ThreadInfo:
+    """How much of a thread was scored, and what was reused from its last score (``thread`` in the schema)."""
+
+    messages: int = 1  # messages of the thread scored (a plain ticket is one)
+    dropped: int = 0  # messages left out of the middle to fit the context (compaction)
+    previous: int = 0  # messages when this ticket was last scored and its state kept (0: none kept)
+    edited: int | None = None  # the first earlier message that changed since then (re-read from there)
+    reused: int = 0  # ticket tokens whose KV state came from the last score, not evaluated again
+    compaction_moved: bool = False  # the compaction cut moved since the last score (re-read from there)
+
+
+@dataclass
 class TicketResult:
     """Everything scoring one ticket produced."""
 
@@ -114,9 +126,10 @@ class TicketResult:
     readout: str = "letter"  # "label" (options by name) or "letter" (A/B/C)
     complete: bool = True  # False when cancelled part-way
     created_at: float = 0.0
+    thread: ThreadInfo = field(default_factory=ThreadInfo)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form (``triage.result/2``)."""
+        """The JSON form (``triage.result/3``)."""
         d = asdict(self)
         for crit, raw in zip(self.criteria, d["criteria"], strict=True):
             raw["choice_label"] = crit.choice_label
@@ -141,5 +154,6 @@ def ticket_result_from_dict(d: dict[str, Any]) -> TicketResult:
         c["options"] = [OptionScore(**o) for o in c["options"]]
         crits.append(CriterionResult(**{**c, "index": c.get("index", i)}))
     tokens = {k: v for k, v in d["tokens"].items() if k not in ("total_input", "hit_rate")}
-    rest = {k: v for k, v in d.items() if k not in ("schema", "criteria", "timing", "tokens")}
-    return TicketResult(criteria=crits, timing=Timing(**d["timing"]), tokens=Tokens(**tokens), **rest)
+    rest = {k: v for k, v in d.items() if k not in ("schema", "criteria", "timing", "tokens", "thread")}
+    thread = ThreadInfo(**d["thread"]) if isinstance(d.get("thread"), dict) else ThreadInfo()
+    return TicketResult(criteria=crits, timing=Timing(**d["timing"]), tokens=Tokens(**tokens), thread=thread, **rest)

@@ -17,7 +17,8 @@ from triage.model.native import Cancelled
 from triage.scoring.decide import Decider
 from triage.scoring.prompt import PromptSpec, TicketPrompts
 from triage.scoring.readout import Reader, Readout
-from triage.scoring.result import CriterionResult, TicketResult, Timing, Tokens
+from triage.scoring.result import CriterionResult, ThreadInfo, TicketResult, Timing, Tokens
+from triage.scoring.thread import Message
 
 # criterion id -> [(order, position log-probs, coverage), ...]
 RawReadouts = dict[str, list[tuple[tuple[int, ...], np.ndarray, float]]]
@@ -78,6 +79,8 @@ class Run:
         stop: the caller's cancel check (None: nothing to ask, so no abort callback either).
         stable_key: names the stable block's stored state.
         stable_note: why the stable block changed since the last one, said if its prefill is paid.
+        ticket_id: names the ticket's kept state (a thread that grows comes back under it).
+        messages: the ticket's messages (a plain ticket: one).
     """
 
     prompts: TicketPrompts
@@ -86,6 +89,9 @@ class Run:
     stop: Callable[[], bool] | None
     stable_key: str
     stable_note: str | None = None
+    ticket_id: str | None = None
+    messages: tuple[Message, ...] = ()
+    reuse: ThreadInfo = field(default_factory=ThreadInfo)
     tokens: Tokens = field(default_factory=Tokens)
     timing: Timing = field(default_factory=Timing)
     warnings: list[str] = field(default_factory=list)

@@ -126,6 +126,8 @@ class Serial:
                 run.record(spec, read, (ms, len(prompts.tail(spec)) + run.reader.extra_tokens(spec)))
             yield run.done(ci)
         kv.keep(prompts.prefix)
+        if run.tokens.prefix_cached < len(prompts.prefix):  # new cells: keep them for the ticket's next score
+            kv.remember(run)
 
 
 class Fanout:
@@ -143,19 +145,23 @@ class Fanout:
     def run(self, run: Run, kv: Resident) -> Iterator[ScoreEvent]:
         prompts = run.prompts
         rest: tuple[int, ...] = ()
+        kept = False  # sequence 0 holds this ticket's cells, to be remembered and dropped
         if kv.tokens == prompts.prefix:
             kv.ensure_prefix(run)
         else:
             t0 = time.perf_counter()
             kv.ensure_stable(run)
-            run.tokens.prefix_cached = run.tokens.stable_cached
-            rest = prompts.prefix[len(prompts.stable) :]
+            have = kv.resume(run)  # a thread's earlier messages, when their state was kept
+            rest = prompts.prefix[have:]
+            kept = have < len(prompts.prefix) or have > len(prompts.stable)
             run.timing.prefill_ms = (time.perf_counter() - t0) * 1000
         run.tokens.evaluated = (run.tokens.prefix - run.tokens.prefix_cached) + run.tokens.tails
         for g, group in enumerate(self.groups(run, kv)):
             run.check()
             self.batch(run, kv, group, rest if g == 0 else ())
-        if rest:
+        if kept:
+            if rest:
+                kv.remember(run)
             kv.keep(prompts.stable)
         yield run.prefilled()
         for ci in run.chosen:

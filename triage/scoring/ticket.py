@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from triage.errors import InputError
+from triage.scoring.thread import Message, messages_from, render
 from triage.store.bounded import Bounded, loads_json, mib, read_bounded
 
 # CSI / OSC / other ESC sequences, then stray C0/C1 controls except \t and \n.
@@ -56,11 +57,21 @@ def clean_text(text: str) -> str:
 
 @dataclass(frozen=True)
 class Ticket:
-    """A ticket to score. ``text`` is already cleaned; ``raw`` is what was given."""
+    """A ticket to score. ``text`` is already cleaned; ``raw`` is what was given.
+
+    A thread (:mod:`triage.scoring.thread`) also has its ``messages``; its ``text`` is
+    the messages as the ticket block writes them. A plain ticket is one customer message.
+    """
 
     id: str
     text: str
     raw: str
+    messages: tuple[Message, ...] = ()
+
+    @property
+    def thread(self) -> tuple[Message, ...]:
+        """The ticket's messages (a plain ticket: its text as one customer message)."""
+        return self.messages or (Message("customer", self.text),)
 
     @property
     def sha256(self) -> str:
@@ -79,14 +90,29 @@ def safe_id(ticket_id: str) -> str:
     return _SURROGATE.sub("\ufffd", ticket_id)
 
 
-def make_ticket(text: str, ticket_id: str | None = None) -> Ticket:
-    """Clean ``text`` and wrap it as a :class:`Ticket`.
+def make_ticket(text: str | None, ticket_id: str | None = None, messages: Any = None) -> Ticket:
+    """Clean ``text`` (or a thread's ``messages``, a list of ``{"role", "text"}``) and wrap it as a :class:`Ticket`.
 
     Raises:
-        InputError: the ticket is empty once cleaned, or has no visible character.
+        InputError: the ticket is empty once cleaned, or has no visible character; a
+            ``messages`` list that is empty or has a bad message (named); both or neither given.
     """
-    cleaned = clean_text(text)
     label = f"ticket {printable(safe_id(ticket_id))}" if ticket_id else "ticket"
+    if messages is not None:
+        if text is not None:
+            raise InputError(f"{label} has both 'text' and 'messages'; give one (a thread's text is its messages)")
+        try:
+            thread = messages_from(messages, clean_text)
+        except InputError as exc:
+            raise InputError(f"{label}: {exc.message}") from None
+        if not all(visible(m.text) for m in thread):
+            raise InputError(f"{label}: a message has no visible characters; there is nothing to score in it")
+        body = render(thread)
+        tid = safe_id(ticket_id) if ticket_id else hashlib.sha256(body.encode("utf-8")).hexdigest()[:12]
+        return Ticket(tid, body, body, thread if len(thread) > 1 or thread[0].role != "customer" else ())
+    if text is None:
+        raise InputError(f"{label} has no text")
+    cleaned = clean_text(text)
     if not cleaned:
         what = "empty" if not text.strip() else "only control characters or escape codes"
         raise InputError(f"{label} is {what}; there is nothing to score")

@@ -86,7 +86,7 @@ def openapi(settings: Any) -> dict[str, Any]:
                 "LabelRequest": label_body,
                 "Result": {
                     "type": "object",
-                    "description": "triage.result/2, as `triage score` prints it (docs/schema.md)",
+                    "description": "triage.result/3, as `triage score` prints it (docs/schema.md)",
                     "required": ["schema", "ticket_id", "criteria"],
                 },
                 "Error": {

@@ -43,7 +43,7 @@ class QueueFull(Exception):
 
 
 def criterion_dict(c: CriterionResult) -> dict[str, Any]:
-    """One criterion as it appears in ``criteria`` of the ``triage.result/2`` JSON (``TicketResult.to_dict``)."""
+    """One criterion as it appears in ``criteria`` of the ``triage.result/3`` JSON (``TicketResult.to_dict``)."""
     d = asdict(c)
     d["choice_label"] = c.choice_label
     d.pop("index", None)

@@ -35,6 +35,7 @@ KNOWN_KEYS: dict[str, type | tuple[type, ...]] = {
     "keep_features": int,
     "auto_learn": bool,
     "auto_learn_every": int,
+    "thread_cache_mib": int,  # recently scored tickets' KV state (threads); default: the context's KV size
     "serve_queue_limit": int,  # triage serve: requests that may wait for the engine
 }
 

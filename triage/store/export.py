@@ -1,4 +1,4 @@
-"""Export a ticket's decisions: JSON (the ``triage.result/2`` schema) or Markdown.
+"""Export a ticket's decisions: JSON (the ``triage.result/3`` schema) or Markdown.
 
 The JSON is exactly :meth:`TicketResult.to_dict`, as ``triage score`` prints
 it, so an exported file and a CLI run can be compared or merged. Markdown is

@@ -67,7 +67,7 @@ def app_commands(app: PaletteApp, main: MainScreen) -> Iterator[SystemCommand]:
             main.action_toggle_debias,
         )
     yield SystemCommand(
-        "Export JSON", "Write the decisions as triage.result/2 JSON (F3)", lambda: main.action_export("json")
+        "Export JSON", "Write the decisions as triage.result/3 JSON (F3)", lambda: main.action_export("json")
     )
     yield SystemCommand(
         "Export Markdown", "Write the decisions as a Markdown report", lambda: main.action_export("markdown")

@@ -42,7 +42,7 @@ class ExportScreen(ModalScreen[ExportRequest | None]):
             yield Label(f"Export the decisions of ticket [b]{escape(self.result.ticket_id)}[/b]")
             with RadioSet(id="export-format"):
                 yield RadioButton(
-                    "JSON: the triage.result/2 schema, as `triage score` prints it",
+                    "JSON: the triage.result/3 schema, as `triage score` prints it",
                     value=self.fmt == "json",
                     id="fmt-json",
                 )
