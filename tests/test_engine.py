@@ -185,6 +185,7 @@ def test_cancel_between_tails(engine: Engine, pack: Pack) -> None:
 
 def test_prefix_stays_resident(engine: Engine, pack: Pack) -> None:
     serial = ScoreOptions(mode="serial")  # fanout keeps only the stable block (docs/engine.md)
+    engine.forget()  # earlier tests scored these tickets: their kept states would be reused (tests/test_threads.py)
     engine.score_ticket(TICKETS[0], pack, serial)
     second = engine.score_ticket(TICKETS[1], pack, serial)  # new ticket, same pack: stable block hit
     assert second.tokens.stable_cached == second.tokens.stable > 0

@@ -455,3 +455,51 @@ def test_ray_applies_the_stored_learned_head_like_triage_score(
         for c, d in zip(mine["criteria"], plain[tid]["criteria"], strict=True):
             for o, p in zip(c["options"], d["options"], strict=True):
                 assert o["probability"] == pytest.approx(p["probability"], abs=1e-6)
+
+
+# -- threads ------------------------------------------------------------------------------
+THREAD = [
+    {"role": "customer", "text": "My card was charged twice for one order."},
+    {"role": "agent", "text": "Sorry about that. I have asked billing to look at it."},
+    {"role": "customer", "text": "Nothing has happened in a week. Refund me now."},
+]
+
+
+def thread_rows(tmp_path: Path) -> Path:
+    """Two threads whose turns interleave (T1, T2, T1, T2, T1, T2), and two bad thread rows."""
+    lines = [json.dumps({"id": f"T{i}", "messages": THREAD[:k]}) for k in (1, 2, 3) for i in (1, 2)]
+    lines += [json.dumps({"id": "bad1", "messages": []}), json.dumps({"id": "bad2", "text": "x", "messages": THREAD})]
+    src = tmp_path / "threads.jsonl"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return src
+
+
+def test_a_threads_rows_share_one_block_in_input_order(tmp_path: Path) -> None:
+    from triage.backlog.rows import thread_blocks
+
+    rows = read_rows(str(thread_rows(tmp_path)))
+    assert [r.ticket_id for r in rows[:6]] == ["T1", "T2"] * 3 and len({r.key for r in rows[:6]}) == 6
+    assert json.loads(rows[4].messages or "[]") == THREAD and rows[4].text is None
+    assert "'messages' is empty" in (rows[6].error or "") and "both 'text' and 'messages'" in (rows[7].error or "")
+    blocks = thread_blocks([r for r in rows if r.error is None], 2)
+    assert [[(r.ticket_id, r.line) for r in b] for b in blocks] == [
+        [("T1", 1), ("T1", 3), ("T1", 5)],
+        [("T2", 2), ("T2", 4), ("T2", 6)],
+    ]
+
+
+@pytest.mark.model
+@pytest.mark.slow
+def test_ray_rescores_a_thread_on_one_worker_from_its_kept_state(
+    cluster: Any, smollm2_path: Path, pack: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out.jsonl"
+    argv = ["score", str(thread_rows(tmp_path)), "--ray", "--model", str(smollm2_path), "--pack", str(pack)]
+    assert run_ray([*argv, *OPTIONS, "--workers", "2", "--batch-size", "1", "--output", str(out)]) == 1
+    records = jsonl(out)
+    scored = [r for r in records if "schema" in r]
+    assert len(scored) == 6 and sum("error" in r for r in records) == 2
+    for r in scored:
+        k = r["thread"]["messages"]
+        assert r["thread"]["previous"] == k - 1  # the turn before was scored by the same worker, just before
+        assert (r["thread"]["reused"] > 0) == (k > 1)

@@ -277,6 +277,11 @@ def test_limits_and_bad_requests_get_their_status_and_the_server_stays_up(engine
             ({"text": "hi", "prior": "yes"}, "prior"),
             ({"text": "hi", "colour": "red"}, "colour"),
             ({"text": "hi", "id": {"a": 1}}, "id"),
+            ({"messages": []}, "messages"),
+            ({"messages": "hi"}, "messages"),
+            ({"messages": [{"role": "boss", "text": "hi"}]}, "messages"),
+            ({"messages": [{"role": "agent"}]}, "messages"),
+            ({"text": "hi", "messages": [{"role": "customer", "text": "hi"}]}, "messages"),
             ([1, 2], "body"),
         ]
         for case, field in cases:
@@ -520,3 +525,17 @@ def test_the_queue_limit_comes_from_the_flag_then_the_config_then_the_default() 
         settings_of(parse(["serve"]), {"serve_queue_limit": 0})
     with pytest.raises(Exception, match="mode"):
         settings_of(parse(["serve"]), {"mode": "fast"})  # a bad score option in the config stops start-up
+
+
+@pytest.mark.model
+def test_a_thread_sent_again_with_a_reply_evaluates_only_the_reply(engine: Any) -> None:
+    first = [{"role": "customer", "text": TICKETS[0]}]
+    grown = [*first, {"role": "agent", "text": "Sorry about that; I have asked the team to look at it today."}]
+    with serving(engine, settings()) as (base, _):
+        status, one = post(base, {"id": "TH-1", "messages": first})
+        assert status == 200 and one["thread"]["messages"] == 1
+        status, two = post(base, {"id": "TH-1", "messages": grown})
+    assert status == 200 and two["thread"]["messages"] == 2 and two["thread"]["previous"] == 1
+    reply = len(engine.tokenizer.encode("\n\nAgent reply:\n" + grown[1]["text"]))
+    assert two["thread"]["reused"] > 0
+    assert two["tokens"]["evaluated"] - two["tokens"]["tails"] <= reply + 4  # the reply, the tails' lead, one trim

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from triage.backlog.output import RunSignature, check_output, open_writer, read_existing
-from triage.backlog.rows import BacklogRow, read_rows
+from triage.backlog.rows import BacklogRow, read_rows, thread_blocks
 from triage.backlog.worker import ModelIdentity, NodeModelError, ScorerConfig, cores, probe, scorer_class
 from triage.errors import InputError, TriageError
 from triage.scoring.fit import FitRequest
@@ -425,20 +425,29 @@ def _scored_blocks(
             ("key", pa.string()),
             ("ticket_id", pa.string()),
             ("text", pa.string()),
+            ("messages", pa.string()),
             ("line", pa.int64()),
             ("source", pa.string()),
         ]
     )
-    # One block per batch: a task is one batch, so a dead actor loses only that batch.
+    # One block per batch: a task is one batch, so a dead actor loses only that batch. A ticket id's rows
+    # (a thread's turns) share a block, in input order, so one worker re-scores them from its kept state.
     blocks = [
         pa.Table.from_pylist(
             [
-                {"key": r.key, "ticket_id": r.ticket_id, "text": r.text, "line": r.line, "source": r.source}
-                for r in todo[i : i + batch_size]
+                {
+                    "key": r.key,
+                    "ticket_id": r.ticket_id,
+                    "text": r.text,
+                    "messages": r.messages,
+                    "line": r.line,
+                    "source": r.source,
+                }
+                for r in block
             ],
             schema=schema,
         )
-        for i in range(0, len(todo), batch_size)
+        for block in thread_blocks(todo, batch_size)
     ]
     scored = ray.data.from_arrow(blocks).map_batches(
         scorer_class(scorer),

@@ -37,6 +37,7 @@ class BacklogRow:
     source: str | None  # the file, when the input has several
     ticket_sha256: str | None = None
     error: str | None = None
+    messages: str | None = None  # a thread's messages as JSON ([{"role", "text"}, ...]); ``text`` is then None
 
     def error_record(self) -> dict[str, Any]:
         """The error record ``triage score`` writes for a bad row (plus ``source``)."""
@@ -137,9 +138,20 @@ def _export_rows(path: Path, source: str | None, columns: Any) -> Iterator[Backl
         yield _make(t.n, tid, t.text, source, f"{prefix}{t.where}")
 
 
-def _make(line: int, tid: str | None, text: Any, source: str | None, where: str) -> BacklogRow:
+def _make(line: int, tid: str | None, text: Any, source: str | None, where: str, messages: Any = None) -> BacklogRow:
+    import json
+
     from triage.scoring.ticket import make_ticket
 
+    if messages is not None:
+        try:
+            ticket = make_ticket(None, tid, messages)
+        except InputError as exc:
+            return BacklogRow(row_key(source, line), tid, None, line, source, error=f"{where}: {exc.message}")
+        thread = json.dumps([{"role": m.role, "text": m.text} for m in ticket.thread], ensure_ascii=False)
+        return BacklogRow(
+            ticket_key(ticket.id, ticket.sha256), ticket.id, None, line, source, ticket.sha256, messages=thread
+        )
     if not isinstance(text, str):
         return BacklogRow(
             row_key(source, line),
@@ -162,6 +174,7 @@ def _fallback_id(tid: str, line: int, source: str | None, explicit: bool, word: 
 
 
 def _jsonl_rows(path: Path, source: str | None) -> Iterator[BacklogRow]:
+    from triage.scoring.thread import row_body
     from triage.scoring.ticket import jsonl_lines, read_text_file
 
     prefix = f"{source} " if source else ""
@@ -172,7 +185,13 @@ def _jsonl_rows(path: Path, source: str | None) -> Iterator[BacklogRow]:
             continue
         explicit = item.obj.get("id") is not None and bool(str(item.obj.get("id")).strip())
         tid = _fallback_id(item.row_id(), n, source, explicit, "line")
-        yield _make(n, tid, item.obj.get("text"), source, f"{prefix}line {n}")
+        where = f"{prefix}line {n}"
+        try:
+            text, messages = row_body(item.obj)
+        except InputError as exc:
+            yield BacklogRow(row_key(source, n), tid, None, n, source, error=f"{where} (id {tid}): {exc.message}")
+            continue
+        yield _make(n, tid, text, source, where, messages)
 
 
 def _parquet_rows(path: Path, source: str | None) -> Iterator[BacklogRow]:
@@ -184,11 +203,37 @@ def _parquet_rows(path: Path, source: str | None) -> Iterator[BacklogRow]:
         table = pq.read_table(path)
     except Exception as exc:  # pyarrow raises several types for a bad file
         raise InputError(f"cannot read {path} as Parquet: {exc}") from None
-    if "text" not in table.column_names:
-        raise InputError(f"{path} has no 'text' column (columns: {', '.join(table.column_names)})")
-    ids = table.column("id").to_pylist() if "id" in table.column_names else [None] * table.num_rows
+    names = table.column_names
+    if "text" not in names and "messages" not in names:
+        raise InputError(f"{path} has no 'text' or 'messages' column (columns: {', '.join(names)})")
+    ids = table.column("id").to_pylist() if "id" in names else [None] * table.num_rows
+    texts = table.column("text").to_pylist() if "text" in names else [None] * table.num_rows
+    threads = table.column("messages").to_pylist() if "messages" in names else [None] * table.num_rows
     prefix = f"{source} " if source else ""
-    for n, (rid, text) in enumerate(zip(ids, table.column("text").to_pylist(), strict=True), 1):
+    for n, (rid, text, messages) in enumerate(zip(ids, texts, threads, strict=True), 1):
         explicit = rid is not None and bool(str(rid).strip())
         tid = _fallback_id(str(rid) if explicit else f"row-{n}", n, source, explicit, "row")
-        yield _make(n, tid, text, source, f"{prefix}row {n}")
+        where = f"{prefix}row {n}"
+        if text is not None and messages is not None:
+            yield BacklogRow(row_key(source, n), tid, None, n, source, error=f"{where}: has both 'text' and 'messages'")
+            continue
+        yield _make(n, tid, text, source, where, messages)
+
+
+def thread_blocks(rows: list[BacklogRow], size: int) -> list[list[BacklogRow]]:
+    """``rows`` in blocks of about ``size``, every row of one ticket id in the same block, in input order.
+
+    A thread's turns (the same id with more messages) then go to one worker, one after
+    the other, so each re-score reuses the state the worker kept from the turn before.
+    Ids keep the order of their first row; a block is closed once it holds ``size`` rows
+    and its last id is complete, so a long thread may make a block larger.
+    """
+    by_id: dict[str, list[BacklogRow]] = {}
+    for r in rows:
+        by_id.setdefault(r.ticket_id or r.key, []).append(r)
+    blocks: list[list[BacklogRow]] = [[]]
+    for group in by_id.values():
+        if len(blocks[-1]) >= size:
+            blocks.append([])
+        blocks[-1].extend(group)
+    return [b for b in blocks if b]

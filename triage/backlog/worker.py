@@ -200,7 +200,8 @@ class TicketScorer:
         from triage.scoring.ticket import make_ticket
 
         cfg = self.config
-        ticket = make_ticket(row["text"], row["ticket_id"])
+        messages = row.get("messages")
+        ticket = make_ticket(row["text"] if messages is None else None, row["ticket_id"], _loads(messages))
         try:
             result = self.engine.score_ticket(
                 ticket,
@@ -215,6 +216,12 @@ class TicketScorer:
                 record["source"] = row["source"]
             return record
         return result.to_dict()
+
+
+def _loads(messages: str | None) -> Any:
+    import json
+
+    return None if messages is None else json.loads(messages)
 
 
 def scorer_class(config: ScorerConfig) -> type[TicketScorer]:

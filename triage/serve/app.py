@@ -238,9 +238,9 @@ def prepare(req: ScoreRequest, settings: ServeSettings, loop: asyncio.AbstractEv
     except TriageError as exc:
         raise Invalid("criteria" if req.criteria is not None else "body", exc.message, hint=exc.hint) from None
     try:
-        ticket = make_ticket(req.text, req.id)
+        ticket = make_ticket(req.text, req.id, req.messages)
     except InputError as exc:
-        raise Invalid("text", exc.message) from None
+        raise Invalid("text" if req.messages is None else "messages", exc.message) from None
     keep = settings.history if req.history is None else req.history
     return Job(ticket, pack, options, keep, loop)
 

@@ -25,7 +25,7 @@ def openapi(settings: Any) -> dict[str, Any]:
     packs = list(settings.packs)
     score_body = {
         "type": "object",
-        "required": ["text"],
+        "oneOf": [{"required": ["text"]}, {"required": ["messages"]}],
         "additionalProperties": False,
         "properties": {
             "id": {
@@ -36,6 +36,21 @@ def openapi(settings: Any) -> dict[str, Any]:
             "text": {
                 "type": "string",
                 "description": f"the ticket (at most {settings.max_ticket_bytes} bytes of UTF-8)",
+            },
+            "messages": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "required": ["role", "text"],
+                    "properties": {
+                        "role": {"type": "string", "enum": ["customer", "agent", "note"]},
+                        "text": {"type": "string"},
+                    },
+                },
+                "description": "a thread instead of text: its messages in order. Sent again under the same id with "
+                "more messages, only the new ones are evaluated (the result's thread.reused says how many tokens "
+                "were not)",
             },
             "pack": {
                 "type": "string",

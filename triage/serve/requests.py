@@ -40,8 +40,9 @@ class ScoreRequest:
     """``POST /v1/score``: one ticket and how to score it (None: the server's config, else the default)."""
 
     id: str | None
-    text: str
+    text: str | None
     pack: str | None = None
+    messages: list[Any] | None = None  # a thread: [{"role", "text"}, ...] (checked by make_ticket)
     criteria: tuple[str, ...] | None = None
     readout: str | None = None
     mode: str | None = None
@@ -68,7 +69,7 @@ class LabelRequest:
     labels: dict[str, str]
 
 
-SCORE_FIELDS = ("id", "text", "pack", "criteria", "readout", "mode", "orderings", "prior", "history")
+SCORE_FIELDS = ("id", "text", "messages", "pack", "criteria", "readout", "mode", "orderings", "prior", "history")
 LABEL_FIELDS = ("id", "labels")
 
 
@@ -125,12 +126,21 @@ def parse_score(body: object, *, max_ticket_bytes: int = DEFAULT_MAX_TICKET_BYTE
         TooLarge: a text of more than ``max_ticket_bytes`` bytes of UTF-8.
     """
     body = _object(body, SCORE_FIELDS)
-    text = body.get("text")
-    if text is None:
-        raise Invalid("text", "field 'text' is required (the ticket's text)")
-    if not isinstance(text, str):
+    text, messages = body.get("text"), body.get("messages")
+    if text is not None and messages is not None:
+        raise Invalid("messages", "give 'text' or 'messages', not both (a thread's text is its messages)")
+    if messages is not None:
+        if not isinstance(messages, list):
+            raise Invalid("messages", f"field 'messages' must be a list of {{role, text}}, not {type(messages).__name__}")
+        parts = [m.get("text") for m in messages if isinstance(m, Mapping) and isinstance(m.get("text"), str)]
+        text_for_size = "".join(parts)
+    elif text is None:
+        raise Invalid("text", "field 'text' is required (the ticket's text), or 'messages' for a thread")
+    elif not isinstance(text, str):
         raise Invalid("text", f"field 'text' must be a string, not {type(text).__name__}")
-    size = len(text.encode("utf-8", "surrogatepass"))
+    else:
+        text_for_size = text
+    size = len(text_for_size.encode("utf-8", "surrogatepass"))
     if size > max_ticket_bytes:
         raise TooLarge(f"the ticket is {size:,} bytes; this server scores tickets of at most {max_ticket_bytes:,}")
     pack = body.get("pack")
@@ -150,6 +160,7 @@ def parse_score(body: object, *, max_ticket_bytes: int = DEFAULT_MAX_TICKET_BYTE
     return ScoreRequest(
         id=_ticket_id(body, required=False),
         text=text,
+        messages=messages,
         pack=pack,
         criteria=criteria,
         readout=_choice(body, "readout", READOUTS),
