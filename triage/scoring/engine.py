@@ -40,6 +40,7 @@ from triage.scoring.head import check_match as check_head
 from triage.scoring.memory import ThreadStates
 from triage.scoring.options import DEFAULT_MODE, DEFAULT_READOUT, ScoreOptions
 from triage.scoring.pack import Pack
+from triage.scoring.packed import DEFAULT_BUDGET, Decoded, Packed, cost, packs
 from triage.scoring.prior import PRIOR_TEXT, Prior, Priors
 from triage.scoring.prompt import PromptBuilder, PromptFormat, detect_format
 from triage.scoring.readout import AnswerPlan, LabelReader, Reader
@@ -231,6 +232,75 @@ class Engine:
             run.stop = cancel
             yield from self._run(run, ticket, (pack, options), schedule)
 
+    def score_many(
+        self,
+        tickets: list[Ticket],
+        pack: Pack,
+        options: ScoreOptions | None = None,
+        *,
+        calibration: Calibration | None = None,
+        head: Head | None = None,
+        features: bool = False,
+        budget: int = DEFAULT_BUDGET,
+    ) -> Iterator[tuple[Ticket, TicketScored | TriageError]]:
+        """Score a backlog's tickets, several in one decode (:mod:`triage.scoring.packed`), in input order.
+
+        Only ``fanout`` packs; other modes, a ticket whose thread state is kept, and
+        ``budget`` 0 score one by one, as :meth:`score` does. Yields ``(ticket, done)``
+        per ticket as soon as its pack is decoded, where ``done`` is the
+        :class:`TicketScored` or the :class:`TriageError` that stopped that ticket (the
+        others still score).
+        """
+        options = options or ScoreOptions()
+        prior = self.prior(pack, options) if options.prior else None
+        decider = Decider(pack, self.tokenizer, prior, calibration, head)
+        key = self.stable_key(pack, options.readout)
+        pending: list[tuple[Ticket, Run]] = []
+
+        def final(ticket: Ticket, run: Run, schedule: Schedule) -> TicketScored:
+            return next(e for e in self._run(run, ticket, (pack, options), schedule) if isinstance(e, TicketScored))
+
+        def flush() -> Iterator[tuple[Ticket, TicketScored | TriageError]]:
+            runs = list(pending)
+            pending.clear()
+            failed: set[int] = set()
+            for group in packs([r for _, r in runs], self.resident, budget):
+                try:
+                    Packed(group).decode(self.resident)
+                except TriageError:  # the pack did not go through: each of its tickets alone
+                    failed |= {id(r) for r in group}
+            for ticket, run in runs:
+                if id(run) in failed:
+                    yield ticket, self._alone(ticket, pack, options, (decider, features))
+                else:
+                    yield ticket, final(ticket, run, Decoded())
+
+        with self._lock:
+            for ticket in tickets:
+                if options.mode != "fanout" or budget <= 0 or self.memory.get(ticket.id, key) is not None:
+                    yield from flush()
+                    yield ticket, self._alone(ticket, pack, options, (decider, features))
+                    continue
+                try:
+                    run = self._start(ticket, pack, options, (decider, features))
+                except TriageError as exc:
+                    yield ticket, exc
+                    continue
+                if pending and sum(cost(r)[0] for _, r in pending) + cost(run)[0] > budget:
+                    yield from flush()
+                pending.append((ticket, run))
+            yield from flush()
+
+    def _alone(
+        self, ticket: Ticket, pack: Pack, options: ScoreOptions, how: tuple[Decider, bool]
+    ) -> TicketScored | TriageError:
+        try:
+            run = self._start(ticket, pack, options, how)
+            scored = self._run(run, ticket, (pack, options), schedule_for(options))
+            return next(e for e in scored if isinstance(e, TicketScored))
+        except TriageError as exc:
+            return exc
+
     def score_ticket(
         self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None = None, **kw: Any
     ) -> TicketResult:
@@ -353,7 +423,7 @@ class Engine:
                 f"message {run.reuse.edited} changed since this ticket was last scored; read again from there"
             )
         run.timing.tails_ms = sum(a.ms for a in run.accs.values())
-        run.timing.total_ms = (time.perf_counter() - t_start) * 1000
+        run.timing.total_ms += (time.perf_counter() - t_start) * 1000  # a packed run's decode share is in already
         head = run.decider.head
         applied = head is not None and any(head.covers(pack.criteria[ci].id) for ci in run.chosen)
         final = TicketResult(

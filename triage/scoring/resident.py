@@ -147,15 +147,15 @@ class Resident:
         run.tokens.prefix_cached = run.tokens.stable_cached + (have - len(stable))
         return have
 
-    def remember(self, run: Run) -> None:
-        """Save the cells of this ticket's prefix after the stable block (sequence 0 holds the prefix)."""
+    def remember(self, run: Run, seq: int = 0) -> None:
+        """Save the cells of this ticket's prefix after the stable block (sequence ``seq`` holds the prefix)."""
         prefix, stable = run.prompts.prefix, run.prompts.stable
         if self.memory is None or not self.memory.enabled or run.ticket_id is None or len(prefix) <= len(stable):
             return
         n, spare = self.native, self.native.n_seq_max - 1
         n.seq_rm(spare, -1, -1)
         try:
-            n.seq_cp(0, spare, len(stable), len(prefix))
+            n.seq_cp(seq, spare, len(stable), len(prefix))
             state = n.state_get(spare)
             self.memory.size_for(len(state) / (len(prefix) - len(stable)), n.n_ctx)
         finally:

@@ -1,0 +1,130 @@
+"""Packed backlog decodes: several tickets' fanout in one ``llama_decode``.
+
+A backlog scores one ticket after another, and one ticket's fanout decode holds about a
+hundred tokens for a short ticket (its own tokens and one tail per criterion): a small
+batch, where llama.cpp's prompt processing is slowest per token and each decode's fixed
+cost is paid again. Packing puts several tickets into one decode:
+
+* the stable block stays in sequence 0, shared into every sequence used (no copy in a
+  unified KV cache);
+* each ticket gets its own sequences: its tokens go into all of them at once (one cell,
+  several sequence ids, as fanout does for one ticket), followed by its tails;
+* tickets are added to a pack while its tokens stay within ``budget`` (and the context's
+  cells and sequences allow), in input order.
+
+Each ticket's numbers differ from a lone fanout decode only by the batch shape (other
+kernels, another summation order), within fanout's tested tolerance. Its time is the
+pack's time shared by tokens. After the decode each ticket's cells are kept for its next
+score (threads, :mod:`triage.scoring.memory`) and dropped from the cache.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from triage.model.seq import Seq
+from triage.scoring.resident import Resident
+from triage.scoring.run import Run, ScoreEvent
+
+DEFAULT_BUDGET = 512  # tokens per packed decode (one micro-batch); measured in bench/packed.py
+
+
+def cost(run: Run) -> tuple[int, int]:
+    """``(tokens, sequences)`` one ticket adds to a pack: its own tokens and tails, one sequence per tail."""
+    p = run.prompts
+    reader = run.reader
+    tokens = len(p.prefix) - len(p.stable) + sum(len(p.tail(s)) + reader.extra_tokens(s) for s in p.prompts)
+    return tokens, sum(reader.width(s) for s in p.prompts)
+
+
+def packs(runs: list[Run], kv: Resident, budget: int) -> list[list[Run]]:
+    """``runs`` in input order, cut into packs that fit ``budget`` tokens, the cells and the sequences."""
+    n = kv.native
+    stable = len(runs[0].prompts.stable) if runs else 0
+    out: list[list[Run]] = [[]]
+    used = seqs = 0
+    for run in runs:
+        t, w = cost(run)
+        full = used + t > budget or used + t > n.n_ctx - stable or seqs + w > n.n_seq_max - 2
+        if out[-1] and full:
+            out.append([])
+            used = seqs = 0
+        out[-1].append(run)
+        used += t
+        seqs += w
+    return [p for p in out if p]
+
+
+class Packed:
+    """Decodes a pack of runs (each with only its stable block in the cache) in one batch.
+
+    Used through :meth:`triage.scoring.engine.Engine.score_many`; each run then goes
+    through :class:`Decoded`, which only yields the events of what was read here.
+    """
+
+    name = "fanout"
+
+    def __init__(self, runs: list[Run]) -> None:
+        self.runs = runs
+
+    def decode(self, kv: Resident) -> None:
+        """One decode for every run of the pack; fills their readouts, token counts and timing."""
+        n = kv.native
+        first = self.runs[0]
+        kv.ensure_stable(first)  # a computed stable block is the first ticket's cost, as for one ticket
+        first.timing.prefill_ms = first.timing.stable_ms
+        for run in self.runs[1:]:
+            run.stable_ready = True
+            run.tokens.stable_cached = len(run.prompts.stable)
+        pieces: list[Seq] = []
+        layout: list[tuple[Run, int, list[int]]] = []  # run, its first sequence, each tail's tokens
+        k = 1
+        for r, run in enumerate(self.runs):
+            p, stable = run.prompts, run.prompts.stable
+            start = k
+            sizes: list[int] = []
+            tails: list[Seq] = []
+            for i, spec in enumerate(p.prompts):
+                got = run.reader.pieces((r, i), spec, p.tail(spec), (len(p.prefix), k))
+                tails += got
+                sizes.append(sum(len(s.tokens) for s in got))
+                k += run.reader.width(spec)
+            for j in range(start, k):
+                n.seq_cp(0, j, -1, -1)
+            rest = p.prefix[len(stable) :]
+            pieces.append(Seq((r, "rest"), start, len(stable), rest, also=tuple(range(start + 1, k))))
+            pieces += tails
+            run.tokens.prefix_cached = run.tokens.stable_cached
+            run.tokens.evaluated = len(rest) + run.tokens.tails
+            layout.append((run, start, sizes))
+        t0 = time.perf_counter()
+        try:
+            out = n.decode(pieces, should_stop=first.stop)
+            ms = (time.perf_counter() - t0) * 1000
+            total = sum(len(s.tokens) for s in pieces)
+            for r, (run, start, sizes) in enumerate(layout):
+                rest = len(run.prompts.prefix) - len(run.prompts.stable)
+                share = ms * (rest + sum(sizes)) / total
+                run.timing.prefill_ms += share * rest / (rest + sum(sizes))
+                tails_ms = share - share * rest / (rest + sum(sizes))
+                for i, spec in enumerate(run.prompts.prompts):
+                    read = run.reader.read((r, i), spec, out)
+                    run.record(spec, read, (tails_ms * sizes[i] / max(sum(sizes), 1), sizes[i]))
+                run.timing.total_ms = share + (run.timing.stable_ms if run is first else 0.0)
+                kv.remember(run, seq=start)
+        finally:
+            for j in range(1, k):
+                n.seq_rm(j, -1, -1)
+        kv.keep(first.prompts.stable)
+
+
+class Decoded:
+    """The schedule of one run whose decode :class:`Packed` already did: it yields the events."""
+
+    name = "fanout"
+
+    def run(self, run: Run, kv: Resident) -> Iterator[ScoreEvent]:
+        yield run.prefilled()
+        for ci in run.chosen:
+            yield run.done(ci)
