@@ -7,8 +7,14 @@ ran its body, so its history row stayed ``running`` for ever.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from typing import Any
+
 from fake_engine import FakeEngine, FakeFactory, fake_app, wait_until
 from textual import events
+
+from triage.scoring.engine import TicketScored
 
 TICKET = "My card was charged twice for the same order; please refund one of them."
 
@@ -58,3 +64,31 @@ async def test_f5_then_escape_in_one_burst_ends_the_row_as_cancelled() -> None:
             what="every row cancelled",
         )
         assert len(app.history.search()) == 5 and (main.result is None or not main.result.complete)
+
+
+class SlowToStop(FakeEngine):
+    """Takes a while to return once cancelled, as a decode without an abort check would."""
+
+    def score(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        for event in super().score(*args, **kwargs):
+            if isinstance(event, TicketScored) and not event.result.complete:
+                time.sleep(0.5)  # the app is closing meanwhile: no screen reads this result any more
+            yield event
+
+
+async def test_quitting_while_a_score_runs_ends_its_row_as_cancelled() -> None:
+    from triage.store.history import History
+
+    engine = SlowToStop(hold_after=1)
+    app = fake_app(FakeFactory(engine))
+    async with app.run_test() as pilot:
+        await wait_until(pilot, lambda: app.main.model_state == "ready", what="the model to load")
+        app.main.ticket.set_ticket(TICKET)
+        await pilot.press("f5")
+        await wait_until(pilot, engine.held.is_set, what="the score to be under way")
+        await pilot.press("ctrl+q")
+    history = History.open()
+    try:
+        assert [e.status for e in history.search()] == ["cancelled"]  # not "unfinished"
+    finally:
+        history.close()

@@ -794,6 +794,18 @@ class MainScreen(Screen[None]):
             log.warning("could not save auto_score: %s", exc)
         self.notify(f"Auto-score after paste {'on' if self.auto_score else 'off'}.")
 
+    def end_unfinished(self) -> None:
+        """The app is closing: a score still open ends as cancelled in history.
+
+        Its worker's (cancelled) result is a message that no screen will read any more;
+        without this its row would say "unfinished" for ever.
+        """
+        for sub in list(self._subs.values()):
+            if sub.started and not sub.finished and sub.score_id is not None:
+                self.history.cancel_score(sub.score_id)
+            sub.finished = True
+        self._subs.clear()
+
     def stop_all(self) -> None:
         """Cancel running work (the app is closing)."""
         self._supersede()
