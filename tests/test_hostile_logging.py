@@ -19,14 +19,18 @@ from triage import logs
 @pytest.fixture()
 def fresh_logging() -> Iterator[None]:
     """setup_file_logging() runs again for this test, and its handler is removed after."""
+    triage_log = logging.getLogger("triage")
+    saved, installed = list(triage_log.handlers), logs._installed
+    for h in saved:  # an earlier test's log file (another TRIAGE_HOME) is not this test's
+        triage_log.removeHandler(h)
     logs._installed = None
-    before = list(logging.getLogger("triage").handlers)
     yield
-    for h in logging.getLogger("triage").handlers:
-        if h not in before:
-            logging.getLogger("triage").removeHandler(h)
-            h.close()
-    logs._installed = None
+    for h in list(triage_log.handlers):
+        triage_log.removeHandler(h)
+        h.close()
+    for h in saved:
+        triage_log.addHandler(h)
+    logs._installed = installed
 
 
 class FullDisk:
@@ -57,16 +61,16 @@ def test_a_log_file_on_a_full_disk_says_one_line_and_stops(
 ) -> None:
     path = logs.setup_file_logging()
     assert path is not None
-    handler = next(
-        h for h in logging.getLogger("triage").handlers if isinstance(h, logging.handlers.RotatingFileHandler)
-    )
+    [handler] = [h for h in logging.getLogger("triage").handlers if isinstance(h, logging.handlers.RotatingFileHandler)]
+    assert handler.baseFilename == str(path)
     handler.stream.close()
     full = FullDisk()
     handler.stream = full  # type: ignore[assignment]
     log = logging.getLogger("triage.test")
     for i in range(5):
         log.warning("record %d", i)
-    logging.shutdown()  # what the interpreter does at exit: it flushes and closes the handler
+    handler.flush()  # what logging.shutdown() does at exit, for this handler
+    handler.close()
     err = capsys.readouterr().err
     assert "Logging error" not in err and "Traceback" not in err
     assert err.splitlines() == [
