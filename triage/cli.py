@@ -73,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     from triage import signals
 
     signals.install()  # SIGTERM is handled like Ctrl-C
+    _fatal_signals_say_where()
     parser = build_parser()
     args = parser.parse_args(argv)
     run = getattr(args, "_run", None)
@@ -97,6 +98,21 @@ def main(argv: list[str] | None = None) -> int:
         return signals.exit_code()
     except BrokenPipeError:
         return 0
+
+
+def _fatal_signals_say_where() -> None:
+    """On a native crash (SIGSEGV, SIGBUS: a model file truncated while mapped) print Python's stack.
+
+    Without it the process only dies (status 135 for SIGBUS); with it stderr says ``Fatal Python
+    error: Bus error`` and where (``triage/model/native.py`` in a decode: the model file).
+    """
+    import faulthandler
+
+    try:
+        if not faulthandler.is_enabled():
+            faulthandler.enable()
+    except (OSError, ValueError, AttributeError, RuntimeError):  # no usable stderr
+        pass
 
 
 if __name__ == "__main__":

@@ -9,6 +9,12 @@ Two forms, chosen by the output's name:
   is written under a temporary name and renamed when complete, so a stopped run
   leaves only whole parts; tickets in the part being filled are scored again.
 
+A write that fails (a full disk, a file size limit) leaves only whole records: a JSON
+Lines file is cut back to the end of the last whole batch, a Parquet part's temporary
+file is removed. The writer then raises :class:`WriteFailed` with the records that
+are not in the output, so that the run reports what the output holds, not what was
+scored.
+
 Beside the output, ``run.json`` (``OUT.triage-run.json``, or ``_triage_run.json`` in
 a Parquet folder) records what the results were scored with: model sha256, pack
 hash, prompt format, every score option and the calibration. ``--resume`` goes on
@@ -29,7 +35,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from triage.backlog.rows import record_key
-from triage.errors import InputError
+from triage.errors import InputError, TriageError
 from triage.scoring.options import ScoreOptions
 from triage.store.files import write_json_atomic
 
@@ -111,6 +117,20 @@ class RunSignature:
         if self.head is not None and record.get("head") not in (None, self.head):
             diffs.append(f"learned head {record.get('head')} → {self.head}")
         return diffs
+
+
+class WriteFailed(TriageError):
+    """The output could not be written; ``lost`` are the records (key, record) that are not in it.
+
+    Everything the writer had written before is whole (``written`` records this run).
+    """
+
+    def __init__(self, reason: str, lost: list[tuple[str, dict[str, Any]]], written: int, whole: bool) -> None:
+        super().__init__(f"the output could not be written ({reason})")
+        self.reason = reason
+        self.lost = lost
+        self.written = written
+        self.whole = whole  # False: a pipe or a file that could not be cut back may end in a partial record
 
 
 class Writer(Protocol):
@@ -249,20 +269,74 @@ def open_writer(path: Path | None, signature: RunSignature | None, *, resume: bo
     return JsonlWriter(path.open("a", encoding="utf-8"), own=True)
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` to ``fd`` (a short write is followed by the rest, or its error)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 class JsonlWriter:
-    """One JSON record a line, flushed per batch."""
+    """One JSON record a line, flushed per batch; a failed batch is taken back whole (see the module)."""
 
     def __init__(self, fh: IO[str], *, own: bool = False) -> None:
         self._fh = fh
         self._own = own
+        self.written = 0  # records this writer wrote, all whole
+        self.failed: str | None = None
 
     def write(self, records: Iterable[tuple[str, dict[str, Any]]]) -> None:
-        """Append records and flush them."""
-        self._fh.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for _, r in records))
-        self._fh.flush()
+        """Append records and flush them.
+
+        Raises:
+            WriteFailed: the batch could not be written; a regular file was cut back to before it.
+        """
+        batch = list(records)
+        if not batch:
+            return
+        text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for _, r in batch)
+        start = self._regular_end()
+        try:
+            if start is None:  # a pipe or a terminal
+                self._fh.write(text)
+                self._fh.flush()
+            else:  # a regular file: our own writes, so that a short write is seen, never left buffered
+                self._fh.flush()
+                write_all(self._fh.fileno(), text.encode("utf-8"))
+        except BrokenPipeError:
+            raise
+        except OSError as exc:
+            self.failed = exc.strerror or str(exc)
+            raise WriteFailed(self.failed, batch, self.written, self._cut_back(start)) from None
+        self.written += len(batch)
+
+    def _regular_end(self) -> int | None:
+        try:
+            st = os.fstat(self._fh.fileno())
+        except (OSError, ValueError, AttributeError):
+            return None
+        import stat
+
+        return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+    def _cut_back(self, start: int | None) -> bool:
+        if start is None:
+            return False
+        try:
+            os.ftruncate(self._fh.fileno(), start)
+        except OSError:
+            return False
+        return True
 
     def close(self) -> None:
         """Flush (and close a file this writer opened)."""
+        if self.failed is not None:
+            if self._own:
+                try:
+                    self._fh.close()
+                except OSError:
+                    pass
+            return
         self._fh.flush()
         if self._own:
             os.fsync(self._fh.fileno())
@@ -277,18 +351,26 @@ class ParquetWriter:
         folder.mkdir(parents=True, exist_ok=True)
         self._run = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
         self._n = 0
-        self._buffer: list[dict[str, Any]] = []
+        self._buffer: list[tuple[str, dict[str, Any]]] = []
         self._since = time.monotonic()
+        self.written = 0  # records in the parts this writer completed
+        self.failed: str | None = None
 
     def write(self, records: Iterable[tuple[str, dict[str, Any]]]) -> None:
-        """Buffer records; write a part when it is full or a minute old."""
-        self._buffer.extend(r for _, r in records)
+        """Buffer records; write a part when it is full or a minute old.
+
+        Raises:
+            WriteFailed: a part could not be written; its temporary file is removed, and
+                ``lost`` holds every record it had buffered.
+        """
+        self._buffer.extend(records)
         if len(self._buffer) >= PART_ROWS or time.monotonic() - self._since >= PART_SECONDS:
             self._flush()
 
     def close(self) -> None:
         """Write what is buffered (those tickets are scored; a stop keeps them)."""
-        self._flush()
+        if self.failed is None:
+            self._flush()
 
     def _flush(self) -> None:
         if not self._buffer:
@@ -298,8 +380,15 @@ class ParquetWriter:
         self._n += 1
         final = self.folder / f"part-{self._run}-{self._n:05d}.parquet"
         tmp = self.folder / f".{final.name}.tmp"
-        pq.write_table(records_table(self._buffer), tmp)
-        os.replace(tmp, final)
+        try:
+            pq.write_table(records_table([r for _, r in self._buffer]), tmp)
+            os.replace(tmp, final)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            lost, self._buffer = self._buffer, []
+            self.failed = exc.strerror or str(exc)
+            raise WriteFailed(self.failed, lost, self.written, True) from None
+        self.written += len(self._buffer)
         self._buffer = []
         self._since = time.monotonic()
 

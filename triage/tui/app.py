@@ -47,6 +47,7 @@ class TriageApp(App[None]):
         self.host = EngineHost(engine_factory)
         self.history = history
         self.pack = pack
+        self._main: MainScreen | None = None  # made by get_default_screen
 
     def get_driver_class(self) -> type[Driver]:
         """Textual's driver for this terminal; on Linux, one whose input parser takes a
@@ -59,14 +60,14 @@ class TriageApp(App[None]):
         return base
 
     def get_default_screen(self) -> Screen[None]:
-        return MainScreen(self.host, self.history, self.options, self.pack)
+        self._main = MainScreen(self.host, self.history, self.options, self.pack)
+        return self._main
 
     @property
     def main(self) -> MainScreen:
-        """The main screen (always at the bottom of the stack)."""
-        screen = self.screen_stack[0]
-        assert isinstance(screen, MainScreen)
-        return screen
+        """The main screen (always at the bottom of the stack; kept after the stack is gone, at exit)."""
+        assert self._main is not None
+        return self._main
 
     def on_mount(self) -> None:
         wanted = self.options.theme or self.options.config.get("theme") or DEFAULT_THEME
@@ -86,11 +87,19 @@ class TriageApp(App[None]):
             log.warning("could not save the theme: %s", exc)
 
     def on_unmount(self) -> None:
+        if self._main is None:  # never started
+            self.host.close()
+            self.history.close()
+            return
         try:
-            self.main.stop_all()
-        except Exception:  # the screen may already be gone
-            pass
-        self.host.close()
+            self.main.stop_all()  # the stack is empty by now; the screen object is still ours
+        except Exception:
+            log.exception("could not stop the running work")
+        self.host.close()  # waits (at most 3 s) for a running score: the abort callback stops a decode at once
+        try:
+            self.main.end_unfinished()
+        except Exception:
+            log.exception("could not end the unfinished scores in history")
         self.history.close()
 
     # -- hooks ------------------------------------------------------------------------

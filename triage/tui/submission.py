@@ -18,6 +18,12 @@ class Submission:
 
     ``id`` grows with every submit; messages of an older submission are stale.
     ``cancel`` is what the engine's cancel callback checks between tails.
+
+    Its worker may never run (F5 pressed again before the worker's thread started:
+    Textual drops a cancelled worker that has not begun). So who ends its history row is
+    decided once: the worker :meth:`claim` s it when it starts scoring, and then ends the
+    row itself; the screen :meth:`abandon` s it when it is superseded or cancelled first,
+    and then ends the row as cancelled. Exactly one of the two succeeds.
     """
 
     id: int
@@ -35,3 +41,19 @@ class Submission:
     decided: int = 0
     tokens: Tokens | None = None
     prefill_ms: float | None = None
+    _owner: str = ""  # "worker" once claimed, "screen" once abandoned
+    _owner_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def claim(self) -> bool:
+        """The worker starts scoring: True unless the screen abandoned the submission first."""
+        return self._take("worker")
+
+    def abandon(self) -> bool:
+        """The screen gives the submission up: True when no worker had started scoring it."""
+        return self._take("screen")
+
+    def _take(self, who: str) -> bool:
+        with self._owner_lock:
+            if not self._owner:
+                self._owner = who
+            return self._owner == who

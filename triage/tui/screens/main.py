@@ -361,6 +361,8 @@ class MainScreen(Screen[None]):
 
         try:
             with self.host.lock:  # llama.cpp is not thread-safe: one user at a time
+                if not sub.claim():
+                    return  # superseded or cancelled before its turn: the screen ended its history row
                 engine = self.host.engine
                 if engine is None:
                     raise TriageError("no model is loaded")
@@ -483,7 +485,12 @@ class MainScreen(Screen[None]):
         else:
             sub.cancel.set()
             self.workers.cancel_group(self, "score")
-            self.summary.cancelling(sub.ticket.id)
+            if self._abandon(sub):  # its worker had not begun: nothing will come back
+                self.decisions.cancelled()
+                self.summary.idle()
+                self.notify("Cancelled before scoring started.")
+            else:
+                self.summary.cancelling(sub.ticket.id)
         self.refresh_bindings()
 
     def _supersede(self) -> None:
@@ -495,6 +502,21 @@ class MainScreen(Screen[None]):
                 self.pending = None
                 sub.finished = True
                 self._subs.pop(sub.id, None)
+            else:
+                self._abandon(sub)
+
+    def _abandon(self, sub: Submission) -> bool:
+        """End a started submission whose worker has not begun scoring (True), as cancelled in history.
+
+        False: its worker is scoring it and will post the (cancelled) result itself.
+        """
+        if not sub.abandon():
+            return False
+        sub.finished = True
+        self._subs.pop(sub.id, None)
+        if sub.score_id is not None:
+            self._record(self.history.cancel_score, sub.score_id)
+        return True
 
     @property
     def scoring(self) -> bool:
@@ -531,9 +553,11 @@ class MainScreen(Screen[None]):
             self.summary.show(saved.result, reopened_at=saved.result.created_at or None)
         else:
             self.decisions.show_pack(self.pack)
-            note = {"running": "its scoring never finished", "failed": f"its scoring failed: {saved.error}"}.get(
-                saved.status, "never scored"
-            )
+            note = {
+                "running": "its scoring never finished",
+                "failed": f"its scoring failed: {saved.error}",
+                "cancelled": "its scoring was cancelled before it began",
+            }.get(saved.status, "never scored")
             self.summary.update(
                 f"ticket [b]{escape(saved.ticket_id)}[/b] "
                 f"[dim](from history)[/dim] · {escape(note)}. Press F5 to score it."
@@ -769,6 +793,18 @@ class MainScreen(Screen[None]):
         except (OSError, TriageError) as exc:
             log.warning("could not save auto_score: %s", exc)
         self.notify(f"Auto-score after paste {'on' if self.auto_score else 'off'}.")
+
+    def end_unfinished(self) -> None:
+        """The app is closing: a score still open ends as cancelled in history.
+
+        Its worker's (cancelled) result is a message that no screen will read any more;
+        without this its row would say "unfinished" for ever.
+        """
+        for sub in list(self._subs.values()):
+            if sub.started and not sub.finished and sub.score_id is not None:
+                self.history.cancel_score(sub.score_id)
+            sub.finished = True
+        self._subs.clear()
 
     def stop_all(self) -> None:
         """Cancel running work (the app is closing)."""
