@@ -42,13 +42,17 @@ def main(argv: list[str] | None = None) -> int:
     results = measure(engine, pack, build_threads(chosen), args.repeats)
     load1, cpu1 = load_average(), cpu_snapshot()
     print(f"model {engine.name}, {args.repeats} repeats, load {load0[0]:.2f} -> {load1[0]:.2f}")
-    print(f"{'thread':8} {'turn':>4} {'eval':>5} {'new':>4} {'reused':>6} {'fresh eval':>10} "
-          f"{'re-score ms':>11} {'fresh ms':>9} {'bound ms':>9} {'/bound':>7} {'fresh/re':>8}")
+    print(
+        f"{'thread':8} {'turn':>4} {'eval':>5} {'new':>4} {'reused':>6} {'fresh eval':>10} "
+        f"{'re-score ms':>11} {'fresh ms':>9} {'bound ms':>9} {'/bound':>7} {'fresh/re':>8}"
+    )
     for r in results:
         for t in r["turns"]:
-            print(f"{r['kind']:8} {t['messages']:>4} {t['evaluated']:>5} {t['new']:>4} {t['reused']:>6} "
-                  f"{t['fresh_evaluated']:>10} {t['rescore_ms']:>11.0f} {t['fresh_ms']:>9.0f} {t['bound_ms']:>9.0f} "
-                  f"{t['rescore_over_bound']:>7.2f} {t['fresh_over_rescore']:>8.2f}")
+            print(
+                f"{r['kind']:8} {t['messages']:>4} {t['evaluated']:>5} {t['new']:>4} {t['reused']:>6} "
+                f"{t['fresh_evaluated']:>10} {t['rescore_ms']:>11.0f} {t['fresh_ms']:>9.0f} {t['bound_ms']:>9.0f} "
+                f"{t['rescore_over_bound']:>7.2f} {t['fresh_over_rescore']:>8.2f}"
+            )
     if args.json_path:
         out = {
             "schema": "triage.bench-threads/1",

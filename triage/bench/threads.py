@@ -27,14 +27,26 @@ from triage.model.seq import Seq
 from triage.scoring.ticket import make_ticket
 
 REPLIES = (
-    ("agent", "Thank you for writing, and sorry for the trouble. I have passed this to the team that handles it and "
-     "asked them to look at your account today. I will write again as soon as I hear back."),
-    ("customer", "It has been three days and nobody has written back. This is the second time I am asking. "
-     "Please tell me what is happening and when it will be fixed."),
-    ("agent", "I apologise for the wait. The team has found the cause and is working on it. I have asked for the fix "
-     "to be done first thing tomorrow and will confirm when it is done."),
-    ("customer", "Still nothing today. If this is not sorted by Friday I will close my account and file a complaint. "
-     "I want to speak to a manager."),
+    (
+        "agent",
+        "Thank you for writing, and sorry for the trouble. I have passed this to the team that handles it and "
+        "asked them to look at your account today. I will write again as soon as I hear back.",
+    ),
+    (
+        "customer",
+        "It has been three days and nobody has written back. This is the second time I am asking. "
+        "Please tell me what is happening and when it will be fixed.",
+    ),
+    (
+        "agent",
+        "I apologise for the wait. The team has found the cause and is working on it. I have asked for the fix "
+        "to be done first thing tomorrow and will confirm when it is done.",
+    ),
+    (
+        "customer",
+        "Still nothing today. If this is not sorted by Friday I will close my account and file a complaint. "
+        "I want to speak to a manager.",
+    ),
 )
 
 
@@ -105,12 +117,22 @@ def measure(engine: Any, pack: Any, threads: list[tuple[str, str, list[dict[str,
                 engine.forget(f"{tid}#{rep}/fresh{k}")
                 turn.rescore_ms.append(again.timing.total_ms)
                 turn.fresh_ms.append(fresh.timing.total_ms)
-                turn.evaluated, turn.tails, turn.reused = again.tokens.evaluated, again.tokens.tails, again.thread.reused
+                turn.evaluated, turn.tails, turn.reused = (
+                    again.tokens.evaluated,
+                    again.tokens.tails,
+                    again.thread.reused,
+                )
                 turn.fresh_evaluated = fresh.tokens.evaluated
                 # the bound: the same number of tokens in one plain decode after this thread's prefix
-                prefix = engine.builder(pack).build(
-                    again_text(msgs[:k]), [[tuple(range(len(c.options)))] for c in pack.criteria], n_ctx=engine.n_ctx
-                ).prefix
+                prefix = (
+                    engine.builder(pack)
+                    .build(
+                        again_text(msgs[:k]),
+                        [[tuple(range(len(c.options)))] for c in pack.criteria],
+                        n_ctx=engine.n_ctx,
+                    )
+                    .prefix
+                )
                 hold_prefix(engine, pack, prefix)
                 turn.bound_ms.append(raw_decode_ms(engine, prefix, again.tokens.evaluated, prefix[-64:]))
                 engine.hold_stable(pack)

@@ -131,7 +131,9 @@ def parse_score(body: object, *, max_ticket_bytes: int = DEFAULT_MAX_TICKET_BYTE
         raise Invalid("messages", "give 'text' or 'messages', not both (a thread's text is its messages)")
     if messages is not None:
         if not isinstance(messages, list):
-            raise Invalid("messages", f"field 'messages' must be a list of {{role, text}}, not {type(messages).__name__}")
+            raise Invalid(
+                "messages", f"field 'messages' must be a list of {{role, text}}, not {type(messages).__name__}"
+            )
         parts = [m.get("text") for m in messages if isinstance(m, Mapping) and isinstance(m.get("text"), str)]
         text_for_size = "".join(parts)
     elif text is None:
