@@ -32,7 +32,7 @@ from triage.backlog.rows import BacklogRow, read_rows, thread_blocks
 from triage.backlog.worker import ModelIdentity, NodeModelError, ScorerConfig, cores, probe, scorer_class
 from triage.errors import InputError, TriageError
 from triage.scoring.fit import FitRequest
-from triage.scoring.options import ScoreOptions
+from triage.scoring.options import DEFAULT_PACK_TOKENS, ScoreOptions
 
 DEFAULT_BATCH = 16
 _ADDRESS = re.compile(r"^(auto|local|ray://.+|[\w.-]+:\d+)$")
@@ -80,6 +80,7 @@ class RayJob:
         prompt_style: ``auto``, ``chat`` or ``plain``.
         n_ctx: the context size asked for, or None for the config's / the default.
         threads: llama.cpp threads per worker.
+        pack_tokens: tokens per packed decode on a worker (0: one ticket per decode).
         workers: scoring actors, or None for the cluster's CPUs / threads.
         batch_size: tickets per batch, or None (see :func:`score_backlog`).
         resume: skip the tickets ``output`` already holds for this run's signature.
@@ -97,6 +98,7 @@ class RayJob:
     prompt_style: str = "auto"
     n_ctx: int | None = None
     threads: int = 1
+    pack_tokens: int = DEFAULT_PACK_TOKENS
     workers: int | None = None
     batch_size: int | None = None
     resume: bool = False
@@ -172,7 +174,16 @@ def _run(job: RayJob, on_batch: OnBatch | None) -> int:
         )
         n_ctx = engine_settings(job.n_ctx, None, job.config)["n_ctx"]
         scorer = ScorerConfig(
-            spec, identity.sha256, job.pack, job.options, calibration, n_ctx, job.threads, job.prompt_style, head
+            spec,
+            identity.sha256,
+            job.pack,
+            job.options,
+            calibration,
+            n_ctx,
+            job.threads,
+            job.prompt_style,
+            head,
+            job.pack_tokens,
         )
         summary = score_backlog(
             ray,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from triage.errors import TriageError
-from triage.scoring.options import ScoreOptions
+from triage.scoring.options import DEFAULT_PACK_TOKENS, ScoreOptions
 
 PROBE_N_CTX = 512  # enough to read the prompt format; the probe scores nothing
 
@@ -156,6 +156,7 @@ class ScorerConfig:
     threads: int
     prompt_style: str
     head: Any = None  # triage.scoring.head.Head or None
+    pack_tokens: int = DEFAULT_PACK_TOKENS  # tokens per packed decode (0: one ticket per decode)
 
 
 class TicketScorer:
@@ -186,36 +187,40 @@ class TicketScorer:
         )  # computed (or restored) once; stays resident between tickets
 
     def __call__(self, batch: Any) -> dict[str, list[Any]]:
-        """Score one batch (a ``pyarrow.Table``), in order."""
+        """Score one batch (a ``pyarrow.Table``), in order, several tickets per decode (packed)."""
         import json
 
-        keys, records = [], []
-        for row in batch.to_pylist():
-            keys.append(row["key"])
-            records.append(json.dumps(self.score_row(row), ensure_ascii=False))
-        return {"key": keys, "record": records}
-
-    def score_row(self, row: dict[str, Any]) -> dict[str, Any]:
-        """One ticket's record: its result, or an error record naming the row."""
         from triage.scoring.ticket import make_ticket
 
         cfg = self.config
-        messages = row.get("messages")
-        ticket = make_ticket(row["text"] if messages is None else None, row["ticket_id"], _loads(messages))
-        try:
-            result = self.engine.score_ticket(
-                ticket,
-                cfg.pack,
-                cfg.options,
-                calibration=cfg.calibration,
-                head=cfg.head,
+        rows = batch.to_pylist()
+        made: list[tuple[dict[str, Any], Any]] = []  # (row, its ticket or the error that stops it)
+        for row in rows:
+            messages = row.get("messages")
+            try:
+                text = row["text"] if messages is None else None
+                made.append((row, make_ticket(text, row["ticket_id"], _loads(messages))))
+            except TriageError as exc:  # the driver checked every row; a bad one still gets its record
+                made.append((row, exc))
+        tickets = [t for _, t in made if not isinstance(t, TriageError)]
+        scored = iter(
+            self.engine.score_many(
+                tickets, cfg.pack, cfg.options, calibration=cfg.calibration, head=cfg.head, budget=cfg.pack_tokens
             )
-        except TriageError as exc:
-            record = {"ticket_id": ticket.id, "line": row["line"], "error": exc.message, "ticket_sha256": ticket.sha256}
-            if row.get("source") is not None:
-                record["source"] = row["source"]
-            return record
-        return result.to_dict()
+        )
+        records = []
+        for row, ticket in made:
+            done = ticket if isinstance(ticket, TriageError) else next(scored)[1]
+            if isinstance(done, TriageError):
+                record = {"ticket_id": row["ticket_id"], "line": row["line"], "error": done.message}
+                if not isinstance(ticket, TriageError):
+                    record["ticket_sha256"] = ticket.sha256
+                if row.get("source") is not None:
+                    record["source"] = row["source"]
+            else:
+                record = done.result.to_dict()
+            records.append(json.dumps(record, ensure_ascii=False))
+        return {"key": [row["key"] for row in rows], "record": records}
 
 
 def _loads(messages: str | None) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -71,6 +72,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from triage.scoring.options import (
         DEFAULT_MODE,
         DEFAULT_ORDERINGS,
+        DEFAULT_PACK_TOKENS,
         DEFAULT_READOUT,
         DEFAULT_STRATEGY,
         MODES,
@@ -161,6 +163,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--history-file", metavar="PATH", help="with --history: this history file (default: the user data dir's)"
+    )
+    p.add_argument(
+        "--pack-tokens",
+        type=int,
+        metavar="N",
+        default=None,
+        help=(
+            "many tickets (JSON Lines, an export, --ray): put several tickets' fanout into one decode of up to N "
+            f"tokens (default {DEFAULT_PACK_TOKENS}, or pack_tokens in the config; 0: one ticket per decode)"
+        ),
     )
     ray = p.add_argument_group("backlog on Ray (docs/scale.md)")
     ray.add_argument(
@@ -433,6 +445,26 @@ def say_fit_notes(fits: Any) -> None:
         _say(f"triage: {'' if note.applied else 'note: '}{note.text}")
 
 
+def pack_tokens(args: argparse.Namespace, config: dict[str, Any]) -> int:
+    """Tokens per packed decode: ``--pack-tokens``, then the config's ``pack_tokens``, then the default.
+
+    Raises:
+        InputError: a negative value (named with where it came from).
+    """
+    from triage.scoring.options import DEFAULT_PACK_TOKENS
+    from triage.store.config import config_path
+
+    if args.pack_tokens is not None:
+        value, origin = args.pack_tokens, f"--pack-tokens {args.pack_tokens}"
+    elif "pack_tokens" in config:
+        value, origin = config["pack_tokens"], f"config {config_path()}: pack_tokens = {config['pack_tokens']!r}"
+    else:
+        return DEFAULT_PACK_TOKENS
+    if value < 0:
+        raise InputError(f"{origin} must be 0 (one ticket per decode) or more tokens")
+    return int(value)
+
+
 def ray_job(args: argparse.Namespace, config: dict[str, Any] | None = None) -> Any:
     """The :class:`~triage.backlog.ray_score.RayJob` of ``triage score ... --ray [ADDRESS]``.
 
@@ -466,6 +498,7 @@ def ray_job(args: argparse.Namespace, config: dict[str, Any] | None = None) -> A
         prompt_style=args.prompt,
         n_ctx=args.n_ctx,
         threads=default_threads() if args.threads is None else args.threads,
+        pack_tokens=pack_tokens(args, config),
         workers=args.workers,
         batch_size=args.batch_size,
         resume=args.resume,
@@ -578,46 +611,59 @@ def _score_all(
     say_fit_notes(fits)
     failed = 0
     kept = 0
-    with engine:
+    waiting: deque[tuple[Row, Any, Any]] = deque()  # rows in input order, each with its ticket and keeper
+
+    def feed() -> Iterator[Any]:
+        """The tickets to score, each saved in the history (--history) as the engine takes it."""
         for row, ticket in tickets:
-            if ticket is None:
+            keeper = None
+            if ticket is not None and history is not None:
+                keeper = history.begin(ticket, engine, pack, options)
+            waiting.append((row, ticket, keeper))
+            if ticket is not None:
+                yield ticket
+
+    def bad_rows_before(ticket: Any) -> Iterator[dict[str, Any]]:
+        """The error records of the bad rows read before ``ticket`` (None: all that are left)."""
+        while waiting and waiting[0][1] is None:
+            row = waiting.popleft()[0]
+            _say(f"triage: error: {row.error}")
+            yield {"ticket_id": row.ticket_id, "line": row.line, "error": row.error}
+
+    budget = pack_tokens(args, config) if len(tickets) > 1 else 0
+    with engine:
+        scored = engine.score_many(
+            feed(), pack, options, features=history is not None, budget=budget, **fits.engine_kwargs()
+        )
+        for ticket, done in scored:
+            for record in bad_rows_before(ticket):
                 failed += 1
-                _say(f"triage: error: {row.error}")
-                record = {"ticket_id": row.ticket_id, "line": row.line, "error": row.error}
+                writer.write(record)
+            row, _, keeper = waiting.popleft()
+            if isinstance(done, TriageError):
+                failed += 1
+                if keeper is not None:
+                    keeper.failed(done.message)
+                _say(f"triage: error: ticket {ticket.id}: {done.message}")
+                record = {"ticket_id": ticket.id, "line": row.line, "error": done.message}
             else:
-                keeper = history.begin(ticket, engine, pack, options) if history is not None else None
-                try:
-                    done = _final(
-                        engine.score(ticket, pack, options, features=keeper is not None, **fits.engine_kwargs())
-                    )
-                except TriageError as exc:
-                    failed += 1
-                    if keeper is not None:
-                        keeper.failed(exc.message)
-                    _say(f"triage: error: ticket {ticket.id}: {exc.message}")
-                    record = {"ticket_id": ticket.id, "line": row.line, "error": exc.message}
-                else:
-                    result = done.result
-                    if keeper is not None:
-                        kept += keeper.finished(done)
-                    for w in result.warnings:
-                        _say(f"triage: warning: ticket {ticket.id}: {w}")
-                    record = result.to_dict()
-                    if writer.fmt == "table":
-                        print_table(result)
+                result = done.result
+                if keeper is not None:
+                    kept += keeper.finished(done)
+                for w in result.warnings:
+                    _say(f"triage: warning: ticket {ticket.id}: {w}")
+                record = result.to_dict()
+                if writer.fmt == "table":
+                    print_table(result)
+            writer.write(record)
+        for record in bad_rows_before(None):
+            failed += 1
             writer.write(record)
     writer.close()
     if history is not None:
         _say(f"triage: kept {kept} scored ticket(s) in the history {history.path}")
         history.close()
     return 1 if failed else 0
-
-
-def _final(events: Any) -> Any:
-    """The ``TicketScored`` event of one score (result, raw readouts, features)."""
-    from triage.scoring.engine import TicketScored
-
-    return next(e for e in events if isinstance(e, TicketScored))
 
 
 def _open_history(args: argparse.Namespace, config: dict[str, Any]) -> Any:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -234,7 +234,7 @@ class Engine:
 
     def score_many(
         self,
-        tickets: list[Ticket],
+        tickets: Iterable[Ticket],
         pack: Pack,
         options: ScoreOptions | None = None,
         *,

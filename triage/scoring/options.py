@@ -37,6 +37,7 @@ DEFAULT_MODE: Mode = "fanout"  # measured faster than serial with the label read
 DEFAULT_READOUT: Readout = "label"
 DEFAULT_ORDERINGS: Orderings = "cyclic"  # letter readout only; the label readout has no option order
 DEFAULT_STRATEGY: Strategy = "truncate"
+DEFAULT_PACK_TOKENS = 512  # a backlog's tokens per packed fanout decode (triage.scoring.packed; bench/packed.py)
 
 
 def check_choice(value: object, choices: tuple[str, ...], what: str, source: str | None = None) -> str:

@@ -24,10 +24,11 @@ import time
 from collections.abc import Iterator
 
 from triage.model.seq import Seq
+from triage.scoring.options import DEFAULT_PACK_TOKENS
 from triage.scoring.resident import Resident
 from triage.scoring.run import Run, ScoreEvent
 
-DEFAULT_BUDGET = 512  # tokens per packed decode (one micro-batch); measured in bench/packed.py
+DEFAULT_BUDGET = DEFAULT_PACK_TOKENS  # tokens per packed decode (one micro-batch); measured in bench/packed.py
 
 
 def cost(run: Run) -> tuple[int, int]:

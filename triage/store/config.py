@@ -1,9 +1,9 @@
 """The user's config file: a flat TOML table of defaults.
 
 Known keys: ``model``, ``pack``, ``theme``, ``n_ctx``, ``threads``, ``mode``,
-``orderings``, ``readout``, ``prior``, ``auto_score``. A config file that cannot be read is
-never overwritten: it is set aside as ``config.toml.bad-<time>`` before a new
-one is written, so nothing the user wrote is lost.
+``orderings``, ``readout``, ``prior``, ``auto_score`` and the others in
+:data:`KNOWN_KEYS`. A config file that cannot be read is never overwritten: it
+is set aside as ``config.toml.bad-<time>`` before a new one is written, so nothing the user wrote is lost.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ KNOWN_KEYS: dict[str, type | tuple[type, ...]] = {
     "auto_learn": bool,
     "auto_learn_every": int,
     "thread_cache_mib": int,  # recently scored tickets' KV state (threads); default: the context's KV size
+    "pack_tokens": int,  # triage score on many tickets: tokens per packed decode (0: one ticket per decode)
     "serve_queue_limit": int,  # triage serve: requests that may wait for the engine
 }
 
