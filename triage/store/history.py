@@ -313,13 +313,14 @@ class History:
     def save_ticket(self, ticket: Ticket, *, row: int | None = None) -> int:
         """Save a submitted ticket in one transaction; returns its row id.
 
-        A plain ticket is saved once per distinct text. A thread (``ticket.messages``) is
-        saved into ``row`` when given (the thread on screen, grown by a reply), else into
-        the newest row with its ticket id and first message, else into a new row; its
-        messages are written one by one (a new one inserted, a changed one updated).
+        A plain ticket is saved once per distinct text (``row`` is not used). A thread
+        (``ticket.messages``) is saved into ``row`` when given (the thread on screen, grown
+        by a reply), else into the newest row with its ticket id and first message, else
+        into a new row; its messages are written one by one (a new one inserted, a changed
+        one updated).
         """
         now = time.time()
-        if not ticket.messages and row is None:
+        if not ticket.messages:
             with _tx(self._conn):
                 found = self._conn.execute("SELECT id FROM tickets WHERE sha256 = ?", (ticket.sha256,)).fetchone()
                 if found is not None:
