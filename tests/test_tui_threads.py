@@ -94,7 +94,14 @@ async def test_a_reply_grows_the_ticket_into_a_thread_and_only_the_new_message_i
         timeline = app.screen
         assert [p.messages for p in timeline.points] == [1, 2, 3]
         table = plain(timeline_table(timeline.points, timeline.messages))
-        assert "1: Customer" in table and "2: Agent reply" in table and "3: Customer reply" in table
+        assert "1 customer" in table and "2 agent" in table and "3 customer" in table
+        changed = [
+            c.id
+            for p, q in zip(timeline.points, timeline.points[1:], strict=False)
+            for c, d in zip(p.result.criteria, q.result.criteria, strict=True)
+            if c.choice != d.choice
+        ]
+        assert table.count("→") == len(changed) > 0  # a changed choice is marked
         await pilot.press("escape")
         await wait_until(pilot, lambda: app.screen is main)
 

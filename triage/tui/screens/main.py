@@ -418,7 +418,6 @@ class MainScreen(Screen[None]):
             self.composing = False
             self.thread_view.hide()
         self.ticket.replying = False
-        self.ticket.border_title = "Ticket" if not self.ticket.is_large else self.ticket.border_title
 
     def _submit(self, ticket: Ticket, row: int | None) -> bool:
         """Save ``ticket`` (into ``row``, a thread's) and score it; False when no model can score it."""
@@ -673,12 +672,15 @@ class MainScreen(Screen[None]):
     def on_paste(self, event: events.Paste) -> None:
         """A paste while a card has the focus (the agent was labelling) is the next ticket: it goes to the box.
 
-        The box's last ticket is in the history already (F2), so the new paste replaces it.
+        The box's last ticket is in the history already (F2), so the new paste replaces it. With a
+        thread open the box holds its next message: the paste goes there too (F5 would make it a new
+        ticket, F8/F9/F10 a reply).
         """
         if self.focused is self.ticket or isinstance(self.focused, TicketInput):
             return
         event.stop()
-        if self.result is not None and self.ticket.ticket_text.strip():
+        # the box's ticket is in the history already; a message being written to a thread is kept (the paste adds to it)
+        if self.result is not None and self.ticket.ticket_text.strip() and not self.composing:
             self.ticket.set_ticket("")
         self.ticket.focus()
         self.ticket.post_message(events.Paste(event.text))

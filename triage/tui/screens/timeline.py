@@ -25,7 +25,6 @@ from textual_plotext import PlotextPlot
 from triage.scoring.result import TicketResult
 from triage.scoring.thread import Message
 from triage.store.history import History
-from triage.tui.widgets.thread_view import heading
 
 
 @dataclass(frozen=True)
@@ -58,8 +57,8 @@ def timeline_table(points: list[Point], messages: tuple[Message, ...]) -> Table:
     table = Table(expand=True)
     table.add_column("criterion", no_wrap=True)
     for p in points:
-        who = heading(messages[p.messages - 1], p.messages) if p.messages <= len(messages) else ""
-        table.add_column(Text(f"{p.messages}: {who}".rstrip(": ")), no_wrap=True)
+        who = messages[p.messages - 1].role if p.messages <= len(messages) else ""
+        table.add_column(Text(f"{p.messages} {who}".strip()), no_wrap=True)
     ids = [c.id for c in points[-1].result.criteria] if points else []
     for cid in ids:
         row: list[Text] = [Text(cid)]
@@ -120,11 +119,13 @@ class TimelineScreen(ModalScreen[None]):
                 for c in p.result.criteria
                 if c.id == cid
             ]
-            plt.plot([x for x, _ in pts], [y for _, y in pts], label=cid, marker="braille")
+            plt.plot([x for x, _ in pts], [y for _, y in pts], label=cid, marker="dot")
         plt.ylim(0, 100)
+        plt.yticks([0, 25, 50, 75, 100])
         if xs:
             plt.xticks(xs, [str(x) for x in xs])
-            plt.xlim(min(xs) - 0.5, max(xs) + 0.5)
+            # room on the left for the legend (plotext draws it in the top-left corner)
+            plt.xlim(min(xs) - max(1.0, 0.25 * (max(xs) - min(xs) + 1)), max(xs) + 0.3)
         plt.xlabel("messages scored")
         plt.ylabel("%")
 
