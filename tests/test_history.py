@@ -292,3 +292,20 @@ def test_a_schema_3_history_gains_messages_and_keeps_its_tickets(tmp_path: Path)
         assert (e.preview, e.messages, e.scored) == ("old text", 1, 1)
         assert h.thread(1) == (Message("customer", "old text"),) and not h.load_ticket(1).is_thread
         assert h.scored_messages(e.score_id) == 1  # type: ignore[arg-type]
+
+
+def test_score_history_keeps_a_returning_thread_in_one_row() -> None:
+    from triage.store.keep import ScoreKeeper
+
+    engine, pack = FakeEngine(), default_pack()
+    keeper = ScoreKeeper.open()
+    try:
+        rows = []
+        for k in (2, 3):
+            ticket = make_ticket(None, "T-7", THREAD[:k])
+            keeping = keeper.begin(ticket, engine, pack, ScoreOptions())
+            rows.append(keeping.ticket_row)
+            assert keeper.history.scored_messages(keeping.score_id) == k
+        assert rows[0] == rows[1] and len(keeper.history.thread(rows[0])) == 3
+    finally:
+        keeper.close()

@@ -10,6 +10,7 @@ from fake_engine import FakeEngine, FakeFactory, fake_app, wait_until
 from textual import events
 from textual.widgets import DataTable
 
+from triage.scoring.pack import default_pack
 from triage.store import labels as lab
 from triage.tui.app import TriageApp
 from triage.tui.screens.help import keys_table
@@ -188,3 +189,17 @@ async def test_labels_attach_to_the_thread_and_show_on_the_decision_they_answere
         assert main.result_rows[0] == row and labels[first.spec.id].score_id == main.result_rows[1]
         assert first.answer == first.result.choice
         assert len(lab.judged(app.history)) == 1  # one (ticket, criterion)
+
+
+def test_the_summary_says_when_a_message_was_edited_or_the_thread_compacted() -> None:
+    from triage.scoring.result import ThreadInfo
+    from triage.tui.widgets.score_summary import thread_line
+
+    result = FakeEngine().score_ticket(TICKET, default_pack())
+    assert thread_line(result) is None  # a plain ticket scored afresh
+    result.thread = ThreadInfo(messages=6, previous=5, edited=2, reused=40, dropped=3)
+    line = thread_line(result) or ""
+    assert "thread[/b] of 6 messages" in line and f"evaluated {result.tokens.evaluated} tokens, reused 40" in line
+    assert "message 2 was edited: read again from there" in line and "compacted: messages 2-4 left out" in line
+    result.thread = ThreadInfo(messages=3, previous=0, reused=0)
+    assert "reused none of the thread" in (thread_line(result) or "")
