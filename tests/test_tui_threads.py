@@ -133,6 +133,8 @@ async def test_reply_below_the_ticket_and_a_note_and_the_keys_are_in_the_help() 
         assert "F8" in keys and "F9" in keys and "F10" in keys and "ctrl+t" in keys
         shown = {b.binding.key for b in main.active_bindings.values() if b.binding.show and b.enabled}
         assert {"f8", "f9", "ctrl+t"} <= shown  # in the footer
+        palette = {c.title for c in app.get_system_commands(main)}
+        assert {"Add customer reply", "Add agent reply", "Add internal note", "Timeline"} <= palette
 
 
 async def test_reopening_a_thread_restores_all_its_messages_and_replies_go_on_in_the_same_row() -> None:
