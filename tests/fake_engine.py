@@ -2,7 +2,10 @@
 
 It builds real prompts (the one prompt builder, a character tokenizer) and
 streams the engine's own event types with known probabilities, fixed
-timings and optional delays. A ``gate`` holds it after ``hold_after``
+timings and optional delays. Like the real engine it keeps each scored ticket's
+prefix by ticket id, so a thread scored again with one more message reuses the
+tokens it shares with the last score (``result.thread``: messages, previous,
+reused, edited, dropped; ``tokens.evaluated`` counts only the rest). A ``gate`` holds it after ``hold_after``
 criteria until the test releases it, so "half-way" and cancellation can be
 tested without races.
 """
@@ -17,10 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from triage.scoring.engine import CriterionScored, Prefilled, ScoreEvent, ScoreOptions, TicketScored
+from triage.scoring.memory import common_length, first_edit
 from triage.scoring.options import DEFAULT_READOUT
 from triage.scoring.pack import Pack
 from triage.scoring.prompt import PromptBuilder, PromptFormat
-from triage.scoring.result import CriterionResult, OptionScore, TicketResult, Timing, Tokens
+from triage.scoring.result import CriterionResult, OptionScore, ThreadInfo, TicketResult, Timing, Tokens
+from triage.scoring.thread import Message
 from triage.scoring.ticket import Ticket, make_ticket
 
 FIXED_TIME = 1_700_000_000.0
@@ -94,6 +99,7 @@ class FakeEngine:
         self.closed = False
         self._builders: dict[str, PromptBuilder] = {}
         self._resident: tuple[int, ...] = ()
+        self._kept: dict[str, tuple[tuple[int, ...], tuple[Message, ...], int]] = {}  # id: prefix, messages, dropped
         self._lock = threading.Lock()
 
     @property
@@ -139,8 +145,19 @@ class FakeEngine:
         with self._lock:
             self.scored.append(ticket.text)
             orders = [[tuple(range(len(c.options)))] for c in pack.criteria]
-            prompts = self.builder(pack, options.readout).build(ticket.text, orders, n_ctx=self.n_ctx)
+            prompts = self.builder(pack, options.readout).build(
+                ticket.text, orders, n_ctx=self.n_ctx, messages=ticket.messages
+            )
             cached = len(prompts.prefix) if self._resident == prompts.prefix else 0
+            thread = ThreadInfo(messages=len(ticket.thread), dropped=prompts.dropped)
+            kept = self._kept.get(ticket.id)
+            if kept is not None:
+                thread.previous, thread.edited = len(kept[1]), first_edit(kept[1], ticket.thread)
+                thread.compaction_moved = kept[2] != prompts.dropped
+                shared = common_length(kept[0], prompts.prefix)
+                if shared > len(prompts.stable):
+                    thread.reused = shared - len(prompts.stable)
+                    cached = max(cached, shared)
             tokens = Tokens(
                 prefix=len(prompts.prefix),
                 prefix_cached=cached,
@@ -150,8 +167,12 @@ class FakeEngine:
                 full_prompts=prompts.full_tokens,
             )
             tokens.evaluated = tokens.prefix - cached + tokens.tails
-            timing = Timing(prefill_ms=0.0 if cached else 120.0)
+            timing = Timing(prefill_ms=0.0 if cached == tokens.prefix else 120.0 * (1 - cached / tokens.prefix))
             warnings = list(prompts.warnings)
+            if thread.edited is not None:
+                warnings.append(
+                    f"message {thread.edited} changed since this ticket was last scored; read again from there"
+                )
             yield Prefilled(prompts, tokens, timing.prefill_ms, len(pack.criteria))
             results: list[CriterionResult] = []
             complete = True
@@ -169,6 +190,7 @@ class FakeEngine:
                 yield CriterionScored(results[-1])
             if complete:
                 self._resident = prompts.prefix
+                self._kept[ticket.id] = (prompts.prefix, ticket.thread, prompts.dropped)
             else:
                 self._resident = ()
                 warnings.append(f"cancelled after {len(results)} of {len(pack.criteria)} criteria")
@@ -193,6 +215,7 @@ class FakeEngine:
                     head=head.name if head is not None else None,
                     complete=complete,
                     created_at=FIXED_TIME if self.fixed_time else time.time(),
+                    thread=thread,
                 )
             )
 

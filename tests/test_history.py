@@ -13,6 +13,7 @@ from fake_engine import FakeEngine
 from triage.scoring.engine import ScoreOptions
 from triage.scoring.pack import default_pack
 from triage.scoring.result import TicketResult
+from triage.scoring.thread import Message
 from triage.scoring.ticket import make_ticket
 from triage.store.history import MIGRATIONS, SCHEMA_VERSION, History
 from triage.store.paths import user_dirs
@@ -196,3 +197,115 @@ def test_text_is_stored_cleaned(text: str) -> None:
         row = h.save_ticket(make_ticket(text))
         assert h.load_ticket(row).text == make_ticket(text).text
         assert h.load_ticket(row).score_id is None
+
+
+# -- threads ------------------------------------------------------------------------
+THREAD = [
+    {"role": "customer", "text": "My parcel is late. Order 4411."},
+    {"role": "agent", "text": "Sorry, I have asked the carrier."},
+    {"role": "customer", "text": "Nobody wrote back. Second time I ask."},
+]
+
+
+def _score(h: History, ticket: object, row: int | None = None) -> tuple[int, int]:
+    t = ticket  # a Ticket
+    result = FakeEngine().score_ticket(t, default_pack())  # type: ignore[arg-type]
+    row = h.save_ticket(t, row=row)  # type: ignore[arg-type]
+    sid = h.start_score(row, model=result.model, pack=result.pack, orderings="none", messages=len(t.thread))  # type: ignore[attr-defined]
+    h.finish_score(sid, result)
+    return row, sid
+
+
+def test_a_growing_thread_is_one_ticket_row_with_a_score_per_message() -> None:
+    with History.open() as h:
+        plain = make_ticket(THREAD[0]["text"])
+        row, sid1 = _score(h, plain)
+        grown = make_ticket(None, plain.id, THREAD[:2])
+        row2, sid2 = _score(h, grown, row=row)
+        assert row2 == row
+        row3, sid3 = _score(h, make_ticket(None, plain.id, THREAD), row=row)
+        assert row3 == row
+        assert h.thread(row) == make_ticket(None, "x", THREAD).thread
+        saved = h.load(sid1)
+        assert saved.is_thread and len(saved.messages) == 3 and saved.scored == 1
+        assert h.load(sid3).scored == 3 and h.load_ticket(row).score_id == sid3
+        assert saved.text == make_ticket(None, "x", THREAD).text  # the row's text is the whole thread now
+        entries = h.search()
+        assert {e.ticket_row for e in entries} == {row} and [e.scored for e in entries] == [3, 2, 1]
+        assert {e.messages for e in entries} == {3}
+        assert [r.thread.messages for r in h.results(row)] == [1, 2, 3]
+        # the first message pasted again is a new plain ticket, not the thread
+        again = h.save_ticket(make_ticket(THREAD[0]["text"]))
+        assert again != row and not h.load_ticket(again).is_thread
+
+
+def test_a_thread_without_a_row_is_found_by_its_id_and_first_message() -> None:
+    with History.open() as h:
+        row, _ = _score(h, make_ticket(None, "T-7", THREAD[:2]))
+        assert h.save_ticket(make_ticket(None, "T-7", THREAD)) == row
+        assert len(h.thread(row)) == 3
+        other = h.save_ticket(make_ticket(None, "T-7", [{"role": "customer", "text": "Another thread."}, THREAD[1]]))
+        assert other != row
+        edited = [THREAD[0], {"role": "agent", "text": "We do not ship there."}, THREAD[2]]
+        assert h.save_ticket(make_ticket(None, "T-7", edited)) == row  # an edited message is updated in place
+        assert h.thread(row)[1].text == "We do not ship there."
+
+
+def test_each_reply_is_saved_before_scoring_and_survives_a_crash() -> None:
+    script = """
+import os, sys, json
+from triage.store.history import History
+from triage.scoring.ticket import make_ticket
+h = History.open()
+t = make_ticket(None, "T-1", json.loads(sys.argv[1]))
+row = h.save_ticket(t)
+h.start_score(row, model={"name": "m"}, pack={"name": "support", "version": "1"}, orderings="none", messages=2)
+os._exit(9)
+"""
+    import json
+
+    with History.open() as h:
+        row, _ = _score(h, make_ticket(None, "T-1", THREAD[:1]))
+    proc = subprocess.run([sys.executable, "-c", script, json.dumps(THREAD[:2])], capture_output=True, text=True)
+    assert proc.returncode == 9, proc.stderr
+    with History.open() as h:
+        assert [m.text for m in h.thread(row)] == [THREAD[0]["text"], THREAD[1]["text"]]
+        assert [(e.status, e.scored) for e in h.search()] == [("running", 2), ("done", 1)]
+
+
+def test_a_schema_3_history_gains_messages_and_keeps_its_tickets(tmp_path: Path) -> None:
+    db = tmp_path / "v3.sqlite3"
+    conn = sqlite3.connect(db)
+    for _, statements in MIGRATIONS[:3]:
+        for sql in statements:
+            conn.execute(sql)
+    conn.execute(
+        "INSERT INTO tickets (ticket_id, sha256, text, created_at, updated_at) VALUES ('t1', 'abc', 'old text', 1, 1)"
+    )
+    conn.execute("INSERT INTO scores (ticket, status, started_at) VALUES (1, 'running', 2)")
+    conn.execute("PRAGMA user_version = 3")
+    conn.commit()
+    conn.close()
+    with History.open(db) as h:
+        assert h.schema_version == SCHEMA_VERSION == 4
+        [e] = h.search()
+        assert (e.preview, e.messages, e.scored) == ("old text", 1, 1)
+        assert h.thread(1) == (Message("customer", "old text"),) and not h.load_ticket(1).is_thread
+        assert h.scored_messages(e.score_id) == 1  # type: ignore[arg-type]
+
+
+def test_score_history_keeps_a_returning_thread_in_one_row() -> None:
+    from triage.store.keep import ScoreKeeper
+
+    engine, pack = FakeEngine(), default_pack()
+    keeper = ScoreKeeper.open()
+    try:
+        rows = []
+        for k in (2, 3):
+            ticket = make_ticket(None, "T-7", THREAD[:k])
+            keeping = keeper.begin(ticket, engine, pack, ScoreOptions())
+            rows.append(keeping.ticket_row)
+            assert keeper.history.scored_messages(keeping.score_id) == k
+        assert rows[0] == rows[1] and len(keeper.history.thread(rows[0])) == 3
+    finally:
+        keeper.close()

@@ -6,6 +6,14 @@ A ticket is saved when it is submitted and its result when scoring ends, each
 in its own transaction: a crash loses at most the unfinished score, never
 earlier history. Re-scoring a ticket adds a score; earlier ones are kept.
 
+A ticket may be a thread (:mod:`triage.scoring.thread`): its messages are kept in
+order (table ``messages``, migration 4) and it stays **one** ticket row as it grows:
+each new message is saved (its own transaction) into the same row, whose ``text``
+becomes the thread as the prompt writes it. A plain ticket is found by the hash of
+its text; a thread's row is found by its row id (or by its ticket id and first
+message), and its ``sha256`` column holds ``thread:<row>`` instead, so a pasted text
+never lands on a thread. Each score records how many of the messages it scored.
+
 The schema is versioned with ``PRAGMA user_version`` and grows by numbered
 migrations (:data:`MIGRATIONS`). A file that is not a database, is damaged or
 cannot be opened is never written to: it is moved aside as
@@ -29,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from triage.scoring.result import TicketResult, ticket_result_from_dict
+from triage.scoring.thread import Message
 from triage.scoring.ticket import Ticket
 from triage.store.files import move_aside
 
@@ -115,6 +124,23 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             )""",
         ],
     ),
+    (
+        4,
+        [
+            # A thread's messages, in order (triage.scoring.thread). A plain ticket has none: its text is its one
+            # customer message. The ticket row's text is the thread as the prompt writes it.
+            """CREATE TABLE messages (
+                ticket INTEGER NOT NULL REFERENCES tickets(id) ON DELETE CASCADE,
+                position INTEGER NOT NULL,
+                role TEXT NOT NULL CHECK (role IN ('customer', 'agent', 'note')),
+                text TEXT NOT NULL,
+                created_at REAL NOT NULL,
+                PRIMARY KEY (ticket, position)
+            )""",
+            # How many of its ticket's messages a score scored (NULL, from before schema 4: one).
+            "ALTER TABLE scores ADD COLUMN messages INTEGER",
+        ],
+    ),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -144,6 +170,8 @@ class HistoryEntry:
     summary: str | None
     total_ms: float | None
     when: float  # when the score started (or the ticket was saved)
+    messages: int = 1  # the ticket's messages now (a thread grows)
+    scored: int = 1  # of them, how many this score scored
 
 
 @dataclass(frozen=True)
@@ -157,6 +185,13 @@ class SavedScore:
     status: str
     result: TicketResult | None
     error: str | None = None
+    messages: tuple[Message, ...] = ()  # a thread's messages, all of them (() for a plain ticket)
+    scored: int = 1  # how many of them this score scored
+
+    @property
+    def is_thread(self) -> bool:
+        """Whether the ticket is a thread (its messages are kept one by one)."""
+        return bool(self.messages)
 
 
 class History:
@@ -275,27 +310,108 @@ class History:
         return int(self._conn.execute("PRAGMA user_version").fetchone()[0])
 
     # -- writing --------------------------------------------------------------------
-    def save_ticket(self, ticket: Ticket) -> int:
-        """Save a submitted ticket (once per distinct text); returns its row id."""
-        now = time.time()
-        with _tx(self._conn):
-            row = self._conn.execute("SELECT id FROM tickets WHERE sha256 = ?", (ticket.sha256,)).fetchone()
-            if row is not None:
-                self._conn.execute("UPDATE tickets SET updated_at = ? WHERE id = ?", (now, row[0]))
-                return int(row[0])
-            cur = self._conn.execute(
-                "INSERT INTO tickets (ticket_id, sha256, text, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
-                (ticket.id, ticket.sha256, ticket.text, now, now),
-            )
-            return int(cur.lastrowid or 0)
+    def save_ticket(self, ticket: Ticket, *, row: int | None = None) -> int:
+        """Save a submitted ticket in one transaction; returns its row id.
 
-    def start_score(self, ticket_row: int, *, model: dict[str, Any], pack: dict[str, Any], orderings: str) -> int:
-        """Record that scoring of a saved ticket has started; returns the score id."""
+        A plain ticket is saved once per distinct text (``row`` is not used). A thread
+        (``ticket.messages``) is saved into ``row`` when given (the thread on screen, grown
+        by a reply), else into the newest row with its ticket id and first message, else
+        into a new row; its messages are written one by one (a new one inserted, a changed
+        one updated).
+        """
+        now = time.time()
+        if not ticket.messages:
+            with _tx(self._conn):
+                found = self._conn.execute("SELECT id FROM tickets WHERE sha256 = ?", (ticket.sha256,)).fetchone()
+                if found is not None:
+                    self._conn.execute("UPDATE tickets SET updated_at = ? WHERE id = ?", (now, found[0]))
+                    return int(found[0])
+                cur = self._conn.execute(
+                    "INSERT INTO tickets (ticket_id, sha256, text, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+                    (ticket.id, ticket.sha256, ticket.text, now, now),
+                )
+                return int(cur.lastrowid or 0)
+        with _tx(self._conn):
+            target = row if row is not None else self._thread_row(ticket)
+            if target is None:
+                cur = self._conn.execute(
+                    "INSERT INTO tickets (ticket_id, sha256, text, created_at, updated_at) VALUES (?, ?, ?, ?, ?)",
+                    (ticket.id, f"thread:new:{time.time_ns()}", ticket.text, now, now),
+                )
+                target = int(cur.lastrowid or 0)
+            self._write_thread(target, ticket.thread, now)
+            self._conn.execute(
+                "UPDATE tickets SET text = ?, sha256 = ?, updated_at = ? WHERE id = ?",
+                (ticket.text, f"thread:{target}", now, target),
+            )
+            return target
+
+    def _thread_row(self, ticket: Ticket) -> int | None:
+        """The newest row with this ticket id whose first message is the ticket's first message."""
+        first = ticket.thread[0]
+        for (rid,) in self._conn.execute(
+            "SELECT id FROM tickets WHERE ticket_id = ? ORDER BY updated_at DESC, id DESC", (ticket.id,)
+        ).fetchall():
+            stored = self._thread(int(rid))
+            if stored and stored[0] == first:
+                return int(rid)
+        return None
+
+    def _write_thread(self, ticket_row: int, messages: tuple[Message, ...], now: float) -> None:
+        stored = {
+            pos: Message(role, text)
+            for pos, role, text in self._conn.execute(
+                "SELECT position, role, text FROM messages WHERE ticket = ?", (ticket_row,)
+            ).fetchall()
+        }
+        if not stored:  # a plain ticket becoming a thread: its text is its first message
+            old = self._conn.execute("SELECT text FROM tickets WHERE id = ?", (ticket_row,)).fetchone()
+            if old is None:
+                raise KeyError(ticket_row)
+            stored = {1: Message("customer", old[0])}
+            if messages and messages[0] == stored[1]:
+                self._conn.execute(
+                    "INSERT INTO messages (ticket, position, role, text, created_at) VALUES (?, 1, ?, ?, ?)",
+                    (ticket_row, messages[0].role, messages[0].text, now),
+                )
+            else:
+                stored = {}
+        for pos, m in enumerate(messages, 1):
+            if pos not in stored:
+                self._conn.execute(
+                    "INSERT INTO messages (ticket, position, role, text, created_at) VALUES (?, ?, ?, ?, ?)",
+                    (ticket_row, pos, m.role, m.text, now),
+                )
+            elif stored[pos] != m:
+                self._conn.execute(
+                    "UPDATE messages SET role = ?, text = ?, created_at = ? WHERE ticket = ? AND position = ?",
+                    (m.role, m.text, now, ticket_row, pos),
+                )
+        self._conn.execute("DELETE FROM messages WHERE ticket = ? AND position > ?", (ticket_row, len(messages)))
+
+    def _thread(self, ticket_row: int) -> tuple[Message, ...]:
+        """A ticket's messages, oldest first: a thread's as kept, a plain ticket's one (its text)."""
+        rows = self._conn.execute(
+            "SELECT role, text FROM messages WHERE ticket = ? ORDER BY position", (ticket_row,)
+        ).fetchall()
+        if rows:
+            return tuple(Message(r, t) for r, t in rows)
+        text = self._conn.execute("SELECT text FROM tickets WHERE id = ?", (ticket_row,)).fetchone()
+        return (Message("customer", text[0]),) if text is not None else ()
+
+    def thread(self, ticket_row: int) -> tuple[Message, ...]:
+        """A ticket's messages, oldest first (a plain ticket: its text as one customer message)."""
+        return self._thread(ticket_row)
+
+    def start_score(
+        self, ticket_row: int, *, model: dict[str, Any], pack: dict[str, Any], orderings: str, messages: int = 1
+    ) -> int:
+        """Record that scoring of a saved ticket (its first ``messages`` messages) has started; returns the score id."""
         with _tx(self._conn):
             cur = self._conn.execute(
                 """INSERT INTO scores (ticket, status, model_name, model_sha256, stand_in, pack_name, pack_version,
-                                      pack_hash, orderings, started_at)
-                   VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?)""",
+                                      pack_hash, orderings, started_at, messages)
+                   VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 (
                     ticket_row,
                     model.get("name"),
@@ -306,6 +422,7 @@ class History:
                     pack.get("hash"),
                     orderings,
                     time.time(),
+                    int(messages),
                 ),
             )
             return int(cur.lastrowid or 0)
@@ -363,7 +480,8 @@ class History:
             params += [pattern] * 4
         sql = f"""
             SELECT t.id, s.id, t.ticket_id, substr(t.text, 1, {PREVIEW_CHARS}), s.status, s.model_name,
-                   s.pack_name, s.pack_version, s.summary, s.total_ms, coalesce(s.started_at, t.updated_at)
+                   s.pack_name, s.pack_version, s.summary, s.total_ms, coalesce(s.started_at, t.updated_at),
+                   coalesce(s.messages, 1), (SELECT count(*) FROM messages m WHERE m.ticket = t.id)
             FROM tickets t LEFT JOIN scores s ON s.ticket = t.id
             {"WHERE " + " AND ".join(where) if where else ""}
             ORDER BY coalesce(s.started_at, t.updated_at) DESC, s.id DESC
@@ -381,6 +499,8 @@ class History:
                 summary=r[8],
                 total_ms=r[9],
                 when=r[10],
+                messages=max(1, r[12]),
+                scored=r[11],
             )
             for r in rows
         ]
@@ -388,25 +508,46 @@ class History:
     def load(self, score_id: int) -> SavedScore:
         """A score with its ticket text and result (KeyError when absent)."""
         row = self._conn.execute(
-            """SELECT t.id, s.id, t.ticket_id, t.text, s.status, s.result_json, s.error
+            """SELECT t.id, s.id, t.ticket_id, t.text, s.status, s.result_json, s.error, coalesce(s.messages, 1)
                FROM scores s JOIN tickets t ON t.id = s.ticket WHERE s.id = ?""",
             (score_id,),
         ).fetchone()
         if row is None:
             raise KeyError(score_id)
-        return _saved(row)
+        return self._saved(row)
 
     def load_ticket(self, ticket_row: int) -> SavedScore:
         """A ticket with its newest score, if any (KeyError when absent)."""
         row = self._conn.execute(
-            """SELECT t.id, s.id, t.ticket_id, t.text, s.status, s.result_json, s.error
+            """SELECT t.id, s.id, t.ticket_id, t.text, s.status, s.result_json, s.error, coalesce(s.messages, 1)
                FROM tickets t LEFT JOIN scores s ON s.ticket = t.id WHERE t.id = ?
                ORDER BY s.started_at DESC, s.id DESC LIMIT 1""",
             (ticket_row,),
         ).fetchone()
         if row is None:
             raise KeyError(ticket_row)
-        return _saved(row)
+        return self._saved(row)
+
+    def scored_messages(self, score_id: int) -> int:
+        """How many of its ticket's messages a score scored (1 for a plain ticket; KeyError when absent)."""
+        row = self._conn.execute("SELECT coalesce(messages, 1) FROM scores WHERE id = ?", (score_id,)).fetchone()
+        if row is None:
+            raise KeyError(score_id)
+        return int(row[0])
+
+    def _saved(self, row: tuple[Any, ...]) -> SavedScore:
+        kept = self._conn.execute("SELECT count(*) FROM messages WHERE ticket = ?", (row[0],)).fetchone()[0]
+        return SavedScore(
+            ticket_row=row[0],
+            score_id=row[1],
+            ticket_id=row[2],
+            text=row[3],
+            status=row[4] or "",
+            result=_result(row[5]),
+            error=row[6],
+            messages=self._thread(row[0]) if kept else (),
+            scored=int(row[7]),
+        )
 
     def results(self, ticket_row: int) -> list[TicketResult]:
         """Every stored result of a ticket, oldest first."""
@@ -418,18 +559,6 @@ class History:
 
 
 # -- helpers --------------------------------------------------------------------------------
-
-
-def _saved(row: tuple[Any, ...]) -> SavedScore:
-    return SavedScore(
-        ticket_row=row[0],
-        score_id=row[1],
-        ticket_id=row[2],
-        text=row[3],
-        status=row[4] or "",
-        result=_result(row[5]),
-        error=row[6],
-    )
 
 
 def _result(raw: str | None) -> TicketResult | None:

@@ -69,6 +69,7 @@ class ScoreKeeper:
             model=engine.model_info,
             pack={"name": pack.name, "version": pack.version, "hash": pack.hash},
             orderings=options.effective_orderings,
+            messages=len(ticket.thread),
         )
         return Keeping(self, row, sid)
 

@@ -73,6 +73,17 @@ def app_commands(app: PaletteApp, main: MainScreen) -> Iterator[SystemCommand]:
         "Export Markdown", "Write the decisions as a Markdown report", lambda: main.action_export("markdown")
     )
     yield SystemCommand("Copy summary", "Copy a one-line summary of the decisions (F4)", main.action_copy_summary)
+    if main.open_ticket is not None:
+        for role, key in (("customer", "F8"), ("agent", "F9"), ("note", "F10")):
+            what = {"customer": "customer reply", "agent": "agent reply", "note": "internal note"}[role]
+            yield SystemCommand(
+                f"Add {what}",
+                f"Add the box's text to the ticket on screen as an {what} and score again ({key})",
+                lambda role=role: main.action_reply(role),
+            )
+        yield SystemCommand(
+            "Timeline", "How each choice and its confidence moved over the thread (ctrl+t)", main.action_timeline
+        )
     yield SystemCommand("Clear", "Empty the ticket box and the cards (ctrl+l)", main.action_clear)
     yield SystemCommand("History", "Search past tickets and reopen one (F2)", app.action_history)
     yield SystemCommand("Label this ticket", "Confirm or correct its decisions, card by card (F6)", main.action_label)

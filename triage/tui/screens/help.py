@@ -21,6 +21,10 @@ KEYS = [
     ("1-9 or a click", "On a card: that option is right (a correction, or a confirmation); the next card opens"),
     ("↑ ↓ (k j), Tab", "Between cards"),
     ("F7", "Agreement: how often the decisions agreed with the labels, per criterion, and its trend"),
+    ("F8", "Add the box's text to the ticket on screen as a customer reply, and score the thread again"),
+    ("F9", "The same as an agent reply"),
+    ("F10", "The same as an internal note"),
+    ("ctrl+t", "Timeline: how each criterion's choice and confidence moved over the thread's messages"),
     ("ctrl+l", "Clear the ticket"),
     ("ctrl+p", "Command palette: switch pack, model or readout (by name / letters), export, theme…"),
     ("ctrl+q", "Quit"),
@@ -39,6 +43,10 @@ NOTES = (
     "Your answers on the cards are labels, kept in the history at once with the decision you were shown: "
     "[b]triage stats[/b] measures how often the decisions were right, and [b]triage label --export[/b] writes "
     "them for [b]triage learn[/b]. A decision nobody answered is no label.\n\n"
+    "A ticket can grow into a thread: type or paste the next message in the box and press F8 (customer), F9 "
+    "(agent) or F10 (note). The ticket keeps its id and its history entry; only the new message and the "
+    "questions are read again, and the summary says how many tokens were evaluated and how many reused. "
+    "F5 with the box empty scores the thread again; text in the box and F5 is a new ticket.\n\n"
     "The ticket's token count is shown under the box. A ticket longer than the model's context allows has its "
     "middle cut before scoring, and a warning says so. Pasted escape codes and control characters are removed.\n\n"
     "Logs, llama.cpp's included, go to triage.log in triage's state folder.\n\n"

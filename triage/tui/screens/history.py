@@ -26,6 +26,11 @@ STATUS_LABELS = {
 SEARCH_DEBOUNCE_S = 0.2
 
 
+def _messages(e: HistoryEntry) -> str:
+    """A thread's score: ``2/3`` (decided on 2 of its 3 messages); a plain ticket: ``1``."""
+    return f"{e.scored}/{e.messages}" if e.messages > 1 else "1"
+
+
 @dataclass(frozen=True)
 class Reopen:
     """Which history row to reopen: a score, or a ticket never scored."""
@@ -35,7 +40,11 @@ class Reopen:
 
 
 class HistoryScreen(Screen[Reopen | None]):
-    """A searchable list of past tickets and their scores (one row per score)."""
+    """A searchable list of past tickets and their scores (one row per score).
+
+    A thread is one ticket: each of its scores says how many of its messages it decided on
+    (``Msgs`` 2/3), and reopening any of them restores the whole thread.
+    """
 
     BINDINGS = [
         Binding("escape", "back", "Back"),
@@ -74,6 +83,7 @@ class HistoryScreen(Screen[Reopen | None]):
         table.add_column("When", width=11, key="when")
         table.add_column("Status", width=10, key="status")
         table.add_column("Ticket", width=32, key="ticket")
+        table.add_column("Msgs", width=5, key="messages")
         table.add_column("Decisions", width=60, key="decisions")
         table.add_column("Model", key="model")
         self.reload()
@@ -90,6 +100,7 @@ class HistoryScreen(Screen[Reopen | None]):
                 time.strftime("%m-%d %H:%M", time.localtime(e.when)),
                 STATUS_LABELS.get(e.status, e.status),
                 Text(e.preview[:80]),
+                _messages(e),
                 Text(summary),
                 Text(e.model_name or ""),
                 key=str(i),
@@ -125,6 +136,9 @@ class HistoryScreen(Screen[Reopen | None]):
             return
         e = self.entries[min(self.table.cursor_row, len(self.entries) - 1)]
         parts = [f"[b]{escape(e.ticket_id)}[/b]", STATUS_LABELS.get(e.status, e.status)]
+        if e.messages > 1:
+            on = f"decided on {e.scored} of them" if e.score_id is not None else "not scored"
+            parts.append(f"thread of {e.messages} messages, {on}")
         if e.pack:
             parts.append(f"pack {escape(e.pack)}")
         if e.total_ms is not None:

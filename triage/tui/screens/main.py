@@ -6,6 +6,13 @@ Blocking work runs in thread workers that only post messages:
 * ``score``: one exclusive worker per submission; a new submit cancels the old;
 * ``count``: token counting, debounced, so typing and huge pastes stay smooth.
 
+The ticket on screen is the *open ticket*. A reply (F8 customer, F9 agent, F10
+internal note) is added to it as its next message: the ticket becomes a thread,
+keeps its id (the engine reuses its kept state by id, so only the new message and
+the tails are evaluated), is saved into the same history row before scoring, and
+is scored again. The ticket box then shows the thread (:class:`ThreadView`) above
+the editor, which takes the next message.
+
 Every submission has an id. Messages of a submission that is no longer
 current update history but never the screen, so stale results cannot
 overwrite newer ones.
@@ -33,7 +40,7 @@ from triage.errors import InputError, TriageError
 from triage.scoring.options import ScoreOptions, effective_orderings
 from triage.scoring.pack import Pack
 from triage.scoring.result import TicketResult
-from triage.scoring.ticket import make_ticket
+from triage.scoring.ticket import Ticket, clean_text, make_ticket
 from triage.store.history import History, SavedScore
 from triage.tui.engine_host import EngineHost
 from triage.tui.messages import (
@@ -55,6 +62,7 @@ from triage.tui.widgets.decisions import DecisionsPanel
 from triage.tui.widgets.model_status import ModelState, ModelStatus
 from triage.tui.widgets.notice_bar import NoticeBar
 from triage.tui.widgets.score_summary import PRODUCT_MODEL, ScoreSummary
+from triage.tui.widgets.thread_view import ThreadView
 from triage.tui.widgets.ticket_input import TicketInput
 
 if TYPE_CHECKING:
@@ -63,6 +71,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 AUTO_LEARN_EVERY = 20  # labels between two background re-fits (config auto_learn_every)
+REPLY_KEYS = {"customer": "F8", "agent": "F9", "note": "F10"}
+REPLY_WORDS = {"customer": "customer reply", "agent": "agent reply", "note": "internal note"}
 
 
 class ModelUnavailableHook(Protocol):
@@ -85,6 +95,22 @@ class MainScreen(Screen[None]):
         Binding("f5", "score", "Score", priority=True),
         Binding("f6", "label", "Label", priority=True),
         Binding("f7", "app.agreement", "Agreement", show=False, priority=True),
+        Binding(
+            "f8",
+            "reply('customer')",
+            "Customer",
+            tooltip="Add the box's text as a customer reply and score again",
+            priority=True,
+        ),
+        Binding(
+            "f9",
+            "reply('agent')",
+            "Agent",
+            tooltip="Add the box's text as an agent reply and score again",
+            priority=True,
+        ),
+        Binding("f10", "reply('note')", "Note", show=False, priority=True),
+        Binding("ctrl+t", "timeline", "Timeline", priority=True),
         Binding("escape", "cancel", "Cancel"),
         Binding("ctrl+l", "clear", "Clear", show=False),
     ]
@@ -106,6 +132,9 @@ class MainScreen(Screen[None]):
         self.result: TicketResult | None = None  # the result on screen
         self.result_text: str | None = None  # its ticket text (for Markdown export)
         self.result_rows: tuple[int | None, int | None] = (None, None)  # its ticket row and score id in history
+        self.open_ticket: Ticket | None = None  # the ticket on screen (submitted or reopened): replies go to it
+        self.open_row: int | None = None  # its history row
+        self.composing = False  # the box shows the open thread; the editor takes its next message
         self._labels_since_fit = 0  # labels stored since the last re-fit (this session)
         self._subs: dict[int, Submission] = {}
         self._seq = 0
@@ -116,6 +145,10 @@ class MainScreen(Screen[None]):
     @property
     def ticket(self) -> TicketInput:
         return self.query_one(TicketInput)
+
+    @property
+    def thread_view(self) -> ThreadView:
+        return self.query_one(ThreadView)
 
     @property
     def decisions(self) -> DecisionsPanel:
@@ -140,6 +173,7 @@ class MainScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield ModelStatus(animate=self.options.animate, id="model-status")
         yield NoticeBar(id="notices")
+        yield ThreadView(id="thread")
         yield TicketInput(cursor_blink=self.options.cursor_blink, id="ticket")
         yield ScoreSummary(id="summary")
         yield DecisionsPanel(id="decisions")
@@ -254,6 +288,8 @@ class MainScreen(Screen[None]):
 
     def _request_count(self) -> None:
         text = self.ticket.ticket_text
+        if self.composing and self.open_ticket is not None:  # the thread with the message being written
+            text = self.open_ticket.text + ("\n\n" + text if text.strip() else "")
         self._count_stamp = stamp = time.monotonic()
         if not text.strip():
             self.ticket.border_subtitle = ""
@@ -297,9 +333,10 @@ class MainScreen(Screen[None]):
             return
         approx = "≈" if msg.estimated else ""
         if msg.tokens > msg.budget:
+            what = "the thread will be compacted" if self.composing else "the middle will be cut"
             self.ticket.border_subtitle = (
                 f"[$warning]⚠ {approx}{msg.tokens:,} tokens: over the {msg.budget:,} that fit (ctx {msg.n_ctx}); "
-                "the middle will be cut[/]"
+                f"{what}[/]"
             )
         else:
             self.ticket.border_subtitle = f"{approx}{msg.tokens:,} tokens [dim]of {msg.budget:,}[/dim]"
@@ -310,19 +347,89 @@ class MainScreen(Screen[None]):
             self.action_score()
 
     def action_score(self) -> None:
-        """Score the ticket in the box (a running score is cancelled first)."""
+        """Score the ticket in the box (a running score is cancelled first).
+
+        With a thread open and nothing typed in the editor, the thread is scored again;
+        text in the editor is a new ticket.
+        """
+        text = self.ticket.ticket_text
+        if self.composing and self.open_ticket is not None and not text.strip():
+            self._submit(self.open_ticket, self.open_row)
+            return
         try:
-            ticket = make_ticket(self.ticket.ticket_text)
+            ticket = make_ticket(text)
         except InputError as exc:
             self.notify(exc.message, severity="warning", markup=False)
             return
         if self.model_state == "failed":
             self.notify("No model is loaded; see the message at the top.", severity="error")
             return
+        self._close_thread()
+        self._submit(ticket, None)
+
+    def action_reply(self, role: str) -> None:
+        """Add the editor's text to the open ticket as its next message (``role``), then score it again.
+
+        The ticket keeps its id, so the engine reuses what it kept of the ticket's last
+        score; the reply is saved into the ticket's history row before scoring starts.
+        Pressed while the editor still holds the scored ticket unchanged, the box turns
+        to the thread and the editor empties for the reply. Text typed under the
+        scored ticket (the ticket kept above it) is the reply.
+        """
+        key, what = REPLY_KEYS[role], REPLY_WORDS[role]
+        base = self.open_ticket
+        if base is None:
+            self.notify(f"Score a ticket first (F5); {key} adds an {what} to the ticket on screen.", severity="warning")
+            return
+        if self.model_state == "failed":
+            self.notify("No model is loaded; see the message at the top.", severity="error")
+            return
+        text = clean_text(self.ticket.ticket_text)
+        if not self.composing:  # the editor holds the (plain) ticket on screen
+            if not text or text == base.text:
+                self._open_thread(base, scored=len(base.thread))
+                self.notify(f"Type or paste the {what} in the box, then press {key} to add it and score again.")
+                return
+            if text.startswith(base.text):
+                text = text[len(base.text) :].strip()
+        if not text:
+            self.notify(f"Type or paste the {what} in the box first, then press {key}.", severity="warning")
+            return
+        messages = [{"role": m.role, "text": m.text} for m in base.thread] + [{"role": role, "text": text}]
+        try:
+            ticket = make_ticket(None, base.id, messages)
+        except InputError as exc:
+            self.notify(exc.message, severity="warning", markup=False)
+            return
+        if self._submit(ticket, self.open_row):
+            self._open_thread(ticket, scored=len(base.thread))
+
+    def _open_thread(self, ticket: Ticket, *, scored: int | None = None) -> None:
+        """Show ``ticket``'s messages above the editor, which is emptied for the next message."""
+        self.composing = True
+        self.thread_view.show(ticket.id, ticket.thread, scored)
+        self.ticket.replying = True
+        self.ticket.set_ticket("")
+        self._request_count()
+
+    def _close_thread(self) -> None:
+        """The box is a plain editor again (a new ticket, or cleared)."""
+        if self.composing:
+            self.composing = False
+            self.thread_view.hide()
+        self.ticket.replying = False
+
+    def _submit(self, ticket: Ticket, row: int | None) -> bool:
+        """Save ``ticket`` (into ``row``, a thread's) and score it; False when no model can score it."""
+        if self.model_state == "failed":
+            self.notify("No model is loaded; see the message at the top.", severity="error")
+            return False
         self._supersede()
         self._seq += 1
         sub = Submission(self._seq, ticket, self.pack, self.options.mode, self.orderings, self.readout)
-        sub.ticket_row = self._record(self.history.save_ticket, ticket)  # saved now: a crash keeps the ticket
+        # saved now, in its own transaction: a crash keeps the ticket (and a thread's new message)
+        sub.ticket_row = self._record(self.history.save_ticket, ticket, row=row)
+        self.open_ticket, self.open_row = ticket, sub.ticket_row
         self.current = sub
         self._subs[sub.id] = sub
         self.result = self.result_text = None
@@ -334,6 +441,7 @@ class MainScreen(Screen[None]):
             self.pending = sub
             self.summary.queued(ticket.id)
         self.refresh_bindings()
+        return True
 
     def _start(self, sub: Submission) -> None:
         engine = self.host.engine
@@ -346,6 +454,7 @@ class MainScreen(Screen[None]):
                 model=engine.model_info,
                 pack=pack,
                 orderings=effective_orderings(sub.readout, sub.orderings),
+                messages=len(sub.ticket.thread),
             )
         self.summary.scoring(sub.ticket.id)
         self._score(sub)
@@ -449,6 +558,8 @@ class MainScreen(Screen[None]):
         self.decisions.finish(msg.result)
         self._show_labels()
         self.summary.show(msg.result)
+        if self.composing and self.open_ticket is not None:
+            self.thread_view.show(self.open_ticket.id, self.open_ticket.thread, msg.result.thread.messages)
         if not msg.result.complete:
             self.notify(
                 f"Scoring cancelled: {len(msg.result.criteria)} of {len(sub.pack.criteria)} criteria were done.",
@@ -528,6 +639,10 @@ class MainScreen(Screen[None]):
             return True if self.scoring else None
         if action in ("export", "copy_summary", "label"):
             return True if self.result is not None else None
+        if action == "reply":  # hidden until there is a ticket to reply to
+            return True if self.open_ticket is not None else False
+        if action == "timeline":
+            return True if self.open_row is not None and self.result is not None else False
         return True
 
     # -- history, export, clipboard ---------------------------------------------------
@@ -544,13 +659,26 @@ class MainScreen(Screen[None]):
         """Show a ticket from history with its decisions."""
         self._supersede()
         self.current = None
-        self.ticket.set_ticket(saved.text)
+        self.open_row = saved.ticket_row
+        if saved.is_thread:  # the whole thread, so that more replies can be added
+            messages = [{"role": m.role, "text": m.text} for m in saved.messages]
+            self.open_ticket = make_ticket(None, saved.ticket_id, messages)
+            self._open_thread(self.open_ticket, scored=saved.scored)
+        else:
+            self._close_thread()
+            self.ticket.set_ticket(saved.text)
+            try:
+                self.open_ticket = make_ticket(saved.text, saved.ticket_id)
+            except InputError:
+                self.open_ticket = None
         self.result, self.result_text = saved.result, saved.text
         self.result_rows = (saved.ticket_row, saved.score_id)
         if saved.result is not None:
             self.decisions.show_result(saved.result)
             self._show_labels()
-            self.summary.show(saved.result, reopened_at=saved.result.created_at or None)
+            self.summary.show(
+                saved.result, reopened_at=saved.result.created_at or None, of_messages=len(saved.messages) or 1
+            )
         else:
             self.decisions.show_pack(self.pack)
             note = {
@@ -568,12 +696,15 @@ class MainScreen(Screen[None]):
     def on_paste(self, event: events.Paste) -> None:
         """A paste while a card has the focus (the agent was labelling) is the next ticket: it goes to the box.
 
-        The box's last ticket is in the history already (F2), so the new paste replaces it.
+        The box's last ticket is in the history already (F2), so the new paste replaces it. With a
+        thread open the box holds its next message: the paste goes there too (F5 would make it a new
+        ticket, F8/F9/F10 a reply).
         """
         if self.focused is self.ticket or isinstance(self.focused, TicketInput):
             return
         event.stop()
-        if self.result is not None and self.ticket.ticket_text.strip():
+        # the box's ticket is in the history already; a message being written to a thread is kept (the paste adds to it)
+        if self.result is not None and self.ticket.ticket_text.strip() and not self.composing:
             self.ticket.set_ticket("")
         self.ticket.focus()
         self.ticket.post_message(events.Paste(event.text))
@@ -648,10 +779,21 @@ class MainScreen(Screen[None]):
         if ticket_row is None:
             return
         current = self._record(lab.current, self.history, ticket_row) or {}
+        scored = self.result.thread.messages if self.result is not None else 1
         for card in self.decisions.cards:
             label = current.get(card.spec.id)
-            if label is not None and card.result is not None:
+            # a thread's label answers the decision on as many messages as it was given on
+            if label is not None and card.result is not None and self._label_messages(label) == scored:
                 card.set_answer(label.option)
+
+    def _label_messages(self, label: Any) -> int:
+        """How many messages the score that a label answered had scored (1 when unknown)."""
+        if label.score_id is None:
+            return 1
+        try:
+            return self.history.scored_messages(label.score_id)
+        except (KeyError, sqlite3.Error):
+            return 1
 
     def on_criterion_card_answered(self, msg: CriterionCard.Answered) -> None:
         """Store the agent's answer as a label, in its own transaction, then move to the next open card."""
@@ -692,6 +834,15 @@ class MainScreen(Screen[None]):
         nxt = next((c for c in later if c.answer is None), None)
         if nxt is not None:
             nxt.focus()
+
+    def action_timeline(self) -> None:
+        """Show how each criterion's choice and confidence moved over the open thread's messages."""
+        from triage.tui.screens.timeline import TimelineScreen
+
+        if self.open_row is None or self.result is None:
+            self.notify("No timeline yet: score a ticket first, then add replies (F8, F9).", severity="warning")
+            return
+        self.app.push_screen(TimelineScreen(self.history, self.open_row, self.result))
 
     def action_export(self, fmt: str = "json") -> None:
         """Ask where to export the decisions on screen, then write them."""
@@ -737,6 +888,8 @@ class MainScreen(Screen[None]):
         if self.scoring:
             self.action_cancel()
         self.current = None
+        self.open_ticket, self.open_row = None, None
+        self._close_thread()
         self.ticket.set_ticket("")
         self.ticket.border_subtitle = ""
         self.result = self.result_text = None

@@ -75,8 +75,11 @@ class ScoreSummary(Static):
         """Scoring stopped with an error."""
         self.update(f"ticket [b]{escape(ticket_id)}[/b] · [$error]scoring failed: {escape(message)}[/]")
 
-    def show(self, result: TicketResult, *, reopened_at: float | None = None) -> None:
-        """A finished (or cancelled, or reopened) result."""
+    def show(self, result: TicketResult, *, reopened_at: float | None = None, of_messages: int | None = None) -> None:
+        """A finished (or cancelled, or reopened) result.
+
+        ``of_messages``: the thread's messages now, when a reopened score decided on fewer.
+        """
         t, tok, model = result.timing, result.tokens, result.model
         head = f"[b]{escape(result.ticket_id)}[/b]"
         if reopened_at is not None:
@@ -104,5 +107,38 @@ class ScoreSummary(Static):
             line2 += f" · learned head [b]{escape(result.head)}[/b] ({escape(', '.join(learned))})"
         if result.calibration and any(c.source == "calibrated" for c in result.criteria):
             line2 += f" · calibration {escape(result.calibration)}"
-        lines = [line1, line2] + [f"[$warning]⚠ {escape(w)}[/]" for w in result.warnings]
+        lines = [line1, line2]
+        thread = thread_line(result, of_messages)
+        if thread:
+            lines.append(thread)
+        lines += [f"[$warning]⚠ {escape(w)}[/]" for w in result.warnings]
         self.update("\n".join(lines))
+
+
+def thread_line(result: TicketResult, of_messages: int | None = None) -> str | None:
+    """What scoring a thread cost and reused: ``evaluated 105 tokens, reused 114 of the thread``.
+
+    None for a plain ticket scored afresh (line 1 says it all). Says when an earlier message
+    was edited (read again from there) and when the thread was compacted.
+    """
+    th, tok = result.thread, result.tokens
+    if th.messages <= 1 and not th.previous and not (of_messages or 0) > 1:
+        return None
+    n = th.messages
+    what = "thread" if n > 1 else "ticket"
+    head = f"[b]{what}[/b] of {n} message{'' if n == 1 else 's'}" if n > 1 else "[b]ticket[/b]"
+    if of_messages is not None and of_messages > n:
+        head += f" [dim](now {of_messages}: these decisions are on the first {n})[/dim]"
+    if th.reused:
+        cost = f"evaluated {tok.evaluated} tokens, reused {th.reused} of the {what}"
+        if th.previous:
+            cost += f" (kept from its score at {th.previous} message{'' if th.previous == 1 else 's'})"
+    else:
+        cost = f"evaluated {tok.evaluated} tokens, reused none of the {what}"
+    parts = [head, cost]
+    if th.edited is not None:
+        parts.append(f"[$warning]message {th.edited} was edited: read again from there[/]")
+    if th.dropped:
+        moved = "; the cut moved, read again from there" if th.compaction_moved else ""
+        parts.append(f"[$warning]compacted: messages 2-{th.dropped + 1} left out{moved}[/]")
+    return " · ".join(parts)

@@ -22,6 +22,12 @@ PREVIEW_HEAD = 6_000
 PREVIEW_TAIL = 2_000
 DEBOUNCE_S = 0.3
 PLACEHOLDER = "Paste a ticket here (any length, several lines), then press F5 to score it."
+REPLY_PLACEHOLDER = (
+    "Type or paste the thread's next message, then F8 adds it as a customer reply, F9 as an agent reply, "
+    "F10 as an internal note, and scores again. F5 with the box empty scores the thread again; text and F5: a new "
+    "ticket."
+)
+REPLY_TITLE = "Next message · F8 customer · F9 agent · F10 note"
 
 
 class TicketInput(TextArea):
@@ -33,6 +39,19 @@ class TicketInput(TextArea):
         self.border_title = "Ticket"
         self._large: str | None = None
         self._debounce: Timer | None = None
+        self._replying = False
+
+    @property
+    def replying(self) -> bool:
+        """The box takes the next message of the open thread (shown above it)."""
+        return self._replying
+
+    @replying.setter
+    def replying(self, on: bool) -> None:
+        self._replying = on
+        self.placeholder = REPLY_PLACEHOLDER if on else PLACEHOLDER
+        if self._large is None:
+            self.border_title = REPLY_TITLE if on else "Ticket"
 
     @property
     def ticket_text(self) -> str:
@@ -51,7 +70,7 @@ class TicketInput(TextArea):
             return
         self._large = None
         self.read_only = False
-        self.border_title = "Ticket"
+        self.border_title = REPLY_TITLE if self._replying else "Ticket"
         self.load_text(text)
         self.move_cursor(self.document.end)
 
