@@ -155,7 +155,7 @@ class FakeEngine:
                 thread.previous, thread.edited = len(kept[1]), first_edit(kept[1], ticket.thread)
                 thread.compaction_moved = kept[2] != prompts.dropped
                 shared = common_length(kept[0], prompts.prefix)
-                if shared > len(prompts.stable):
+                if len(prompts.stable) < shared < len(prompts.prefix):  # as the engine: only when something is new
                     thread.reused = shared - len(prompts.stable)
                     cached = max(cached, shared)
             tokens = Tokens(

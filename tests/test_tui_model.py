@@ -69,8 +69,7 @@ async def test_real_model_scores_a_pasted_ticket(smollm2_path: Path, tmp_path: P
         assert entry.status == "done" and entry.model_name == "smollm2-135m"
         assert main.export_to(tmp_path / "r.json", "json") is not None
         assert json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["model"]["name"] == "smollm2-135m"
-        # re-score: the whole prefix is found (still resident, or kept by the ticket's id since threads)
-        await pilot.press("f5")
+        await pilot.press("f5")  # re-score: serial finds the whole prefix cached; fanout keeps only the stable block
         await wait_until(pilot, lambda: main.result is not None and not main.scoring, timeout=180)
-        again = main.result.tokens
-        assert again.prefix_cached == again.prefix > again.stable > 0 and again.evaluated == again.tails
+        again = main.result.tokens  # (an unchanged ticket is read whole again, not from its kept state)
+        assert again.prefix_cached == (again.prefix if mode == "serial" else again.stable) > 0

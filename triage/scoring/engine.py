@@ -277,6 +277,8 @@ class Engine:
 
         with self._lock:
             for ticket in tickets:
+                if any(t.id == ticket.id for t, _ in pending):  # a thread's next turn: after the turn before
+                    yield from flush()
                 if options.mode != "fanout" or budget <= 0 or self.memory.get(ticket.id, key) is not None:
                     yield from flush()
                     yield ticket, self._alone(ticket, pack, options, (decider, features))

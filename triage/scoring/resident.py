@@ -133,7 +133,9 @@ class Resident:
             run.reuse.edited = first_edit(saved.messages, run.messages)
             run.reuse.previous = len(saved.messages)
             run.reuse.compaction_moved = saved.dropped != run.prompts.dropped
-            if shared > have:
+            # Only when something new follows: an unchanged ticket is read whole again, so that scoring it
+            # twice gives the same numbers (reused cells came from another batch shape: docs/engine.md).
+            if have < shared < len(prefix):
                 spare = self.native.n_seq_max - 1
                 self.native.seq_rm(spare, -1, -1)
                 try:
