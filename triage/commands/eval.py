@@ -140,6 +140,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="skip the learned variant (it needs each ticket's features: tickets cached without them are scored again)",
     )
     p.add_argument(
+        "--read",
+        metavar="WHERE",
+        help=(
+            "where the learned variant reads each ticket: tail (each criterion's question, default) or "
+            "shared (one short cue after the ticket for every criterion: fewer tokens; shared:answer, "
+            "shared:about, shared:end name the cues). With a shared position the zero-shot and calibrated "
+            "variants are read at the cue too, where no question was asked: compare their rows from a tail "
+            "run. Default with --head: where that head was fitted"
+        ),
+    )
+    p.add_argument(
         "--head",
         metavar="HEAD.npz",
         help=(
@@ -239,6 +250,9 @@ def run(args: argparse.Namespace) -> int:
     train_limit = args.train_limit if args.train_limit is not None else args.limit
     train = train.limit(train_limit) if train is not None else None
 
+    from triage.scoring.cue import TAIL, check_read
+    from triage.scoring.head import describe_read
+
     engine = load_for(err, model=args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt)
     with engine:
         fit_kw = {
@@ -282,7 +296,17 @@ def run(args: argparse.Namespace) -> int:
             err.print(f"triage: applying calibration {printable(plan.stored_path)}", markup=False)
         parts = [("dev", dev.rows)] + ([("train", train.rows)] if train is not None else [])
         t0 = time.perf_counter()
-        run_ = score_sets(engine, pack, parts, err, readout, features=plan.learn or plan.stored_head is not None)
+        read = check_read(args.read) if args.read else None
+        if plan.stored_head is not None:
+            if read is not None and read != plan.stored_head.read:
+                raise InputError(
+                    f"head {plan.stored_head_path} was fitted on {describe_read(plan.stored_head.read)}, "
+                    f"not on {describe_read(read)}",
+                    hint=f"leave out --read, or give --read {plan.stored_head.read}",
+                )
+            read = plan.stored_head.read
+        want = plan.learn or plan.stored_head is not None
+        run_ = score_sets(engine, pack, parts, err, readout, features=want, read=read or TAIL)
         wall = time.perf_counter() - t0
         dev_scored = run_.sets[0]
         plan.train = run_.sets[1] if train is not None else None
@@ -299,6 +323,8 @@ def run(args: argparse.Namespace) -> int:
             {
                 "model": engine.model_info,
                 "prompt_format": engine.format_for(readout).id,
+                "read": read or TAIL,
+                "attention": engine.native.attention,
                 "n_ctx": engine.n_ctx,
                 "tickets": set_summary(tickets, dev_scored, args.limit),
                 "train": set_summary(train, plan.train, train_limit)

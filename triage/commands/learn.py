@@ -115,6 +115,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             "to the zero-shot readout (default), or leave the whole criterion unlearned"
         ),
     )
+    p.add_argument(
+        "--read",
+        metavar="WHERE",
+        default="tail",
+        help=(
+            "where the head reads each ticket: tail (each criterion's own question, default) or shared (one "
+            "short cue after the ticket read by every learned criterion, so a ticket costs its own tokens and a "
+            "handful; shared:answer, shared:about, shared:end name the cues). The head records it and is applied "
+            "only there; the history's kept features are tail ones, so with shared its tickets are scored again"
+        ),
+    )
     p.add_argument("--no-store", action="store_true", help="do not store the head in the user data dir")
     p.add_argument(
         "--force",
@@ -172,6 +183,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--holdout wants a share between 0 and 1, got {args.holdout}")
     if args.per_option is not None and args.per_option < 1:
         raise InputError(f"--per-option must be at least 1, got {args.per_option}")
+    from triage.scoring.cue import TAIL, check_read
+
+    read = check_read(args.read)
     learn_mod._sklearn()  # say it before scoring, not after
     if args.history_file and not args.history:
         raise InputError("--history-file works only with --history")
@@ -223,7 +237,8 @@ def run(args: argparse.Namespace) -> int:
                     f"to fit on and {len(held.rows)} held out; both need rows"
                 )
         parts = [("learn", rows.rows)] + ([("holdout", held.rows)] if held is not None else [])
-        run_ = score_sets(engine, pack, parts, err, "label", features=True, known=merged.known, prior=False)
+        known = merged.known if read == TAIL else None  # the history keeps tail features only
+        run_ = score_sets(engine, pack, parts, err, "label", features=True, known=known, prior=False, read=read)
         scored = run_.sets[0]
         if not scored.rows:
             raise InputError(f"no row of {rows.source} could be scored")
@@ -249,6 +264,8 @@ def run(args: argparse.Namespace) -> int:
             n_vocab=engine.native.n_vocab,
             n_embd=engine.native.n_embd,
             name=name,
+            read=read,
+            attention=engine.native.attention,
             criteria=only,
             on_criterion=lambda cid, n: err.print(
                 f"triage: fitting {printable(cid)} on {n} row(s)…", style="dim", markup=False, highlight=False

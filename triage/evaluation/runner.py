@@ -24,6 +24,7 @@ from triage.evaluation.variants import (
     prior_from,
     readings,
 )
+from triage.scoring.cue import TAIL, check_read
 from triage.scoring.head import FEATURES as FEATURES_KIND
 from triage.scoring.options import DEFAULT_MODE, DEFAULT_READOUT, effective_orderings
 from triage.scoring.pack import Pack
@@ -55,16 +56,26 @@ class Scorer:
         readout: ``label`` (options by name) or ``letter`` (every rotation).
     """
 
-    def __init__(self, engine: Any, pack: Pack, cache: ReadoutCache, readout: str = DEFAULT_READOUT) -> None:
+    def __init__(
+        self, engine: Any, pack: Pack, cache: ReadoutCache, readout: str = DEFAULT_READOUT, read: str = TAIL
+    ) -> None:
         self.engine = engine
         self.pack = pack
         self.cache = cache
         self.readout = readout
+        self.read = check_read(read)
+        if self.read != TAIL and readout != "label":
+            raise TriageError("the shared read position reads options by name: use --readout label", exit_code=2)
         self.orderings = orderings_for(readout)
         self.mode = mode_for(readout)
         # The mode is part of the key (batch shapes round differently); serial keeps the bare orderings,
-        # as every readout cached before the mode was recorded was scored serially.
+        # as every readout cached before the mode was recorded was scored serially. A shared read
+        # position adds its name: every criterion is then read at the cue (triage.scoring.cue).
         how = self.orderings if self.mode == "serial" else f"{self.orderings}@{self.mode}"
+        how += "" if self.read == TAIL else f"+{self.read}"
+        # The attention kernels too, when they are not the ones every cached entry was computed with.
+        attention = getattr(getattr(engine, "native", None), "attention", "flash")
+        how += "" if attention == "flash" else f"+{attention}"
         self.key = CacheKey(engine.sha256, pack.hash, engine.format_for(readout).id, engine.n_ctx, how)
         self.features = False  # also get each criterion's answer-position features (learned heads)
         self.scored = 0
@@ -85,7 +96,11 @@ class Scorer:
 
         t0 = time.perf_counter()
         opts = ScoreOptions(mode=self.mode, orderings=self.orderings, readout=self.readout)
-        if self.features:
+        if self.read != TAIL:
+            result, raw, feats = self.engine.readouts_and_features(ticket, self.pack, opts, read=self.read)
+            if not self.features:
+                feats = {}
+        elif self.features:
             result, raw, feats = self.engine.readouts_and_features(ticket, self.pack, opts)
         else:
             (result, raw), feats = self.engine.raw_readouts(ticket, self.pack, opts), {}

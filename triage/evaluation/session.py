@@ -99,19 +99,21 @@ def score_sets(
     features: bool = False,
     known: dict[str, Any] | None = None,
     prior: bool = True,
+    read: str = "tail",
 ) -> ScoringRun:
     """Score each named list of rows (cache first), showing one progress bar over all of them.
 
     ``features``: also get each criterion's answer-position features (label readout), for learned heads.
     ``known``: outcomes already at hand, by ticket sha256 (kept in the history): those rows are not scored.
     ``prior``: compute the content-free prior (one more score; ``triage learn`` does not need it).
+    ``read``: where the criteria are read (``tail``, or ``shared:CUE``: :mod:`triage.scoring.cue`).
     """
     total = sum(len(rows) for _, rows in parts)  # rows only: the prior is a step of its own
     with ReadoutCache() as cache:
         said = cache.notice
         if said:
             console.print(f"triage: {said}", style="yellow", markup=False, highlight=False)
-        scorer = Scorer(engine, pack, cache, readout)
+        scorer = Scorer(engine, pack, cache, readout, read)
         scorer.features = features and readout == "label"
         columns = (
             TextColumn("{task.description}"),

@@ -90,7 +90,12 @@ def default_threads() -> int:
 CTX_STEP = 256
 MIN_N_CTX = CTX_STEP
 N_SEQ_MAX = 64
-ABORTED = 2  # llama_decode's return code when the abort callback said stop
+ABORTED = 2
+# Flash attention on the CPU backend. llama.cpp's default (AUTO) turns it on wherever the backend
+# supports it, which the CPU always does: every result and learned head so far was computed with it on.
+# triage asks for it explicitly, so the numbers a head was fitted on never depend on llama.cpp's choice;
+# it is part of what identifies features (:attr:`NativeModel.attention`). Measured: bench/flash_attn.py.
+FLASH_ATTN = True  # llama_decode's return code when the abort callback said stop
 
 
 def max_threads() -> int:
@@ -186,6 +191,7 @@ class NativeModel:
         n_batch: most tokens per ``llama_decode`` call.
         n_threads: CPU threads (default: all cores).
         n_seq_max: most sequences alive at once (fan-out copies the prefix into many).
+        flash_attn: llama.cpp's flash attention kernels (on by default, :data:`FLASH_ATTN`).
 
     Raises:
         TriageError: the file cannot be loaded, or the context cannot be made.
@@ -199,6 +205,7 @@ class NativeModel:
         n_batch: int = 1024,
         n_threads: int | None = None,
         n_seq_max: int = N_SEQ_MAX,
+        flash_attn: bool = FLASH_ATTN,
     ) -> None:
         check_n_ctx(n_ctx)
         if n_threads is not None:
@@ -242,6 +249,10 @@ class NativeModel:
         cparams.n_threads = threads
         cparams.n_threads_batch = threads
         cparams.no_perf = True
+        cparams.flash_attn_type = (
+            llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        )
+        self.flash_attn = flash_attn
         # llama.cpp asks this between graph computations (per node on the CPU), so a long decode
         # stops within milliseconds of the caller's cancel. It is armed only for a decode that has
         # a stop to ask (see _arm): a call from C into Python per node is not free on a busy machine.
@@ -265,6 +276,11 @@ class NativeModel:
         self.n_threads = threads
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, n_seq_max)
         self._stack.callback(llama_cpp.llama_batch_free, self._batch)
+
+    @property
+    def attention(self) -> str:
+        """Which attention kernels compute the numbers (``flash`` or ``plain``): part of what identifies features."""
+        return "flash" if self.flash_attn else "plain"
 
     def close(self) -> None:
         """Free the context and the model (idempotent)."""

@@ -72,7 +72,7 @@ class Decider:
             readout=reader.kind(ci),
             source=source,
             index=ci,
-            warnings=[reader.low_coverage(coverage)] if coverage < LOW_COVERAGE else [],
+            warnings=[reader.low_coverage(coverage)] if coverage < LOW_COVERAGE and _warns(reader, ci) else [],
         )
 
     def _decide(self, cid: str, combined: np.ndarray, acc: Readouts) -> tuple[np.ndarray, str]:
@@ -86,3 +86,9 @@ class Decider:
             combined = self.calibration.apply(cid, combined)
             source = "calibrated"
         return combined, source
+
+
+def _warns(reader: Reader, ci: int) -> bool:
+    """Whether a low coverage is worth a warning (not at the shared read position: no question was asked there)."""
+    warns = getattr(reader, "warns_coverage", None)
+    return True if warns is None else bool(warns(ci))

@@ -33,7 +33,8 @@ import numpy as np
 
 from triage.errors import TriageError
 from triage.model.digest import sha256_file
-from triage.model.native import Cancelled, NativeModel
+from triage.model.native import FLASH_ATTN, Cancelled, NativeModel
+from triage.scoring.cue import check_read, shared_read
 from triage.scoring.decide import Calibration, Decider
 from triage.scoring.head import Head, feature_ids
 from triage.scoring.head import check_match as check_head
@@ -84,6 +85,7 @@ class Engine:
         thread_cache_mib: memory for recently scored tickets' KV state, so that a thread
             that comes back with a new message costs only that message (0: none kept;
             None: as much as the context's own KV cache).
+        flash_attn: llama.cpp's flash attention (on by default; bench compares it off).
     """
 
     def __init__(
@@ -99,12 +101,13 @@ class Engine:
         stable_store: StableStore | None = None,
         prior_dir: Path | None = None,
         thread_cache_mib: int | None = None,
+        flash_attn: bool = FLASH_ATTN,
     ) -> None:
         self.model_path = Path(model_path)
         self.name = name or self.model_path.stem
         self.stand_in = stand_in
         t0 = time.perf_counter()
-        self.native = NativeModel(self.model_path, n_ctx=n_ctx, n_threads=threads)
+        self.native = NativeModel(self.model_path, n_ctx=n_ctx, n_threads=threads, flash_attn=flash_attn)
         self.load_ms = (time.perf_counter() - t0) * 1000
         self.sha256 = sha256 or sha256_file(self.model_path)
         self.tokenizer = NativeTokenizer(self.native)
@@ -202,6 +205,7 @@ class Engine:
         head: Head | None = None,
         features: bool = False,
         schedule: Schedule | None = None,
+        read: str | None = None,
     ) -> Iterator[ScoreEvent]:
         """Score one ticket, yielding events as work completes.
 
@@ -220,6 +224,9 @@ class Engine:
                 come back on :class:`TicketScored`; label readout only).
             schedule: decode with this schedule instead of the one ``options.mode`` names
                 (bench and the tests pass ``split`` so).
+            read: where learned criteria are read: ``tail`` or ``shared:CUE``
+                (:mod:`triage.scoring.cue`); None: where the head was fitted. A head fitted
+                on another position is refused.
         """
         options = options or ScoreOptions()
         schedule = schedule or schedule_for(options)
@@ -228,7 +235,7 @@ class Engine:
         prior = self.prior(pack, options) if options.prior else None
         decider = Decider(pack, self.tokenizer, prior, calibration, head)
         with self._lock:
-            run = self._start(ticket, pack, options, (decider, features))
+            run = self._start(ticket, pack, options, (decider, features, check_read(read) if read else None))
             run.stop = cancel
             yield from self._run(run, ticket, (pack, options), schedule)
 
@@ -324,13 +331,15 @@ class Engine:
         ticket: Ticket | str,
         pack: Pack,
         options: ScoreOptions,
+        read: str | None = None,
     ) -> tuple[TicketResult, RawReadouts, dict[str, np.ndarray]]:
         """:meth:`raw_readouts`, plus each criterion's answer-position features (label readout only).
 
         The features are what a learned head reads (:mod:`triage.scoring.head`);
-        ``triage learn`` and eval's ``learned`` variant fit on them.
+        ``triage learn`` and eval's ``learned`` variant fit on them. ``read="shared:CUE"``:
+        every criterion read at the shared position, as a shared head is applied.
         """
-        done = self._scored(ticket, pack, options, features=True)
+        done = self._scored(ticket, pack, options, features=True, read=read)
         return done.result, done.readouts, done.features
 
     def prior(self, pack: Pack, options: ScoreOptions | None = None) -> Prior:
@@ -370,9 +379,9 @@ class Engine:
         assert final is not None
         return final
 
-    def _start(self, ticket: Ticket, pack: Pack, options: ScoreOptions, how: tuple[Decider, bool]) -> Run:
+    def _start(self, ticket: Ticket, pack: Pack, options: ScoreOptions, how: tuple[Decider, bool, str | None]) -> Run:
         """The run context of one score: prompts, reader, token counts, the stable-change note."""
-        decider, want_features = how
+        decider, want_features, read = how
         kind = options.readout
         builder, reader = self._prepared(pack, kind)
         orders = [builder.readout.orders(len(c.options), options.effective_orderings) for c in pack.criteria]
@@ -381,10 +390,11 @@ class Engine:
             chosen = pack.criterion_indices(options.criteria)
             prompts = replace(prompts, prompts=[s for s in prompts.prompts if s.criterion in chosen])
         head = decider.head if reader.takes_head else None  # a head reads options by name
-        if head is not None and (why := check_head(head, engine=self, pack=pack, readout=kind)):
+        if head is not None and (why := check_head(head, engine=self, pack=pack, readout=kind, read=read)):
             raise TriageError(f"the learned head {head.name} does not fit: {why}")
         # the features cost a gather: only when a head or the caller reads them
         reader = reader.with_features(self.feature_ids if head is not None or want_features else None)
+        prompts, reader = shared_read(prompts, reader, (builder, pack, head), read)
         store = self.resident.store
         run = Run(
             prompts,
@@ -405,6 +415,8 @@ class Engine:
             full_prompts=prompts.full_tokens,
         )
         run.warnings = list(prompts.warnings)
+        if read is None:  # a shared head's features go back only to a caller that asked for that position
+            run.unreturned = getattr(reader, "shared", frozenset())
         return run
 
     def _run(

@@ -44,6 +44,7 @@ import numpy as np
 
 from triage.errors import InputError
 from triage.scoring import calibrate
+from triage.scoring.cue import READS, TAIL
 from triage.scoring.debias import log_normalize
 from triage.store.bounded import Bounded, loads_json, set_aside
 from triage.store.paths import user_dirs
@@ -51,6 +52,10 @@ from triage.store.paths import user_dirs
 SCHEMA = "triage.head/1"
 FEATURES = "logits-image/1"  # which features; bump when feature_ids changes
 SUFFIX = ".npz"
+# Every head written before the attention kernels were recorded was computed with flash attention:
+# llama.cpp's default (AUTO) turns it on for the CPU backend, the only one triage uses.
+ATTENTION = "flash"
+ATTENTIONS = ("flash", "plain")
 F16_MAX = 6.0e4  # below float16's largest finite value (65,504)
 
 
@@ -112,6 +117,13 @@ class Head:
     criteria: dict[str, CriterionHead]
     name: str = "head"  # what results and messages call it (kept in the file; its stored copy keeps it too)
     report: dict[str, Any] = field(default_factory=dict)
+    read: str = TAIL  # where the features are read: each criterion's tail, or ``shared:CUE`` (triage.scoring.cue)
+    attention: str = ATTENTION  # the attention kernels that computed them (NativeModel.attention)
+
+    @property
+    def shared(self) -> bool:
+        """Whether this head reads the shared position (one cue for every criterion it covers)."""
+        return self.read != TAIL
 
     @property
     def n_features(self) -> int:
@@ -133,7 +145,14 @@ class Head:
             "model_sha256": self.model_sha256,
             "pack_hash": self.pack_hash,
             "prompt_format": self.prompt_format,
-            "features": {"kind": FEATURES, "n_vocab": self.n_vocab, "n_embd": self.n_embd, "count": self.n_features},
+            "features": {
+                "kind": FEATURES,
+                "n_vocab": self.n_vocab,
+                "n_embd": self.n_embd,
+                "count": self.n_features,
+                "attention": self.attention,
+            },
+            "read": self.read,
             "criteria": [
                 {"id": cid, "options": h.options, "classes": h.classes, **h.info} for cid, h in self.criteria.items()
             ],
@@ -289,6 +308,14 @@ def _read_archive(zf: zipfile.ZipFile, path: Path, shape: tuple[int, int] | None
                 hint="run `triage learn` for this model and pack, or leave out --head",
             )
         n_feat = len(feature_ids(n_vocab, n_embd))
+        attention = str(feats.get("attention", ATTENTION))
+        read = str(meta.get("read", TAIL))
+        if attention not in ATTENTIONS or read not in READS:
+            raise InputError(
+                f"head file {path} was computed with attention {attention!r} read at {read!r}; this triage knows "
+                f"attention {', '.join(ATTENTIONS)} and read positions {', '.join(READS)}",
+                hint="run `triage learn` again",
+            )
         if int(feats["count"]) != n_feat:
             raise ValueError(f"features.count is {feats['count']}, expected {n_feat}")
         crits: dict[str, CriterionHead] = {}
@@ -328,6 +355,8 @@ def _read_archive(zf: zipfile.ZipFile, path: Path, shape: tuple[int, int] | None
             crits,
             name=str(meta.get("name") or path.name),
             report=meta.get("report", {}),
+            read=read,
+            attention=attention,
         )
     except InputError:
         raise
@@ -348,8 +377,16 @@ def _read_member(zf: zipfile.ZipFile, name: str) -> np.ndarray:
         return np.lib.format.read_array(fh, allow_pickle=False)
 
 
-def check_match(head: Head, *, engine: Any, pack: Any, readout: str = "label") -> str | None:
-    """Why ``head`` does not fit this engine, pack and readout, or None when it does."""
+def describe_read(read: str) -> str:
+    """A read position in words, for messages."""
+    return "each criterion's own question (tail)" if read == TAIL else f"the shared read position ({read})"
+
+
+def check_match(head: Head, *, engine: Any, pack: Any, readout: str = "label", read: str | None = None) -> str | None:
+    """Why ``head`` does not fit this engine, pack and readout, or None when it does.
+
+    ``read``: the read position the features will come from (None: wherever the head reads).
+    """
     keys = calibrate.check_match(
         head, model_sha256=engine.sha256, pack_hash=pack.hash, prompt_format=engine.format_for(readout).id
     )
@@ -360,6 +397,13 @@ def check_match(head: Head, *, engine: Any, pack: Any, readout: str = "label") -
             f"features for vocabulary {head.n_vocab} × width {head.n_embd} "
             f"≠ the model's {native.n_vocab} × {native.n_embd}"
         )
+    if read is not None and read != head.read:
+        problems.append(
+            f"it was fitted on {describe_read(head.read)}, and these features are read at {describe_read(read)}"
+        )
+    attention = getattr(native, "attention", None)
+    if isinstance(attention, str) and attention != head.attention:
+        problems.append(f"its features were computed with {head.attention} attention, this engine runs {attention}")
     if not problems:  # same pack hash: the options must match too
         by_id = {c.id: [o.id for o in c.options] for c in pack.criteria}
         for cid, h in head.criteria.items():

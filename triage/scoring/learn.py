@@ -22,7 +22,8 @@ import numpy as np
 
 from triage.errors import TriageError
 from triage.scoring.calibrate import fit_vector_scaling
-from triage.scoring.head import CriterionHead, Head
+from triage.scoring.cue import TAIL
+from triage.scoring.head import ATTENTION, CriterionHead, Head
 
 MIN_PER_OPTION = 5
 C_GRID = tuple(float(c) for c in np.logspace(-4, 1, 6))  # L2 strength candidates (sklearn's C = 1 / strength)
@@ -304,6 +305,8 @@ def fit_head(
     n_vocab: int,
     n_embd: int,
     name: str = "head",
+    read: str = TAIL,
+    attention: str = ATTENTION,
     criteria: Sequence[str] | None = None,
     on_criterion: Callable[[str, int], None] | None = None,
     **fit_kw: Any,
@@ -315,6 +318,8 @@ def fit_head(
         features, logprobs, labels: per criterion id, the training rows' (n, F)
             features, (n, K) raw log-probs and gold option indices (criteria
             without labels are absent).
+        read: where the features were read (``tail``, or ``shared:CUE``: :mod:`triage.scoring.cue`).
+        attention: the attention kernels that computed them (``NativeModel.attention``).
         criteria: only these (default: every criterion with labels).
         on_criterion: called with (criterion id, rows) before each fit (a fit takes seconds to minutes).
         fit_kw: passed to :func:`fit_criterion`.
@@ -339,4 +344,16 @@ def fit_head(
         "settings": {k: v for k, v in fit_kw.items() if k != "c_grid"},
         "criteria": [o.to_dict() for o in outcomes],
     }
-    return Head(model_sha256, pack.hash, prompt_format, n_vocab, n_embd, heads, name=name, report=report), outcomes
+    head = Head(
+        model_sha256,
+        pack.hash,
+        prompt_format,
+        n_vocab,
+        n_embd,
+        heads,
+        name=name,
+        report=report,
+        read=read,
+        attention=attention,
+    )
+    return head, outcomes

@@ -285,6 +285,15 @@ class PromptBuilder:
         run = self.tok.encode(self.ticket_block_text(ticket_text) + self.tail_text(criterion, order))
         return self.stable_tokens + tuple(run) + self._suffix_tokens
 
+    def cue_tokens(self, ticket_text: str, cue_text: str, *, suffix: bool = True) -> tuple[int, ...]:
+        """Token ids of the prompt that ends at the shared read position (:mod:`triage.scoring.cue`):
+        the ticket block, ``cue_text`` in place of a tail, then (``suffix``) the fixed suffix, else, in
+        chat, only the user turn's end."""
+        block = self.ticket_block_text(ticket_text)
+        run = self.tok.encode(block + cue_text if cue_text else block.rstrip())
+        end = self._suffix_tokens if suffix else (() if self.fmt.style == "plain" else (self._control(IM_END),))
+        return self.stable_tokens + tuple(run) + tuple(end)
+
     def build(
         self,
         ticket_text: str,

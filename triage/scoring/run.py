@@ -98,6 +98,9 @@ class Run:
     stable_ready: bool = False  # sequence 0 starts with the whole stable block
     accs: dict[int, Readouts] = field(default_factory=dict)
     results: dict[int, CriterionResult] = field(default_factory=dict)
+    # criteria whose features are not handed back: read at the shared position when the caller did not
+    # ask for that position (the history keeps features as tail features; see triage.scoring.cue)
+    unreturned: frozenset[int] = frozenset()
 
     @property
     def chosen(self) -> list[int]:
@@ -132,6 +135,6 @@ class Run:
         feats: dict[str, np.ndarray] = {}
         for ci, acc in sorted(self.accs.items()):
             raw[ids[ci]] = [(o, r.position_logprobs, r.coverage) for o, r in zip(acc.orders, acc.reads, strict=True)]
-            if acc.reads and acc.reads[0].features is not None:
+            if acc.reads and acc.reads[0].features is not None and ci not in self.unreturned:
                 feats[ids[ci]] = acc.reads[0].features
         return raw, feats
