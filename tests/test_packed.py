@@ -78,7 +78,7 @@ def test_packed_tickets_score_as_each_alone_within_fanouts_tolerance(smollm2_pat
 def _how(eng: Engine, pack: Any) -> Any:
     from triage.scoring.decide import Decider
 
-    return Decider(pack, eng.tokenizer, None, None, None), False
+    return Decider(pack, eng.tokenizer, None, None, None), False, None
 
 
 def test_a_pack_never_exceeds_its_budget_unless_one_ticket_does(smollm2_engine: Engine, pack: Any) -> None:

@@ -278,7 +278,7 @@ class Engine:
                     failed |= {id(r) for r in group}
             for ticket, run in runs:
                 if id(run) in failed:
-                    yield ticket, self._alone(ticket, pack, options, (decider, features))
+                    yield ticket, self._alone(ticket, pack, options, (decider, features, None))
                 else:
                     yield ticket, final(ticket, run, Decoded())
 
@@ -288,10 +288,10 @@ class Engine:
                     yield from flush()
                 if options.mode != "fanout" or budget <= 0 or self.memory.get(ticket.id, key) is not None:
                     yield from flush()
-                    yield ticket, self._alone(ticket, pack, options, (decider, features))
+                    yield ticket, self._alone(ticket, pack, options, (decider, features, None))
                     continue
                 try:
-                    run = self._start(ticket, pack, options, (decider, features))
+                    run = self._start(ticket, pack, options, (decider, features, None))
                 except TriageError as exc:
                     yield ticket, exc
                     continue
