@@ -301,7 +301,7 @@ class Engine:
             yield from flush()
 
     def _alone(
-        self, ticket: Ticket, pack: Pack, options: ScoreOptions, how: tuple[Decider, bool]
+        self, ticket: Ticket, pack: Pack, options: ScoreOptions, how: tuple[Decider, bool, str | None]
     ) -> TicketScored | TriageError:
         try:
             run = self._start(ticket, pack, options, how)
