@@ -227,6 +227,15 @@ def test_learn_fits_on_the_shared_position(smollm2_path: Path, tmp_path: Path, m
     head = read_head(out)
     assert head.read == "shared:answer" and list(head.criteria) == ["topic"]
     assert head.attention == "flash"
+    # --read auto fits both and says which it kept, and why
+    auto = tmp_path / "auto.npz"
+    said = io.StringIO()
+    with contextlib.redirect_stderr(said), contextlib.redirect_stdout(io.StringIO()):
+        argv = ["learn", str(data), *model, "-o", str(auto), "--read", "auto", "--no-store", "--criteria", "topic"]
+        assert main(argv) == 0
+    chosen = read_head(auto)
+    assert chosen.read in (TAIL, "shared:answer")
+    assert f"read position: {chosen.read} (" in said.getvalue() and chosen.report["read_choice"].startswith("read")
     # eval measures it where it was fitted, and refuses to read it elsewhere
     said = io.StringIO()
     with contextlib.redirect_stderr(said):

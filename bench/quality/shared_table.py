@@ -57,7 +57,8 @@ def cached(cache: ReadoutCache, pack, part: str, how: str, limit: int) -> tuple[
 def measure(crit, fit: tuple[list, list], test: tuple[list, list]) -> dict:
     (rf, of), (rt, ot) = fit, test
     k = len(crit.options)
-    head, note = fit_criterion(crit, stack_features(of, crit.id), readings(crit, of, None).raw, gold(rf, crit))
+    x_fit, lp_fit = stack_features(of, crit.id), readings(crit, of, None).raw
+    head, note = fit_criterion(crit, x_fit, lp_fit, gold(rf, crit), rare="backoff")  # as `triage learn`
     if head is None:
         return {"refused": note.refused}
     x, lp, y = stack_features(ot, crit.id), readings(crit, ot, None).raw, gold(rt, crit)

@@ -122,8 +122,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=(
             "where the head reads each ticket: tail (each criterion's own question, default) or shared (one "
             "short cue after the ticket read by every learned criterion, so a ticket costs its own tokens and a "
-            "handful; shared:answer, shared:about, shared:end name the cues). The head records it and is applied "
-            "only there; the history's kept features are tail ones, so with shared its tickets are scored again"
+            "handful; shared:answer, shared:about, shared:end name the cues), or auto: fit both and keep the "
+            "shared position unless it cross-validates worse (scores every ticket twice). The head records it and "
+            "is applied only there; the history's kept features are tail ones, so with shared its tickets are "
+            "scored again"
         ),
     )
     p.add_argument("--no-store", action="store_true", help="do not store the head in the user data dir")
@@ -185,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--per-option must be at least 1, got {args.per_option}")
     from triage.scoring.cue import TAIL, check_read
 
-    read = check_read(args.read)
+    reads = [TAIL, check_read("shared")] if args.read == "auto" else [check_read(args.read)]
     learn_mod._sklearn()  # say it before scoring, not after
     if args.history_file and not args.history:
         raise InputError("--history-file works only with --history")
@@ -237,43 +239,53 @@ def run(args: argparse.Namespace) -> int:
                     f"to fit on and {len(held.rows)} held out; both need rows"
                 )
         parts = [("learn", rows.rows)] + ([("holdout", held.rows)] if held is not None else [])
-        known = merged.known if read == TAIL else None  # the history keeps tail features only
-        run_ = score_sets(engine, pack, parts, err, "label", features=True, known=known, prior=False, read=read)
-        scored = run_.sets[0]
-        if not scored.rows:
-            raise InputError(f"no row of {rows.source} could be scored")
-        features, logprobs, labels = {}, {}, {}
-        for crit in pack.criteria:
-            have = [i for i, r in enumerate(scored.rows) if crit.id in r.labels]
-            if not have:
-                continue
-            outs = [scored.outcomes[i] for i in have]
-            features[crit.id] = stack_features(outs, crit.id)
-            logprobs[crit.id] = readings(crit, outs, None).raw
-            labels[crit.id] = gold([scored.rows[i] for i in have], crit)
-        name = (
-            Path(args.output).name if args.output else _head_name(pack, args.labelled, args.history, len(scored.rows))
-        )
-        head, outcomes = learn_mod.fit_head(
-            pack,
-            features,
-            logprobs,
-            labels,
-            model_sha256=engine.sha256,
-            prompt_format=engine.format_for("label").id,
-            n_vocab=engine.native.n_vocab,
-            n_embd=engine.native.n_embd,
-            name=name,
-            read=read,
-            attention=engine.native.attention,
-            criteria=only,
-            on_criterion=lambda cid, n: err.print(
-                f"triage: fitting {printable(cid)} on {n} row(s)…", style="dim", markup=False, highlight=False
-            ),
-            min_per_option=args.min_per_option or learn_mod.MIN_PER_OPTION,
-            rare=args.rare_options,
-            force=args.force,
-        )
+        fits = {}
+        for read in reads:  # with --read auto both positions, then the better by cross-validation
+            known = merged.known if read == TAIL else None  # the history keeps tail features only
+            run_ = score_sets(engine, pack, parts, err, "label", features=True, known=known, prior=False, read=read)
+            scored = run_.sets[0]
+            if not scored.rows:
+                raise InputError(f"no row of {rows.source} could be scored")
+            features, logprobs, labels = {}, {}, {}
+            for crit in pack.criteria:
+                have = [i for i, r in enumerate(scored.rows) if crit.id in r.labels]
+                if not have:
+                    continue
+                outs = [scored.outcomes[i] for i in have]
+                features[crit.id] = stack_features(outs, crit.id)
+                logprobs[crit.id] = readings(crit, outs, None).raw
+                labels[crit.id] = gold([scored.rows[i] for i in have], crit)
+            name = (
+                Path(args.output).name
+                if args.output
+                else _head_name(pack, args.labelled, args.history, len(scored.rows))
+            )
+            head, outcomes = learn_mod.fit_head(
+                pack,
+                features,
+                logprobs,
+                labels,
+                model_sha256=engine.sha256,
+                prompt_format=engine.format_for("label").id,
+                n_vocab=engine.native.n_vocab,
+                n_embd=engine.native.n_embd,
+                name=name,
+                read=read,
+                attention=engine.native.attention,
+                criteria=only,
+                on_criterion=lambda cid, n: err.print(
+                    f"triage: fitting {printable(cid)} on {n} row(s)…", style="dim", markup=False, highlight=False
+                ),
+                min_per_option=args.min_per_option or learn_mod.MIN_PER_OPTION,
+                rare=args.rare_options,
+                force=args.force,
+            )
+            fits[read] = (run_, scored, features, logprobs, labels, head, outcomes)
+        read, why = _choose_read(fits) if len(fits) > 1 else (reads[0], None)
+        run_, scored, features, logprobs, labels, head, outcomes = fits[read]
+        if why is not None:
+            err.print(f"triage: {why}", markup=False, highlight=False)
+            head.report["read_choice"] = why
         head.report.update(
             {
                 "labelled": [str(f) for f in args.labelled],
@@ -341,6 +353,33 @@ def run(args: argparse.Namespace) -> int:
             lead = "`triage score` with this model and pack: " if note.applied else "note: "
             err.print(f"triage: {lead}{printable(note.text)}", markup=False)
     return 0
+
+
+AUTO_TOLERANCE = 0.01  # the shared position is chosen unless it cross-validates this much worse than the tails
+
+
+def _choose_read(fits: dict) -> tuple[str, str]:
+    """With --read auto: the shared position unless its heads cross-validate worse than the tails' (mean balanced
+    accuracy over the criteria both learned, by more than :data:`AUTO_TOLERANCE`), or it learns fewer criteria."""
+    tail, shared = list(fits)
+    cv = {
+        r: {o.criterion: o.cv["balanced_accuracy"] for o in f[6] if not o.refused and o.cv.get("folds")}
+        for r, f in fits.items()
+    }
+    both = sorted(set(cv[tail]) & set(cv[shared]))
+    if len(cv[shared]) < len(cv[tail]) or not both:
+        return (
+            tail,
+            f"read position: {tail} (the shared position learned {len(cv[shared])} criteria, "
+            f"the tails {len(cv[tail])})",
+        )
+    mt = sum(cv[tail][c] for c in both) / len(both)
+    ms = sum(cv[shared][c] for c in both) / len(both)
+    pick = shared if ms >= mt - AUTO_TOLERANCE else tail
+    return pick, (
+        f"read position: {pick} (cross-validated balanced accuracy {ms:.3f} at the shared position, {mt:.3f} at the"
+        f" tails, mean over {len(both)} criteria; the shared position unless it is more than {AUTO_TOLERANCE} worse)"
+    )
 
 
 def _head_name(pack: object, files: list[str], history: bool, rows: int) -> str:
