@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--long", required=True, help="JSON Lines of long tickets")
     p.add_argument("--n-short", type=int, default=200)
     p.add_argument("--n-long", type=int, default=50)
-    p.add_argument("--pack-tokens", type=int, default=None, help="budget (default: triage's)")
+    p.add_argument("--pack-tokens", type=int, default=None, help="budget (default 512, one micro-batch)")
     p.add_argument("--chunk", type=int, default=10, help="tickets per interleaved chunk")
     p.add_argument("--json", dest="json_path", default=None)
     args = p.parse_args(argv)
@@ -98,10 +98,10 @@ def main(argv: list[str] | None = None) -> int:
     from triage.bench.machine import load_average, machine_info
     from triage.model.resolve import resolve_model
     from triage.scoring.engine import Engine
-    from triage.scoring.options import DEFAULT_PACK_TOKENS
+    from triage.scoring.options import PACK_TOKENS_SUGGESTED
     from triage.scoring.pack import default_pack
 
-    budget = DEFAULT_PACK_TOKENS if args.pack_tokens is None else args.pack_tokens
+    budget = PACK_TOKENS_SUGGESTED if args.pack_tokens is None else args.pack_tokens
     ref = resolve_model(args.model)
     base_rss = rss_mib()
     engine = Engine.from_ref(ref, threads=args.threads, thread_cache_mib=0)

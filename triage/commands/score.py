@@ -72,7 +72,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from triage.scoring.options import (
         DEFAULT_MODE,
         DEFAULT_ORDERINGS,
-        DEFAULT_PACK_TOKENS,
         DEFAULT_READOUT,
         DEFAULT_STRATEGY,
         MODES,
@@ -171,7 +170,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help=(
             "many tickets (JSON Lines, an export, --ray): put several tickets' fanout into one decode of up to N "
-            f"tokens (default {DEFAULT_PACK_TOKENS}, or pack_tokens in the config; 0: one ticket per decode)"
+            "tokens, e.g. 512 (default 0, or pack_tokens in the config: one ticket per decode). Packed numbers "
+            "drift from one ticket's own decode (docs/engine.md), so a head learned from them reads other numbers"
         ),
     )
     ray = p.add_argument_group("backlog on Ray (docs/scale.md)")

@@ -37,7 +37,10 @@ DEFAULT_MODE: Mode = "fanout"  # measured faster than serial with the label read
 DEFAULT_READOUT: Readout = "label"
 DEFAULT_ORDERINGS: Orderings = "cyclic"  # letter readout only; the label readout has no option order
 DEFAULT_STRATEGY: Strategy = "truncate"
-DEFAULT_PACK_TOKENS = 512  # a backlog's tokens per packed fanout decode (triage.scoring.packed; bench/packed.py)
+# A backlog's tokens per packed fanout decode (triage.scoring.packed; bench/packed.py). Off by default: a packed
+# ticket's numbers drift from its own decode (docs/engine.md), and a head is fitted on one-per-decode numbers.
+DEFAULT_PACK_TOKENS = 0
+PACK_TOKENS_SUGGESTED = 512  # one micro-batch: what bench/packed.py measures against 0
 
 
 def check_choice(value: object, choices: tuple[str, ...], what: str, source: str | None = None) -> str:

@@ -28,7 +28,7 @@ from triage.scoring.options import DEFAULT_PACK_TOKENS
 from triage.scoring.resident import Resident
 from triage.scoring.run import Run, ScoreEvent
 
-DEFAULT_BUDGET = DEFAULT_PACK_TOKENS  # tokens per packed decode (one micro-batch); measured in bench/packed.py
+DEFAULT_BUDGET = DEFAULT_PACK_TOKENS  # 0: one ticket per decode unless asked (bench/packed.py measures 512)
 
 
 def cost(run: Run) -> tuple[int, int]:
