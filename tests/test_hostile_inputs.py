@@ -495,6 +495,9 @@ def test_interrupt_keeps_every_record_already_written(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, "TRIAGE_HOME": str(triage_home)},
+        # A test run started in the background by a non-interactive shell ignores SIGINT, and a child
+        # inherits that (triage then rightly leaves it ignored): give the child Ctrl-C as a terminal would.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert proc.stdout is not None
     seen = b""
