@@ -262,14 +262,15 @@ class Engine:
         prior = self.prior(pack, options) if options.prior else None
         decider = Decider(pack, self.tokenizer, prior, calibration, head)
         key = self.stable_key(pack, options.readout)
+        how = (decider, features, None)
         pending: list[tuple[Ticket, Run]] = []
-
-        def final(ticket: Ticket, run: Run, schedule: Schedule) -> TicketScored:
-            return next(e for e in self._run(run, ticket, (pack, options), schedule) if isinstance(e, TicketScored))
+        pending_tokens = 0
 
         def flush() -> Iterator[tuple[Ticket, TicketScored | TriageError]]:
+            nonlocal pending_tokens
             runs = list(pending)
             pending.clear()
+            pending_tokens = 0
             failed: set[int] = set()
             for group in packs([r for _, r in runs], self.resident, budget):
                 try:
@@ -278,9 +279,9 @@ class Engine:
                     failed |= {id(r) for r in group}
             for ticket, run in runs:
                 if id(run) in failed:
-                    yield ticket, self._alone(ticket, pack, options, (decider, features, None))
+                    yield ticket, self._alone(ticket, pack, options, how)
                 else:
-                    yield ticket, final(ticket, run, Decoded())
+                    yield ticket, self._final(run, ticket, (pack, options), Decoded())
 
         with self._lock:
             for ticket in tickets:
@@ -288,27 +289,33 @@ class Engine:
                     yield from flush()
                 if options.mode != "fanout" or budget <= 0 or self.memory.get(ticket.id, key) is not None:
                     yield from flush()
-                    yield ticket, self._alone(ticket, pack, options, (decider, features, None))
+                    yield ticket, self._alone(ticket, pack, options, how)
                     continue
                 try:
-                    run = self._start(ticket, pack, options, (decider, features, None))
+                    run = self._start(ticket, pack, options, how)
                 except TriageError as exc:
                     yield ticket, exc
                     continue
-                if pending and sum(cost(r)[0] for _, r in pending) + cost(run)[0] > budget:
+                tokens = cost(run)[0]
+                if pending and pending_tokens + tokens > budget:
                     yield from flush()
                 pending.append((ticket, run))
+                pending_tokens += tokens
             yield from flush()
 
     def _alone(
         self, ticket: Ticket, pack: Pack, options: ScoreOptions, how: tuple[Decider, bool, str | None]
     ) -> TicketScored | TriageError:
+        """Score one ticket as :meth:`score` does; its :class:`TriageError` is returned, not raised."""
         try:
             run = self._start(ticket, pack, options, how)
-            scored = self._run(run, ticket, (pack, options), schedule_for(options))
-            return next(e for e in scored if isinstance(e, TicketScored))
+            return self._final(run, ticket, (pack, options), schedule_for(options))
         except TriageError as exc:
             return exc
+
+    def _final(self, run: Run, ticket: Ticket, what: tuple[Pack, ScoreOptions], schedule: Schedule) -> TicketScored:
+        """Run ``schedule`` on ``run`` and return only its final :class:`TicketScored`."""
+        return next(e for e in self._run(run, ticket, what, schedule) if isinstance(e, TicketScored))
 
     def score_ticket(
         self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None = None, **kw: Any
