@@ -23,33 +23,15 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from triage.bench.heads import random_head  # noqa: E402
 from triage.model.resolve import resolve_model  # noqa: E402
 from triage.scoring.cue import TAIL  # noqa: E402
 from triage.scoring.engine import Engine, ScoreOptions  # noqa: E402
-from triage.scoring.head import CriterionHead, Head  # noqa: E402
 from triage.scoring.pack import load_pack  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def random_head(eng: Engine, pack, read: str) -> Head:
-    rng = np.random.default_rng(0)
-    n = len(eng.feature_ids)
-    crits = {
-        c.id: CriterionHead(
-            [o.id for o in c.options],
-            [o.id for o in c.options],
-            rng.normal(0, 0.01, (len(c.options), n + len(c.options))),
-            np.zeros(len(c.options)),
-        )
-        for c in pack.criteria
-    }
-    fmt = eng.format_for("label").id
-    return Head(eng.sha256, pack.hash, fmt, eng.native.n_vocab, eng.native.n_embd, crits, name=read, read=read)
 
 
 def main() -> int:

@@ -23,6 +23,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all cores)")
     p.add_argument("--n-ctx", type=int, default=4096)
     p.add_argument("--repeats", type=int, default=3, help="times each thread is replayed (default 3)")
+    p.add_argument(
+        "--read",
+        default="zero-shot",
+        help=(
+            "zero-shot (default: every criterion read at its own tail, no head), or tail / shared[:CUE]: every "
+            "criterion learned (a head of the real shape, random weights) and read there"
+        ),
+    )
     p.add_argument("--json", dest="json_path", default=None, help="write the results here")
     args = p.parse_args(argv)
 
@@ -38,10 +46,16 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [next(t for t in tickets if t.kind == kind) for kind in ("short", "medium", "long")]
     engine = load_engine(args.model, n_ctx=args.n_ctx, threads=args.threads, persist_stable=False)
     pack = default_pack()
+    head = None
+    if args.read != "zero-shot":
+        from triage.bench.heads import random_head
+        from triage.scoring.cue import check_read
+
+        head = random_head(engine, pack, check_read(args.read))
     load0, cpu0 = load_average(), cpu_snapshot()
-    results = measure(engine, pack, build_threads(chosen), args.repeats)
+    results = measure(engine, pack, build_threads(chosen), args.repeats, head=head)
     load1, cpu1 = load_average(), cpu_snapshot()
-    print(f"model {engine.name}, {args.repeats} repeats, load {load0[0]:.2f} -> {load1[0]:.2f}")
+    print(f"model {engine.name}, read {args.read}, {args.repeats} repeats, load {load0[0]:.2f} -> {load1[0]:.2f}")
     print(
         f"{'thread':8} {'turn':>4} {'eval':>5} {'new':>4} {'reused':>6} {'fresh eval':>10} "
         f"{'re-score ms':>11} {'fresh ms':>9} {'bound ms':>9} {'/bound':>7} {'fresh/re':>8}"
@@ -61,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             "load_average": {"start": load0, "end": load1},
             "other_cpu_share": other_cpu_share(cpu0, cpu1),
             "repeats": args.repeats,
+            "read": args.read,
             "threads": results,
         }
         Path(args.json_path).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")

@@ -17,11 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from triage.bench.heads import random_head
 from triage.bench.split import Split
 from triage.errors import InputError, TriageError
 from triage.scoring.cue import CUES, TAIL, check_read
 from triage.scoring.engine import Engine, ScoreOptions
-from triage.scoring.head import CriterionHead, Head, check_match, read_head, write_head
+from triage.scoring.head import check_match, read_head, write_head
 from triage.scoring.pack import Pack, parse_pack
 
 PACK = """
@@ -49,25 +50,6 @@ FANOUT_TOL = 0.05  # tests/test_engine.py
 @pytest.fixture(scope="module")
 def pack() -> Pack:
     return parse_pack(tomllib.loads(PACK), source="test")
-
-
-def random_head(eng: Engine, pack: Pack, read: str, only: set[str] | None = None, attention: str = "flash") -> Head:
-    rng = np.random.default_rng(0)
-    n = len(eng.feature_ids)
-    crits = {
-        c.id: CriterionHead(
-            [o.id for o in c.options],
-            [o.id for o in c.options],
-            rng.normal(0, 0.05, (len(c.options), n + len(c.options))),
-            np.zeros(len(c.options)),
-        )
-        for c in pack.criteria
-        if only is None or c.id in only
-    }
-    fmt = eng.format_for("label").id
-    return Head(
-        eng.sha256, pack.hash, fmt, eng.native.n_vocab, eng.native.n_embd, crits, read=read, attention=attention
-    )
 
 
 def probs(result) -> np.ndarray:
@@ -102,6 +84,25 @@ def test_a_shared_head_reads_one_cue_for_every_criterion(smollm2_engine: Engine,
         # every criterion read from the same position: the same features behind every decision
         feats = [got.criteria[i] for i in range(3)]
         assert len({c.top_token for c in feats}) == 1
+
+
+@pytest.mark.model
+def test_an_unchanged_ticket_is_read_whole_at_either_position(smollm2_engine: Engine, pack: Pack) -> None:
+    # The kept state of a ticket is reused only when the ticket grew: scored again unchanged, with a head that
+    # reads at the cue after a score that read tails (their prefixes differ after the ticket), it is read whole,
+    # and its numbers are those of a score with nothing kept.
+    eng = smollm2_engine
+    head = random_head(eng, pack, "shared:answer")
+    for ticket in TICKETS:
+        block = len(eng.tokenizer.encode(eng.builder(pack).ticket_block_text(ticket)))
+        eng.forget()
+        alone = eng.score_ticket(ticket, pack, ScoreOptions(mode="fanout"), head=head)
+        eng.forget()
+        eng.score_ticket(ticket, pack, ScoreOptions(mode="fanout"))  # tails, no head: its state is kept
+        again = eng.score_ticket(ticket, pack, ScoreOptions(mode="fanout"), head=head)
+        assert again.thread.reused == 0 and again.tokens.evaluated >= block
+        assert again.tokens.evaluated == alone.tokens.evaluated
+        assert np.array_equal(probs(again), probs(alone))
 
 
 @pytest.mark.model

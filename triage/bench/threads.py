@@ -103,17 +103,23 @@ def raw_decode_ms(engine: Any, prefix: tuple[int, ...], n: int, filler: tuple[in
     return ms
 
 
-def measure(engine: Any, pack: Any, threads: list[tuple[str, str, list[dict[str, str]]]], repeats: int) -> list[dict]:
-    """Every thread's turns, ``repeats`` times, re-score / fresh / bound interleaved (see the module docstring)."""
-    engine.score_ticket("warm up: the stable block", pack)
+def measure(
+    engine: Any, pack: Any, threads: list[tuple[str, str, list[dict[str, str]]]], repeats: int, head: Any = None
+) -> list[dict]:
+    """Every thread's turns, ``repeats`` times, re-score / fresh / bound interleaved (see the module docstring).
+
+    With ``head`` every score applies it: a head that reads at the shared position (``head.read``) replaces
+    the criteria's tails by one short cue, so the re-score evaluates the new message and that cue.
+    """
+    engine.score_ticket("warm up: the stable block", pack, head=head)
     results: list[dict[str, Any]] = []
     for tid, kind, msgs in threads:
         turns = [Turn(k) for k in range(1, len(msgs) + 1)]
         for rep in range(repeats):
             engine.forget()
             for k, turn in enumerate(turns, 1):
-                again = engine.score_ticket(make_ticket(None, f"{tid}#{rep}", msgs[:k]), pack)
-                fresh = engine.score_ticket(make_ticket(None, f"{tid}#{rep}/fresh{k}", msgs[:k]), pack)
+                again = engine.score_ticket(make_ticket(None, f"{tid}#{rep}", msgs[:k]), pack, head=head)
+                fresh = engine.score_ticket(make_ticket(None, f"{tid}#{rep}/fresh{k}", msgs[:k]), pack, head=head)
                 engine.forget(f"{tid}#{rep}/fresh{k}")
                 turn.rescore_ms.append(again.timing.total_ms)
                 turn.fresh_ms.append(fresh.timing.total_ms)

@@ -33,6 +33,9 @@ class Saved:
         start: where the saved cells begin (the stable block's length).
         messages: the thread the cells were computed from.
         state: the cells, as ``llama_state_seq_get_data`` wrote them.
+        dropped: how many messages compaction left out of them.
+        ticket: the ticket block's text they were computed from (a ticket scored again
+            unchanged is read whole, whatever follows it: the same numbers every time).
     """
 
     stable_key: str
@@ -41,6 +44,7 @@ class Saved:
     messages: tuple[Message, ...]
     state: bytes | bytearray
     dropped: int = 0
+    ticket: str = ""
 
     @property
     def nbytes(self) -> int:

@@ -133,9 +133,10 @@ class Resident:
             run.reuse.edited = first_edit(saved.messages, run.messages)
             run.reuse.previous = len(saved.messages)
             run.reuse.compaction_moved = saved.dropped != run.prompts.dropped
-            # Only when something new follows: an unchanged ticket is read whole again, so that scoring it
-            # twice gives the same numbers (reused cells came from another batch shape: docs/engine.md).
-            if have < shared < len(prefix):
+            # Only when the ticket itself grew or changed: an unchanged ticket is read whole again, whatever
+            # follows it (tails, or the shared cue of a head), so that scoring it twice gives the same numbers
+            # (reused cells came from another batch shape: docs/engine.md).
+            if have < shared < len(prefix) and saved.ticket != run.prompts.ticket_text:
                 spare = self.native.n_seq_max - 1
                 self.native.seq_rm(spare, -1, -1)
                 try:
@@ -162,7 +163,9 @@ class Resident:
             self.memory.size_for(len(state) / (len(prefix) - len(stable)), n.n_ctx)
         finally:
             n.seq_rm(spare, -1, -1)
-        saved = Saved(run.stable_key, prefix, len(stable), run.messages, state, run.prompts.dropped)
+        saved = Saved(
+            run.stable_key, prefix, len(stable), run.messages, state, run.prompts.dropped, run.prompts.ticket_text
+        )
         self.memory.put(run.ticket_id, saved)
 
     def after_cancel(self, run: Run) -> None:
