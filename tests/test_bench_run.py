@@ -81,6 +81,7 @@ def test_bench_run_writes_the_keys_and_reuse_is_exact(smollm2_path: Path, tiny: 
         "serial_restore",
         "fanout",
         "fanout_learned",
+        "shared_learned",
         "letter_serial",
         "serial_long",
         "split",
@@ -92,16 +93,31 @@ def test_bench_run_writes_the_keys_and_reuse_is_exact(smollm2_path: Path, tiny: 
     assert learned["cost_vs_fanout"] > 0 and learned["apply_ms_per_criterion"] > 0
     heads = [s.result for s in data.samples if s.mode == "fanout_learned"]
     assert heads and all({c.source for c in r.criteria} == {"learned"} for r in heads)
+    # the same, read at the shared position: one cue after the ticket instead of every tail
+    shared = [s.result for s in data.samples if s.mode == "shared_learned"]
+    assert shared and all({(c.source, c.readout) for c in r.criteria} == {("learned", "shared")} for r in shared)
+    by_kind = back["shared_read"]["by_kind"]
+    assert by_kind and back["shared_read"]["read"] == "shared:answer"
+    for row in by_kind.values():
+        assert row["ratio"] > 0 and row["shared_tokens"] < row["tail_tokens"]
+        assert 0 <= row["tokens_over_ticket_block_max"] <= 8
     # the label readout (every mode but letter_serial) against letters in every rotation, in the same run
     rd = back["readout"]
     assert rd["readout"] == "label" and rd["baseline"] == "letter_serial"
-    assert set(rd["speedup_vs_letter_serial"]) == {"serial_truncate", "serial_restore", "fanout", "fanout_learned"}
+    assert set(rd["speedup_vs_letter_serial"]) == {
+        "serial_truncate",
+        "serial_restore",
+        "fanout",
+        "fanout_learned",
+        "shared_learned",
+    }
     assert all(v > 0 for v in rd["speedup_vs_letter_serial"].values())
     assert set(rd["vs_raw"]) == {
         "serial_truncate",
         "serial_restore",
         "fanout",
         "fanout_learned",
+        "shared_learned",
         "letter_serial",
     } and all(v > 0 for v in rd["vs_raw"].values())
     letter = [s.result for s in data.samples if s.mode == "letter_serial"]

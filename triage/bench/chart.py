@@ -38,6 +38,7 @@ COLORS = {
     "serial_restore": "#b279a2",
     "fanout": "#4c78a8",
     "fanout_learned": "#72b7b2",
+    "shared_learned": "#2a9d8f",
     "serial_long": "#eeca3b",
     "letter_serial": "#9d755d",
 }
@@ -47,6 +48,7 @@ MODE_LABELS = {
     "serial_restore": "serial · restore",
     "fanout": "fanout",
     "fanout_learned": "fanout + learned head",
+    "shared_learned": "learned head, shared read",
     "serial_long": "serial · long pack",
     "split": "split (reference)",
     "letter_serial": "letter · cyclic · serial",
@@ -302,6 +304,7 @@ def chart_from_report(report: dict[str, Any]) -> str:
             "serial_restore",
             "fanout",
             "fanout_learned",
+            "shared_learned",
             "letter_serial",
             "serial_long",
             "split",

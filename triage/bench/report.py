@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from triage.bench.machine import BUSY_OTHER_SHARE, cores, is_busy, machine_info, other_cpu_share
 from triage.bench.stats import LinearFit, clean, linear_fit, median, ratio, spread, token_bound
-from triage.bench.workload import LEARNED_MODE, LETTER_MODE, REUSE_MODES, SPLIT
+from triage.bench.workload import LEARNED_MODE, LETTER_MODE, REUSE_MODES, SHARED_MODE, SHARED_READ, SPLIT
 from triage.store.files import write_json_atomic
 
 if TYPE_CHECKING:
@@ -295,6 +295,7 @@ def build_report(run: BenchRun, *, wait: dict[str, Any] | None = None) -> dict[s
     report["learned"] = _learned_cost(ms)
     if report["learned"] is not None:
         report["learned"]["apply_ms_per_criterion"] = clean(run.head_ms, 4) if run.head_ms is not None else None
+    report["shared_read"] = _shared_cost(run, ms)
 
     # -- drift -------------------------------------------------------------------------------
     report["drift"] = _drift(run)
@@ -381,6 +382,44 @@ def _learned_cost(ms: dict[str, dict[str, float]]) -> dict[str, Any] | None:
         ),
         "cost_vs_fanout": clean(median(list(per.values())), 3) if per else None,
         "per_ticket": {t: clean(v, 3) for t, v in per.items()},
+    }
+
+
+def _shared_cost(run: BenchRun, ms: dict[str, dict[str, float]]) -> dict[str, Any] | None:
+    """Every criterion learned, read at the shared position against at its own tail, ticket by ticket, by kind."""
+    if SHARED_MODE not in ms or LEARNED_MODE not in ms:
+        return None
+    evaluated: dict[tuple[str, str], list[int]] = {}
+    for smp in run.samples:
+        if smp.mode in (SHARED_MODE, LEARNED_MODE):
+            evaluated.setdefault((smp.mode, smp.ticket.id), []).append(smp.result.tokens.evaluated)
+    by_kind: dict[str, Any] = {}
+    for kind in dict.fromkeys(t.kind for t in run.workload.tickets):
+        ids = [t.id for t in run.workload.tickets if t.kind == kind and ms[LEARNED_MODE].get(t.id)]
+        ids = [t for t in ids if t in ms[SHARED_MODE]]
+        if not ids:
+            continue
+        block = {t: run.ticket_block_tokens.get(t) for t in ids}
+        over = [max(evaluated[(SHARED_MODE, t)]) - block[t] for t in ids if block[t] is not None]
+        by_kind[kind] = {
+            "n": len(ids),
+            "tail_ms": clean(median([ms[LEARNED_MODE][t] for t in ids]), 1),
+            "shared_ms": clean(median([ms[SHARED_MODE][t] for t in ids]), 1),
+            "ratio": clean(median([ms[SHARED_MODE][t] / ms[LEARNED_MODE][t] for t in ids]), 3),
+            "tail_tokens": clean(median([median(evaluated[(LEARNED_MODE, t)]) for t in ids]), 1),
+            "shared_tokens": clean(median([median(evaluated[(SHARED_MODE, t)]) for t in ids]), 1),
+            "ticket_block_tokens": clean(median([b for b in block.values() if b is not None]), 1),
+            "tokens_over_ticket_block_max": max(over) if over else None,
+        }
+    return {
+        "what": (
+            f"ratio: per ticket, {SHARED_MODE}'s ms / {LEARNED_MODE}'s ms (both: a head of random weights of the real "
+            f"shape on every criterion; read at one cue, {SHARED_READ}, after the ticket against at each criterion's "
+            "own tail; interleaved in one run), median over the tickets of a kind. tokens_over_ticket_block_max: "
+            "the most tokens the shared mode evaluated beyond the ticket block's own"
+        ),
+        "read": SHARED_READ,
+        "by_kind": by_kind,
     }
 
 

@@ -34,7 +34,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triage.bench.machine import CpuSnapshot, cpu_snapshot, load_average
-from triage.bench.workload import ENGINE_MODE, LEARNED_MODE, LETTER_MODE, REUSE_MODES, SPLIT, BenchTicket, Workload
+from triage.bench.workload import (
+    ENGINE_MODE,
+    HEAD_READ,
+    LEARNED_MODE,
+    LETTER_MODE,
+    REUSE_MODES,
+    SPLIT,
+    BenchTicket,
+    Workload,
+)
 
 if TYPE_CHECKING:
     from triage.scoring.engine import Engine
@@ -120,6 +129,7 @@ class BenchRun:
     prompt_build_ms: dict[str, float] = field(default_factory=dict)
     stable_tokens: dict[str, int] = field(default_factory=dict)
     stable_prefill_ms: dict[str, float] = field(default_factory=dict)  # the warm-up's stable-block prefill, per pack
+    ticket_block_tokens: dict[str, int] = field(default_factory=dict)  # per ticket: the ticket block's own tokens
     load_ms: float = 0.0
     readout_ms: float | None = None  # one readout (softmax over the vocabulary) on this model
     head_ms: float | None = (
@@ -198,7 +208,9 @@ class BenchRunner:
         self.wl = workload
         self.probe_reps = probe_reps
         self.run_data = BenchRun(workload)
-        self._head: Any = None  # the fanout_learned mode's head, made on first use
+        self._heads: dict[
+            str, Any
+        ] = {}  # the head of each mode that applies one (by where it reads), made on first use
         self.engine: Engine | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._stable_engine: Engine | None = None
@@ -349,40 +361,23 @@ class BenchRunner:
         options = self._options(mode)
         if mode == SPLIT and self.wl.split_criteria:
             options = replace(options, criteria=tuple(c.id for c in pack.criteria[: self.wl.split_criteria]))
-        head = self._bench_head(eng, pack) if mode == LEARNED_MODE else None
+        head = self._bench_head(eng, pack, HEAD_READ[mode]) if mode in HEAD_READ else None
         schedule = Split() if mode == SPLIT else None  # the exactness reference lives with bench
         result = eng.score_ticket(ticket.as_ticket(), pack, options, head=head, schedule=schedule)
         self.run_data.samples.append(Sample(mode, ticket, rep, slot, result))
+        if ticket.id not in self.run_data.ticket_block_tokens:
+            block = eng.builder(pack, kind).ticket_block_text(ticket.text)
+            self.run_data.ticket_block_tokens[ticket.id] = len(eng.tokenizer.encode(block))
         self._mark("scoring")
 
-    def _bench_head(self, eng: Engine, pack: Pack) -> Any:
-        """A learned head on every criterion with random weights of the real shape: what applying one costs."""
-        if self._head is None:
-            import numpy as np
+    def _bench_head(self, eng: Engine, pack: Pack, read: str = "tail") -> Any:
+        """A learned head on every criterion with random weights of the real shape, reading at ``read``: what
+        applying one costs, and what reading there costs."""
+        if read not in self._heads:
+            from triage.bench.heads import random_head
 
-            from triage.scoring.head import CriterionHead, Head
-
-            rng = np.random.default_rng(0)
-            n_feat = len(eng.feature_ids)
-            crits = {
-                c.id: CriterionHead(
-                    [o.id for o in c.options],
-                    [o.id for o in c.options],
-                    rng.normal(0, 0.01, (len(c.options), n_feat + len(c.options))),
-                    np.zeros(len(c.options)),
-                )
-                for c in pack.criteria
-            }
-            self._head = Head(
-                eng.sha256,
-                pack.hash,
-                eng.format_for("label").id,
-                eng.native.n_vocab,
-                eng.native.n_embd,
-                crits,
-                name="bench (random weights)",
-            )
-        return self._head
+            self._heads[read] = random_head(eng, pack, read, scale=0.01)
+        return self._heads[read]
 
     def _time_head(self, eng: Engine, pack: Pack) -> float:
         """Median ms to apply the bench head to one criterion, feature gather included."""

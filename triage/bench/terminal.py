@@ -16,6 +16,7 @@ ORDER = (
     "serial_restore",
     "fanout",
     "fanout_learned",
+    "shared_learned",
     "letter_serial",
     "serial_long",
     "split",
@@ -28,6 +29,7 @@ SHORT = {
     "serial_restore": "serial/restore",
     "fanout": "fanout",
     "fanout_learned": "fanout+head",
+    "shared_learned": "shared+head",
     "serial_long": "serial/long",
     "split": "split (ref)",
     "letter_serial": "letter/cyclic/serial",
@@ -121,6 +123,18 @@ def figures_table(report: dict[str, Any]) -> Table:
             "fanout with a head on every criterion takes "
             f"{_f(learned['cost_vs_fanout'], '{:.3f}×')} fanout's time (per ticket, median); "
             f"applying it: {_f(learned.get('apply_ms_per_criterion'), '{:.3f}')} ms a criterion",
+        )
+    shared = (report.get("shared_read") or {}).get("by_kind") or {}
+    if shared:
+        t.add_row(
+            "shared read",
+            "every criterion learned, read at one cue after the ticket: "
+            + "; ".join(
+                f"{k} {_f(v.get('ratio'), '{:.2f}×')} the tails' time, {_f(v.get('shared_tokens'), '{:.0f}')} tokens"
+                f" (ticket block {_f(v.get('ticket_block_tokens'), '{:.0f}')}"
+                f" + at most {v.get('tokens_over_ticket_block_max')})"
+                for k, v in shared.items()
+            ),
         )
     ratios = raw.get("tails_vs_raw", {})
     if ratios:

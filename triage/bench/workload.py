@@ -30,13 +30,28 @@ SPLIT_CRITERIA = 2  # split (as costly as full) scores the pack's first two crit
 # default before the label readout, timed beside it in the same run.
 # fanout_learned is fanout with a learned head on every criterion (label readout only):
 # what a head costs per ticket (issue 13).
-MODE_KEYS = ("full", "serial_truncate", "serial_restore", "fanout", "fanout_learned", "letter_serial", "serial_long")
+# shared_learned is the same with the head fitted on the shared read position: every criterion read at
+# one short cue after the ticket instead of at its own tail (issue 25).
+MODE_KEYS = (
+    "full",
+    "serial_truncate",
+    "serial_restore",
+    "fanout",
+    "fanout_learned",
+    "shared_learned",
+    "letter_serial",
+    "serial_long",
+)
 SPLIT = "split"  # the exactness reference; also timed, but only on some tickets
-REUSE_MODES = ("serial_truncate", "serial_restore", "fanout", "fanout_learned", "letter_serial")
+REUSE_MODES = ("serial_truncate", "serial_restore", "fanout", "fanout_learned", "shared_learned", "letter_serial")
 LETTER_MODE = "letter_serial"
 LEARNED_MODE = "fanout_learned"
+SHARED_MODE = "shared_learned"
+SHARED_READ = "shared:answer"  # the cue the shared mode's head reads at (learn --read shared's default)
+HEAD_READ = {LEARNED_MODE: "tail", SHARED_MODE: SHARED_READ}  # the modes that apply a head, and where it reads
 ENGINE_MODE = {
     "fanout_learned": ("fanout", "truncate"),
+    "shared_learned": ("fanout", "truncate"),
     "letter_serial": ("serial", "truncate"),
     "full": ("full", "truncate"),
     "serial_truncate": ("serial", "truncate"),
@@ -99,7 +114,7 @@ class Workload:
         return tuple(
             m
             for m in MODE_KEYS
-            if (m != "serial_long" or self.long_pack is not None) and (m != LEARNED_MODE or self.readout == "label")
+            if (m != "serial_long" or self.long_pack is not None) and (m not in HEAD_READ or self.readout == "label")
         )
 
     def describe(self) -> dict[str, Any]:

@@ -19,6 +19,8 @@ after a warm-up, and report medians and spread:
   fanout           prefix once, all tails in one batch
   fanout_learned   fanout with a learned head on every criterion (random weights
                    of the real shape: what a head costs; label readout only)
+  shared_learned   the same with the head read at the shared position: one cue
+                   after the ticket (shared:answer) instead of every tail
   letter_serial    the letter readout in every rotation, serial/truncate
   serial_long      serial_truncate with a pack whose stable block is ~3x longer
   split            serial's token split without reuse (exactness reference)
@@ -38,7 +40,7 @@ probe at 8/96 tokens and the typical tail size (1 timing each), the warm-up
 is the stable block's prefill, no cold/warm restart and no long-stable-block
 pack unless --long-pack is given. The cache hit rate is then the steady one.
 The default pack, its criteria, and every mode (full, serial, fanout,
-fanout_learned, letter_serial) are those of a full run; letter_serial asks every rotation,
+fanout_learned, shared_learned, letter_serial) are those of a full run; letter_serial asks every rotation,
 the other modes read by name (--readout label, the default).
 The default run (measured 110 s on the same machine): 3 tickets (the first
 tweet, medium and long ticket of the set; --limit 12 for all), split for the
