@@ -142,7 +142,9 @@ def run(args: argparse.Namespace) -> int:
     rows = labelled_rows(args, args.train, pack)
     report_bad(rows, err)
     rows = rows.limit(args.limit)
-    engine = load_for(err, model=args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt)
+    engine = load_for(  # the weights only if a ticket is not in the cache already (triage.scoring.lazy)
+        err, model=args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, lazy=True
+    )
     with engine:
         run_ = score_sets(engine, pack, [("train", rows.rows)], err, readout)
         scored = run_.sets[0]

@@ -29,8 +29,8 @@ are read from that one pass:
                 `score --orderings none` with a calibration would give)
   learned       a learned head (what `triage learn` fits: logistic regression
                 on the answer position's hidden-state features and the option
-                log-probs), fitted on --train; label readout only (needs
-                scikit-learn). With --curve, also fitted on the first 25, 50,
+                log-probs), fitted on --train; label readout only (numpy
+                alone). With --curve, also fitted on the first 25, 50,
                 100, 150 training rows, beside calibration and the baseline.
                 Without --train: a head from `triage learn` (--head, or the
                 stored one for this model, pack and prompt format), measured
@@ -253,7 +253,9 @@ def run(args: argparse.Namespace) -> int:
     from triage.scoring.cue import TAIL, check_read
     from triage.scoring.head import describe_read
 
-    engine = load_for(err, model=args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt)
+    engine = load_for(  # the weights only if a ticket is not in the cache already (triage.scoring.lazy)
+        err, model=args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, lazy=True
+    )
     with engine:
         fit_kw = {
             "min_per_option": args.min_per_option or MIN_PER_OPTION,

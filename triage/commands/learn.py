@@ -28,7 +28,9 @@ learned once (its labels merged, a later source winning: files in the order
 given, then the history). A history ticket scored by the app or by `triage score
 --history` kept what a head reads with its score, so it is not scored again; one
 whose features are gone, or were computed with another model, pack or prompt
-format, is scored, and learn says how many.
+format, is scored, and learn says how many. When no row needs scoring (all kept,
+or in eval's cache), the model's weights are not loaded at all: learn reads only
+what identifies its numbers (sha256, prompt format, sizes) from the file.
 
 An option with fewer than --min-per-option labels (default 5) cannot be
 learned: the head learns the other options and leaves that one to the
@@ -44,8 +46,9 @@ where `triage score` and the app apply it when all three match, and say why
 not when they do not. Readouts and features are cached with `triage eval`'s:
 tickets scored before are not scored again. As eval and calibrate, learn reads
 tickets with a 1024-token context unless --n-ctx says otherwise (a longer
-ticket has its middle cut, and the count is shown). Needs scikit-learn (the `learn`
-extra); scoring with a head needs only numpy.
+ticket has its middle cut, and the count is shown). Fitting and scoring with a
+head need only numpy; --holdout's TF-IDF baseline needs scikit-learn (the
+`learn` extra).
 
 examples:
   triage learn history.jsonl --pack criteria.toml
@@ -188,7 +191,10 @@ def run(args: argparse.Namespace) -> int:
     from triage.scoring.cue import TAIL, check_read
 
     reads = [TAIL, check_read("shared")] if args.read == "auto" else [check_read(args.read)]
-    learn_mod._sklearn()  # say it before scoring, not after
+    if args.holdout is not None:  # the TF-IDF baseline beside the head: say it before scoring, not after
+        from triage.evaluation.baseline import need_sklearn
+
+        need_sklearn("--holdout")
     if args.history_file and not args.history:
         raise InputError("--history-file works only with --history")
     if args.output:  # now, not after the scoring and the fit
@@ -202,7 +208,11 @@ def run(args: argparse.Namespace) -> int:
     sets = [labelled_rows(args, f, pack, partial=True, per_option=args.per_option) for f in args.labelled]
     for one in sets:
         report_bad(one, err)
-    engine = load_for(err, model=args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt)
+    # The weights are loaded only if a row must be scored: rows kept in the history with their features, or in
+    # eval's cache, need only the model's identity (triage.scoring.lazy).
+    engine = load_for(
+        err, model=args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, lazy=True
+    )
     with engine:
         history = None
         if args.history:
@@ -297,9 +307,10 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     known = sum(s_.known for s_ in run_.sets)
+    loaded = "" if getattr(engine, "loaded", True) else " · nothing to score, so the model was not loaded"
     err.print(
         f"cache: {run_.hits} hit(s), {run_.misses} scored, {known} kept in the "
-        f"history · {scored.cut} ticket(s) cut to fit the {engine.n_ctx}-token context",
+        f"history · {scored.cut} ticket(s) cut to fit the {engine.n_ctx}-token context{loaded}",
         markup=False,
         highlight=False,
     )

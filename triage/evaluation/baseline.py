@@ -16,7 +16,7 @@ from triage.errors import TriageError
 SEED = 0
 
 
-def _sklearn() -> tuple[type, type]:
+def _sklearn(flag: str = "--train") -> tuple[type, type]:
     try:
         from sklearn.feature_extraction.text import TfidfVectorizer
         from sklearn.linear_model import LogisticRegression
@@ -24,10 +24,18 @@ def _sklearn() -> tuple[type, type]:
         raise TriageError(
             "the TF-IDF baseline needs scikit-learn, which is not installed",
             hint=(
-                "install the eval extra: pip install 'triage[eval]' (or pip install scikit-learn), or leave out --train"
+                f"install the eval extra: pip install 'triage[eval]' (or pip install scikit-learn), or leave out {flag}"
             ),
         ) from None
     return TfidfVectorizer, LogisticRegression
+
+
+def need_sklearn(flag: str) -> None:
+    """Raise now, before any scoring, when the baseline will be needed and scikit-learn is missing."""
+    import importlib.util
+
+    if importlib.util.find_spec("sklearn") is None:
+        _sklearn(flag)
 
 
 def fit_predict(train_texts: Sequence[str], train_y: Sequence[int], test_texts: Sequence[str], k: int) -> np.ndarray:

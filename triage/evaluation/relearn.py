@@ -42,9 +42,8 @@ def learn_from_history(path: Path, engine: Any, pack: Any, *, store: bool = True
         engine: the loaded engine (its identity: sha256, prompt format, vocabulary and width).
 
     Raises:
-        TriageError: scikit-learn is missing; the engine has no model to learn for.
+        TriageError: the engine has no model to learn for.
     """
-    learn_mod._sklearn()
     native = getattr(engine, "native", None)
     if native is None:
         raise TriageError("this engine has no model to learn for")

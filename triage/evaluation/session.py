@@ -43,14 +43,19 @@ def save_fit(fit: Any, out: Console, *, output: str | None, no_store: bool, writ
         out.print(f"stored {path} (applied automatically for this model, pack and prompt format)", markup=False)
 
 
-def load_for(err: Console, *, model: str | None, n_ctx: int | None, threads: int | None, prompt_style: str) -> Any:
-    """The engine for ``--model``, ``--n-ctx``, ``--threads`` and ``--prompt``; its notices go to ``err``."""
+def load_for(
+    err: Console, *, model: str | None, n_ctx: int | None, threads: int | None, prompt_style: str, lazy: bool = False
+) -> Any:
+    """The engine for ``--model``, ``--n-ctx``, ``--threads`` and ``--prompt``; its notices go to ``err``.
+
+    ``lazy``: the model's weights are loaded only when a ticket must be scored (:mod:`triage.scoring.lazy`).
+    """
     from triage.model.loader import load_engine
 
     def notice(message: str) -> None:
         err.print(f"triage: {printable(message)}", markup=False)
 
-    return load_engine(model, n_ctx=n_ctx, threads=threads, prompt_style=prompt_style, notice=notice)
+    return load_engine(model, n_ctx=n_ctx, threads=threads, prompt_style=prompt_style, notice=notice, lazy=lazy)
 
 
 def report_bad(label_set: LabelledSet, console: Console) -> None:

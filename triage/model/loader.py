@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from triage.model.native import FLASH_ATTN
 from triage.scoring.engine import DEFAULT_N_CTX, Engine
 from triage.scoring.prefix import StableCache
 from triage.store.config import load_config
@@ -61,6 +62,7 @@ def load_engine(
     prompt_style: str = "auto",
     persist_stable: bool = True,
     notice: Callable[[str], None] | None = None,
+    lazy: bool = False,
 ) -> Engine:
     """Resolve and load the model.
 
@@ -71,6 +73,8 @@ def load_engine(
         prompt_style: ``auto``, ``chat`` or ``plain``.
         persist_stable: keep the stable block's KV state in the user cache dir.
         notice: called with a one-line notice (e.g. a stand-in model is running).
+        lazy: return a :class:`~triage.scoring.lazy.LazyEngine`: the file's identity now, its weights
+            and context only when something is decoded (``triage learn`` with every row's features at hand).
 
     Raises:
         TriageError: no model, an unknown name, a bad file.
@@ -86,7 +90,22 @@ def load_engine(
     from triage.store.paths import user_dirs
 
     prior_dir = user_dirs().cache / "prior" if persist_stable else None
-    engine = Engine.from_ref(ref, prompt_style=prompt_style, stable_store=store, prior_dir=prior_dir, **settings)
+
+    def open_engine() -> Engine:
+        return Engine.from_ref(ref, prompt_style=prompt_style, stable_store=store, prior_dir=prior_dir, **settings)
+
+    if lazy:
+        from triage.scoring.lazy import LazyEngine
+
+        engine: Any = LazyEngine(
+            ref,
+            open_engine,
+            n_ctx=settings["n_ctx"],
+            flash_attn=settings.get("flash_attn", FLASH_ATTN),
+            prompt_style=prompt_style,
+        )
+    else:
+        engine = open_engine()
     if engine.n_ctx != settings["n_ctx"] and notice:
         from triage.model.native import CTX_STEP
 

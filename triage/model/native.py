@@ -38,8 +38,11 @@ __all__ = [
     "Cancelled",
     "ModelFileChanged",
     "NativeModel",
+    "NativeVocab",
     "Seq",
     "check_n_ctx",
+    "check_trained",
+    "context_size",
     "check_threads",
     "default_threads",
     "max_threads",
@@ -90,12 +93,12 @@ def default_threads() -> int:
 CTX_STEP = 256
 MIN_N_CTX = CTX_STEP
 N_SEQ_MAX = 64
-ABORTED = 2
+ABORTED = 2  # llama_decode's return code when the abort callback said stop
 # Flash attention on the CPU backend. llama.cpp's default (AUTO) turns it on wherever the backend
 # supports it, which the CPU always does: every result and learned head so far was computed with it on.
 # triage asks for it explicitly, so the numbers a head was fitted on never depend on llama.cpp's choice;
 # it is part of what identifies features (:attr:`NativeModel.attention`). Measured: bench/flash_attn.py.
-FLASH_ATTN = True  # llama_decode's return code when the abort callback said stop
+FLASH_ATTN = True
 
 
 def max_threads() -> int:
@@ -140,6 +143,20 @@ def check_threads(threads: object, origin: str = "threads") -> int:
     return threads
 
 
+def context_size(n_ctx: int) -> int:
+    """The context llama.cpp makes when asked for ``n_ctx`` tokens: rounded up to a step of :data:`CTX_STEP`."""
+    return -(-n_ctx // CTX_STEP) * CTX_STEP
+
+
+def check_trained(path: Path, n_ctx: int, n_ctx_train: int) -> None:
+    """A clear error when ``n_ctx`` is more than the model at ``path`` was trained for (0: not said)."""
+    if 0 < n_ctx_train < n_ctx:
+        raise InputError(
+            f"a context of {n_ctx} tokens is more than {path.name} was trained for ({n_ctx_train})",
+            hint=f"use --n-ctx {n_ctx_train} or less",
+        )
+
+
 class ModelFileChanged(TriageError):
     """The loaded (memory-mapped) model file was truncated or rewritten in place."""
 
@@ -182,7 +199,106 @@ class _MappedFile:
             self.fd = None
 
 
-class NativeModel:
+class _Vocabulary:
+    """What a loaded model file answers without a context: metadata and the tokenizer (``model``, ``vocab``)."""
+
+    model: object
+    vocab: object
+
+    def meta(self, key: str) -> str | None:
+        """A GGUF metadata value as text, or None."""
+        buf = ctypes.create_string_buffer(1 << 16)
+        n = llama_cpp.llama_model_meta_val_str(self.model, key.encode(), buf, len(buf))
+        if n < 0:
+            return None
+        if n >= len(buf):  # chat templates can be long
+            buf = ctypes.create_string_buffer(n + 1)
+            llama_cpp.llama_model_meta_val_str(self.model, key.encode(), buf, len(buf))
+        return buf.value.decode("utf-8", "replace")
+
+    def tokenize(self, text: str, *, special: bool = False) -> list[int]:
+        """Token ids of ``text``; ``special`` parses control-token text (ours only, never a ticket's)."""
+        data = text.encode("utf-8")
+        cap = len(data) + 8
+        out = (llama_cpp.llama_token * cap)()
+        n = llama_cpp.llama_tokenize(self.vocab, data, len(data), out, cap, False, special)
+        if n < 0:
+            cap = -n
+            out = (llama_cpp.llama_token * cap)()
+            n = llama_cpp.llama_tokenize(self.vocab, data, len(data), out, cap, False, special)
+        return list(out[:n])
+
+    def detokenize(self, ids: list[int]) -> bytes:
+        """Bytes of ``ids`` (control tokens rendered as their text)."""
+        if not ids:
+            return b""
+        arr = (llama_cpp.llama_token * len(ids))(*ids)
+        cap = 8 * len(ids) + 16
+        buf = ctypes.create_string_buffer(cap)
+        n = llama_cpp.llama_detokenize(self.vocab, arr, len(ids), buf, cap, False, True)
+        if n < 0:
+            cap = -n + 1
+            buf = ctypes.create_string_buffer(cap)
+            n = llama_cpp.llama_detokenize(self.vocab, arr, len(ids), buf, cap, False, True)
+        return buf.raw[:n]
+
+    @property
+    def add_bos(self) -> bool:
+        """Whether this model expects a BOS token first."""
+        return bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))
+
+    @property
+    def bos(self) -> int:
+        """The BOS token id."""
+        return int(llama_cpp.llama_vocab_bos(self.vocab))
+
+
+class NativeVocab(_Vocabulary):
+    """A model file's metadata, vocabulary and sizes, loaded without its weights (llama.cpp's ``vocab_only``).
+
+    What identifies the numbers a model computes (its prompt format, vocabulary and hidden width) without
+    the cost of a context: ``triage learn`` uses it when every row it learns from already has its features.
+
+    Raises:
+        TriageError: the file cannot be read as a model.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        _init_backend()
+        self.path = Path(path)
+        mparams = llama_cpp.llama_model_default_params()
+        mparams.n_gpu_layers = 0
+        mparams.vocab_only = True
+        model = llama_cpp.llama_model_load_from_file(str(self.path).encode("utf-8"), mparams)
+        if not model:
+            raise TriageError(
+                f"llama.cpp could not read {self.path}: the file is damaged or of an unsupported model type",
+                hint="run `triage model list` and re-pull the model, or pass another --model",
+            )
+        self.model = model
+        self.vocab = llama_cpp.llama_model_get_vocab(model)
+        self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self.vocab))
+        # Without the weights llama.cpp leaves the sizes at 0: they are read from the GGUF's metadata,
+        # the keys llama.cpp itself reads them from ("<architecture>.embedding_length", ...).
+        arch = self.meta("general.architecture") or ""
+        self.n_embd = self._size(f"{arch}.embedding_length")
+        self.n_ctx_train = self._size(f"{arch}.context_length")
+
+    def _size(self, key: str) -> int:
+        value = self.meta(key)
+        try:
+            return int(value) if value is not None else 0
+        except ValueError:
+            return 0
+
+    def close(self) -> None:
+        """Free the model (idempotent)."""
+        if self.model:
+            llama_cpp.llama_model_free(self.model)
+            self.model = None
+
+
+class NativeModel(_Vocabulary):
     """One model file loaded with one context.
 
     Args:
@@ -232,12 +348,11 @@ class NativeModel:
         self.n_vocab = int(llama_cpp.llama_vocab_n_tokens(self.vocab))
         self.n_embd = int(llama_cpp.llama_model_n_embd(model))  # width of the hidden state
         self.n_ctx_train = int(llama_cpp.llama_model_n_ctx_train(model))
-        if 0 < self.n_ctx_train < n_ctx:
+        try:
+            check_trained(self.path, n_ctx, self.n_ctx_train)
+        except InputError:
             self.close()
-            raise InputError(
-                f"a context of {n_ctx} tokens is more than {self.path.name} was trained for ({self.n_ctx_train})",
-                hint=f"use --n-ctx {self.n_ctx_train} or less",
-            )
+            raise
         threads = n_threads or default_threads()
         cparams = llama_cpp.llama_context_default_params()
         cparams.n_ctx = n_ctx
@@ -305,54 +420,6 @@ class NativeModel:
         except Exception:  # an exception must never reach C; a broken check stops the decode
             log.exception("the cancel check failed; stopping the decode")
             return True
-
-    # -- vocabulary -------------------------------------------------------------
-    def meta(self, key: str) -> str | None:
-        """A GGUF metadata value as text, or None."""
-        buf = ctypes.create_string_buffer(1 << 16)
-        n = llama_cpp.llama_model_meta_val_str(self.model, key.encode(), buf, len(buf))
-        if n < 0:
-            return None
-        if n >= len(buf):  # chat templates can be long
-            buf = ctypes.create_string_buffer(n + 1)
-            llama_cpp.llama_model_meta_val_str(self.model, key.encode(), buf, len(buf))
-        return buf.value.decode("utf-8", "replace")
-
-    def tokenize(self, text: str, *, special: bool = False) -> list[int]:
-        """Token ids of ``text``; ``special`` parses control-token text (ours only, never a ticket's)."""
-        data = text.encode("utf-8")
-        cap = len(data) + 8
-        out = (llama_cpp.llama_token * cap)()
-        n = llama_cpp.llama_tokenize(self.vocab, data, len(data), out, cap, False, special)
-        if n < 0:
-            cap = -n
-            out = (llama_cpp.llama_token * cap)()
-            n = llama_cpp.llama_tokenize(self.vocab, data, len(data), out, cap, False, special)
-        return list(out[:n])
-
-    def detokenize(self, ids: list[int]) -> bytes:
-        """Bytes of ``ids`` (control tokens rendered as their text)."""
-        if not ids:
-            return b""
-        arr = (llama_cpp.llama_token * len(ids))(*ids)
-        cap = 8 * len(ids) + 16
-        buf = ctypes.create_string_buffer(cap)
-        n = llama_cpp.llama_detokenize(self.vocab, arr, len(ids), buf, cap, False, True)
-        if n < 0:
-            cap = -n + 1
-            buf = ctypes.create_string_buffer(cap)
-            n = llama_cpp.llama_detokenize(self.vocab, arr, len(ids), buf, cap, False, True)
-        return buf.raw[:n]
-
-    @property
-    def add_bos(self) -> bool:
-        """Whether this model expects a BOS token first."""
-        return bool(llama_cpp.llama_vocab_get_add_bos(self.vocab))
-
-    @property
-    def bos(self) -> int:
-        """The BOS token id."""
-        return int(llama_cpp.llama_vocab_bos(self.vocab))
 
     # -- decoding -----------------------------------------------------------------
     def decode(self, seqs: list[Seq], *, should_stop: Callable[[], bool] | None = None) -> dict[object, np.ndarray]:

@@ -3,8 +3,8 @@
 Per criterion: multinomial logistic regression with L2 on standardised
 features (the answer position's hidden-state features and the K option
 log-probs), class weights balanced, the strength chosen by stratified
-cross-validation on the training rows (log loss). scikit-learn is needed here
-only (the ``learn`` extra); applying a head is numpy.
+cross-validation on the training rows (log loss). Fitting and applying a head
+are numpy (:mod:`triage.scoring.logistic`).
 
 An option with fewer than ``min_per_option`` labels cannot be learned: the
 criterion is refused and named, or with ``rare="backoff"`` the head learns
@@ -13,36 +13,23 @@ the other options and leaves that one to the zero-shot readout.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from triage.errors import TriageError
 from triage.scoring.calibrate import fit_vector_scaling
 from triage.scoring.cue import TAIL
 from triage.scoring.head import ATTENTION, CriterionHead, Head
+from triage.scoring.logistic import Standardizer, fit_logistic, stratified_folds
 
 MIN_PER_OPTION = 5
-C_GRID = tuple(float(c) for c in np.logspace(-4, 1, 6))  # L2 strength candidates (sklearn's C = 1 / strength)
+# L2 strength candidates, as C = 1 / strength (scikit-learn's name for it)
+C_GRID = tuple(float(c) for c in np.logspace(-4, 1, 6))
 FOLDS = 5
 DEFAULT_C = 0.01  # when there is nothing to cross-validate with
 SEED = 0
-
-
-def _sklearn() -> Any:
-    import importlib.util
-
-    if importlib.util.find_spec("sklearn") is None:
-        raise TriageError(
-            "learning a head needs scikit-learn, which is not installed",
-            hint="install the learn extra: pip install 'triage[learn]' (or pip install scikit-learn)",
-        ) from None
-    from sklearn import linear_model, model_selection, preprocessing
-
-    return linear_model, model_selection, preprocessing
 
 
 @dataclass
@@ -81,24 +68,20 @@ class _RowSpaceLR:
     def __init__(self, c: float) -> None:
         self.c = c
 
-    def fit(self, x: np.ndarray, y: np.ndarray, basis: np.ndarray | None = None) -> _RowSpaceLR:
-        """Fit on rows ``x``; ``basis`` (from :func:`_row_basis` of the same ``x``) saves computing it again."""
-        linear_model, _, _ = _sklearn()
+    def fit(
+        self, x: np.ndarray, y: np.ndarray, basis: np.ndarray | None = None, start: _RowSpaceLR | None = None
+    ) -> _RowSpaceLR:
+        """Fit on rows ``x``; ``basis`` (from :func:`_row_basis` of the same ``x``) saves computing it again,
+        and ``start`` (a fit on the same rows with another C) starts the solver near the optimum."""
         self.basis = _row_basis(x) if basis is None else basis  # (r, d)
-        lr = linear_model.LogisticRegression(
-            C=self.c, class_weight="balanced", max_iter=5000, tol=1e-6, random_state=SEED
-        )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # convergence chatter on tiny folds; the CV score judges the fit
-            lr.fit(x @ self.basis.T, y)
-        self.classes_ = lr.classes_
-        self.coef_ = lr.coef_ @ self.basis
-        self.intercept_ = lr.intercept_
+        warm = (start.row_coef_, start.intercept_) if start is not None else None
+        self.classes_, self.row_coef_, self.intercept_ = fit_logistic(x @ self.basis.T, y, self.c, warm)
+        self.coef_ = self.row_coef_ @ self.basis
         return self
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         z = x @ self.coef_.T + self.intercept_
-        if z.shape[1] == 1:  # binary: sklearn's one row is class 1's log-odds
+        if z.shape[1] == 1:  # binary: one row, class 1's log-odds
             z = np.hstack([np.zeros_like(z), z])
         z = z - z.max(axis=1, keepdims=True)
         p = np.exp(z)
@@ -124,15 +107,13 @@ class _Fold:
 
 
 def _fold(x: np.ndarray, train: np.ndarray, test: np.ndarray) -> _Fold:
-    _, _, preprocessing = _sklearn()
-    scaler = preprocessing.StandardScaler().fit(x[train])
+    scaler = Standardizer.fit(x[train])
     scaled = scaler.transform(x[train])
     return _Fold(train, test, scaler, scaled, _row_basis(scaled))
 
 
 def _fit_lr(x: np.ndarray, y: np.ndarray, c: float) -> Any:
-    _, _, preprocessing = _sklearn()
-    scaler = preprocessing.StandardScaler().fit(x)
+    scaler = Standardizer.fit(x)
     return scaler, _RowSpaceLR(c).fit(scaler.transform(x), y)
 
 
@@ -198,7 +179,6 @@ def fit_criterion(
         folds: cross-validation folds (fewer when the rarest learned option has fewer rows).
         force: keep a head that cross-validates worse than zero-shot.
     """
-    _, model_selection, _ = _sklearn()
     ids = [o.id for o in criterion.options]
     y_arr = np.asarray([int(t) for t in y], dtype=int)
     counts = {ids[i]: int(np.sum(y_arr == i)) for i in range(len(ids))}
@@ -231,14 +211,14 @@ def fit_criterion(
         info = {"n": int(len(yk)), "counts": counts, "C": DEFAULT_C, "cv": out.cv, "backoff": out.backoff}
         return CriterionHead(ids, [ids[c] for c in classes], coef, icpt, info), out
     k_folds = min(folds, rarest)
-    splitter = model_selection.StratifiedKFold(n_splits=k_folds, shuffle=True, random_state=SEED)
     best: tuple[float, float, float] | None = None  # (balanced log loss, C, balanced accuracy)
     best_pred = np.zeros((len(yk), len(classes)))
-    folds = [_fold(x, tr, te) for tr, te in splitter.split(x, yk)]  # the same folds for every C
+    folds = [_fold(x, tr, te) for tr, te in stratified_folds(yk, k_folds, SEED)]  # the same folds for every C
+    last: list[_RowSpaceLR | None] = [None] * len(folds)  # each fold's fit at the previous C: a warm start
     for c in c_grid:
         pred = np.zeros((len(yk), len(classes)))
-        for f in folds:
-            lr = _RowSpaceLR(c).fit(f.scaled, yk[f.train], f.basis)
+        for i, f in enumerate(folds):
+            lr = last[i] = _RowSpaceLR(c).fit(f.scaled, yk[f.train], f.basis, start=last[i])
             pred[f.test] = _proba(f.scaler, lr, x[f.test], classes)
         score = (_balanced_logloss(pred, yk, classes), c, _balanced_accuracy(pred, yk, classes))
         if best is None or score[0] < best[0]:
@@ -281,7 +261,7 @@ def _folded(scaler: Any, lr: Any, classes: Sequence[int]) -> tuple[np.ndarray, n
     """Weights and intercepts on unscaled inputs, one row per class in ``classes`` order.
 
     ``w · (x - mean) / scale + b`` = ``(w / scale) · x + (b - w · mean / scale)``.
-    sklearn's binary fit has one row (for class 1): the two-class softmax is then
+    A binary fit has one row (for class 1): the two-class softmax is then
     ``[0, z]``, which is the same as rows ``[-z/2, z/2]``.
     """
     scale = np.where(scaler.scale_ > 0, scaler.scale_, 1.0)
