@@ -87,9 +87,16 @@ def replay(
             "labels": int(have.sum()),
             "learned_agree": (s == g).astype(int).tolist(),
             "zero_shot_agree": (z == g).astype(int).tolist(),
+            "gold": g.tolist(),
             "source": [x for x, h in zip(source[cid], have, strict=True) if h],
         }
     return {"curves": curves, "refits": refits}
+
+
+def balanced(agree: np.ndarray, gold: np.ndarray) -> float:
+    """Agreement averaged over the labels' classes: a readout that always says the commonest option
+    agrees as often as that option is labelled, but scores 1/K here."""
+    return float(np.mean([agree[gold == k].mean() for k in np.unique(gold)])) if len(gold) else float("nan")
 
 
 def windowed(flags: list[int], window: int = WINDOW) -> list[float]:
@@ -219,11 +226,14 @@ def main(argv: list[str] | None = None) -> int:
         first = slice(0, min(WINDOW, n))
         last = slice(max(0, n - WINDOW), n)
         z, learned = np.asarray(c["zero_shot_agree"]), np.asarray(c["learned_agree"])
+        g = np.asarray(c["gold"])
+        c["balanced"] = {"zero_shot": balanced(z, g), "learned": balanced(learned, g)}
         out.print(
             f"{pack.name}/{cid}: {n} labels · zero-shot agreement {z.mean():.3f} overall · learned loop "
             f"{learned.mean():.3f} overall · first {WINDOW}: zero-shot {z[first].mean():.3f} / loop "
             f"{learned[first].mean():.3f} · last {WINDOW}: zero-shot "
-            f"{z[last].mean():.3f} / loop {learned[last].mean():.3f}",
+            f"{z[last].mean():.3f} / loop {learned[last].mean():.3f} · balanced over the options: zero-shot "
+            f"{c['balanced']['zero_shot']:.3f} / loop {c['balanced']['learned']:.3f}",
             markup=False,
             highlight=False,
         )
