@@ -139,6 +139,11 @@ def test_cli_label_pairs_file_export_and_stats(history: History, tmp_path: Path,
     by = {c["criterion"]: c for c in stats["criteria"]}
     assert by["queue"]["labels"] == 2 and by["queue"]["corrections"] == 1 and by["queue"]["overall"]["rate"] == 0.5
     assert by["queue"]["by_source"]["zero-shot"]["n"] == 2
+    assert by["queue"]["balanced"] == 0.5  # one answer agreed, one did not: whichever options, half
+    assert by["urgency"]["balanced"] in (0.0, 1.0) and by["urgency"]["labels"] == 1
+    assert main(["stats"]) == 0
+    table = capsys.readouterr().out
+    assert "balanced" in table and "50%" in table
 
 
 def test_label_file_with_bad_lines_stores_nothing(history: History, tmp_path: Path, capsys) -> None:
@@ -269,3 +274,17 @@ def test_training_rows_use_kept_inputs_and_name_what_is_left_out(history: Histor
     assert by_id["T-2"].needs_scoring  # its features are another model's
     assert (got.kept, got.to_score) == (1, 1)
     assert got.notes() == ["1 label(s) left out: criterion 'tone' is not in pack 'support'"]
+
+
+def test_balanced_agreement_puts_a_readout_that_always_says_one_option_at_chance() -> None:
+    from triage.evaluation.agreement import agreement
+    from triage.store.labels import Judged
+
+    answers = ["medium"] * 6 + ["high"] * 3 + ["low"]  # agents' answers; the readout always showed medium
+    judged = [
+        Judged(i, f"T-{i}", "t", "priority", "p", "h", "medium", "zero-shot", None, a, float(i), 1)
+        for i, a in enumerate(answers)
+    ]
+    (row,) = agreement(judged)
+    assert row.overall.rate == 0.6  # it agrees as often as agents say medium
+    assert row.balanced == pytest.approx(1 / 3)  # and is at chance over the three options answered

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -65,3 +67,44 @@ def print_table(result: TicketResult, console: Console | None = None) -> None:
     )
     for w in result.warnings:
         console.print(f"warning: {printable(w)}", style="yellow", markup=False)
+
+
+def percent(rate: float | None) -> str:
+    """A rate as a whole percentage, or a dash when there is none."""
+    return "—" if rate is None else f"{rate:.0%}"
+
+
+def agreement_table(rows: list[Any], *, trend_blocks: int = 0, title: str | None = None) -> Table:
+    """The agreement table of ``triage stats`` and the app's agreement screen (F7), from
+    :func:`triage.evaluation.agreement.agreement`'s rows.
+
+    Per criterion: labels, corrections, agreement overall, balanced over the options, over the newest
+    answers and by what decided; with ``trend_blocks``, the newest that many blocks of the trend too.
+    """
+    from triage.evaluation.agreement import BLOCK, RECENT
+
+    one_pack = len({r.pack for r in rows}) == 1
+    table = Table(title=title, title_justify="left", expand=not trend_blocks)
+    columns = ["criterion", "labels", "fixed", "agree", "balanced", f"last {RECENT}", "by source"]
+    columns += [f"trend ({BLOCK} a block)"] if trend_blocks else []
+    for col in columns:
+        table.add_column(col, justify="right" if col in ("labels", "fixed") else "left", no_wrap=col != "by source")
+    for r in rows:
+        cells = [
+            safe(r.criterion if one_pack else f"{r.pack}/{r.criterion}"),
+            str(r.labels),
+            str(r.corrections),
+            percent(r.overall.rate),
+            percent(r.balanced),
+            percent(r.recent.rate),
+            ", ".join(f"{s} {percent(v.rate)} of {v.n}" for s, v in r.by_source.items()),
+        ]
+        if trend_blocks:
+            cells.append(" ".join(percent(t.rate) for t in r.trend[-trend_blocks:]))
+        table.add_row(*cells)
+    if one_pack and rows:
+        table.caption = (
+            f"pack {safe(rows[0].pack)}; fixed: corrections; balanced: agreement averaged over the options "
+            "answered (always showing the commonest option is at chance there)"
+        )
+    return table

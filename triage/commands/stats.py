@@ -14,9 +14,11 @@ For every criterion that has labels in the history (`triage label`, or the
 app), compare the decision that was shown before the agent first answered with
 the answer (prequential: a head is never judged on the labels it was fitted on).
 
-Per criterion: labels, corrections, agreement overall and over the newest 50, by
-what decided (learned, calibrated, zero-shot), and the trend in consecutive
-blocks of 20 labels, oldest first. --json prints the same as one JSON object.
+Per criterion: labels, corrections, agreement overall, agreement balanced over
+the options answered (a readout that always shows the commonest option is at
+chance there, however often it agrees), over the newest 50, by what decided
+(learned, calibrated, zero-shot), and the trend in consecutive blocks of 20
+labels, oldest first. --json prints the same as one JSON object.
 
 examples:
   triage stats
@@ -32,10 +34,9 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from rich.console import Console
-    from rich.table import Table
 
-    from triage.evaluation.agreement import BLOCK, RECENT, agreement
-    from triage.render import safe
+    from triage.evaluation.agreement import agreement
+    from triage.render import agreement_table
     from triage.store import labels as lab
     from triage.store.history import History
 
@@ -51,29 +52,6 @@ def run(args: argparse.Namespace) -> int:
         print("triage: no labels yet: confirm or correct decisions in the app, or use triage label", file=sys.stderr)
         return 0
 
-    def pct(rate: float | None) -> str:
-        return "—" if rate is None else f"{rate:.0%}"
-
-    table = Table(title=f"agreement with {answers} answer(s)", title_justify="left")
-    columns = {
-        "criterion": "left",
-        "n": "right",
-        "fixed": "right",
-        "agree": "right",
-        f"last {RECENT}": "right",
-        "by source": "left",
-        f"trend ({BLOCK} a block)": "left",
-    }
-    for col, justify in columns.items():
-        table.add_column(col, justify=justify, no_wrap=col not in ("by source",))  # type: ignore[arg-type]
-    for r in rows:
-        sources = ", ".join(f"{s} {pct(v.rate)}/{v.n}" for s, v in r.by_source.items())
-        trend = " ".join(pct(t.rate) for t in r.trend[-6:])
-        name = r.criterion if len({x.pack for x in rows}) == 1 else f"{r.pack}/{r.criterion}"
-        table.add_row(
-            safe(name), str(r.labels), str(r.corrections), pct(r.overall.rate), pct(r.recent.rate), sources, trend
-        )
-    if len({x.pack for x in rows}) == 1:
-        table.caption = f"pack {rows[0].pack}; fixed: corrections; by source: agreement/labels"
+    table = agreement_table(rows, trend_blocks=6, title=f"agreement with {answers} answer(s)")
     Console().print(table)
     return 0

@@ -6,8 +6,12 @@ judged on the labels it was fitted on, because no label existed when the
 decision was shown. The answer is the newest one (an agent may fix a slip).
 
 Per criterion: how many labels, agreement overall and over the newest
-:data:`RECENT`, the same by what decided (learned, calibrated, zero-shot), and the
-trend: agreement in consecutive blocks of :data:`BLOCK` labels, oldest first.
+:data:`RECENT`, the same by what decided (learned, calibrated, zero-shot), the
+trend: agreement in consecutive blocks of :data:`BLOCK` labels, oldest first,
+and the agreement balanced over the answers' options (the mean, over the options
+agents answered, of how often the decision shown was that option): a readout that
+always shows the commonest option agrees as often as agents pick it, and is at
+chance (1/K) balanced.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ class CriterionAgreement:
     recent: Rate
     by_source: dict[str, Rate] = field(default_factory=dict)
     trend: list[Rate] = field(default_factory=list)  # consecutive blocks of BLOCK labels, oldest first
+    balanced: float | None = None  # agreement averaged over the options answered
 
     def to_dict(self) -> dict[str, Any]:
         def rate(r: Rate) -> dict[str, Any]:
@@ -62,6 +67,15 @@ class CriterionAgreement:
 
 def _rate(items: Sequence[Judged]) -> Rate:
     return Rate(len(items), sum(j.shown_option == j.option for j in items))
+
+
+def balanced_rate(items: Sequence[Judged]) -> float | None:
+    """Agreement per option answered, averaged over those options (None: no labels)."""
+    by_answer: dict[str, list[Judged]] = {}
+    for j in items:
+        by_answer.setdefault(j.option, []).append(j)
+    rates = [_rate(v).rate for v in by_answer.values()]
+    return sum(r for r in rates if r is not None) / len(rates) if rates else None
 
 
 def agreement(judged: Iterable[Judged], *, recent: int = RECENT, block: int = BLOCK) -> list[CriterionAgreement]:
@@ -84,6 +98,7 @@ def agreement(judged: Iterable[Judged], *, recent: int = RECENT, block: int = BL
                 recent=_rate(items[-recent:]),
                 by_source={s: r for s, r in by_source.items() if r.n},
                 trend=[_rate(items[i : i + block]) for i in range(0, len(items), block)],
+                balanced=balanced_rate(items),
             )
         )
     return out

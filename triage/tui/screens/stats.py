@@ -6,7 +6,6 @@ agreement over time, one line per criterion, drawn by plotext (textual-plotext).
 
 from __future__ import annotations
 
-from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -14,32 +13,10 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from triage.evaluation.agreement import BLOCK, RECENT, CriterionAgreement, agreement
-from triage.render import safe
+from triage.evaluation.agreement import BLOCK, agreement
+from triage.render import agreement_table
 from triage.store import labels as lab
 from triage.store.history import History
-
-
-def _pct(rate: float | None) -> str:
-    return "—" if rate is None else f"{rate:.0%}"
-
-
-def agreement_table(rows: list[CriterionAgreement]) -> Table:
-    """Per criterion: labels, corrections, agreement overall, recent and by source."""
-    table = Table(expand=True)
-    for col in ("criterion", "labels", "corrections", "agreement", f"last {RECENT}", "by source"):
-        table.add_column(col, justify="right" if col in ("labels", "corrections") else "left")
-    for r in rows:
-        sources = ", ".join(f"{s} {_pct(v.rate)} of {v.n}" for s, v in r.by_source.items())
-        table.add_row(
-            safe(f"{r.pack}/{r.criterion}"),
-            str(r.labels),
-            str(r.corrections),
-            _pct(r.overall.rate),
-            _pct(r.recent.rate),
-            sources,
-        )
-    return table
 
 
 class AgreementScreen(ModalScreen[None]):
