@@ -260,16 +260,19 @@ def test_read_labelled_partial_rows(tmp_path: Path) -> None:
         read_labelled(f, pack)  # eval and calibrate still want every criterion
 
 
-def test_learn_says_when_sklearn_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_holdout_says_when_sklearn_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Fitting a head needs numpy alone (tests/test_logistic.py); --holdout's TF-IDF baseline needs
+    # scikit-learn, and says so before anything is scored.
     import importlib.util
 
     from triage.errors import TriageError
-    from triage.scoring import learn
+    from triage.evaluation.baseline import need_sklearn
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sklearn" else real(name, *a))
-    with pytest.raises(TriageError, match="pip install 'triage\\[learn\\]'"):
-        learn._sklearn()
+    with pytest.raises(TriageError, match="TF-IDF baseline needs scikit-learn") as err:
+        need_sklearn("--holdout")
+    assert "leave out --holdout" in (err.value.hint or "")
 
 
 # -- with the real model ------------------------------------------------------------------

@@ -16,17 +16,19 @@ from triage.errors import TriageError
 SEED = 0
 
 
+def _missing(flag: str) -> TriageError:
+    return TriageError(
+        "the TF-IDF baseline needs scikit-learn, which is not installed",
+        hint=f"install the eval extra: pip install 'triage[eval]' (or pip install scikit-learn), or leave out {flag}",
+    )
+
+
 def _sklearn(flag: str = "--train") -> tuple[type, type]:
     try:
         from sklearn.feature_extraction.text import TfidfVectorizer
         from sklearn.linear_model import LogisticRegression
     except ImportError:
-        raise TriageError(
-            "the TF-IDF baseline needs scikit-learn, which is not installed",
-            hint=(
-                f"install the eval extra: pip install 'triage[eval]' (or pip install scikit-learn), or leave out {flag}"
-            ),
-        ) from None
+        raise _missing(flag) from None
     return TfidfVectorizer, LogisticRegression
 
 
@@ -35,7 +37,7 @@ def need_sklearn(flag: str) -> None:
     import importlib.util
 
     if importlib.util.find_spec("sklearn") is None:
-        _sklearn(flag)
+        raise _missing(flag)
 
 
 def fit_predict(train_texts: Sequence[str], train_y: Sequence[int], test_texts: Sequence[str], k: int) -> np.ndarray:
