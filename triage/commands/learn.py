@@ -164,9 +164,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from triage.commands._input import labelled_rows
     from triage.errors import InputError
-    from triage.evaluation.runner import gold, stack_features
+    from triage.evaluation.runner import fit_inputs
     from triage.evaluation.session import load_for, report_bad, report_consoles, save_fit, score_sets
-    from triage.evaluation.variants import readings
     from triage.scoring import head as head_mod
     from triage.scoring import learn as learn_mod
     from triage.scoring.fit import FitRequest
@@ -256,15 +255,7 @@ def run(args: argparse.Namespace) -> int:
             scored = run_.sets[0]
             if not scored.rows:
                 raise InputError(f"no row of {rows.source} could be scored")
-            features, logprobs, labels = {}, {}, {}
-            for crit in pack.criteria:
-                have = [i for i, r in enumerate(scored.rows) if crit.id in r.labels]
-                if not have:
-                    continue
-                outs = [scored.outcomes[i] for i in have]
-                features[crit.id] = stack_features(outs, crit.id)
-                logprobs[crit.id] = readings(crit, outs, None).raw
-                labels[crit.id] = gold([scored.rows[i] for i in have], crit)
+            features, logprobs, labels = fit_inputs(pack, [r.labels for r in scored.rows], scored.outcomes)
             name = (
                 Path(args.output).name
                 if args.output

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from triage.errors import TriageError
+from triage.evaluation.runner import fit_inputs
+from triage.evaluation.sources import kept_outcome
 from triage.scoring import learn as learn_mod
 from triage.store import features as feat
 from triage.store.history import History
@@ -58,17 +58,8 @@ def learn_from_history(path: Path, engine: Any, pack: Any, *, store: bool = True
             f"{got.to_score} labelled ticket(s) have no kept features and were left out "
             "(`triage learn --history` scores them)"
         )
-    features: dict[str, np.ndarray] = {}
-    logprobs: dict[str, np.ndarray] = {}
-    labels: dict[str, list[int]] = {}
-    for crit in pack.criteria:
-        have = [r for r in rows if crit.id in r.labels]
-        if not have:
-            continue
-        ids = [o.id for o in crit.options]
-        features[crit.id] = np.stack([r.kept[crit.id].features for r in have])
-        logprobs[crit.id] = np.stack([r.kept[crit.id].raw for r in have])
-        labels[crit.id] = [ids.index(r.labels[crit.id]) for r in have]
+    outcomes = [kept_outcome(r.kept, []) for r in rows]
+    features, logprobs, labels = fit_inputs(pack, [r.labels for r in rows], outcomes)
     n = sum(len(v) for v in labels.values())
     if not labels:
         return Relearned(None, 0, "no labelled ticket with kept features yet", notes)

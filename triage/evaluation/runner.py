@@ -380,6 +380,30 @@ def stack_features(outcomes: Sequence[Outcome], cid: str) -> np.ndarray:
     return np.stack([o.features[cid] for o in outcomes])  # type: ignore[index]
 
 
+def fit_inputs(
+    pack: Pack, labels: Sequence[Any], outcomes: Sequence[Outcome]
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, list[int]]]:
+    """What a head is fitted on, per criterion with labels: ``(features, raw log-probs, gold option indices)``.
+
+    ``labels[i]`` is row i's ``{criterion: option id}`` and ``outcomes[i]`` its score (eval's cache, a fresh
+    score, or a history row's kept inputs through :func:`triage.evaluation.sources.kept_outcome`): the one
+    assembly ``triage learn``, the app's re-fit and the learning-loop replay share.
+    """
+    from triage.evaluation.variants import readings
+
+    features, logprobs, gold_idx = {}, {}, {}
+    for crit in pack.criteria:
+        have = [i for i, lab in enumerate(labels) if crit.id in lab]
+        if not have:
+            continue
+        outs = [outcomes[i] for i in have]
+        ids = [o.id for o in crit.options]
+        features[crit.id] = stack_features(outs, crit.id)
+        logprobs[crit.id] = readings(crit, outs, None).raw
+        gold_idx[crit.id] = [ids.index(labels[i][crit.id]) for i in have]
+    return features, logprobs, gold_idx
+
+
 def _head_metrics(head: Any, x_dev: np.ndarray, r_dev: Any, y_dev: list[int]) -> dict[str, Any]:
     """A criterion head (:class:`triage.scoring.head.CriterionHead`) applied to the dev rows, measured."""
     k = len(r_dev.criterion.options)
