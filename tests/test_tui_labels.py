@@ -187,3 +187,22 @@ async def test_export_over_an_existing_file_asks_first(tmp_path) -> None:
         await pilot.press("enter")  # yes, replace it
         await wait_until(pilot, lambda: app.screen is app.main)
         assert json.loads(target.read_text(encoding="utf-8"))["ticket_id"] == app.main.result.ticket_id  # type: ignore[union-attr]
+
+
+async def test_the_auto_refit_counts_labels_of_earlier_sessions() -> None:
+    # auto_learn_every 3: two labels in one session, one in the next, and the third label starts a re-fit
+    config = {"auto_learn": True, "auto_learn_every": 3}
+    app = fake_app(FakeFactory(FakeEngine()), config=config)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await _scored(app, pilot)
+        assert app.main._labels_since_fit == 0  # a fresh history
+        await pilot.press("f6", "enter", "enter")  # two confirmations
+        await wait_until(pilot, lambda: app.main._labels_since_fit == 2, what="two labels counted")
+    app2 = fake_app(FakeFactory(FakeEngine()), config=config)
+    async with app2.run_test(size=(100, 40)) as pilot:
+        await _scored(app2, pilot)
+        assert app2.main._labels_since_fit == 2  # the earlier session's labels count
+        learned: list[str] = []
+        app2.main.action_learn = lambda: learned.append("re-fit")  # type: ignore[method-assign]
+        await pilot.press("f6", "enter")  # the third label
+        await wait_until(pilot, lambda: learned == ["re-fit"], what="the re-fit after the third label")

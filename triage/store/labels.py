@@ -258,6 +258,14 @@ def count(history: History) -> int:
     return int(history.conn.execute("SELECT count(*) FROM labels").fetchone()[0])
 
 
+def count_since(history: History, pack_hash: str, since: float) -> int:
+    """How many answers for the pack ``pack_hash`` were given after ``since`` (a time.time() value)."""
+    row = history.conn.execute(
+        "SELECT count(*) FROM labels WHERE pack_hash = ? AND created_at > ?", (pack_hash, since)
+    ).fetchone()
+    return int(row[0])
+
+
 def export_rows(history: History) -> list[dict[str, Any]]:
     """The history's labels in ``triage learn``'s input format: one row per ticket, newest answers.
 

@@ -135,7 +135,7 @@ class MainScreen(Screen[None]):
         self.open_ticket: Ticket | None = None  # the ticket on screen (submitted or reopened): replies go to it
         self.open_row: int | None = None  # its history row
         self.composing = False  # the box shows the open thread; the editor takes its next message
-        self._labels_since_fit = 0  # labels stored since the last re-fit (this session)
+        self._labels_since_fit = 0  # labels for this pack since its stored head was learned (across restarts)
         self._subs: dict[int, Submission] = {}
         self._seq = 0
         self._count_stamp = 0.0
@@ -244,11 +244,32 @@ class MainScreen(Screen[None]):
         if msg.stand_in:
             self.notices.put("stand-in", self._stand_in_notice(msg), "warning")
         self.decisions.set_waiting()
+        self._count_labels_since_fit()
         if self.pending is not None:
             sub, self.pending = self.pending, None
             self._start(sub)
         self._request_count()
         self.refresh_bindings()
+
+    def _count_labels_since_fit(self) -> None:
+        """Start the auto re-fit's count from the labels given since this model and pack's stored head was
+        learned (its file's time; every label when there is none), so that labels of earlier sessions count."""
+        engine = self.host.engine
+        if engine is None:
+            return
+        from triage.scoring.head import heads_dir, stored_name
+        from triage.store import labels as lab
+
+        path = heads_dir() / stored_name(engine.sha256, self.pack.hash, engine.format_for("label").id)
+        try:
+            since = path.stat().st_mtime
+        except OSError:
+            since = 0.0
+        try:
+            self._labels_since_fit = lab.count_since(self.history, self.pack.hash, since)
+        except Exception:  # the count is a convenience: a history that cannot say leaves it at 0
+            log.exception("could not count the labels since the last re-fit")
+            self._labels_since_fit = 0
 
     def _stand_in_notice(self, msg: ModelLoaded) -> str:
         if msg.notices:
@@ -902,6 +923,7 @@ class MainScreen(Screen[None]):
     def set_pack(self, pack: Pack) -> None:
         """Score with another criteria pack from now on."""
         self.pack = pack
+        self._count_labels_since_fit()
         self._show_settings()
         if not self.scoring:
             self.decisions.show_pack(pack)
