@@ -2,6 +2,8 @@
 # The team's loop from scripts on each development set (docs/quality.md, "Learning from the history"):
 #
 #   bench/quality/history_loop.sh [SET...]   # default: airline-sentiment issue-kind cfpb-product helpdesk
+#   TRIAGE_THREADS=1 bench/quality/history_loop.sh cfpb-product   # llama.cpp threads for score, learn and eval
+#   (TRIAGE_THREADS=N: llama.cpp threads for every step)
 #
 # For each set, in a fresh TRIAGE_HOME: the first LIMIT training rows of the 50/50 split are scored with
 # `triage score --history` (timed), their labels recorded with `triage label --file`, and a head fitted with
@@ -38,7 +40,7 @@ with open(f"{w}/tickets.jsonl", "w", encoding="utf-8") as t, open(f"{w}/labels.j
         t.write(json.dumps({"id": r["id"], "text": r["text"]}) + "\n")
         l.write(json.dumps({"id": r["id"], "labels": r["labels"]}) + "\n")
 PY
-  common=(--model "$MODEL_PATH" --n-ctx "$N_CTX" --pack "$DATA/$d/criteria.toml")
+  common=(--model "$MODEL_PATH" --n-ctx "$N_CTX" --pack "$DATA/$d/criteria.toml" ${TRIAGE_THREADS:+--threads "$TRIAGE_THREADS"})
   {
     echo "== $d: $LIMIT training rows, $LIMIT dev rows, $MODEL, n_ctx $N_CTX"
     if [ ! -f "$w/scored.seconds" ]; then

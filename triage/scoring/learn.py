@@ -51,8 +51,15 @@ class LearnOutcome:
 
 
 def design(features: np.ndarray, logprobs: np.ndarray) -> np.ndarray:
-    """The head's input rows: ``[features..., option log-probs...]``."""
-    return np.hstack([np.asarray(features, dtype=np.float64), np.asarray(logprobs, dtype=np.float64)])
+    """The head's training rows: ``[features..., option log-probs...]``, at the precision the history keeps.
+
+    The history keeps features as float16 and log-probs as float32 (:mod:`triage.store.features`); eval's
+    cache keeps float32. Rounding every source to the history's precision before fitting makes the same
+    labelled tickets give the same head from a file as from the history (it moves a feature by at most
+    one part in 2,000, well inside what one decode's batch shape moves it).
+    """
+    f = np.asarray(features, dtype=np.float32).astype(np.float16).astype(np.float64)
+    return np.hstack([f, np.asarray(logprobs, dtype=np.float32).astype(np.float64)])
 
 
 class _RowSpaceLR:
