@@ -23,6 +23,7 @@ from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from triage.bench.report import criteria_subset
+from triage.bench.workload import SHOWN_MODES
 
 W, H = 980, 590
 FONT = "font-family=\"system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif\""
@@ -298,17 +299,7 @@ def chart_from_report(report: dict[str, Any]) -> str:
             ticket=modes[m].get("ticket_ms_median"),
             label=label(m),
         )
-        for m in (
-            "full",
-            "serial_truncate",
-            "serial_restore",
-            "fanout",
-            "fanout_learned",
-            "shared_learned",
-            "letter_serial",
-            "serial_long",
-            "split",
-        )
+        for m in SHOWN_MODES
         if modes.get(m)
     ]
     scatters: list[Scatter] = []

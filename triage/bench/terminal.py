@@ -9,19 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from triage.bench.report import criteria_subset
-
-ORDER = (
-    "full",
-    "serial_truncate",
-    "serial_restore",
-    "fanout",
-    "fanout_learned",
-    "shared_learned",
-    "letter_serial",
-    "serial_long",
-    "split",
-)
-
+from triage.bench.workload import SHOWN_MODES as ORDER
 
 SHORT = {
     "full": "full",
