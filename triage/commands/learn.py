@@ -155,13 +155,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             "the head, zero-shot and TF-IDF, with the confusion matrix, before storing the head"
         ),
     )
+    from triage.intake.sample import DEFAULT_PER_OPTION, PER_OPTION_WHY, per_option_arg
+
     p.add_argument(
         "--per-option",
-        type=int,
-        metavar="N",
+        type=per_option_arg,
+        default=DEFAULT_PER_OPTION,
+        metavar="N|all",
         help=(
             "learn from a stratified sample: for each option, the N rows of lowest "
-            "id hash (streamed; before --limit and --holdout); default: every row"
+            "id hash (streamed; before --limit and --holdout); all: every row. "
+            f"Default {DEFAULT_PER_OPTION or 'all'}: {PER_OPTION_WHY}"
         ),
     )
     ray = p.add_argument_group("scoring the rows on Ray (docs/scale.md)")
