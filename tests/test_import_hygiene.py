@@ -63,10 +63,12 @@ def test_help_is_light() -> None:
     assert "ray" not in mods and "pyarrow" not in mods
 
 
-# Ray (an optional extra) is imported only by triage.backlog.ray_score, on `triage score --ray`.
+# Ray (an optional extra) is imported only by triage.backlog.ray_score and learn_rows, on `score --ray` / `learn --ray`.
 NO_RAY = [
     "triage.cli",
     "triage.commands.score",
+    "triage.commands.learn",
+    "triage.backlog.learn_rows",
     "triage.backlog.rows",
     "triage.backlog.output",
     "triage.backlog.worker",

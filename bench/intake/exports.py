@@ -31,7 +31,8 @@ from triage.scoring.pack import Pack, load_pack
 
 
 def read_rows(path: Path, limit: int | None = None) -> list[dict[str, Any]]:
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    # "\n" only: str.splitlines() also splits at U+2028, U+0085 and the like, which JSON strings may hold as they are
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
     return rows[:limit] if limit else rows
 
 

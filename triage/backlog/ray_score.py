@@ -242,8 +242,15 @@ def connect(ray: Any, address: str) -> bool:
     quiet = {"log_to_driver": False, "logging_level": logging.ERROR}
     if address == "local":
         ray.init(num_cpus=cores(), include_dashboard=False, **quiet)
-    else:
+        return True
+    try:
         ray.init(address=address, **quiet)
+    except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:  # nothing answers there
+        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        raise TriageError(
+            f"--ray {address}: no Ray cluster answers there ({first.split('  ')[0]})",
+            hint="start one there (ray start --head), check the address, or use --ray alone for a local cluster",
+        ) from None
     return True
 
 

@@ -50,12 +50,20 @@ ticket has its middle cut, and the count is shown). Fitting and scoring with a
 head need only numpy; --holdout's TF-IDF baseline needs scikit-learn (the
 `learn` extra).
 
+With --ray (a local cluster) or --ray ADDRESS (an existing one), the rows that are
+not cached are scored on Ray workers (--workers of --threads threads each, 1 by
+default) and the fit stays here. The workers score exactly as learn does locally
+(the same context size, prompt format, readout and cut rule; learn checks each
+worker's before it sends a ticket), and every ticket scored goes into the cache as
+its batch comes back. Needs the ray extra: pip install 'triage[ray]'.
+
 examples:
   triage learn history.jsonl --pack criteria.toml
   triage learn --history --pack team.toml           # the labels agents gave in the app
   triage learn old-export.csv --history --pack team.toml --text Subject,Description --label queue=Group
   triage learn history.jsonl --pack criteria.toml -o team.npz --min-per-option 10
   triage learn export.csv --pack team.toml --text Subject,Description --label queue=Group --holdout 0.3
+  triage learn history.jsonl --pack criteria.toml --ray --workers 2     # score on a local Ray cluster
 
 """
     + INPUT_HELP
@@ -150,22 +158,46 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             "the head, zero-shot and TF-IDF, with the confusion matrix, before storing the head"
         ),
     )
+    from triage.intake.sample import DEFAULT_PER_OPTION, PER_OPTION_WHY, per_option_arg
+
     p.add_argument(
         "--per-option",
-        type=int,
-        metavar="N",
+        type=per_option_arg,
+        default=DEFAULT_PER_OPTION,
+        metavar="N|all",
         help=(
             "learn from a stratified sample: for each option, the N rows of lowest "
-            "id hash (streamed; before --limit and --holdout); default: every row"
+            "id hash (streamed; before --limit and --holdout); all: every row. "
+            f"Default {DEFAULT_PER_OPTION or 'all'}: {PER_OPTION_WHY}"
         ),
+    )
+    ray = p.add_argument_group("scoring the rows on Ray (docs/scale.md)")
+    ray.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="score the rows that are not cached on Ray (a local cluster, or join ADDRESS: auto, ray://host:10001); "
+        "the fit stays here",
+    )
+    ray.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="with --ray: scoring actors of --threads threads each (default: the cluster's CPUs / threads; "
+        "with --ray, --threads defaults to 1)",
+    )
+    ray.add_argument(
+        "--batch-size", type=int, metavar="N", help="with --ray: tickets per batch, the most a dead worker loses (16)"
     )
 
 
 def run(args: argparse.Namespace) -> int:
+    from triage.backlog.learn_rows import sets_scorer
     from triage.commands._input import labelled_rows
     from triage.errors import InputError
     from triage.evaluation.runner import fit_inputs
-    from triage.evaluation.session import load_for, report_bad, report_consoles, save_fit, score_sets
+    from triage.evaluation.session import load_for, report_bad, report_consoles, save_fit
     from triage.scoring import head as head_mod
     from triage.scoring import learn as learn_mod
     from triage.scoring.fit import FitRequest
@@ -194,6 +226,7 @@ def run(args: argparse.Namespace) -> int:
         from triage.evaluation.baseline import need_sklearn
 
         need_sklearn("--holdout")
+    score_sets = sets_scorer(args, calls=len(reads))  # with --ray: on Ray (triage/backlog/learn_rows.py)
     if args.history_file and not args.history:
         raise InputError("--history-file works only with --history")
     if args.output:  # now, not after the scoring and the fit

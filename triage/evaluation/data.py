@@ -133,13 +133,22 @@ def read_labelled(
     if columns is not None and (columns.explicit or not _is_jsonl(path)):
         return read_export(path, pack, columns, partial=partial, per_option=per_option)
     out = _read_jsonl(path, pack, partial=partial)
-    if per_option is not None:
+    if per_option is not None and _most_per_option(out.rows) > per_option:  # else the sample is every row
         from triage.intake.sample import sample_rows
 
         n = len(out.rows)
         out.rows = sample_rows(out.rows, per_option)
-        out.notes.append(f"sampled {len(out.rows)} of {n} row(s): at most {per_option} per option (--per-option)")
+        if len(out.rows) < n:  # said when the sample left rows out (learn samples by default)
+            out.notes.append(f"sampled {len(out.rows)} of {n} row(s): at most {per_option} per option (--per-option)")
     return out
+
+
+def _most_per_option(rows: list[LabelledRow]) -> int:
+    """The largest number of rows any one option of any criterion has."""
+    from collections import Counter
+
+    counts = Counter(kv for r in rows for kv in r.labels.items())
+    return max(counts.values(), default=0)
 
 
 def _is_jsonl(path: Path) -> bool:
@@ -356,7 +365,7 @@ def read_export(
         )
     if repeated:
         out.notes.append(f"{repeated} row(s) repeat an earlier row exactly (same id, text and labels); kept once")
-    if sample is not None:
+    if sample is not None and len(rows) < sample.offered - replaced:  # said when the sample left rows out
         out.notes.append(
             f"sampled {len(rows)} of {sample.offered - replaced} row(s): at most {per_option} per option (--per-option)"
         )
