@@ -4,6 +4,7 @@ the labels; after 20 labels (the default) the background re-fit stores a head an
 
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,11 @@ async def test_label_quit_reopen_then_auto_refit_makes_the_next_ticket_learned(s
             what="the background re-fit",
         )
         said = main.notices.text_of("learn")
-        assert "Learned from 22 labels" in said, said  # 21 topic, 1 mood
+        # the first session's 2 labels count (the stored head is older than them: there is none), so the re-fit
+        # starts at the 18th new label, on the 20 in the history then (19 topic, 1 mood); the labels given while it
+        # runs may be read too
+        learned_from = re.search(r"Learned from (\d+) labels", said)
+        assert learned_from and 20 <= int(learned_from.group(1)) <= 22, said
         assert "topic" in main.notices.text_of("learn")
         await _score(app, pilot, "My card was charged twice for the lamp, refund me.")
         result = main.result
