@@ -79,8 +79,10 @@ def replay(
                     "criteria": sorted(head.criteria) if head is not None else [],
                 }
             )
+    from triage.evaluation.metrics import balanced_accuracy
+
     curves = {}
-    for cid in crit_ids:
+    for cid, k in ((c.id, len(c.options)) for c in pack.criteria):
         have = gold[cid] >= 0
         g, s, z = gold[cid][have], shown[cid][have], zero[cid][have]
         curves[cid] = {
@@ -89,14 +91,14 @@ def replay(
             "zero_shot_agree": (z == g).astype(int).tolist(),
             "gold": g.tolist(),
             "source": [x for x, h in zip(source[cid], have, strict=True) if h],
+            # agreement averaged over the labels' options: a readout that always says the commonest option
+            # agrees as often as that option is labelled, but is at chance (1/K) here
+            "balanced": {
+                "zero_shot": balanced_accuracy(g.tolist(), z.tolist(), k),
+                "learned": balanced_accuracy(g.tolist(), s.tolist(), k),
+            },
         }
     return {"curves": curves, "refits": refits}
-
-
-def balanced(agree: np.ndarray, gold: np.ndarray) -> float:
-    """Agreement averaged over the labels' classes: a readout that always says the commonest option
-    agrees as often as that option is labelled, but scores 1/K here."""
-    return float(np.mean([agree[gold == k].mean() for k in np.unique(gold)])) if len(gold) else float("nan")
 
 
 def windowed(flags: list[int], window: int = WINDOW) -> list[float]:
@@ -184,12 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = scored.rows
         feats = {c.id: stack_features(scored.outcomes, c.id) for c in pack.criteria}
         raw = {c.id: readings(c, scored.outcomes, None).raw for c in pack.criteria}
-        ident = dict(
-            model_sha256=engine.sha256,
-            prompt_format=engine.format_for("label").id,
-            n_vocab=engine.native.n_vocab,
-            n_embd=engine.native.n_embd,
-        )
+        ident = learn_mod.engine_keys(engine)
 
     def fit(idx: list[int]) -> Any:
         f, lp, y = {}, {}, {}
@@ -226,8 +223,6 @@ def main(argv: list[str] | None = None) -> int:
         first = slice(0, min(WINDOW, n))
         last = slice(max(0, n - WINDOW), n)
         z, learned = np.asarray(c["zero_shot_agree"]), np.asarray(c["learned_agree"])
-        g = np.asarray(c["gold"])
-        c["balanced"] = {"zero_shot": balanced(z, g), "learned": balanced(learned, g)}
         out.print(
             f"{pack.name}/{cid}: {n} labels · zero-shot agreement {z.mean():.3f} overall · learned loop "
             f"{learned.mean():.3f} overall · first {WINDOW}: zero-shot {z[first].mean():.3f} / loop "

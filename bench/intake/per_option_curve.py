@@ -108,11 +108,7 @@ def one_set(name: str, engine: Any, err: Any, sizes: list[int | None], holdout: 
             features,
             logprobs,
             labels,
-            model_sha256=engine.sha256,
-            prompt_format=engine.format_for("label").id,
-            n_vocab=engine.native.n_vocab,
-            n_embd=engine.native.n_embd,
-            attention=engine.native.attention,
+            **learn_mod.engine_keys(engine),
             min_per_option=learn_mod.MIN_PER_OPTION,
             rare="backoff",
             force=True,  # every head is measured; `refused` says which ones learn (without --force) would not keep

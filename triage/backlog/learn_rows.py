@@ -171,6 +171,20 @@ def _differences(mine: Any, theirs: Any) -> str:
     )
 
 
+@dataclass(frozen=True)
+class _Returned:
+    """What the Ray workers returned (by ticket sha256: an outcome, or the message of a ticket that failed), asked
+    as :func:`triage.evaluation.runner.score_rows` asks a scorer: so rows are assembled as a local run's are."""
+
+    have: dict[str, Any]
+
+    def outcome(self, ticket: Any) -> tuple[Any, bool]:
+        out = self.have[ticket.sha256]
+        if isinstance(out, str):
+            raise TriageError(out)
+        return out, False
+
+
 @dataclass
 class RaySets:
     """:func:`triage.evaluation.session.score_sets` with the misses scored on Ray (see the module docstring).
@@ -289,22 +303,13 @@ class RaySets:
         prior: bool,
         read: str,
     ) -> Any:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
+        from rich.progress import Progress
 
         from triage.evaluation.cache import ReadoutCache
-        from triage.evaluation.data import BadRow
-        from triage.evaluation.runner import Scored, Scorer
-        from triage.evaluation.session import ScoringRun
+        from triage.evaluation.runner import Scorer, score_rows
+        from triage.evaluation.session import ScoringRun, progress_columns
         from triage.evaluation.variants import prior_from
         from triage.scoring.engine import PRIOR_TEXT
-        from triage.scoring.head import FEATURES as FEATURES_KIND
         from triage.scoring.ticket import make_ticket, printable
 
         with ReadoutCache() as cache:
@@ -313,7 +318,6 @@ class RaySets:
                 console.print(f"triage: {said}", style="yellow", markup=False, highlight=False)
             scorer = Scorer(engine, pack, cache, readout, read)  # the key the outcomes are stored under
             scorer.features = features and readout == "label"
-            wanted = (FEATURES_KIND, [c.id for c in pack.criteria]) if scorer.features else None
             prior_ticket = make_ticket(PRIOR_TEXT, "prior") if prior else None
             tickets = [prior_ticket] if prior_ticket is not None else []
             tickets += [r.ticket for _, rows in parts for r in rows if known is None or r.ticket.sha256 not in known]
@@ -322,20 +326,12 @@ class RaySets:
             for t in tickets:
                 if t.sha256 in have or t.sha256 in todo:
                     continue
-                hit = cache.get(scorer.key, t.sha256, wanted)
+                hit = scorer.cached(t.sha256)
                 if hit is not None:
                     have[t.sha256] = hit
                 else:
                     todo[t.sha256] = t
             hits = cache.hits
-            columns = (
-                TextColumn("{task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("cached {task.fields[hits]}"),
-                TimeElapsedColumn(),
-                TimeRemainingColumn(),
-            )
             scoring_s = 0.0
             if todo:
                 if self._ray is None:
@@ -350,7 +346,7 @@ class RaySets:
                 batches = [items[i : i + batch] for i in range(0, len(items), batch)]
                 pool = ActorPool(self._actors)
                 what = f"{parts[0][0] if parts else 'rows'} on Ray ({len(self._actors)} worker(s))"
-                with Progress(*columns, console=console, transient=False) as progress:
+                with Progress(*progress_columns(), console=console, transient=False) as progress:
                     task = progress.add_task(what, total=len(todo), hits=hits)
                     results = pool.map_unordered(
                         lambda a, b: a.score.remote(b, readout, read, scorer.features), batches
@@ -366,29 +362,11 @@ class RaySets:
                             have[sha] = out
                             if isinstance(out, str):
                                 continue
-                            cache.put(scorer.key, sha, out)  # as Scorer.outcome stores what it scored
-                            if out.features:
-                                cache.put_features(scorer.key, sha, FEATURES_KIND, out.features)
+                            scorer.store(sha, out)  # as Scorer.outcome stores what it scored
                             scoring_s += out.ms / 1000
                         self.sent += len(scored)
                         progress.update(task, advance=len(scored))
-            sets = []
-            for _, rows in parts:
-                got = Scored()
-                for row in rows:
-                    sha = row.ticket.sha256
-                    if known is not None and sha in known:
-                        got.rows.append(row)
-                        got.outcomes.append(known[sha])
-                        got.known += 1
-                        continue
-                    out = have[sha]
-                    if isinstance(out, str):
-                        got.failed.append(BadRow(row.line, f"line {row.line} (id {row.id}): not scored: {out}"))
-                        continue
-                    got.rows.append(row)
-                    got.outcomes.append(out)
-                sets.append(got)
+            sets = [score_rows(_Returned(have), rows, None, known) for _, rows in parts]
             content_free = {}
             if prior_ticket is not None:
                 out = have[prior_ticket.sha256]

@@ -299,13 +299,9 @@ def run(args: argparse.Namespace) -> int:
                 features,
                 logprobs,
                 labels,
-                model_sha256=engine.sha256,
-                prompt_format=engine.format_for("label").id,
-                n_vocab=engine.native.n_vocab,
-                n_embd=engine.native.n_embd,
+                **learn_mod.engine_keys(engine),
                 name=name,
                 read=read,
-                attention=engine.native.attention,
                 criteria=only,
                 on_criterion=lambda cid, n: err.print(
                     f"triage: fitting {printable(cid)} on {n} row(s)…", style="dim", markup=False, highlight=False

@@ -88,8 +88,7 @@ class Scorer:
         each criterion's answer-position features, cached beside the readouts; a
         ticket cached without them is scored again.
         """
-        wanted = (FEATURES_KIND, [c.id for c in self.pack.criteria]) if self.features else None
-        hit = self.cache.get(self.key, ticket.sha256, wanted)
+        hit = self.cached(ticket.sha256)
         if hit is not None:
             return hit, True
         from triage.scoring.engine import ScoreOptions
@@ -109,12 +108,22 @@ class Scorer:
             raise TriageError(f"ticket {ticket.id} was not scored completely: {'; '.join(result.warnings)}")
         warnings = [w for w in result.warnings if not w.startswith("stable prefix changed")]
         out = Outcome(raw, warnings, ms, feats or None)
-        self.cache.put(self.key, ticket.sha256, out)
-        if feats:
-            self.cache.put_features(self.key, ticket.sha256, FEATURES_KIND, feats)
+        self.store(ticket.sha256, out)
         self.scored += 1
         self.scoring_s += ms / 1000
         return out, False
+
+    def cached(self, sha256: str) -> Outcome | None:
+        """The cached outcome of the ticket text ``sha256`` under this scorer's key (with its features when
+        :attr:`features` is set: one cached without them is a miss), or None."""
+        wanted = (FEATURES_KIND, [c.id for c in self.pack.criteria]) if self.features else None
+        return self.cache.get(self.key, sha256, wanted)
+
+    def store(self, sha256: str, out: Outcome) -> None:
+        """Cache ``out`` (and its features, if any) for the ticket text ``sha256`` under this scorer's key."""
+        self.cache.put(self.key, sha256, out)
+        if out.features:
+            self.cache.put_features(self.key, sha256, FEATURES_KIND, out.features)
 
     def prior(self) -> dict[str, np.ndarray]:
         """The content-free prior per criterion (the engine's "N/A" ticket, through the cache)."""

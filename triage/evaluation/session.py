@@ -94,6 +94,18 @@ class ScoringRun:
     cache_path: str
 
 
+def progress_columns() -> tuple[Any, ...]:
+    """The columns of a scoring progress bar: what, the bar, done of all, cache hits, elapsed, remaining."""
+    return (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("cached {task.fields[hits]}"),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+
+
 def score_sets(
     engine: Any,
     pack: Pack,
@@ -120,15 +132,7 @@ def score_sets(
             console.print(f"triage: {said}", style="yellow", markup=False, highlight=False)
         scorer = Scorer(engine, pack, cache, readout, read)
         scorer.features = features and readout == "label"
-        columns = (
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("cached {task.fields[hits]}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-        )
-        with Progress(*columns, console=console, transient=False) as progress:
+        with Progress(*progress_columns(), console=console, transient=False) as progress:
             if prior:
                 step = progress.add_task("content-free prior", total=1, hits=0)
                 content_free = scorer.prior()

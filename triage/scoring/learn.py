@@ -281,6 +281,19 @@ def _folded(scaler: Any, lr: Any, classes: Sequence[int]) -> tuple[np.ndarray, n
     return w[order], b[order]
 
 
+def engine_keys(engine: Any) -> dict[str, Any]:
+    """What a head records of the engine whose numbers it is fitted on, as :func:`fit_head`'s keyword arguments:
+    the model's sha256, the label readout's prompt format, the vocabulary and hidden sizes, the attention kernels."""
+    native = engine.native
+    return {
+        "model_sha256": engine.sha256,
+        "prompt_format": engine.format_for("label").id,
+        "n_vocab": native.n_vocab,
+        "n_embd": native.n_embd,
+        "attention": native.attention,
+    }
+
+
 def fit_head(
     pack: Any,
     features: dict[str, np.ndarray],
