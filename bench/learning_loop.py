@@ -11,7 +11,9 @@ far. The shown decision is judged against the label before the label is used
 Each ticket is scored once (the label readout in fanout, as ``triage score`` runs it,
 through eval's readout cache, so a second run scores nothing); the replay itself only
 applies and fits heads. Prints the agreement curve, zero-shot against learned, and the
-time each re-fit took; writes the numbers as JSON and the curve as an SVG.
+time each re-fit took; writes the numbers as JSON and the curve as an SVG. Beside them, a
+TF-IDF + logistic regression loop (eval's baseline, balanced) is replayed on the same labels and
+schedule: where it does not rise either, the labels hold little that text can tell.
 
   python bench/learning_loop.py ../shared/datasets/airline-sentiment --model qwen2.5-coder-0.5b --limit 300 \
       --refit-every 20 -o bench/results/learning-loop-airline
@@ -40,12 +42,16 @@ def replay(
     *,
     refit_every: int,
     fit: Any,
+    baseline: Any = None,
 ) -> dict[str, Any]:
     """The prequential replay over rows in order (see the module docstring).
 
     Args:
         features, raw: per criterion, (n, F) features and (n, K) raw log-probs of every row.
         fit: ``fit(rows_so_far_indices) -> Head | None`` (the head to show from then on).
+        baseline: optional ``baseline(rows_so_far_indices) -> {criterion: (n,) option index of every row}``,
+            fitted on the same schedule and labels as the head; its decision for a row counts only while
+            it was fitted on earlier rows (zero-shot before its first fit, as the loop).
     """
     n = len(rows)
     crit_ids = [c.id for c in pack.criteria]
@@ -53,7 +59,9 @@ def replay(
     zero = {c: np.full(n, -1) for c in crit_ids}
     gold = {c: np.full(n, -1) for c in crit_ids}
     source = {c: [""] * n for c in crit_ids}
+    other = {c: np.full(n, -1) for c in crit_ids}
     head = None
+    predicted: dict[str, np.ndarray] = {}
     refits: list[dict[str, Any]] = []
     for i, row in enumerate(rows):
         for _ci, crit in enumerate(pack.criteria):
@@ -68,14 +76,18 @@ def replay(
             else:
                 shown[cid][i] = zero[cid][i]
                 source[cid][i] = "zero-shot"
+            other[cid][i] = int(predicted[cid][i]) if cid in predicted else zero[cid][i]
             gold[cid][i] = [o.id for o in crit.options].index(row.labels[cid])
         if (i + 1) % refit_every == 0 and i + 1 < n:
             t0 = time.perf_counter()
             head = fit(list(range(i + 1)))
+            seconds = time.perf_counter() - t0
+            if baseline is not None:
+                predicted = baseline(list(range(i + 1)))
             refits.append(
                 {
                     "labels": i + 1,
-                    "seconds": time.perf_counter() - t0,
+                    "seconds": seconds,
                     "criteria": sorted(head.criteria) if head is not None else [],
                 }
             )
@@ -91,11 +103,17 @@ def replay(
             "zero_shot_agree": (z == g).astype(int).tolist(),
             "gold": g.tolist(),
             "source": [x for x, h in zip(source[cid], have, strict=True) if h],
+            **({"baseline_agree": (other[cid][have] == g).astype(int).tolist()} if baseline is not None else {}),
             # agreement averaged over the labels' options: a readout that always says the commonest option
             # agrees as often as that option is labelled, but is at chance (1/K) here
             "balanced": {
                 "zero_shot": balanced_accuracy(g.tolist(), z.tolist(), k),
                 "learned": balanced_accuracy(g.tolist(), s.tolist(), k),
+                **(
+                    {"baseline": balanced_accuracy(g.tolist(), other[cid][have].tolist(), k)}
+                    if baseline is not None
+                    else {}
+                ),
             },
         }
     return {"curves": curves, "refits": refits}
@@ -108,9 +126,23 @@ def windowed(flags: list[int], window: int = WINDOW) -> list[float]:
     return [float((c[i + 1] - c[max(0, i + 1 - window)]) / (i + 1 - max(0, i + 1 - window))) for i in range(len(a))]
 
 
+def windowed_balanced(flags: list[int], gold: list[int], window: int = WINDOW) -> list[float]:
+    """Balanced agreement over the last ``window`` labels at each label: the mean, over the options labelled in
+    the window, of the agreement on that option's labels (a readout that always says one option scores 1/K)."""
+    a, g = np.asarray(flags, dtype=float), np.asarray(gold)
+    out = []
+    for i in range(len(a)):
+        lo = max(0, i + 1 - window)
+        ww, gg = a[lo : i + 1], g[lo : i + 1]
+        out.append(float(np.mean([ww[gg == c].mean() for c in np.unique(gg)])))
+    return out
+
+
 def svg(curves: dict[str, Any], title: str, window: int = WINDOW) -> str:
-    """Agreement over the last ``window`` labels against labels seen: learned loop and zero-shot, per criterion."""
-    w, h, left, top, pw, ph = 760, 360, 60, 40, 660, 260
+    """Agreement over the last ``window`` labels against labels seen, plain (top) and balanced over the options
+    (bottom): the learned loop, zero-shot and (when replayed) the TF-IDF loop, per criterion."""
+    left, top, pw, ph, gap, legend_w = 60, 56, 600, 200, 60, 230
+    w, h = left + pw + legend_w, top + 2 * ph + gap + 44
     colors = ["#4c78a8", "#f58518", "#54a24b", "#e45756", "#b279a2"]
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
@@ -119,33 +151,43 @@ def svg(curves: dict[str, Any], title: str, window: int = WINDOW) -> str:
         f'<text x="{left}" y="22" font-size="14" font-weight="bold">{escape(title)}</text>',
     ]
     n_max = max((c["labels"] for c in curves.values()), default=1) or 1
-    for k in range(0, 11, 2):
-        y = top + ph - ph * k / 10
-        parts.append(f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e5e5e5"/>')
-        parts.append(f'<text x="{left - 8}" y="{y + 4:.1f}" text-anchor="end">{k * 10}%</text>')
-    for k in range(0, 6):
-        x = left + pw * k / 5
-        parts.append(f'<text x="{x:.1f}" y="{top + ph + 18}" text-anchor="middle">{round(n_max * k / 5)}</text>')
-    parts.append(
-        f'<text x="{left + pw / 2}" y="{h - 8}" text-anchor="middle">labels seen (agreement over the last '
-        f"{window})</text>"
+    panels = (
+        ("plain", top, f"agreement over the last {window} labels"),
+        ("balanced", top + ph + gap, f"balanced over the options, last {window} labels"),
     )
+    for _kind, y0, label in panels:
+        parts.append(f'<text x="{left}" y="{y0 - 8}" font-weight="bold">{escape(label)}</text>')
+        for k in range(0, 11, 2):
+            y = y0 + ph - ph * k / 10
+            parts.append(f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e5e5e5"/>')
+            parts.append(f'<text x="{left - 8}" y="{y + 4:.1f}" text-anchor="end">{k * 10}%</text>')
+        for k in range(0, 6):
+            x = left + pw * k / 5
+            parts.append(f'<text x="{x:.1f}" y="{y0 + ph + 16}" text-anchor="middle">{round(n_max * k / 5)}</text>')
+    parts.append(f'<text x="{left + pw / 2}" y="{h - 6}" text-anchor="middle">labels seen</text>')
     legend_y = top + 4
     for ci, (cid, c) in enumerate(curves.items()):
         color = colors[ci % len(colors)]
-        for key, dash, name in (("learned_agree", "", "learned loop"), ("zero_shot_agree", "5,4", "zero-shot")):
-            ys = windowed(c[key], window)
+        series = [("learned_agree", "", "learned loop"), ("zero_shot_agree", "5,4", "zero-shot")]
+        if "baseline_agree" in c:
+            series.append(("baseline_agree", "1,3", "TF-IDF loop"))
+        for key, dash, name in series:
             dashed = f' stroke-dasharray="{dash}"' if dash else ""  # an empty dash array is not valid SVG
-            pts = " ".join(f"{left + pw * (i + 1) / n_max:.1f},{top + ph - ph * v:.1f}" for i, v in enumerate(ys))
+            for kind, y0, _label in panels:
+                if kind == "balanced" and "gold" not in c:
+                    continue
+                ys = windowed(c[key], window) if kind == "plain" else windowed_balanced(c[key], c["gold"], window)
+                pts = " ".join(f"{left + pw * (i + 1) / n_max:.1f},{y0 + ph - ph * v:.1f}" for i, v in enumerate(ys))
+                parts.append(
+                    f'<g class="series" data-series="{escape(cid)}:{name}:{kind}"><polyline points="{pts}" '
+                    f'fill="none" stroke="{color}" stroke-width="2"{dashed}/></g>'
+                )
+            lx = left + pw + 20
             parts.append(
-                f'<g class="series" data-series="{escape(cid)}:{name}"><polyline points="{pts}" fill="none" '
-                f'stroke="{color}" stroke-width="2"{dashed}/></g>'
+                f'<line x1="{lx}" x2="{lx + 25}" y1="{legend_y}" y2="{legend_y}" stroke="{color}" '
+                f'stroke-width="2"{dashed}/>'
             )
-            parts.append(
-                f'<line x1="{left + pw - 170}" x2="{left + pw - 145}" y1="{legend_y}" y2="{legend_y}" '
-                f'stroke="{color}" stroke-width="2"{dashed}/>'
-            )
-            parts.append(f'<text x="{left + pw - 140}" y="{legend_y + 4}">{escape(cid)}: {name}</text>')
+            parts.append(f'<text x="{lx + 30}" y="{legend_y + 4}">{escape(cid)}: {name}</text>')
             legend_y += 16
     parts.append("</svg>")
     return "\n".join(parts)
@@ -161,8 +203,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=300, help="replay the first N rows (default 300)")
     ap.add_argument("--refit-every", type=int, default=20, help="fit the head again after every N labels (default 20)")
     ap.add_argument("--n-ctx", type=int, default=1024, help="context size (default 1024, as learn and eval)")
+    ap.add_argument(
+        "--baseline",
+        choices=["tfidf", "none"],
+        default="tfidf",
+        help="replay a TF-IDF + logistic regression loop beside the head, on the same labels and schedule "
+        "(default tfidf; needs scikit-learn): how much any text classifier finds in these labels",
+    )
     ap.add_argument("-o", "--output", type=Path, default=None, help="write OUTPUT.json and OUTPUT.svg")
     args = ap.parse_args(argv)
+    if args.baseline == "tfidf":
+        from triage.evaluation.baseline import need_sklearn
+
+        need_sklearn("--baseline tfidf (use --baseline none)")
 
     from triage.evaluation.data import read_labelled
     from triage.evaluation.runner import stack_features
@@ -204,7 +257,29 @@ def main(argv: list[str] | None = None) -> int:
         )
         return head if head.criteria else None
 
-    result = replay(pack, rows, feats, raw, refit_every=args.refit_every, fit=fit)
+    def tfidf(idx: list[int]) -> dict[str, np.ndarray]:
+        from triage.evaluation.baseline import fit_predict
+
+        texts = [r.ticket.text for r in rows]
+        out_: dict[str, np.ndarray] = {}
+        for crit in pack.criteria:
+            have = [i for i in idx if crit.id in rows[i].labels]
+            ids = [o.id for o in crit.options]
+            y = [ids.index(rows[i].labels[crit.id]) for i in have]
+            if len(set(y)) < 2:  # one option labelled so far: nothing to learn, zero-shot stays
+                continue
+            out_[crit.id] = np.argmax(fit_predict([texts[i] for i in have], y, texts, len(ids)), axis=1)
+        return out_
+
+    result = replay(
+        pack,
+        rows,
+        feats,
+        raw,
+        refit_every=args.refit_every,
+        fit=fit,
+        baseline=tfidf if args.baseline == "tfidf" else None,
+    )
     result.update(
         {
             "dataset": args.dataset.name,
@@ -232,6 +307,15 @@ def main(argv: list[str] | None = None) -> int:
             markup=False,
             highlight=False,
         )
+        if "baseline_agree" in c:
+            b = np.asarray(c["baseline_agree"])
+            out.print(
+                f"{pack.name}/{cid}: TF-IDF loop (same labels and schedule) {b.mean():.3f} overall · first "
+                f"{WINDOW} {b[first].mean():.3f} · last {WINDOW} {b[last].mean():.3f} · balanced "
+                f"{c['balanced']['baseline']:.3f}",
+                markup=False,
+                highlight=False,
+            )
     if secs:
         out.print(
             f"re-fits: {len(secs)} · median {np.median(secs):.2f} s · max {max(secs):.2f} s "
@@ -242,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-        title = f"{pack.name}: learned loop vs zero-shot ({engine.name}, re-fit every {args.refit_every})"
+        title = f"{pack.name}: the learned loop against zero-shot ({engine.name}, re-fit every {args.refit_every})"
         args.output.with_suffix(".svg").write_text(svg(result["curves"], title), encoding="utf-8")
         out.print(f"wrote {args.output.with_suffix('.json')} and {args.output.with_suffix('.svg')}", markup=False)
     return 0

@@ -84,4 +84,51 @@ def test_windowed_agreement_and_svg_series() -> None:
     m = _module()
     assert m.windowed([1, 0, 1, 1], window=2) == [1.0, 0.5, 0.5, 1.0]
     svg = m.svg({"c": {"labels": 4, "learned_agree": [1, 1, 0, 1], "zero_shot_agree": [0, 0, 1, 0]}}, "t", window=2)
-    assert svg.count('class="series"') == 2 and 'data-series="c:learned loop"' in svg
+    assert svg.count('class="series"') == 2 and 'data-series="c:learned loop:plain"' in svg  # no gold: no balanced
+
+
+def test_windowed_balanced_agreement_averages_over_the_options_in_the_window() -> None:
+    m = _module()
+    # always right on option 0, never on option 1: plain agreement follows the mix, balanced stays at 1/2
+    flags, gold = [1, 1, 1, 0, 1, 0], [0, 0, 0, 1, 0, 1]
+    assert m.windowed_balanced(flags, gold, window=3) == [1.0, 1.0, 1.0, 0.5, 0.5, 0.5]
+    assert m.windowed(flags, window=3)[3] == 2 / 3
+
+
+def test_the_baseline_loop_is_fitted_on_the_same_schedule_and_counts_only_after_its_fit() -> None:
+    m = _module()
+    gold = ["a", "b"] * 5
+    rows = [_Row({"c": g}) for g in gold]
+    feats = {"c": np.arange(10, dtype=float).reshape(-1, 1)}
+    raw = {"c": np.log(np.tile([0.8, 0.2], (10, 1)))}  # zero-shot always says a
+    fitted_on: list[list[int]] = []
+
+    def baseline(idx: list[int]) -> dict[str, np.ndarray]:
+        fitted_on.append(idx)
+        return {"c": np.ones(10, dtype=int)}  # always b once fitted
+
+    out = m.replay(
+        _Pack([_Crit("c")]), rows, feats, raw, refit_every=4, fit=lambda idx: _OracleHead({}), baseline=baseline
+    )
+    c = out["curves"]["c"]
+    # rows 0-3 before any fit: zero-shot's a; then b
+    assert c["baseline_agree"] == [1, 0, 1, 0] + [0 if g == "a" else 1 for g in gold[4:]]
+    assert [len(i) for i in fitted_on] == [4, 8]
+    assert c["balanced"]["baseline"] == 0.5 * (2 / 5 + 3 / 5)
+    svg = m.svg(out["curves"], "t", window=2)
+    assert svg.count('class="series"') == 6  # three series, plain and balanced
+    assert 'data-series="c:TF-IDF loop:plain"' in svg and 'data-series="c:TF-IDF loop:balanced"' in svg
+
+
+def test_without_a_baseline_the_curves_hold_none() -> None:
+    m = _module()
+    rows = [_Row({"c": "a"}), _Row({"c": "b"})]
+    out = m.replay(
+        _Pack([_Crit("c")]),
+        rows,
+        {"c": np.zeros((2, 1))},
+        {"c": np.log(np.tile([0.8, 0.2], (2, 1)))},
+        refit_every=1,
+        fit=lambda idx: None,
+    )
+    assert "baseline_agree" not in out["curves"]["c"] and "baseline" not in out["curves"]["c"]["balanced"]

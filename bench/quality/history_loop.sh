@@ -64,10 +64,11 @@ PY
     "$TRIAGE" eval "$SPLITS/$d/dev.jsonl" --head "$w/file.npz" "${common[@]}" --limit "$LIMIT" 2>/dev/null
   } > "$OUT/history-$d.txt"
   cat "$OUT/history-$d.txt" >&2
-  # The learning loop over the same rows, training then dev, in file order: every readout is in the cache already.
-  cat "$w/train.jsonl" <(head -n "$LIMIT" "$SPLITS/$d/dev.jsonl") > "$w/replay.jsonl"
+  # The learning loop over every row of the set, training split then dev split, in file order (the rows above are in
+  # the cache already; the replay scores the rest once). TRIAGE_REPLAY_LIMIT=N replays the first N.
+  cat "$SPLITS/$d/train.jsonl" "$SPLITS/$d/dev.jsonl" > "$w/replay.jsonl"
   PYTHONPATH="${TRIAGE_PYTHONPATH:-.}" "${PYTHON:-.venv/bin/python}" bench/learning_loop.py "$w/replay.jsonl" \
-    --pack "$DATA/$d/criteria.toml" --model "$MODEL_PATH" --limit $((2 * LIMIT)) --refit-every 20 \
+    --pack "$DATA/$d/criteria.toml" --model "$MODEL_PATH" --limit "${TRIAGE_REPLAY_LIMIT:-100000}" --refit-every 20 \
     -o "$OUT/learning-loop-$d" > "$OUT/learning-loop-$d.txt" 2>&1
   cat "$OUT/learning-loop-$d.txt" >&2
 done
