@@ -45,6 +45,16 @@ def add_model_options(parser: argparse.ArgumentParser, *, n_ctx: int | None = No
     )
 
 
+def add_prompt_option(parser: argparse.ArgumentParser) -> None:
+    """``--prompt``: the prompt format of every command that builds prompts (auto: from the model's template)."""
+    parser.add_argument(
+        "--prompt",
+        choices=("auto", "chat", "plain"),
+        default="auto",
+        help="prompt format (default: from the model's chat template)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full argument parser (cheap: no heavy imports)."""
     parser = argparse.ArgumentParser(

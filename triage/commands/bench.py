@@ -54,7 +54,7 @@ examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from triage.cli import add_model_options
+    from triage.cli import add_model_options, add_prompt_option
     from triage.scoring.options import DEFAULT_READOUT, ORDERINGS, READOUTS
 
     add_model_options(p)
@@ -93,12 +93,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="with --readout letter: option orderings (default cyclic; --quick: none)",
     )
-    p.add_argument(
-        "--prompt",
-        choices=("auto", "chat", "plain"),
-        default="auto",
-        help="prompt format (default: from the model's chat template)",
-    )
+    add_prompt_option(p)
     p.add_argument("--probe-reps", type=int, metavar="N", help="timings per tail-probe size (default 2; --quick 1)")
     p.add_argument(
         "--json", dest="json_path", metavar="PATH", help="write the results as JSON (and the chart beside it as .svg)"

@@ -41,7 +41,7 @@ examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from triage.cli import add_model_options
+    from triage.cli import add_model_options, add_prompt_option
     from triage.commands._input import add_input_arguments
     from triage.scoring.options import DEFAULT_ORDERINGS, DEFAULT_READOUT, ORDERINGS, READOUTS
 
@@ -76,12 +76,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         f"(default: the config's orderings, else {DEFAULT_ORDERINGS})",
     )
     p.add_argument("--limit", type=int, metavar="N", help="fit on the first N usable rows only")
-    p.add_argument(
-        "--prompt",
-        choices=("auto", "chat", "plain"),
-        default="auto",
-        help="prompt format (default: from the model's chat template)",
-    )
+    add_prompt_option(p)
     p.add_argument(
         "--min-per-option",
         type=int,

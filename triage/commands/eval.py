@@ -59,7 +59,7 @@ examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from triage.cli import add_model_options
+    from triage.cli import add_model_options, add_prompt_option
     from triage.commands._input import add_input_arguments
     from triage.scoring.options import DEFAULT_READOUT, READOUTS
 
@@ -90,12 +90,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--train-limit", type=int, metavar="N", help="train on the first N usable training rows (default: --limit)"
     )
-    p.add_argument(
-        "--prompt",
-        choices=("auto", "chat", "plain"),
-        default="auto",
-        help="prompt format (default: from the model's chat template)",
-    )
+    add_prompt_option(p)
     p.add_argument(
         "--readout",
         choices=READOUTS,

@@ -71,7 +71,7 @@ examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from triage.cli import add_model_options
+    from triage.cli import add_model_options, add_prompt_option
     from triage.commands._input import add_input_arguments
 
     p.add_argument(
@@ -104,12 +104,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--criteria", metavar="ID,ID", help="learn only these criteria (default: every criterion with labels)"
     )
     p.add_argument("--limit", type=int, metavar="N", help="learn from the first N usable rows only")
-    p.add_argument(
-        "--prompt",
-        choices=("auto", "chat", "plain"),
-        default="auto",
-        help="prompt format (default: from the model's chat template)",
-    )
+    add_prompt_option(p)
     p.add_argument(
         "--min-per-option",
         type=int,

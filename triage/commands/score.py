@@ -68,7 +68,7 @@ examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from triage.cli import add_model_options
+    from triage.cli import add_model_options, add_prompt_option
     from triage.scoring.options import (
         DEFAULT_MODE,
         DEFAULT_ORDERINGS,
@@ -133,12 +133,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         ),
     )
     p.add_argument("--no-head", action="store_true", help="do not apply any learned head")
-    p.add_argument(
-        "--prompt",
-        choices=("auto", "chat", "plain"),
-        default="auto",
-        help="prompt format (default: from the model's chat template)",
-    )
+    add_prompt_option(p)
     p.add_argument(
         "--format",
         choices=("json", "jsonl", "table"),

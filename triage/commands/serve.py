@@ -47,7 +47,7 @@ DEFAULT_PORT = 8787
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from triage.cli import add_model_options
+    from triage.cli import add_model_options, add_prompt_option
     from triage.serve.requests import DEFAULT_MAX_TICKET_BYTES
     from triage.serve.worker import DEFAULT_QUEUE_LIMIT
 
@@ -63,12 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="a criteria pack requests may name (by its name); repeat for more; the first is the default "
         "(default: the config's pack, else the built-in support pack)",
     )
-    p.add_argument(
-        "--prompt",
-        choices=("auto", "chat", "plain"),
-        default="auto",
-        help="prompt format (default: from the model's chat template)",
-    )
+    add_prompt_option(p)
     p.add_argument(
         "--token",
         metavar="TOKEN",
