@@ -110,7 +110,9 @@ def test_unknown_ticket_and_ambiguous_id(history: History) -> None:
         lab.find_ticket(history, "T-1")
 
 
-def test_cli_label_pairs_file_export_and_stats(history: History, tmp_path: Path, capsys) -> None:
+def test_cli_label_pairs_file_export_and_stats(
+    history: History, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
     history.close()
     q2 = _other(History.open(), "T-2", "queue")
     assert main(["label", "T-1", f"queue={_shown(History.open(), 'T-1', 'queue')}"]) == 0
@@ -141,9 +143,20 @@ def test_cli_label_pairs_file_export_and_stats(history: History, tmp_path: Path,
     assert by["queue"]["by_source"]["zero-shot"]["n"] == 2
     assert by["queue"]["balanced"] == 0.5  # one answer agreed, one did not: whichever options, half
     assert by["urgency"]["balanced"] in (0.0, 1.0) and by["urgency"]["labels"] == 1
-    assert main(["stats"]) == 0
-    table = capsys.readouterr().out
-    assert "balanced" in table and "50%" in table
+    # an 80-column console (what a pipe gets) shows every column of the table; a narrower one, lines with the same
+    # figures (rich would drop the columns that do not fit)
+    for width, layout in ((80, "table"), (50, "lines")):
+        monkeypatch.setenv("COLUMNS", str(width))
+        assert main(["stats"]) == 0
+        shown = capsys.readouterr().out
+        assert "balanced" in shown and "50%" in shown and "zero-shot" in shown and "trend" in shown
+        assert all(len(line) <= width for line in shown.splitlines())
+        if layout == "table":
+            header = next(line for line in shown.splitlines() if "criterion" in line)
+            for col in ("labels", "fixed", "agree", "balanced", "last 50", "by source", "trend"):
+                assert col in header, col
+        else:
+            assert "queue: 2 label(s), 1 fixed; agree 50%; balanced 50%" in " ".join(shown.split())
 
 
 def test_label_file_with_bad_lines_stores_nothing(history: History, tmp_path: Path, capsys) -> None:

@@ -74,6 +74,30 @@ def percent(rate: float | None) -> str:
     return "—" if rate is None else f"{rate:.0%}"
 
 
+def agreement_lines(rows: list[Any], *, trend_blocks: int = 0) -> list[str]:
+    """The figures of :func:`agreement_table` as plain lines, a criterion to a line, for a console too narrow
+    for the table."""
+    from triage.evaluation.agreement import BLOCK, RECENT
+
+    one_pack = len({r.pack for r in rows}) == 1
+    out = []
+    for r in rows:
+        parts = [
+            f"{r.labels} label(s), {r.corrections} fixed",
+            f"agree {percent(r.overall.rate)}",
+            f"balanced {percent(r.balanced)}",
+            f"last {RECENT} {percent(r.recent.rate)}",
+            "by source " + ", ".join(f"{s} {percent(v.rate)} of {v.n}" for s, v in r.by_source.items()),
+        ]
+        if trend_blocks:
+            trend = " ".join(percent(t.rate) for t in r.trend[-trend_blocks:])
+            parts.append(f"trend ({BLOCK} a block) {trend}")
+        out.append(f"{r.criterion if one_pack else f'{r.pack}/{r.criterion}'}: " + "; ".join(parts))
+    if one_pack and rows:
+        out.append(f"pack {rows[0].pack}; balanced: agreement averaged over the options answered")
+    return out
+
+
 def agreement_table(rows: list[Any], *, trend_blocks: int = 0, title: str | None = None) -> Table:
     """The agreement table of ``triage stats`` and the app's agreement screen (F7), from
     :func:`triage.evaluation.agreement.agreement`'s rows.
@@ -86,9 +110,15 @@ def agreement_table(rows: list[Any], *, trend_blocks: int = 0, title: str | None
     one_pack = len({r.pack for r in rows}) == 1
     table = Table(title=title, title_justify="left", expand=not trend_blocks)
     columns = ["criterion", "labels", "fixed", "agree", "balanced", f"last {RECENT}", "by source"]
-    columns += [f"trend ({BLOCK} a block)"] if trend_blocks else []
+    columns += ["trend"] if trend_blocks else []
+    wraps = {"by source": 9, "trend": 6}  # the columns that wrap, and their narrowest width
     for col in columns:
-        table.add_column(col, justify="right" if col in ("labels", "fixed") else "left", no_wrap=col != "by source")
+        table.add_column(
+            col,
+            justify="right" if col in ("labels", "fixed") else "left",
+            no_wrap=col not in wraps,
+            min_width=wraps.get(col),
+        )
     for r in rows:
         cells = [
             safe(r.criterion if one_pack else f"{r.pack}/{r.criterion}"),
@@ -106,5 +136,6 @@ def agreement_table(rows: list[Any], *, trend_blocks: int = 0, title: str | None
         table.caption = (
             f"pack {safe(rows[0].pack)}; fixed: corrections; balanced: agreement averaged over the options "
             "answered (always showing the commonest option is at chance there)"
+            + (f"; trend: agreement per block of {BLOCK} labels, oldest first" if trend_blocks else "")
         )
     return table

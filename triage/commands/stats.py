@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from triage.evaluation.agreement import agreement
-    from triage.render import agreement_table
+    from triage.render import agreement_lines, agreement_table
     from triage.store import labels as lab
     from triage.store.history import History
 
@@ -52,6 +52,13 @@ def run(args: argparse.Namespace) -> int:
         print("triage: no labels yet: confirm or correct decisions in the app, or use triage label", file=sys.stderr)
         return 0
 
+    console = Console()
     table = agreement_table(rows, trend_blocks=6, title=f"agreement with {answers} answer(s)")
-    Console().print(table)
+    if console.measure(table, options=console.options.update_width(10_000)).minimum <= console.width:
+        console.print(table)
+        return 0
+    # too narrow for the table (rich would drop columns): the same figures, a criterion to a paragraph
+    console.print(f"agreement with {answers} answer(s)", markup=False, highlight=False)
+    for line in agreement_lines(rows, trend_blocks=6):
+        console.print(line, markup=False, highlight=False)
     return 0

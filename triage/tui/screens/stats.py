@@ -52,9 +52,14 @@ class AgreementScreen(ModalScreen[None]):
         plot = self.query_one(PlotextPlot)
         plt = plot.plt
         plt.title(f"agreement per block of {BLOCK} labels")
+        blocks = 1
         for r in self.rows:
             ys = [t.rate * 100 for t in r.trend if t.rate is not None]
             plt.plot(list(range(1, len(ys) + 1)), ys, label=r.criterion, marker="braille")
+            blocks = max(blocks, len(ys))
+        step = max(1, -(-blocks // 10))  # whole blocks on the axis, at most about ten of them
+        plt.xticks(list(range(1, blocks + 1, step)))
+        plt.xlim(0.5, blocks + 0.5)
         plt.ylim(0, 100)
         plt.xlabel("block (oldest first)")
         plt.ylabel("%")
