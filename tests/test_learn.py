@@ -93,10 +93,8 @@ def _synthetic(n_per: list[int], seed: int = 0) -> tuple[np.ndarray, np.ndarray,
     return feats, lp, y
 
 
-def test_fit_folds_the_scaler_into_the_weights() -> None:
-    from triage.scoring.learn import _fit_lr, _folded, _proba
-
-    crit = parse_pack(
+def _three_option_pack():  # type: ignore[no-untyped-def]
+    return parse_pack(
         {
             "criterion": [
                 {
@@ -106,7 +104,17 @@ def test_fit_folds_the_scaler_into_the_weights() -> None:
                 }
             ]
         }
-    ).criteria[0]
+    )
+
+
+def _three_options():  # type: ignore[no-untyped-def]
+    return _three_option_pack().criteria[0]
+
+
+def test_fit_folds_the_scaler_into_the_weights() -> None:
+    from triage.scoring.learn import _fit_lr, _folded, _proba
+
+    crit = _three_options()
     feats, lp, y = _synthetic([12, 12, 12])
     x = np.hstack([feats, lp])
     scaler, lr = _fit_lr(x, y, 0.1)
@@ -119,17 +127,7 @@ def test_fit_folds_the_scaler_into_the_weights() -> None:
 def test_fit_criterion_learns_refuses_and_backs_off() -> None:
     from triage.scoring.learn import fit_criterion
 
-    crit = parse_pack(
-        {
-            "criterion": [
-                {
-                    "id": "c",
-                    "question": "Q?",
-                    "options": [{"id": "a", "label": "A"}, {"id": "b", "label": "B"}, {"id": "z", "label": "Z"}],
-                }
-            ]
-        }
-    ).criteria[0]
+    crit = _three_options()
     feats, lp, y = _synthetic([15, 15, 15])
     head, out = fit_criterion(crit, feats, lp, y)
     assert head is not None and out.refused is None and out.cv["balanced_accuracy"] > 0.9
@@ -143,6 +141,59 @@ def test_fit_criterion_learns_refuses_and_backs_off() -> None:
     zero = np.log([0.2, 0.3, 0.5])
     p = np.exp(head.apply(feats[0], zero))
     assert abs(p[2] - 0.5) < 1e-12 and abs(p.sum() - 1) < 1e-9
+
+
+def test_the_grid_walk_stops_after_patience_worse_values_and_chooses_as_the_whole_grid() -> None:
+    from triage.scoring.learn import C_GRID, fit_criterion
+
+    feats, lp, y = _synthetic([15, 15, 15])
+    whole, w = fit_criterion(_three_options(), feats, lp, y, patience=None)
+    assert w.cv["c_tried"] == list(C_GRID)
+    for patience in (1, 2):
+        head, out = fit_criterion(_three_options(), feats, lp, y, patience=patience)
+        best = list(C_GRID).index(out.c)
+        # it tried every C up to the best, then `patience` worse ones (or the grid ran out), and no more
+        assert out.cv["c_tried"] == list(C_GRID)[: min(len(C_GRID), best + 1 + patience)]
+        assert out.c == w.c and np.allclose(head.coef, whole.coef) and np.allclose(head.intercept, whole.intercept)
+
+
+def test_the_row_basis_keeps_the_largest_directions_up_to_the_rank() -> None:
+    from triage.scoring.learn import _row_basis
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(40, 10)) @ rng.normal(size=(10, 200))  # rows spanning 10 directions
+    full = _row_basis(x)
+    assert full.shape == (10, 200)  # what is not spanned is cut, whatever the rank
+    capped = _row_basis(x, 4)
+    assert capped.shape == (4, 200) and np.allclose(capped @ capped.T, np.eye(4))
+    assert np.allclose(capped, full[:4])  # the four largest
+    # what the capped basis leaves out of x is its smallest singular directions: the rest of the spectrum
+    s = np.linalg.svd(x, compute_uv=False)
+    assert np.isclose(np.linalg.norm(x - x @ capped.T @ capped), np.sqrt(np.sum(s[4:] ** 2)))
+
+
+def test_fit_head_caps_the_span_at_the_hidden_width_plus_the_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    from triage.scoring import learn
+
+    ranks: list[int | None] = []
+    real = learn._row_basis
+
+    def spy(x: np.ndarray, rank: int | None = None) -> np.ndarray:
+        ranks.append(rank)
+        return real(x, rank)
+
+    monkeypatch.setattr(learn, "_row_basis", spy)
+    pack = _three_option_pack()
+    feats, lp, y = _synthetic([15, 15, 15])
+    common = {"model_sha256": "ab" * 32, "prompt_format": "f", "n_vocab": 100}
+    head, _ = learn.fit_head(pack, {"c": feats}, {"c": lp}, {"c": list(y)}, n_embd=7, **common)
+    assert set(ranks) == {7 + 3 + 1}  # every fold's basis and the final fit's: n_embd + K + 1
+    assert (
+        head.criteria["c"].info["cv"]["balanced_accuracy"] > 0.6
+    )  # 11 of the 33 directions still tell most apart (1/3 is chance)
+    ranks.clear()
+    learn.fit_criterion(pack.criteria[0], feats, lp, list(y))
+    assert set(ranks) == {None}  # fit_criterion alone: the whole span
 
 
 def _head(n_vocab: int = 300, n_embd: int = 50) -> Head:

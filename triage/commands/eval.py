@@ -262,7 +262,8 @@ def run(args: argparse.Namespace) -> int:
         plan.learn_kw = {
             "min_per_option": args.min_per_option or MIN_PER_OPTION,
             "rare": "backoff",
-        }  # as `triage learn` by default
+            "hidden_width": engine.native.n_embd,
+        }  # as `triage learn` (fit_head) by default
         plan.curve = curve_sizes(args.curve) if plan.learn else ()
         # With --train eval fits its own; without, it measures what `triage score` would apply (the one fit policy).
         # It reads every base a calibration may sit on, so none is passed over for its orderings or prior.

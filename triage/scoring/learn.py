@@ -28,6 +28,7 @@ MIN_PER_OPTION = 5
 # L2 strength candidates, as C = 1 / strength (scikit-learn's name for it)
 C_GRID = tuple(float(c) for c in np.logspace(-4, 1, 6))
 FOLDS = 5
+PATIENCE = 2  # C values in a row worse than the best before the grid walk stops (fit_criterion)
 DEFAULT_C = 0.01  # when there is nothing to cross-validate with
 SEED = 0
 
@@ -95,11 +96,12 @@ class _RowSpaceLR:
         return p / p.sum(axis=1, keepdims=True)
 
 
-def _row_basis(x: np.ndarray) -> np.ndarray:
-    """An orthonormal basis of the span of the rows of ``x`` (its right singular vectors)."""
+def _row_basis(x: np.ndarray, rank: int | None = None) -> np.ndarray:
+    """An orthonormal basis of the span of the rows of ``x`` (its right singular vectors), of at most ``rank``
+    directions (the largest)."""
     _, s, vt = np.linalg.svd(x, full_matrices=False)
     keep = s > s[0] * 1e-10 if len(s) else s > 0
-    return vt[keep]
+    return vt[keep][:rank]
 
 
 @dataclass
@@ -113,15 +115,16 @@ class _Fold:
     basis: np.ndarray
 
 
-def _fold(x: np.ndarray, train: np.ndarray, test: np.ndarray) -> _Fold:
+def _fold(x: np.ndarray, train: np.ndarray, test: np.ndarray, rank: int | None = None) -> _Fold:
     scaler = Standardizer.fit(x[train])
     scaled = scaler.transform(x[train])
-    return _Fold(train, test, scaler, scaled, _row_basis(scaled))
+    return _Fold(train, test, scaler, scaled, _row_basis(scaled, rank))
 
 
-def _fit_lr(x: np.ndarray, y: np.ndarray, c: float) -> Any:
+def _fit_lr(x: np.ndarray, y: np.ndarray, c: float, rank: int | None = None) -> Any:
     scaler = Standardizer.fit(x)
-    return scaler, _RowSpaceLR(c).fit(scaler.transform(x), y)
+    scaled = scaler.transform(x)
+    return scaler, _RowSpaceLR(c).fit(scaled, y, _row_basis(scaled, rank))
 
 
 def _proba(scaler: Any, lr: Any, x: np.ndarray, classes: Sequence[int]) -> np.ndarray:
@@ -168,6 +171,8 @@ def fit_criterion(
     c_grid: Sequence[float] = C_GRID,
     folds: int = FOLDS,
     force: bool = False,
+    patience: int | None = PATIENCE,
+    hidden_width: int | None = None,
 ) -> tuple[CriterionHead | None, LearnOutcome]:
     """Fit one criterion's head; (None, outcome naming why) when it cannot be learned.
 
@@ -185,8 +190,18 @@ def fit_criterion(
         c_grid: candidate C values (inverse L2 strength), chosen by cross-validation.
         folds: cross-validation folds (fewer when the rarest learned option has fewer rows).
         force: keep a head that cross-validates worse than zero-shot.
+        patience: stop walking ``c_grid`` (smallest C first) after this many values in a row score worse than
+            the best so far (None: every value). The cross-validated loss of an L2 fit is unimodal in C in
+            practice: on the development sets' learning-loop re-fits (90 fits) every C chosen was the same
+            with 1 or 2 as with the whole grid, and the large C values it skips are the slow fits.
+        hidden_width: the model's hidden width (``n_embd``). The features are a linear image of a state that
+            wide, so the rows span at most ``hidden_width`` + K (the log-probs) + 1 directions beyond float16
+            rounding, and the fit uses at most that many (the largest) of the rows' span. Past that the
+            spectrum is rounding (measured on 1,200 helpdesk-pack rows: a knee of 4x at the 897th singular
+            value), which only costs time and can only be fitted as noise. None: the whole span.
     """
     ids = [o.id for o in criterion.options]
+    rank = None if hidden_width is None else hidden_width + len(ids) + 1
     y_arr = np.asarray([int(t) for t in y], dtype=int)
     counts = {ids[i]: int(np.sum(y_arr == i)) for i in range(len(ids))}
     out = LearnOutcome(criterion.id, len(y_arr), counts)
@@ -212,7 +227,7 @@ def fit_criterion(
         out.warnings.append(
             f"criterion {criterion.id!r}: an option has a single label, so C is not cross-validated (C = {DEFAULT_C:g})"
         )
-        scaler, lr = _fit_lr(x, yk, DEFAULT_C)
+        scaler, lr = _fit_lr(x, yk, DEFAULT_C, rank)
         coef, icpt = _folded(scaler, lr, classes)
         out.c, out.cv = DEFAULT_C, {"folds": 0}
         info = {"n": int(len(yk)), "counts": counts, "C": DEFAULT_C, "cv": out.cv, "backoff": out.backoff}
@@ -220,16 +235,22 @@ def fit_criterion(
     k_folds = min(folds, rarest)
     best: tuple[float, float, float] | None = None  # (balanced log loss, C, balanced accuracy)
     best_pred = np.zeros((len(yk), len(classes)))
-    folds = [_fold(x, tr, te) for tr, te in stratified_folds(yk, k_folds, SEED)]  # the same folds for every C
+    folds = [_fold(x, tr, te, rank) for tr, te in stratified_folds(yk, k_folds, SEED)]  # the same folds for every C
     last: list[_RowSpaceLR | None] = [None] * len(folds)  # each fold's fit at the previous C: a warm start
+    tried: list[float] = []
     for c in c_grid:
+        tried.append(float(c))
         pred = np.zeros((len(yk), len(classes)))
         for i, f in enumerate(folds):
             lr = last[i] = _RowSpaceLR(c).fit(f.scaled, yk[f.train], f.basis, start=last[i])
             pred[f.test] = _proba(f.scaler, lr, x[f.test], classes)
         score = (_balanced_logloss(pred, yk, classes), c, _balanced_accuracy(pred, yk, classes))
         if best is None or score[0] < best[0]:
-            best, best_pred = score, pred
+            best, best_pred, worse = score, pred, 0
+        else:
+            worse += 1
+            if patience is not None and worse >= patience:
+                break
     assert best is not None
     # Balanced class weights skew the probabilities toward rare options; a temperature fitted
     # on the out-of-fold predictions (plain NLL) makes the bars honest on the training mix
@@ -239,7 +260,13 @@ def fit_criterion(
         np.log(np.clip(best_pred, 1e-12, 1.0)), yi, frozen=range(len(classes)), l2_log_t=0.0
     )
     out.c = best[1]
-    out.cv = {"folds": k_folds, "balanced_logloss": best[0], "balanced_accuracy": best[2], "temperature": temperature}
+    out.cv = {
+        "folds": k_folds,
+        "balanced_logloss": best[0],
+        "balanced_accuracy": best[2],
+        "temperature": temperature,
+        "c_tried": tried,
+    }
     zero = _balanced_accuracy(np.exp(logprobs[keep][:, classes]), yk, classes)  # the readout alone, same rows
     out.cv["zero_shot_balanced_accuracy"] = zero
     margin = worse_margin(len(yk))
@@ -257,7 +284,7 @@ def fit_criterion(
             return None, out
         else:
             out.warnings.append(msg + "; kept (--force)")
-    scaler, lr = _fit_lr(x, yk, best[1])
+    scaler, lr = _fit_lr(x, yk, best[1], rank)
     coef, icpt = _folded(scaler, lr, classes)
     coef, icpt = coef / temperature, icpt / temperature
     info = {"n": int(len(yk)), "counts": counts, "C": best[1], "cv": out.cv, "backoff": out.backoff}
@@ -336,7 +363,9 @@ def fit_head(
             continue
         if on_criterion is not None:
             on_criterion(crit.id, len(labels[crit.id]))
-        head, outcome = fit_criterion(crit, features[crit.id], logprobs[crit.id], labels[crit.id], **fit_kw)
+        head, outcome = fit_criterion(
+            crit, features[crit.id], logprobs[crit.id], labels[crit.id], **{"hidden_width": n_embd, **fit_kw}
+        )
         outcomes.append(outcome)
         if head is not None:
             heads[crit.id] = head
