@@ -143,6 +143,20 @@ def test_fit_criterion_learns_refuses_and_backs_off() -> None:
     assert abs(p[2] - 0.5) < 1e-12 and abs(p.sum() - 1) < 1e-9
 
 
+def test_a_head_near_chance_is_kept_and_said() -> None:
+    from triage.scoring.learn import fit_criterion
+
+    feats, lp, y = _synthetic([15, 15, 15])
+    _, out = fit_criterion(_three_options(), feats, lp, y)
+    assert not any("of chance" in w for w in out.warnings)  # separable: nothing to say
+    rng = np.random.default_rng(5)
+    noise = rng.normal(size=feats.shape)  # features that say nothing of the labels
+    head, out = fit_criterion(_three_options(), noise, lp, y, force=True)
+    said = [w for w in out.warnings if "of chance" in w]
+    assert head is not None and len(said) == 1
+    assert "(0.333) on 45 rows" in said[0] and "correct it often" in said[0]
+
+
 def test_the_grid_walk_stops_after_patience_worse_values_and_chooses_as_the_whole_grid() -> None:
     from triage.scoring.learn import C_GRID, fit_criterion
 

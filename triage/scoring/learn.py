@@ -270,6 +270,14 @@ def fit_criterion(
     zero = _balanced_accuracy(np.exp(logprobs[keep][:, classes]), yk, classes)  # the readout alone, same rows
     out.cv["zero_shot_balanced_accuracy"] = zero
     margin = worse_margin(len(yk))
+    chance = 1.0 / len(classes)
+    if best[2] < chance + margin:  # kept (it may still be the best there is), but a team should know
+        out.warnings.append(
+            f"criterion {criterion.id!r}: the head's cross-validated balanced accuracy {best[2]:.3f} is within "
+            f"{margin:.3f} of chance ({chance:.3f}) on {len(yk)} rows: the model finds little in the tickets that "
+            "tells these options apart, so expect to correct it often (check that the labels follow from the "
+            "ticket text, or that the options are told apart in the pack)"
+        )
     if best[2] < zero:
         msg = (
             f"criterion {criterion.id!r}: the head's cross-validated balanced accuracy {best[2]:.3f} is below "
