@@ -92,9 +92,10 @@ def agreement_lines(rows: list[Any], *, trend_blocks: int = 0) -> list[str]:
         if trend_blocks:
             trend = " ".join(percent(t.rate) for t in r.trend[-trend_blocks:])
             parts.append(f"trend ({BLOCK} a block) {trend}")
-        out.append(f"{r.criterion if one_pack else f'{r.pack}/{r.criterion}'}: " + "; ".join(parts))
+        name = r.criterion if one_pack else f"{r.pack}/{r.criterion}"
+        out.append(f"{printable(name)}: " + "; ".join(parts))  # printed without markup: no escape needed
     if one_pack and rows:
-        out.append(f"pack {rows[0].pack}; balanced: agreement averaged over the options answered")
+        out.append(f"pack {printable(rows[0].pack)}; balanced: agreement averaged over the options answered")
     return out
 
 
