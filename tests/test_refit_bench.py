@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from tests.test_learn import MIXED, labelled_rows
+from test_learn import MIXED, labelled_rows  # a sibling module: pytest puts tests/ on the path
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "refit.py"
 
