@@ -339,7 +339,7 @@ class RaySets:
                 self._check_keys(scorer.key, readout, read, scorer.features)
                 from ray.util import ActorPool
 
-                from triage.backlog.ray_score import _ray_failure
+                from triage.backlog.ray_score import ray_results
 
                 batch = self.batch_size or max(1, min(DEFAULT_BATCH, -(-len(todo) // len(self._actors))))
                 items = list(todo.values())
@@ -351,13 +351,7 @@ class RaySets:
                     results = pool.map_unordered(
                         lambda a, b: a.score.remote(b, readout, read, scorer.features), batches
                     )
-                    while True:
-                        try:
-                            scored = next(results)
-                        except StopIteration:
-                            break
-                        except Exception as exc:  # Ray wraps a worker's error in its own types
-                            raise _ray_failure(exc) from exc
+                    for scored in ray_results(results):
                         for sha, out in scored:
                             have[sha] = out
                             if isinstance(out, str):

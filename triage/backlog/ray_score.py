@@ -22,7 +22,7 @@ import logging
 import re
 import sys
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -517,16 +517,21 @@ def _scored_blocks(
         compute=ray.data.ActorPoolStrategy(size=workers, max_tasks_in_flight_per_actor=1),
         num_cpus=scorer.threads,
     )
-    it = iter(scored.iter_batches(batch_size=None, batch_format="pyarrow"))
+    yield from ray_results(iter(scored.iter_batches(batch_size=None, batch_format="pyarrow")))
+
+
+def ray_results(it: Iterator[Any]) -> Iterator[Any]:
+    """Each result of a Ray iterator, a worker's error raised as the user should read it (:func:`_ray_failure`);
+    the iterator is closed when this is."""
     try:
         while True:
             try:
-                batch = next(it)
+                item = next(it)
             except StopIteration:
                 return
             except Exception as exc:  # Ray wraps a worker's error in its own types
                 raise _ray_failure(exc) from exc
-            yield batch
+            yield item
     finally:
         close = getattr(it, "close", None)
         if close is not None:
