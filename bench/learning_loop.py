@@ -217,45 +217,25 @@ def main(argv: list[str] | None = None) -> int:
 
         need_sklearn("--baseline tfidf (use --baseline none)")
 
-    from triage.evaluation.data import read_labelled
-    from triage.evaluation.runner import stack_features
-    from triage.evaluation.session import report_consoles, score_sets
-    from triage.evaluation.variants import readings
-    from triage.model.loader import load_engine
-    from triage.scoring import learn as learn_mod
-    from triage.scoring.pack import load_pack
+    from triage.bench.labelled import score_labelled
+    from triage.evaluation.session import report_consoles
 
     out, err = report_consoles()
-    folder = args.dataset if args.dataset.is_dir() else args.dataset.parent
-    pack = load_pack(args.pack or folder / "criteria.toml")
-    source = args.dataset / "tickets.jsonl" if args.dataset.is_dir() else args.dataset
-    rows = read_labelled(str(source), pack, partial=True).limit(args.limit).rows
-    engine = load_engine(args.model, n_ctx=args.n_ctx, notice=lambda s: err.print(f"triage: {s}", markup=False))
-    t0 = time.perf_counter()
-    with engine:
-        run_ = score_sets(engine, pack, [("replay", rows)], err, "label", features=True, prior=False)
-        scored_s = time.perf_counter() - t0
-        scored = run_.sets[0]
-        rows = scored.rows
-        feats = {c.id: stack_features(scored.outcomes, c.id) for c in pack.criteria}
-        raw = {c.id: readings(c, scored.outcomes, None).raw for c in pack.criteria}
-        ident = learn_mod.engine_keys(engine)
+    data = score_labelled(
+        args.dataset,
+        pack=args.pack,
+        model=args.model,
+        n_ctx=args.n_ctx,
+        limit=args.limit,
+        part="replay",
+        console=err,
+        notice=lambda s: err.print(f"triage: {s}", markup=False),
+    )
+    pack, rows, feats, raw = data.pack, data.rows, data.features, data.raw
 
     def fit(idx: list[int]) -> Any:
-        f, lp, y = {}, {}, {}
-        for crit in pack.criteria:
-            have = [i for i in idx if crit.id in rows[i].labels]
-            if not have:
-                continue
-            ids = [o.id for o in crit.options]
-            f[crit.id], lp[crit.id] = feats[crit.id][have], raw[crit.id][have]
-            y[crit.id] = [ids.index(rows[i].labels[crit.id]) for i in have]
-        if not y:
-            return None
-        head, _ = learn_mod.fit_head(
-            pack, f, lp, y, name="replay", min_per_option=learn_mod.MIN_PER_OPTION, rare="backoff", **ident
-        )
-        return head if head.criteria else None
+        head = data.fit(idx, "replay")
+        return head if head is not None and head.criteria else None
 
     def tfidf(idx: list[int]) -> dict[str, np.ndarray]:
         from triage.evaluation.baseline import fit_predict
@@ -283,13 +263,13 @@ def main(argv: list[str] | None = None) -> int:
     result.update(
         {
             "dataset": args.dataset.name,
-            "model": engine.name,
+            "model": data.model,
             "rows": len(rows),
             "n_ctx": args.n_ctx,
             "refit_every": args.refit_every,
             "window": WINDOW,
-            "scoring_s": scored_s,
-            "cache": {"hits": run_.hits, "scored": run_.misses},
+            "scoring_s": data.seconds,
+            "cache": {"hits": data.hits, "scored": data.scored},
         }
     )
     secs = [r["seconds"] for r in result["refits"]]
@@ -319,14 +299,14 @@ def main(argv: list[str] | None = None) -> int:
     if secs:
         out.print(
             f"re-fits: {len(secs)} · median {np.median(secs):.2f} s · max {max(secs):.2f} s "
-            f"(scoring the {len(rows)} tickets took {scored_s:.1f} s, {run_.misses} scored, {run_.hits} cached)",
+            f"(scoring the {len(rows)} tickets took {data.seconds:.1f} s, {data.scored} scored, {data.hits} cached)",
             markup=False,
             highlight=False,
         )
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-        title = f"{pack.name}: the learned loop against zero-shot ({engine.name}, re-fit every {args.refit_every})"
+        title = f"{pack.name}: the learned loop against zero-shot ({data.model}, re-fit every {args.refit_every})"
         args.output.with_suffix(".svg").write_text(svg(result["curves"], title), encoding="utf-8")
         out.print(f"wrote {args.output.with_suffix('.json')} and {args.output.with_suffix('.svg')}", markup=False)
     return 0

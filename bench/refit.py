@@ -39,42 +39,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-o", "--output", type=Path, default=None, help="write the figures as JSON here")
     args = ap.parse_args(argv)
 
-    from triage.evaluation.data import read_labelled
-    from triage.evaluation.runner import stack_features
-    from triage.evaluation.session import report_consoles, score_sets
-    from triage.evaluation.variants import readings
-    from triage.model.loader import load_engine
-    from triage.scoring import learn as learn_mod
-    from triage.scoring.pack import load_pack
+    from triage.bench.labelled import score_labelled
+    from triage.evaluation.session import report_consoles
 
     out, err = report_consoles()
     sizes = [int(s) for s in args.sizes.split(",")]
-    folder = args.dataset if args.dataset.is_dir() else args.dataset.parent
-    pack = load_pack(args.pack or folder / "criteria.toml")
-    source = args.dataset / "tickets.jsonl" if args.dataset.is_dir() else args.dataset
-    rows = read_labelled(str(source), pack, partial=True).limit(max(sizes)).rows
-    engine = load_engine(args.model, n_ctx=args.n_ctx, notice=lambda s: err.print(f"triage: {s}", markup=False))
-    with engine:
-        run_ = score_sets(engine, pack, [("refit", rows)], err, "label", features=True, prior=False)
-        scored = run_.sets[0]
-        rows = scored.rows
-        feats = {c.id: stack_features(scored.outcomes, c.id) for c in pack.criteria}
-        raw = {c.id: readings(c, scored.outcomes, None).raw for c in pack.criteria}
-        ident = learn_mod.engine_keys(engine)
+    data = score_labelled(
+        args.dataset,
+        pack=args.pack,
+        model=args.model,
+        n_ctx=args.n_ctx,
+        limit=max(sizes),
+        part="refit",
+        console=err,
+        notice=lambda s: err.print(f"triage: {s}", markup=False),
+    )
+    rows, feats, raw = data.rows, data.features, data.raw
 
     def fit(n: int, policy: dict[str, Any]) -> tuple[float, Any]:
-        f, lp, y = {}, {}, {}
-        for crit in pack.criteria:
-            have = [i for i in range(n) if crit.id in rows[i].labels]
-            if not have:
-                continue
-            ids = [o.id for o in crit.options]
-            f[crit.id], lp[crit.id] = feats[crit.id][have], raw[crit.id][have]
-            y[crit.id] = [ids.index(rows[i].labels[crit.id]) for i in have]
+        inputs = data.inputs(range(n))  # not timed: the fit alone is
         t0 = time.perf_counter()
-        head, _ = learn_mod.fit_head(
-            pack, f, lp, y, name="refit", min_per_option=learn_mod.MIN_PER_OPTION, rare="backoff", **ident, **policy
-        )
+        head = data.fit(range(n), "refit", inputs=inputs, **policy)
         return time.perf_counter() - t0, head
 
     policies = {"whole grid": {"patience": None, "hidden_width": None}, "now": {}}
@@ -104,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(
-            json.dumps({"dataset": str(args.dataset), "model": engine.name, "results": results}, indent=1) + "\n",
+            json.dumps({"dataset": str(args.dataset), "model": data.model, "results": results}, indent=1) + "\n",
             encoding="utf-8",
         )
     return 0
