@@ -56,12 +56,20 @@ class _OracleHead:
         return np.log(np.array([0.9, 0.1]) if self.known.get(i, 1) == 0 else np.array([0.1, 0.9]))
 
 
+def _alternating(gold: list[str]) -> tuple[list[_Row], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Rows labelled ``gold`` on criterion c, each row's feature its index, and a zero-shot that always says a."""
+    n = len(gold)
+    return (
+        [_Row({"c": g}) for g in gold],
+        {"c": np.arange(n, dtype=float).reshape(-1, 1)},
+        {"c": np.log(np.tile([0.8, 0.2], (n, 1)))},
+    )
+
+
 def test_replay_is_prequential_and_refits_on_schedule() -> None:
     m = _module()
     gold = ["a", "b"] * 10
-    rows = [_Row({"c": g}) for g in gold]
-    feats = {"c": np.arange(20, dtype=float).reshape(-1, 1)}
-    raw = {"c": np.log(np.tile([0.8, 0.2], (20, 1)))}  # zero-shot always says a
+    rows, feats, raw = _alternating(gold)
     fitted_on: list[list[int]] = []
 
     def fit(idx: list[int]) -> _OracleHead:
@@ -98,9 +106,7 @@ def test_windowed_balanced_agreement_averages_over_the_options_in_the_window() -
 def test_the_baseline_loop_is_fitted_on_the_same_schedule_and_counts_only_after_its_fit() -> None:
     m = _module()
     gold = ["a", "b"] * 5
-    rows = [_Row({"c": g}) for g in gold]
-    feats = {"c": np.arange(10, dtype=float).reshape(-1, 1)}
-    raw = {"c": np.log(np.tile([0.8, 0.2], (10, 1)))}  # zero-shot always says a
+    rows, feats, raw = _alternating(gold)
     fitted_on: list[list[int]] = []
 
     def baseline(idx: list[int]) -> dict[str, np.ndarray]:
