@@ -18,9 +18,9 @@ import time
 import llama_cpp
 import numpy as np
 
+from triage.domain.pack import default_pack
 from triage.model.native import Seq
 from triage.scoring.engine import Engine, ScoreOptions
-from triage.scoring.pack import default_pack
 
 MODEL = sys.argv[1]
 SPLITS = os.environ.get("TRIAGE_SPLITS", "/tmp/triage-quality/splits")

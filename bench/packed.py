@@ -30,7 +30,7 @@ def rss_mib() -> float:
 
 
 def read(path: str, n: int) -> list[Any]:
-    from triage.scoring.ticket import make_ticket
+    from triage.domain.ticket import make_ticket
 
     out = []
     for line in Path(path).read_text(encoding="utf-8").splitlines():
@@ -96,10 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from triage.bench.machine import load_average, machine_info
+    from triage.domain.pack import default_pack
     from triage.model.resolve import resolve_model
     from triage.scoring.engine import Engine
     from triage.scoring.options import PACK_TOKENS_SUGGESTED
-    from triage.scoring.pack import default_pack
 
     budget = PACK_TOKENS_SUGGESTED if args.pack_tokens is None else args.pack_tokens
     ref = resolve_model(args.model)

@@ -93,10 +93,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="write the figures here")
     args = ap.parse_args(argv)
 
-    from triage.model.loader import load_engine
+    from triage.domain.pack import default_pack
     from triage.scoring.fit import choose_fits
+    from triage.scoring.loader import load_engine
     from triage.scoring.options import ScoreOptions
-    from triage.scoring.pack import default_pack
     from triage.serve.app import ServeSettings
     from triage.serve.local import serving
     from triage.serve.worker import fit_policy

@@ -26,10 +26,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from triage.bench.heads import random_head  # noqa: E402
+from triage.domain.pack import load_pack  # noqa: E402
 from triage.model.resolve import resolve_model  # noqa: E402
 from triage.scoring.cue import TAIL  # noqa: E402
 from triage.scoring.engine import Engine, ScoreOptions  # noqa: E402
-from triage.scoring.pack import load_pack  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

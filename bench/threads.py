@@ -34,13 +34,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", dest="json_path", default=None, help="write the results here")
     args = p.parse_args(argv)
 
+    from triage.assets_path import asset
     from triage.bench.machine import cpu_snapshot, load_average, machine_info, other_cpu_share
     from triage.bench.threads import build_threads, measure
     from triage.bench.workload import TICKETS_ASSET, read_tickets
-    from triage.model.loader import load_engine
+    from triage.domain.pack import default_pack
     from triage.model.native import default_threads
-    from triage.scoring.pack import default_pack
-    from triage.store.paths import asset
+    from triage.scoring.loader import load_engine
 
     tickets = read_tickets(Path(asset(TICKETS_ASSET)))
     chosen = [next(t for t in tickets if t.kind == kind) for kind in ("short", "medium", "long")]

@@ -4,7 +4,7 @@
     python3 packaging/check_score.py SCORE.json MODEL.gguf
 
 What it expects comes from the checkout the app was built from, never from a copy
-kept here: the result schema is read from ``triage/scoring/result.py`` (its
+kept here: the result schema is read from ``triage/domain/result.py`` (its
 ``SCHEMA`` constant, found by parsing the file, since this runs with the system
 Python, which has none of triage's dependencies). tests/test_packaging.py runs this
 checker against a result the code makes, so a change of schema cannot leave the
@@ -26,7 +26,7 @@ RESULT_PY = ROOT / "triage" / "scoring" / "result.py"
 
 
 def result_schema(source: Path = RESULT_PY) -> str:
-    """The value of ``SCHEMA = "..."`` in ``triage/scoring/result.py``."""
+    """The value of ``SCHEMA = "..."`` in ``triage/domain/result.py``."""
     for node in ast.parse(source.read_text(encoding="utf-8")).body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "SCHEMA" for t in node.targets):
             if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):

@@ -114,7 +114,7 @@ if ! printf '%s\n' "$TICKET" | clean "$BIN" score --model "$MODEL" --format json
 fi
 seconds=$(( $(date +%s) - start ))
 no_traceback "$TMP/score.err" "score"
-# The expected schema is read from the checkout's code (triage/scoring/result.py), not kept here.
+# The expected schema is read from the checkout's code (triage/domain/result.py), not kept here.
 "$PY" "$ROOT/packaging/check_score.py" "$TMP/score.json" "$MODEL" \
   || { cat "$TMP/score.json" "$TMP/score.err" >&2; die "score's JSON is wrong"; }
 ok "score took ${seconds} s (model load included), stderr: $(tr '\n' ' ' < "$TMP/score.err" | cut -c1-160)"

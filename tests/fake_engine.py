@@ -19,14 +19,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from triage.domain.pack import Pack
+from triage.domain.result import CriterionResult, OptionScore, ThreadInfo, TicketResult, Timing, Tokens
+from triage.domain.thread import Message
+from triage.domain.ticket import Ticket, make_ticket
 from triage.scoring.engine import CriterionScored, Prefilled, ScoreEvent, ScoreOptions, TicketScored
 from triage.scoring.memory import common_length, first_edit
 from triage.scoring.options import DEFAULT_READOUT
-from triage.scoring.pack import Pack
 from triage.scoring.prompt import PromptBuilder, PromptFormat
-from triage.scoring.result import CriterionResult, OptionScore, ThreadInfo, TicketResult, Timing, Tokens
-from triage.scoring.thread import Message
-from triage.scoring.ticket import Ticket, make_ticket
 
 FIXED_TIME = 1_700_000_000.0
 

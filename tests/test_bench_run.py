@@ -12,7 +12,7 @@ from triage.bench.chart import chart_from_report
 from triage.bench.report import build_report, write_json
 from triage.bench.runner import BenchRunner, EngineSpec
 from triage.bench.workload import BenchTicket, Workload
-from triage.scoring.pack import load_pack
+from triage.domain.pack import load_pack
 
 pytestmark = pytest.mark.model
 

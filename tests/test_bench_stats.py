@@ -81,7 +81,8 @@ def test_token_bound_arithmetic() -> None:
 
 
 def test_token_bound_matches_ticket_prompts() -> None:
-    from triage.scoring.prompt import PromptSpec, TicketPrompts
+    from triage.scoring.prompt import TicketPrompts
+    from triage.scoring.prompt_spec import PromptSpec
 
     prefix = tuple(range(50))
     specs = [PromptSpec(0, (0, 1), prefix + (100 + i,) * n) for i, n in enumerate((5, 7, 9))]

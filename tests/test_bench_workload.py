@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from triage.assets_path import asset
 from triage.bench.workload import LONG_PACK_ASSET, TICKETS_ASSET, kind_of, make_workload, read_tickets
+from triage.domain.pack import default_pack, load_pack
 from triage.errors import InputError
-from triage.scoring.pack import default_pack, load_pack
-from triage.store.paths import asset
 
 
 def test_ticket_set_is_real_varied_and_licensed() -> None:

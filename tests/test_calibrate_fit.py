@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from triage.domain.pack import parse_pack
+from triage.evaluation.calibrating import fit_calibration, fit_criterion
 from triage.scoring import calibrate as cal_mod
-from triage.scoring.calibrate import apply_vector_scaling, fit_calibration, fit_criterion, fit_vector_scaling
-from triage.scoring.pack import parse_pack
+from triage.scoring.calibrate import apply_vector_scaling, fit_vector_scaling
 
 PACK = parse_pack(
     {

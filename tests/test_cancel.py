@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from triage.domain.pack import Pack, default_pack
+from triage.domain.result import TicketResult
 from triage.scoring.engine import Engine, ScoreOptions
-from triage.scoring.pack import Pack, default_pack
-from triage.scoring.result import TicketResult
 
 N_CTX = 2048
 SENTENCES = [

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 
 from triage.bench.split import Split
+from triage.domain.pack import Pack, load_pack
+from triage.domain.result import TicketResult
 from triage.errors import TriageError
 from triage.scoring import debias
 from triage.scoring.engine import CriterionScored, Engine, Prefilled, ScoreOptions, TicketScored
-from triage.scoring.pack import Pack, load_pack
 from triage.scoring.prefix import StableCache
-from triage.scoring.result import TicketResult
 
 # Fan-out decodes the tails as one batch: other kernels, other rounding. Measured
 # max |dp| vs serial on this pack: ~0.01-0.02 (docs/engine.md); allowed 0.05.

@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from triage.domain.pack import parse_pack
+from triage.domain.result import TicketResult, Timing, Tokens
+from triage.domain.ticket import make_ticket
 from triage.errors import InputError
 from triage.evaluation.cache import CacheKey, Outcome, ReadoutCache
 from triage.evaluation.data import read_labelled, split_by_id, write_jsonl
 from triage.evaluation.runner import CalibrationPlan, Scorer, build_report, score_rows
 from triage.scoring import debias
-from triage.scoring.pack import parse_pack
-from triage.scoring.result import TicketResult, Timing, Tokens
-from triage.scoring.ticket import make_ticket
 
 PACK = parse_pack(
     {

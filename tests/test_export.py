@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from fake_engine import FakeEngine
 
-from triage.scoring.pack import default_pack
-from triage.scoring.result import ticket_result_from_dict
+from triage.domain.pack import default_pack
+from triage.domain.result import ticket_result_from_dict
 from triage.store.export import default_name, export_result, format_for, to_markdown
 
 TEXT = "Login fails with error 500 | since the update.\nAngry customer, wants a refund."

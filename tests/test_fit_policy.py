@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from triage.domain.pack import parse_pack
 from triage.errors import InputError
 from triage.scoring import head as head_mod
 from triage.scoring.calibrate import Calibration, CriterionCalibration, calibrations_dir, stored_name, write_calibration
 from triage.scoring.fit import FitRequest, choose_fits
 from triage.scoring.options import ScoreOptions
-from triage.scoring.pack import parse_pack
 
 PACK = parse_pack(
     {

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from fake_engine import FakeEngine
 
+from triage.domain.pack import default_pack
+from triage.domain.result import TicketResult
+from triage.domain.thread import Message
+from triage.domain.ticket import make_ticket
 from triage.scoring.engine import ScoreOptions
-from triage.scoring.pack import default_pack
-from triage.scoring.result import TicketResult
-from triage.scoring.thread import Message
-from triage.scoring.ticket import make_ticket
 from triage.store.history import MIGRATIONS, SCHEMA_VERSION, History
 from triage.store.paths import user_dirs
 
@@ -97,7 +97,7 @@ def test_cancelled_and_failed_scores_are_kept() -> None:
 CRASH = """
 import os, sys
 from triage.store.history import History
-from triage.scoring.ticket import make_ticket
+from triage.domain.ticket import make_ticket
 h = History.open()
 row = h.save_ticket(make_ticket(sys.argv[1]))
 h.start_score(row, model={"name": "m"}, pack={"name": "support", "version": "1"}, orderings="cyclic")
@@ -255,7 +255,7 @@ def test_each_reply_is_saved_before_scoring_and_survives_a_crash() -> None:
     script = """
 import os, sys, json
 from triage.store.history import History
-from triage.scoring.ticket import make_ticket
+from triage.domain.ticket import make_ticket
 h = History.open()
 t = make_ticket(None, "T-1", json.loads(sys.argv[1]))
 row = h.save_ticket(t)

@@ -82,8 +82,8 @@ def test_learn_to_an_unwritable_place_fails_before_any_scoring(
 
 
 def test_a_head_worse_than_zero_shot_is_refused_unless_forced() -> None:
+    from triage.domain.pack import Criterion, Option
     from triage.scoring.learn import fit_criterion
-    from triage.scoring.pack import Criterion, Option
 
     rng = np.random.default_rng(1)
     crit = Criterion("c", "q?", (Option("a", "A"), Option("b", "B")))

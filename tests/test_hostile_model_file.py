@@ -22,7 +22,7 @@ DRIVER = r"""
 import os, sys
 from triage.errors import TriageError
 from triage.scoring.engine import Engine
-from triage.scoring.pack import default_pack
+from triage.domain.pack import default_pack
 
 path, how = sys.argv[1], sys.argv[2]
 pack = default_pack()

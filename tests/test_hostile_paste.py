@@ -16,7 +16,7 @@ import pytest
 from fake_engine import fake_app, wait_until
 from textual import events
 
-from triage.scoring.ticket import clean_text
+from triage.domain.ticket import clean_text
 from triage.tui.terminal_input import PASTE_END, PASTE_START, PasteSafeDriver, PasteSafeParser
 
 ANSI_LOG = (

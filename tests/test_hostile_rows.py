@@ -194,7 +194,7 @@ def test_an_option_id_that_normalises_to_nothing_is_refused_at_load(
 
 
 def test_an_option_id_of_punctuation_with_an_answer_is_fine(tmp_path: Path) -> None:
-    from triage.scoring.pack import load_pack
+    from triage.domain.pack import load_pack
 
     (tmp_path / "p.toml").write_text(
         '[[criterion]]\nid = "c"\nquestion = "Which?"\n'
@@ -209,7 +209,7 @@ def test_an_option_id_of_punctuation_with_an_answer_is_fine(tmp_path: Path) -> N
     [("1.10", "the number 1.1"), ("true", "true or false"), ("nan", "the number nan"), ("[1]", "list")],
 )
 def test_a_pack_version_that_toml_would_misread_is_refused(tmp_path: Path, value: str, says: str) -> None:
-    from triage.scoring.pack import PackError, load_pack
+    from triage.domain.pack import PackError, load_pack
 
     criteria = MINI_PACK.replace('[pack]\nname = "mini"\n', "")
     (tmp_path / "p.toml").write_text(f"[pack]\nversion = {value}\n{criteria}", encoding="utf-8")

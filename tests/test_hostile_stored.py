@@ -22,10 +22,10 @@ import numpy as np
 import pytest
 from test_hostile_inputs import MINI_PACK, assert_clean, triage
 
+from triage.domain.pack import PackError, load_pack
 from triage.errors import InputError
 from triage.scoring.calibrate import calibrations_dir, read_calibration
 from triage.scoring.head import CriterionHead, Head, heads_dir, read_head, stored_name, write_head
-from triage.scoring.pack import PackError, load_pack
 from triage.scoring.prefix import StableCache
 
 TICKET = "I am furious: you charged me twice and nobody answers."

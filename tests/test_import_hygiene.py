@@ -14,17 +14,17 @@ import pytest
 import triage
 
 CORE = [
-    "triage.scoring.pack",
+    "triage.domain.pack",
     "triage.scoring.prompt",
     "triage.scoring.engine",
     "triage.model.native",
     "triage.scoring.readout",
     "triage.scoring.debias",
-    "triage.scoring.result",
-    "triage.scoring.ticket",
+    "triage.domain.result",
+    "triage.domain.ticket",
     "triage.scoring.prefix",
     "triage.scoring.calibrate",
-    "triage.model.loader",
+    "triage.scoring.loader",
     "triage.cli",
     "triage.scoring.tokenizer",
     "triage.render",

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from triage.cli import main
+from triage.domain.pack import load_pack
 from triage.scoring.head import read_head
-from triage.scoring.pack import load_pack
 
 N_ROWS = 30
 MODEL_ARGS = ["--n-ctx", "1024", "--threads", "1"]
@@ -71,9 +71,9 @@ def _same_text_in_every_shape(ex: Any, rows: list[dict[str, Any]], pack: Any, fl
     """The ids of ``rows`` whose ticket text, read back from each shape by triage's reader, is the JSONL row's:
     a tweet with a double space or an ``&amp;`` comes back from the HTML of the Freshdesk shape otherwise, and a
     character Windows-1252 lacks comes back from the Jira shape as ``?``."""
+    from triage.domain.ticket import make_ticket
     from triage.evaluation.data import read_labelled
     from triage.intake.columns import ColumnMap
-    from triage.scoring.ticket import make_ticket
 
     folder.mkdir()
     want = {r["id"]: make_ticket(r["text"], r["id"]).text for r in rows}

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from triage.domain.pack import PackError, parse_pack
 from triage.errors import InputError
 from triage.evaluation.data import read_labelled
 from triage.intake.columns import ColumnMap
 from triage.intake.html import html_to_text
 from triage.intake.readers import MAX_CELL, open_export
-from triage.scoring.pack import PackError, parse_pack
 
 PACK = parse_pack(
     {

@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 from triage.bench.split import Split
+from triage.domain.pack import Pack, PackError, load_pack, parse_pack
 from triage.errors import TriageError
 from triage.model.native import Seq
 from triage.scoring import readout
 from triage.scoring.debias import log_normalize
 from triage.scoring.engine import Engine, ScoreOptions
-from triage.scoring.pack import Pack, PackError, load_pack, parse_pack
 
 pytestmark = pytest.mark.model
 

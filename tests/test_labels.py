@@ -15,9 +15,9 @@ import pytest
 from fake_engine import FakeEngine
 
 from triage.cli import main
+from triage.domain.pack import default_pack
+from triage.domain.ticket import make_ticket
 from triage.evaluation.agreement import agreement
-from triage.scoring.pack import default_pack
-from triage.scoring.ticket import make_ticket
 from triage.store import features as feat
 from triage.store import labels as lab
 from triage.store.history import SCHEMA_VERSION, History

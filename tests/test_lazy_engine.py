@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from triage.domain.pack import default_pack
 from triage.errors import InputError
 from triage.model.resolve import resolve_model
 from triage.scoring.engine import Engine
 from triage.scoring.lazy import LazyEngine
-from triage.scoring.pack import default_pack
 
 TICKET = "I was charged twice for my order last week and nobody answers my e-mails."
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from triage.domain.pack import parse_pack
 from triage.errors import InputError
 from triage.scoring import head as head_mod
 from triage.scoring.head import CriterionHead, Head, feature_ids, read_head, write_head
-from triage.scoring.pack import parse_pack
 
 MIXED = """
 [pack]
@@ -408,8 +408,8 @@ def test_learn_fits_the_labelled_criterion_and_names_the_other(learned: dict[str
 def test_engine_applies_the_head_from_the_answer_positions_features(
     learned: dict[str, Path], smollm2_path: Path
 ) -> None:
+    from triage.domain.pack import load_pack
     from triage.scoring.engine import Engine, ScoreOptions
-    from triage.scoring.pack import load_pack
 
     pack = load_pack(learned["pack"])
     head = read_head(learned["head"])
@@ -530,8 +530,8 @@ async def test_the_app_shows_learned_and_zero_shot_cards(
     from fake_engine import fake_app, wait_until
     from textual import events
 
+    from triage.domain.pack import load_pack
     from triage.scoring.engine import Engine
-    from triage.scoring.pack import load_pack
 
     home = shutil.copytree(learned["home"], tmp_path / "home")
     monkeypatch.setenv("TRIAGE_HOME", str(home))

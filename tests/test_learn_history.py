@@ -59,9 +59,9 @@ def test_score_history_label_file_learn_history_equals_learn_file(
     assert set(a.criteria) == set(b.criteria) == {"topic"}
     assert a.report["history"] is True and b.report["history"] is False
     # the same rows, features kept as float16: the same decisions on every other row
+    from triage.domain.pack import load_pack
     from triage.scoring.engine import Engine
     from triage.scoring.options import ScoreOptions
-    from triage.scoring.pack import load_pack
 
     p = load_pack(pack)
     other = [r for i, r in enumerate(labelled_rows()) if i % 3 == 0]

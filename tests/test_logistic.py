@@ -69,7 +69,7 @@ def test_fitting_a_head_imports_no_scikit_learn() -> None:
     code = (
         "import sys, numpy as np\n"
         "from triage.scoring.learn import fit_criterion\n"
-        "from triage.scoring.pack import default_pack\n"
+        "from triage.domain.pack import default_pack\n"
         "c = default_pack().criteria[0]\n"
         "k = len(c.options)\n"
         "rng = np.random.default_rng(0)\n"

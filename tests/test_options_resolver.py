@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from triage.cli import build_parser, main
+from triage.domain.pack import parse_pack
 from triage.errors import InputError, TriageError
 from triage.scoring import options as opts
 from triage.scoring.options import ScoreOptions, resolve_options
-from triage.scoring.pack import parse_pack
 from triage.store.config import config_path, load_config
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from triage.scoring.pack import LETTERS, PackError, default_pack, load_pack
+from triage.domain.pack import LETTERS, PackError, default_pack, load_pack
 
 
 def write(tmp_path: Path, text: str, name: str = "p.toml") -> Path:

@@ -458,14 +458,14 @@ async def test_first_run_escape_returns_none() -> None:
 
 def test_smoke_script_expects_the_codes_result_schema(tmp_path: Path) -> None:
     """smoke.sh once checked for `triage.result/1` long after the schema became /2: the
-    expectation now comes from triage/scoring/result.py, and this test holds it to the
+    expectation now comes from triage/domain/result.py, and this test holds it to the
     code by running the smoke's own checker on a result the code makes."""
     import re
 
     from fake_engine import FakeEngine
 
-    from triage.scoring import result as result_module
-    from triage.scoring.pack import default_pack
+    from triage.domain import result as result_module
+    from triage.domain.pack import default_pack
 
     smoke = (PACKAGING / "smoke.sh").read_text(encoding="utf-8")
     kept = re.findall(r"triage\.result/\d+", smoke)

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from test_engine import SMALL_PACK, TICKETS
 
+from triage.domain.pack import load_pack
+from triage.domain.ticket import make_ticket
 from triage.errors import TriageError
 from triage.scoring.engine import Engine, ScoreOptions, TicketScored
-from triage.scoring.pack import load_pack
 from triage.scoring.packed import cost, packs
-from triage.scoring.ticket import make_ticket
 
 # A pack of several tickets is a larger batch: llama.cpp runs other kernel shapes for its rows, so a packed
 # ticket's numbers drift from its own decode as fanout's drift from serial. Measured here (smollm2-135m, this

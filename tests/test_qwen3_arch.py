@@ -18,12 +18,12 @@ import pytest
 from tiny_qwen3 import TEMPLATE, Shape, write_tiny_qwen3
 
 from triage.bench.split import Split
+from triage.domain.pack import Pack, load_pack
+from triage.domain.result import TicketResult
 from triage.scoring.engine import Engine, ScoreOptions
 from triage.scoring.head import CriterionHead, Head, check_match, feature_ids, load_head, write_head
-from triage.scoring.pack import Pack, load_pack
 from triage.scoring.prefix import StableCache
 from triage.scoring.prompt import END_THINK, IM_END, IM_START, THINK
-from triage.scoring.result import TicketResult
 from triage.scoring.tokenizer import qwen3_tokenizer
 
 pytest.importorskip("gguf", reason="the gguf package (dev extra) writes the tiny Qwen3 model")

@@ -426,9 +426,9 @@ def test_ray_applies_the_stored_learned_head_like_triage_score(
 ) -> None:
     import numpy as np
 
+    from triage.domain.pack import load_pack
     from triage.scoring import head as head_mod
     from triage.scoring.engine import Engine
-    from triage.scoring.pack import load_pack
 
     mini = load_pack(pack)
     with Engine(smollm2_path, name="smollm2-135m", n_ctx=512) as eng:  # the keys and widths of the model the nodes run

@@ -19,8 +19,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from triage.domain.pack import default_pack
 from triage.scoring.options import ScoreOptions
-from triage.scoring.pack import default_pack
 
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
@@ -39,7 +39,7 @@ N_CTX = 2048
 
 @pytest.fixture(scope="module")
 def engine(smollm2_path: Path) -> Iterator[Any]:
-    from triage.model.loader import load_engine
+    from triage.scoring.loader import load_engine
 
     eng = load_engine(str(smollm2_path), n_ctx=N_CTX)
     yield eng

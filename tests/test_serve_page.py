@@ -20,7 +20,7 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 sync_api = pytest.importorskip("playwright.sync_api", reason="needs the browser extra: pip install playwright")
 
-from triage.scoring.pack import default_pack  # noqa: E402
+from triage.domain.pack import default_pack  # noqa: E402
 from triage.serve.app import ServeSettings  # noqa: E402
 from triage.serve.local import serving  # noqa: E402
 
@@ -53,7 +53,7 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def engine(smollm2_path: Path) -> Iterator[Any]:
-    from triage.model.loader import load_engine
+    from triage.scoring.loader import load_engine
 
     eng = load_engine(str(smollm2_path), n_ctx=2048)
     yield eng

@@ -19,11 +19,11 @@ import pytest
 
 from triage.bench.heads import random_head
 from triage.bench.split import Split
+from triage.domain.pack import Pack, parse_pack
 from triage.errors import InputError, TriageError
 from triage.scoring.cue import CUES, TAIL, check_read
 from triage.scoring.engine import Engine, ScoreOptions
 from triage.scoring.head import check_match, read_head, write_head
-from triage.scoring.pack import Pack, parse_pack
 
 PACK = """
 [pack]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 SCRIPT = """
 import json, sys
-from triage.scoring.pack import default_pack, load_pack
+from triage.domain.pack import default_pack, load_pack
 from triage.scoring.prompt import PromptBuilder, PromptFormat
 pack = load_pack(sys.argv[2]) if len(sys.argv) > 2 else default_pack()
 if sys.argv[1] == "hf":

@@ -11,12 +11,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from triage.domain.pack import default_pack
+from triage.domain.thread import Message, compaction, render
+from triage.domain.ticket import make_ticket
 from triage.errors import InputError
 from triage.scoring.engine import Engine, ScoreOptions
 from triage.scoring.memory import Saved, ThreadStates, common_length, first_edit
-from triage.scoring.pack import default_pack
-from triage.scoring.thread import Message, compaction, render
-from triage.scoring.ticket import make_ticket
 
 THREAD = [
     {"role": "customer", "text": "My package has said 'in transit' for 9 days. Order 4411. Where is it?"},
@@ -229,7 +229,7 @@ def test_the_result_records_the_thread(engines: Any) -> None:
     d = eng.score_ticket(make_ticket(None, "T-1", THREAD[:3]), pack).to_dict()
     assert d["schema"] == "triage.result/3"
     assert d["thread"]["messages"] == 3 and d["thread"]["previous"] == 2 and d["thread"]["reused"] > 0
-    from triage.scoring.result import ticket_result_from_dict
+    from triage.domain.result import ticket_result_from_dict
 
     assert ticket_result_from_dict(d).thread.messages == 3
     old = {**d, "schema": "triage.result/2"}

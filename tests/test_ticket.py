@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from triage.domain.ticket import clean_text, decode_ticket_bytes, jsonl_lines, make_ticket
 from triage.errors import InputError
-from triage.scoring.ticket import clean_text, decode_ticket_bytes, jsonl_lines, make_ticket
 
 
 def test_clean_text_strips_escapes_and_controls() -> None:
@@ -46,7 +46,7 @@ def test_jsonl_lines_one_parser_for_every_reader() -> None:
 
 
 def test_printable_is_clean_text_without_the_trim() -> None:
-    from triage.scoring.ticket import clean_text, printable
+    from triage.domain.ticket import clean_text, printable
 
     raw = " id\x1b[31m red\x1b]0;title\x07\x9b2J\r\nnext\tline "
     assert printable(raw) == " id red2J\nnext\tline "
@@ -61,7 +61,7 @@ def test_printable_is_clean_text_without_the_trim() -> None:
     ],
 )
 def test_json_errors_say_where_once(line: str, expected: str) -> None:
-    from triage.scoring.ticket import jsonl_lines
+    from triage.domain.ticket import jsonl_lines
 
     (item,) = jsonl_lines(line)
     assert item.error == expected

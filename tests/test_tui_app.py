@@ -11,8 +11,8 @@ from fake_engine import FakeEngine, FakeFactory, fake_app, wait_until
 from textual import events
 from textual.widgets import DataTable, Input
 
+from triage.domain.ticket import make_ticket
 from triage.errors import TriageError
-from triage.scoring.ticket import make_ticket
 from triage.store.paths import user_dirs
 from triage.tui.app import TriageApp
 from triage.tui.messages import TicketDecided

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from fake_engine import CharTokenizer, FakeEngine
 
+from triage.domain.pack import default_pack
 from triage.scoring import debias
-from triage.scoring.pack import default_pack
 from triage.scoring.prompt import PromptBuilder, PromptFormat
 from triage.scoring.tokenizer import qwen3_tokenizer
 from triage.tui.counting import QWEN3_FORMAT, chunks, count_ticket, count_tokens, ticket_budget

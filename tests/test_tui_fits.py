@@ -43,7 +43,7 @@ async def test_a_bad_config_value_is_shown_with_its_line_and_the_default_is_used
 
 
 async def test_the_app_applies_the_stored_calibration_by_the_cli_policy_and_says_why_not() -> None:
-    from triage.scoring.pack import resolve_pack
+    from triage.domain.pack import resolve_pack
 
     engine = FakeEngine()
     app = fake_app(FakeFactory(engine), config={})

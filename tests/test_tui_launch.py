@@ -42,7 +42,7 @@ def test_llama_cpp_writes_nothing_to_stderr(smollm2_path: Path, tmp_path: Path) 
         from triage.tui.launch import route_logging
         route_logging()
         from triage.scoring.engine import Engine
-        from triage.scoring.pack import default_pack
+        from triage.domain.pack import default_pack
         with Engine(sys.argv[1], name="smollm2-135m", stand_in=True, n_ctx=2048) as engine:
             engine.score_ticket("My card was charged twice, refund me.", default_pack())
         """

@@ -14,8 +14,8 @@ from fake_engine import fake_app, wait_until
 from test_learn import MIXED, labelled_rows
 from textual import events
 
+from triage.domain.pack import parse_pack
 from triage.scoring.engine import Engine
-from triage.scoring.pack import parse_pack
 from triage.store import labels as lab
 from triage.tui.screens.history import HistoryScreen
 

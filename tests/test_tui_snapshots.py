@@ -17,8 +17,8 @@ import pytest
 from fake_engine import FakeEngine, FakeFactory, fake_app, wait_until
 from textual import events
 
+from triage.domain.pack import parse_pack
 from triage.errors import TriageError
-from triage.scoring.pack import parse_pack
 from triage.tui.app import TriageApp
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"

@@ -10,7 +10,7 @@ from fake_engine import FakeEngine, FakeFactory, fake_app, wait_until
 from textual import events
 from textual.widgets import DataTable
 
-from triage.scoring.pack import default_pack
+from triage.domain.pack import default_pack
 from triage.store import labels as lab
 from triage.tui.app import TriageApp
 from triage.tui.screens.help import keys_table
@@ -194,7 +194,7 @@ async def test_labels_attach_to_the_thread_and_show_on_the_decision_they_answere
 
 
 def test_the_summary_says_when_a_message_was_edited_or_the_thread_compacted() -> None:
-    from triage.scoring.result import ThreadInfo
+    from triage.domain.result import ThreadInfo
     from triage.tui.widgets.score_summary import thread_line
 
     result = FakeEngine().score_ticket(TICKET, default_pack())

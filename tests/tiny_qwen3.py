@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from triage.store.paths import asset
+from triage.assets_path import asset
 
 TEMPLATE = Path(__file__).with_name("data") / "qwen3-chat-template.jinja"
 VOCAB_SIZE = 151_936  # Qwen3-0.6B's config.json: the embedding has more rows than the tokenizer has tokens

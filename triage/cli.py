@@ -9,6 +9,7 @@ import sys
 from types import ModuleType
 
 from triage import __version__
+from triage.commands._flags import add_model_options
 from triage.errors import TriageError
 
 DESCRIPTION = """\
@@ -24,35 +25,6 @@ def _command_modules() -> list[ModuleType]:
     mods = [importlib.import_module(f"triage.commands.{m.name}") for m in pkgutil.iter_modules(pkg.__path__)]
     mods = [m for m in mods if hasattr(m, "NAME") and hasattr(m, "run")]
     return sorted(mods, key=lambda m: (getattr(m, "ORDER", 100), m.NAME))
-
-
-def add_model_options(parser: argparse.ArgumentParser, *, n_ctx: int | None = None) -> None:
-    """Options shared by every command that runs a model (``n_ctx``: this command's own default context)."""
-    parser.add_argument("--model", metavar="NAME|PATH", help="model to run: a catalog name or a .gguf path")
-    parser.add_argument(
-        "--n-ctx",
-        type=int,
-        metavar="N",
-        help=(
-            "context size in tokens, at least 256; llama.cpp rounds "
-            f"it up to a multiple of 256 (default {n_ctx or 4096})"
-        ),
-    )
-    if n_ctx is not None:
-        parser.set_defaults(n_ctx=n_ctx)
-    parser.add_argument(
-        "--threads", type=int, metavar="N", help="CPU threads for llama.cpp, 1 to twice the cores (default: all cores)"
-    )
-
-
-def add_prompt_option(parser: argparse.ArgumentParser) -> None:
-    """``--prompt``: the prompt format of every command that builds prompts (auto: from the model's template)."""
-    parser.add_argument(
-        "--prompt",
-        choices=("auto", "chat", "plain"),
-        default="auto",
-        help="prompt format (default: from the model's chat template)",
-    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -97,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             return run_app(args)
         return int(run(args) or 0)
     except TriageError as exc:
-        from triage.scoring.ticket import printable
+        from triage.domain.ticket import printable
 
         print(f"triage: error: {printable(exc.message)}", file=sys.stderr)
         if exc.hint:

@@ -106,8 +106,8 @@ def _encodes(text: str, encoding: str) -> bool:
 
 
 def one_set(name: str, out: Path, model: str, limit: int, threads: int) -> dict[str, Any]:
+    from triage.domain.pack import load_pack
     from triage.intake.values import OptionMatcher
-    from triage.scoring.pack import load_pack
 
     ex = _exports()
     src = DATASETS / name

@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from triage.scoring.pack import Pack, load_pack
+from triage.domain.pack import Pack, load_pack
 
 
 def read_rows(path: Path, limit: int | None = None) -> list[dict[str, Any]]:

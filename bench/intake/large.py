@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     # learn's reading alone (no model): the stratified sample streamed from the 200,000 rows.
     sample_code = (
         "import sys; from triage.evaluation.data import read_labelled; from triage.intake.columns import ColumnMap; "
-        "from triage.scoring.pack import load_pack; "
+        "from triage.domain.pack import load_pack; "
         "rows = read_labelled(sys.argv[1], load_pack(sys.argv[2]), partial=True, per_option=20, "
         "columns=ColumnMap.parse('Subject,Description', 'Ticket ID', ['queue=Group', 'priority=Priority'])); "
         "print(len(rows.rows), rows.notes)"

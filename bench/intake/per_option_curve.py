@@ -61,12 +61,12 @@ def subset(scored: Any, ids: set[str]) -> Any:
 
 
 def one_set(name: str, engine: Any, err: Any, sizes: list[int | None], holdout: float) -> dict[str, Any]:
+    from triage.domain.pack import load_pack
     from triage.evaluation.data import read_labelled, split_by_id
     from triage.evaluation.holdout import holdout_metrics
     from triage.evaluation.session import score_sets
     from triage.intake.sample import sample_rows
     from triage.scoring import learn as learn_mod
-    from triage.scoring.pack import load_pack
 
     src = DATASETS / name
     pack = load_pack(src / "criteria.toml")

@@ -12,10 +12,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+from triage.domain.pack import load_pack
 from triage.evaluation.cache import CacheKey, ReadoutCache
 from triage.evaluation.data import read_labelled
 from triage.scoring.head import FEATURES
-from triage.scoring.pack import load_pack
 
 DATA = Path(os.environ.get("TRIAGE_DATASETS", Path(__file__).resolve().parents[3] / "shared" / "datasets"))
 SPLITS = os.environ.get("TRIAGE_SPLITS", "/tmp/triage-quality/splits")

@@ -17,8 +17,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+from triage.domain.pack import load_pack
 from triage.evaluation.data import read_labelled
-from triage.scoring.pack import load_pack
 
 
 def toml_str(s: str) -> str:

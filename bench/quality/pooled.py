@@ -32,15 +32,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from triage.domain.pack import load_pack  # noqa: E402
+from triage.domain.ticket import make_ticket  # noqa: E402
 from triage.evaluation import metrics  # noqa: E402
 from triage.evaluation.baseline import fit_predict  # noqa: E402
 from triage.model.seq import Seq  # noqa: E402
 from triage.scoring.cue import cue_tokens  # noqa: E402
 from triage.scoring.engine import Engine  # noqa: E402
 from triage.scoring.learn import fit_criterion  # noqa: E402
-from triage.scoring.pack import load_pack  # noqa: E402
 from triage.scoring.readout import read  # noqa: E402
-from triage.scoring.ticket import make_ticket  # noqa: E402
 
 VARIANTS = ("cue", "mean", "strided16", "cue+mean")
 

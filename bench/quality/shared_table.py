@@ -23,6 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from triage.domain.pack import load_pack  # noqa: E402
 from triage.evaluation import metrics  # noqa: E402
 from triage.evaluation.baseline import fit_predict  # noqa: E402
 from triage.evaluation.cache import CacheKey, ReadoutCache  # noqa: E402
@@ -32,7 +33,6 @@ from triage.evaluation.variants import readings  # noqa: E402
 from triage.scoring.cue import cue_name, share  # noqa: E402
 from triage.scoring.head import FEATURES  # noqa: E402
 from triage.scoring.learn import fit_criterion  # noqa: E402
-from triage.scoring.pack import load_pack  # noqa: E402
 
 DATA = Path(os.environ.get("TRIAGE_DATASETS", Path(__file__).resolve().parents[3] / "shared" / "datasets"))
 SPLITS = os.environ.get("TRIAGE_SPLITS", "/tmp/triage-quality/splits")

@@ -14,11 +14,11 @@ import argparse
 import json
 from pathlib import Path
 
-from triage.model.loader import load_engine
+from triage.assets_path import asset
+from triage.domain.pack import default_pack
+from triage.domain.ticket import make_ticket
 from triage.scoring.engine import ScoreOptions
-from triage.scoring.pack import default_pack
-from triage.scoring.ticket import make_ticket
-from triage.store.paths import asset
+from triage.scoring.loader import load_engine
 
 HERE = Path(__file__).resolve().parent
 

@@ -17,9 +17,9 @@ import sys
 import tomllib
 from pathlib import Path
 
+from triage.domain.pack import parse_pack
 from triage.scoring import prompt as prompt_mod
 from triage.scoring.engine import Engine, ScoreOptions
-from triage.scoring.pack import parse_pack
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = sys.argv[1] if len(sys.argv) > 1 else str(Path.home() / ".local/share/triage/models/qwen2.5-coder-0.5b.gguf")

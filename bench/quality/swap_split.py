@@ -11,10 +11,10 @@ from cached import SETS, cached_split
 
 from triage.evaluation import metrics
 from triage.evaluation.baseline import fit_predict
+from triage.evaluation.calibrating import fit_criterion as fit_cal
 from triage.evaluation.runner import gold, stack_features
 from triage.evaluation.variants import readings
 from triage.scoring.calibrate import apply_vector_scaling
-from triage.scoring.calibrate import fit_criterion as fit_cal
 from triage.scoring.learn import fit_criterion
 
 for ds in SETS:

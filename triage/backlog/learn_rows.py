@@ -114,7 +114,7 @@ class RowScorer:
         self, model: str, expected_sha256: str, n_ctx: int, threads: int, prompt_style: str, pack: Any
     ) -> None:
         from triage.backlog.worker import NodeModelError, ensure_model, node_name
-        from triage.model.loader import load_engine
+        from triage.scoring.loader import load_engine
 
         ensure_model(model, expected_sha256)
         self.engine = load_engine(model, n_ctx=n_ctx, threads=threads, prompt_style=prompt_style)
@@ -305,12 +305,12 @@ class RaySets:
     ) -> Any:
         from rich.progress import Progress
 
+        from triage.domain.ticket import make_ticket, printable
         from triage.evaluation.cache import ReadoutCache
         from triage.evaluation.runner import Scorer, score_rows
         from triage.evaluation.session import ScoringRun, progress_columns
         from triage.evaluation.variants import prior_from
         from triage.scoring.engine import PRIOR_TEXT
-        from triage.scoring.ticket import make_ticket, printable
 
         with ReadoutCache() as cache:
             said = cache.notice

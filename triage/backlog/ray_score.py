@@ -89,7 +89,7 @@ class RayJob:
     """
 
     source: str
-    pack: Any  # triage.scoring.pack.Pack
+    pack: Any  # triage.domain.pack.Pack
     options: ScoreOptions
     fits: FitRequest = field(default_factory=FitRequest)
     address: str = "local"
@@ -149,8 +149,8 @@ def _one_writer(output: Path | None) -> Generator[None, None, None]:
 
 
 def _run(job: RayJob, on_batch: OnBatch | None) -> int:
-    from triage.model.loader import engine_settings
     from triage.scoring.fit import choose_fits
+    from triage.scoring.loader import engine_settings
 
     rows = read_rows(job.source, job.columns)
     spec, expected = model_spec(job.model, job.config)

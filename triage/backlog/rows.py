@@ -141,7 +141,7 @@ def _export_rows(path: Path, source: str | None, columns: Any) -> Iterator[Backl
 def _make(line: int, tid: str | None, text: Any, source: str | None, where: str, messages: Any = None) -> BacklogRow:
     import json
 
-    from triage.scoring.ticket import make_ticket
+    from triage.domain.ticket import make_ticket
 
     if messages is not None:
         try:
@@ -174,8 +174,8 @@ def _fallback_id(tid: str, line: int, source: str | None, explicit: bool, word: 
 
 
 def _jsonl_rows(path: Path, source: str | None) -> Iterator[BacklogRow]:
-    from triage.scoring.thread import row_body
-    from triage.scoring.ticket import jsonl_lines, read_text_file
+    from triage.domain.thread import row_body
+    from triage.domain.ticket import jsonl_lines, read_text_file
 
     prefix = f"{source} " if source else ""
     for item in jsonl_lines(read_text_file(path, "input file")):

@@ -149,7 +149,7 @@ class ScorerConfig:
 
     model: str  # catalog name or path
     expected_sha256: str
-    pack: Any  # triage.scoring.pack.Pack
+    pack: Any  # triage.domain.pack.Pack
     options: ScoreOptions  # passed through unchanged
     calibration: Any  # triage.scoring.calibrate.Calibration or None
     n_ctx: int | None
@@ -163,14 +163,14 @@ class TicketScorer:
     """A Ray Data callable class: one engine per actor, a batch of tickets per call.
 
     The batch has columns ``key``, ``ticket_id``, ``text``, ``line``, ``source``;
-    the output has ``key`` and ``record`` (the record as JSON text: a ``triage.scoring.result``
+    the output has ``key`` and ``record`` (the record as JSON text: a ``triage.domain.result``
     result, or an error record as ``triage score`` writes).
     """
 
     config: ScorerConfig  # bound by :func:`scorer_class`
 
     def __init__(self) -> None:
-        from triage.model.loader import load_engine
+        from triage.scoring.loader import load_engine
 
         config = self.config
         ensure_model(config.model, config.expected_sha256)
@@ -190,7 +190,7 @@ class TicketScorer:
         """Score one batch (a ``pyarrow.Table``), in order, several tickets per decode (packed)."""
         import json
 
-        from triage.scoring.ticket import make_ticket
+        from triage.domain.ticket import make_ticket
 
         cfg = self.config
         rows = batch.to_pylist()

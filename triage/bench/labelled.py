@@ -74,13 +74,13 @@ def score_labelled(
     """Score the first ``limit`` usable rows of ``dataset`` (a folder with ``criteria.toml`` and ``tickets.jsonl``,
     or a labelled JSONL whose pack is ``pack``, default ``criteria.toml`` beside it); ``part`` names the
     progress line on ``console``."""
+    from triage.domain.pack import load_pack
     from triage.evaluation.data import read_labelled
     from triage.evaluation.runner import stack_features
     from triage.evaluation.session import score_sets
     from triage.evaluation.variants import readings
-    from triage.model.loader import load_engine
     from triage.scoring import learn as learn_mod
-    from triage.scoring.pack import load_pack
+    from triage.scoring.loader import load_engine
 
     folder = dataset if dataset.is_dir() else dataset.parent
     the_pack = load_pack(pack or folder / "criteria.toml")

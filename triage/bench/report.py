@@ -30,7 +30,7 @@ from triage.store.files import write_json_atomic
 
 if TYPE_CHECKING:
     from triage.bench.runner import BenchRun, Sample
-    from triage.scoring.result import TicketResult
+    from triage.domain.result import TicketResult
 
 SCHEMA = "triage.bench/1"
 SEED_ONNX = {"fixed_ms": 28.4, "per_token_ms": 3.23, "what": "the seed design's ONNX Runtime tails on a CPU"}

@@ -46,9 +46,9 @@ from triage.bench.workload import (
 )
 
 if TYPE_CHECKING:
+    from triage.domain.pack import Pack
+    from triage.domain.result import TicketResult
     from triage.scoring.engine import Engine
-    from triage.scoring.pack import Pack
-    from triage.scoring.result import TicketResult
 
 PROBE_SEQ = 62  # the tail probe's copy of the prefix (fan-out uses 1..k)
 FRESH_SEQ = 63  # fresh sequences for the raw-throughput reference

@@ -9,7 +9,7 @@ schedule (``schedule=Split()``).
 from __future__ import annotations
 
 from triage.model.seq import Seq
-from triage.scoring.prompt import PromptSpec
+from triage.scoring.prompt_spec import PromptSpec
 from triage.scoring.readout import Readout
 from triage.scoring.resident import Resident
 from triage.scoring.run import Run

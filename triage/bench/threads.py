@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from triage.bench.stats import median
+from triage.domain.ticket import make_ticket
 from triage.model.seq import Seq
-from triage.scoring.ticket import make_ticket
 
 REPLIES = (
     (

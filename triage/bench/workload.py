@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from triage.domain.pack import Pack
+from triage.domain.ticket import Ticket, jsonl_lines, make_ticket, read_text_file
 from triage.errors import InputError
 from triage.scoring.options import DEFAULT_READOUT, effective_orderings
-from triage.scoring.pack import Pack
-from triage.scoring.ticket import Ticket, jsonl_lines, make_ticket, read_text_file
 
 TICKETS_ASSET = "bench-tickets.jsonl"
 LONG_PACK_ASSET = "long-stable-pack.toml"
@@ -231,7 +231,7 @@ def make_workload(
     session over all three. ``limit`` (or ``--tickets``) takes the first N rows
     instead.
     """
-    from triage.store.paths import asset
+    from triage.assets_path import asset
 
     if repeats < 1:
         raise InputError("--repeat must be at least 1")

@@ -54,7 +54,7 @@ examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from triage.cli import add_model_options, add_prompt_option
+    from triage.commands._flags import add_model_options, add_prompt_option
     from triage.scoring.options import DEFAULT_READOUT, ORDERINGS, READOUTS
 
     add_model_options(p)
@@ -112,17 +112,17 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from triage.assets_path import asset
     from triage.bench.chart import chart_from_report
     from triage.bench.machine import cores, is_busy, load_average, wait_until_quiet
     from triage.bench.report import build_report, write_json
     from triage.bench.runner import BenchRunner, EngineSpec
     from triage.bench.terminal import print_summary
     from triage.bench.workload import LONG_PACK_ASSET, make_workload
-    from triage.model.loader import engine_settings
+    from triage.domain.pack import load_pack, resolve_pack
     from triage.model.resolve import resolve_model
+    from triage.scoring.loader import engine_settings
     from triage.scoring.options import score_options
-    from triage.scoring.pack import load_pack, resolve_pack
-    from triage.store.paths import asset
 
     out = Console()
     if not out.is_terminal:  # a log file: wide enough for the tables

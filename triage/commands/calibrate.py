@@ -41,7 +41,7 @@ examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from triage.cli import add_model_options, add_prompt_option
+    from triage.commands._flags import add_model_options, add_prompt_option
     from triage.commands._input import add_input_arguments
     from triage.scoring.options import DEFAULT_ORDERINGS, DEFAULT_READOUT, ORDERINGS, READOUTS
 
@@ -108,14 +108,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from triage.commands._input import labelled_rows
+    from triage.domain.pack import resolve_pack
+    from triage.domain.ticket import printable
     from triage.errors import InputError
+    from triage.evaluation.calibrating import fit_calibration
     from triage.evaluation.runner import gold
     from triage.evaluation.session import load_for, report_bad, report_consoles, save_fit, score_sets
     from triage.evaluation.variants import readings
     from triage.scoring import calibrate as cal_mod
     from triage.scoring.options import score_options
-    from triage.scoring.pack import resolve_pack
-    from triage.scoring.ticket import printable
     from triage.store.config import load_config
 
     out, err = report_consoles()
@@ -146,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
         if not scored.rows:
             raise InputError(f"no row of {args.train} could be scored")
         base = {c.id: readings(c, scored.outcomes, run_.prior).base(prior, orderings) for c in pack.criteria}
-        cal, outcomes = cal_mod.fit_calibration(
+        cal, outcomes = fit_calibration(
             pack,
             base,
             {c.id: gold(scored.rows, c) for c in pack.criteria},

@@ -59,7 +59,7 @@ examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from triage.cli import add_model_options, add_prompt_option
+    from triage.commands._flags import add_model_options, add_prompt_option
     from triage.commands._input import add_input_arguments
     from triage.scoring.options import DEFAULT_READOUT, READOUTS
 
@@ -187,6 +187,8 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     from triage.commands._input import labelled_rows
+    from triage.domain.pack import resolve_pack
+    from triage.domain.ticket import printable
     from triage.errors import InputError
     from triage.evaluation.data import split_by_id, write_jsonl
     from triage.evaluation.report import print_report, write_json
@@ -195,8 +197,6 @@ def run(args: argparse.Namespace) -> int:
     from triage.scoring.calibrate import MIN_PER_OPTION
     from triage.scoring.fit import FitRequest, choose_fits
     from triage.scoring.options import ScoreOptions, score_options
-    from triage.scoring.pack import resolve_pack
-    from triage.scoring.ticket import printable
     from triage.store.config import load_config
 
     out, err = report_consoles()

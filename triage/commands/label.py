@@ -97,7 +97,7 @@ def _open_history(path: str | None) -> History:
 
 def _read_file(history: History, path: Path) -> list[tuple[ScoredTicket, list[Answer]]]:
     """Every row of a label file, checked: a bad line stops the call before anything is stored."""
-    from triage.scoring.ticket import jsonl_lines, read_text_file
+    from triage.domain.ticket import jsonl_lines, read_text_file
     from triage.store import labels as lab
 
     text = read_text_file(str(path), "label file")

@@ -71,7 +71,7 @@ examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from triage.cli import add_model_options, add_prompt_option
+    from triage.commands._flags import add_model_options, add_prompt_option
     from triage.commands._input import add_input_arguments
 
     p.add_argument(
@@ -190,6 +190,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from triage.backlog.learn_rows import sets_scorer
     from triage.commands._input import labelled_rows
+    from triage.domain.pack import resolve_pack
+    from triage.domain.ticket import printable
     from triage.errors import InputError
     from triage.evaluation.runner import fit_inputs
     from triage.evaluation.session import load_for, report_bad, report_consoles, save_fit
@@ -197,8 +199,6 @@ def run(args: argparse.Namespace) -> int:
     from triage.scoring import learn as learn_mod
     from triage.scoring.fit import FitRequest
     from triage.scoring.options import parse_criteria
-    from triage.scoring.pack import resolve_pack
-    from triage.scoring.ticket import printable
 
     out, err = report_consoles()
     if not args.output and args.no_store:

@@ -197,10 +197,10 @@ def _verify(args: argparse.Namespace) -> int:
     """Hash models again: every installed catalog model, one by name, or a file."""
     from pathlib import Path
 
+    from triage.domain.ticket import printable
     from triage.errors import InputError
     from triage.model.catalog import load_catalog
     from triage.model.modelstore import VerifyMismatch, inspect_installed, model_file, verify_installed
-    from triage.scoring.ticket import printable
 
     catalog = load_catalog()
     if args.name and args.name not in catalog.entries:
@@ -240,8 +240,8 @@ def _verify(args: argparse.Namespace) -> int:
 
 def _verify_file(path: Any, catalog: Any) -> int:
     """A .gguf that is no installed catalog model: hash it, and name the catalog entry it is, if any."""
+    from triage.domain.ticket import printable
     from triage.model.resolve import cached_sha256
-    from triage.scoring.ticket import printable
 
     sha = cached_sha256(path, refresh=True)
     same = [e.name for e in catalog.entries.values() if e.sha256 == sha]

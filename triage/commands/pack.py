@@ -74,9 +74,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import shlex
 
+    from triage.domain.ticket import printable
     from triage.errors import InputError
     from triage.intake.packinit import MIN_COUNT, parse_criteria, plan_pack, write_pack
-    from triage.scoring.ticket import printable
 
     min_count = MIN_COUNT if args.min_count is None else args.min_count
     if min_count < 1:

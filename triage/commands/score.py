@@ -68,7 +68,7 @@ examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from triage.cli import add_model_options, add_prompt_option
+    from triage.commands._flags import add_model_options, add_prompt_option
     from triage.scoring.options import (
         DEFAULT_MODE,
         DEFAULT_ORDERINGS,
@@ -229,8 +229,8 @@ def read_input(
     Raises:
         InputError: unreadable file, invalid UTF-8, no input.
     """
+    from triage.domain.ticket import read_stream, read_text_file
     from triage.intake.columns import export_tickets, is_export
-    from triage.scoring.ticket import read_stream, read_text_file
 
     export = file not in (None, "-") and not force_text and not force_jsonl and columns is not None
     if export and is_export(str(file), columns):
@@ -253,7 +253,7 @@ def _looks_jsonl(file: str | None, text: str) -> bool:
     first = text.lstrip().split("\n", 1)[0]
     if not first.startswith("{"):
         return False
-    from triage.store.bounded import Bounded, loads_json
+    from triage.bounded import Bounded, loads_json
 
     try:
         obj = loads_json(first)
@@ -265,8 +265,8 @@ def _looks_jsonl(file: str | None, text: str) -> bool:
 
 
 def _jsonl_rows(text: str) -> Iterator[Row]:
-    from triage.scoring.thread import row_body
-    from triage.scoring.ticket import jsonl_lines
+    from triage.domain.thread import row_body
+    from triage.domain.ticket import jsonl_lines
 
     for item in jsonl_lines(text):
         n = item.line
@@ -408,7 +408,7 @@ def _cut_back(out: TextIO, start: int | None) -> bool:
 
 def _say(line: str) -> None:
     """One line on stderr, with any escape sequences or control characters of the input removed."""
-    from triage.scoring.ticket import printable
+    from triage.domain.ticket import printable
 
     print(printable(line), file=sys.stderr)
 
@@ -470,8 +470,8 @@ def ray_job(args: argparse.Namespace, config: dict[str, Any] | None = None) -> A
 
     from triage.backlog.ray_score import RayJob, parse_address
     from triage.backlog.worker import default_threads
+    from triage.domain.pack import resolve_pack
     from triage.intake.columns import ColumnMap
-    from triage.scoring.pack import resolve_pack
     from triage.store.config import load_config
 
     address, source = parse_address(args.ray, args.file)
@@ -507,8 +507,8 @@ def ray_job(args: argparse.Namespace, config: dict[str, Any] | None = None) -> A
 
 
 def run(args: argparse.Namespace) -> int:
-    from triage.scoring.pack import resolve_pack
-    from triage.scoring.ticket import make_ticket
+    from triage.domain.pack import resolve_pack
+    from triage.domain.ticket import make_ticket
     from triage.store.config import load_config
 
     if args.ray is not None:
@@ -589,8 +589,8 @@ def _score_all(
     tickets: list[tuple[Row, Any]],
     writer: RecordWriter,
 ) -> int:
-    from triage.model.loader import load_engine
     from triage.render import print_table
+    from triage.scoring.loader import load_engine
 
     history = _open_history(args, config)  # before the model: a history that cannot be written stops nothing later
     engine = load_engine(

@@ -47,7 +47,7 @@ DEFAULT_PORT = 8787
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from triage.cli import add_model_options, add_prompt_option
+    from triage.commands._flags import add_model_options, add_prompt_option
     from triage.serve.requests import DEFAULT_MAX_TICKET_BYTES
     from triage.serve.worker import DEFAULT_QUEUE_LIMIT
 
@@ -116,8 +116,8 @@ def settings_of(args: argparse.Namespace, config: dict[str, Any]) -> Any:
     """
     from pathlib import Path
 
+    from triage.domain.pack import resolve_pack
     from triage.scoring.options import resolve_options
-    from triage.scoring.pack import resolve_pack
     from triage.serve.app import LOOPBACK, ServeSettings
     from triage.serve.requests import DEFAULT_MAX_TICKET_BYTES
 
@@ -170,7 +170,7 @@ def settings_of(args: argparse.Namespace, config: dict[str, Any]) -> Any:
 
 
 def _say(line: str) -> None:
-    from triage.scoring.ticket import printable
+    from triage.domain.ticket import printable
 
     print(printable(line), file=sys.stderr, flush=True)
 
@@ -186,8 +186,8 @@ def run(args: argparse.Namespace) -> int:
         )
     import uvicorn
 
-    from triage.model.loader import load_engine
     from triage.scoring.fit import FitRequest
+    from triage.scoring.loader import load_engine
     from triage.serve.app import create_app, worker_default_options
     from triage.serve.worker import EngineWorker, fit_policy
     from triage.store.config import load_config

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from triage.evaluation.agreement import agreement
-    from triage.render import agreement_lines, agreement_table
+    from triage.evaluation.agreement_table import agreement_lines, agreement_table
     from triage.store import labels as lab
     from triage.store.history import History
 

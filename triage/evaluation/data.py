@@ -19,10 +19,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from triage.domain.pack import Pack
+from triage.domain.ticket import JsonLine, Ticket, jsonl_lines, make_ticket, read_text_file
 from triage.errors import InputError
 from triage.intake.columns import ColumnMap
-from triage.scoring.pack import Pack
-from triage.scoring.ticket import JsonLine, Ticket, jsonl_lines, make_ticket, read_text_file
 
 SPLIT_SALT = "triage-split/1"
 

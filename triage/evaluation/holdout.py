@@ -15,13 +15,13 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from triage.domain.pack import Pack
+from triage.domain.ticket import printable
 from triage.errors import TriageError
 from triage.evaluation import metrics
 from triage.evaluation.report import print_confusion
 from triage.evaluation.runner import Scored, gold, stack_features
 from triage.evaluation.variants import readings
-from triage.scoring.pack import Pack
-from triage.scoring.ticket import printable
 
 VARIANTS = ("learned", "zero-shot", "tfidf")
 

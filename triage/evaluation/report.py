@@ -9,8 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from triage.domain.ticket import printable
 from triage.render import safe
-from triage.scoring.ticket import printable
 from triage.store.files import write_json_atomic
 
 COLUMNS = (

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from triage.domain.pack import Pack
+from triage.domain.ticket import Ticket, make_ticket
 from triage.errors import TriageError
 from triage.evaluation import metrics
 from triage.evaluation.cache import CacheKey, Outcome, ReadoutCache
@@ -27,8 +29,6 @@ from triage.evaluation.variants import (
 from triage.scoring.cue import TAIL, check_read
 from triage.scoring.head import FEATURES as FEATURES_KIND
 from triage.scoring.options import DEFAULT_MODE, DEFAULT_READOUT, effective_orderings
-from triage.scoring.pack import Pack
-from triage.scoring.ticket import Ticket, make_ticket
 
 SCHEMA = "triage.eval/1"
 ORDERINGS = "cyclic"  # the letter readout is always asked in every rotation: raw is the identity's readout alone
@@ -228,7 +228,7 @@ def _fit(
     engine_info: dict[str, Any],
     fit_kw: dict[str, Any],
 ) -> Any:
-    from triage.scoring.calibrate import fit_calibration
+    from triage.evaluation.calibrating import fit_calibration
 
     read = {c.id: readings(c, train.outcomes, prior) for c in pack.criteria}
     cal, _ = fit_calibration(
@@ -491,8 +491,8 @@ def _curve_calibrated(
     y_dev: list[int],
 ) -> dict[str, Any]:
     """Calibration fitted on some training rows (``rows``, their log-probs ``base_tr``), measured on the dev rows."""
+    from triage.evaluation.calibrating import fit_criterion as fit_cal
     from triage.scoring.calibrate import apply_vector_scaling
-    from triage.scoring.calibrate import fit_criterion as fit_cal
 
     kw = {k: v for k, v in plan.fit_kw.items() if k in ("min_per_option", "rare", "weighting")}
     out = fit_cal(crit, base_tr, gold(rows, crit), [r.id for r in rows], holdout=0, **kw)

@@ -10,12 +10,12 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from triage.domain.pack import Pack
+from triage.domain.ticket import printable
 from triage.evaluation.cache import ReadoutCache
 from triage.evaluation.data import LabelledRow, LabelledSet
 from triage.evaluation.runner import Scored, Scorer, score_rows
 from triage.scoring.options import DEFAULT_READOUT
-from triage.scoring.pack import Pack
-from triage.scoring.ticket import printable
 
 SHOW_BAD = 10
 
@@ -50,7 +50,7 @@ def load_for(
 
     ``lazy``: the model's weights are loaded only when a ticket must be scored (:mod:`triage.scoring.lazy`).
     """
-    from triage.model.loader import load_engine
+    from triage.scoring.loader import load_engine
 
     def notice(message: str) -> None:
         err.print(f"triage: {printable(message)}", markup=False)

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from triage.domain.ticket import make_ticket
 from triage.evaluation.cache import Outcome
 from triage.evaluation.data import LabelledRow, LabelledSet
-from triage.scoring.ticket import make_ticket
 from triage.store.training import HistoryTraining
 
 

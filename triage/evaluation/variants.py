@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from triage.domain.pack import Criterion
 from triage.evaluation.cache import Outcome, Reads
 from triage.scoring import debias
-from triage.scoring.pack import Criterion
 
 RAW, CYCLIC, PRIOR, CALIBRATED = "raw", "cyclic", "cyclic+prior", "calibrated"
 RAW_CALIBRATED = "raw+calibrated"  # a calibration fitted on the pack-order readout alone

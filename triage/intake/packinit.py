@@ -24,10 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from triage.domain.pack import LETTERS, Pack, parse_pack, readable_id, value_key
 from triage.errors import InputError
 from triage.intake.columns import as_text, check_columns, get_value
 from triage.intake.readers import open_export
-from triage.scoring.pack import LETTERS, Pack, parse_pack, readable_id, value_key
 
 MIN_COUNT = 5  # learn's default --min-per-option: a rarer value cannot be learned on its own
 MAX_DISTINCT = 1000

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from triage.scoring.pack import Criterion, option_names, value_key
+from triage.domain.pack import Criterion, option_names, value_key
 
 SHOW_UNMAPPED = 8
 

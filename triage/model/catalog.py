@@ -123,7 +123,7 @@ class Catalog:
 
 
 def _catalog_file() -> Path:
-    from triage.store.paths import asset
+    from triage.assets_path import asset
 
     try:
         return asset("models.toml")

@@ -29,7 +29,8 @@ from triage.model.seq import Seq
 from triage.scoring.readout import LabelReader, Readout, read
 
 if TYPE_CHECKING:
-    from triage.scoring.prompt import PromptBuilder, PromptSpec, TicketPrompts
+    from triage.scoring.prompt import PromptBuilder, TicketPrompts
+    from triage.scoring.prompt_spec import PromptSpec
 
 TAIL = "tail"
 SHARED_KIND = "shared"  # what a result's ``readout`` says of a criterion read at the shared position
@@ -79,7 +80,8 @@ def share(
     The prefix is worked out again (the longest common token prefix of the remaining tails and
     the cue's prompt, at least one token short of the shortest) and verified, as the builder does.
     """
-    from triage.scoring.prompt import PromptSpec, common_prefix
+    from triage.scoring.prompt import common_prefix
+    from triage.scoring.prompt_spec import PromptSpec
 
     shared = sorted(set(shared) & {s.criterion for s in prompts.prompts})
     if not shared:

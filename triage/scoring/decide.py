@@ -9,19 +9,16 @@ features), else the content-free prior and the ``calibration``, else the readout
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 
+from triage.domain.pack import Pack
+from triage.domain.result import CriterionResult, OptionScore
 from triage.scoring import debias
 from triage.scoring.head import Head
-from triage.scoring.pack import Pack
-from triage.scoring.readout import LOW_COVERAGE, Reader
-from triage.scoring.result import CriterionResult, OptionScore
+from triage.scoring.readout import LOW_COVERAGE, Reader, Readouts
 from triage.scoring.tokenizer import Tokenizer
-
-if TYPE_CHECKING:
-    from triage.scoring.run import Readouts
 
 
 class Calibration(Protocol):

@@ -31,6 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from triage.domain.pack import Pack
+from triage.domain.result import TicketResult, Tokens
+from triage.domain.ticket import Ticket, make_ticket
 from triage.errors import TriageError
 from triage.model.digest import sha256_file
 from triage.model.native import FLASH_ATTN, Cancelled, NativeModel
@@ -40,16 +43,13 @@ from triage.scoring.head import Head, feature_ids
 from triage.scoring.head import check_match as check_head
 from triage.scoring.memory import ThreadStates
 from triage.scoring.options import DEFAULT_MODE, DEFAULT_READOUT, ScoreOptions
-from triage.scoring.pack import Pack
 from triage.scoring.packed import DEFAULT_BUDGET, Decoded, Packed, cost, packs
 from triage.scoring.prior import PRIOR_TEXT, Prior, Priors
 from triage.scoring.prompt import PromptBuilder, PromptFormat, detect_format
 from triage.scoring.readout import AnswerPlan, LabelReader, Reader
 from triage.scoring.resident import Resident, StableStore
-from triage.scoring.result import TicketResult, Tokens
 from triage.scoring.run import CriterionScored, Prefilled, RawReadouts, Run, ScoreEvent, TicketScored
 from triage.scoring.schedule import Schedule, schedule_for
-from triage.scoring.ticket import Ticket, make_ticket
 from triage.scoring.tokenizer import NativeTokenizer
 
 __all__ = [  # re-exported: callers import the events, options and defaults from here

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from triage.errors import InputError
 
 if TYPE_CHECKING:
+    from triage.domain.pack import Pack
     from triage.scoring.calibrate import Calibration
     from triage.scoring.head import Head
     from triage.scoring.options import ScoreOptions
-    from triage.scoring.pack import Pack
     from triage.scoring.prompt import PromptFormat
 
 

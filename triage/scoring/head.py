@@ -42,11 +42,12 @@ from typing import Any
 
 import numpy as np
 
+from triage.bounded import Bounded, loads_json
 from triage.errors import InputError
 from triage.scoring import calibrate
 from triage.scoring.cue import READS, TAIL
 from triage.scoring.debias import log_normalize
-from triage.store.bounded import Bounded, loads_json, set_aside
+from triage.store.files import set_aside
 from triage.store.paths import user_dirs
 
 SCHEMA = "triage.head/1"

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from triage.scoring.thread import Message
+from triage.domain.thread import Message
 
 
 @dataclass(frozen=True)

@@ -169,7 +169,7 @@ def resolve_options(
     """The score options of one run: each setting from its flag, else the config file, else the default.
 
     The one resolver for ``triage score`` (and ``--ray``), the app, eval, calibrate, learn and
-    bench, as :func:`triage.model.loader.engine_settings` is for the context size and threads.
+    bench, as :func:`triage.scoring.loader.engine_settings` is for the context size and threads.
 
     Args:
         flags: the command line's values by setting name (``mode``, ``strategy``, ``readout``,

@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from triage.domain.pack import Pack
+from triage.domain.ticket import make_ticket
 from triage.scoring import debias
 from triage.scoring.options import ScoreOptions
-from triage.scoring.pack import Pack
-from triage.scoring.ticket import make_ticket
 from triage.store.files import write_text_atomic
 
 if TYPE_CHECKING:
-    from triage.scoring.engine import Engine
+    from triage.scoring.protocol import ScoringEngine
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def prior_options(options: ScoreOptions) -> ScoreOptions:
 class Priors:
     """An engine's priors, by (pack, readout, orderings, mode), in memory and in ``folder``."""
 
-    def __init__(self, engine: Engine, folder: Path | None) -> None:
+    def __init__(self, engine: ScoringEngine, folder: Path | None) -> None:
         self.engine = engine
         self.folder = folder
         self._memory: dict[tuple[str, str, str, str], Prior] = {}

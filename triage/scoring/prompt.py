@@ -29,11 +29,12 @@ import hashlib
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from triage.domain.pack import Criterion, Pack
+from triage.domain.thread import Message, compact
 from triage.errors import TriageError
 from triage.scoring.options import DEFAULT_READOUT, READOUTS, Readout, check_choice
-from triage.scoring.pack import Criterion, Pack
+from triage.scoring.prompt_spec import PromptSpec
 from triage.scoring.readout import ReadoutKind, option_meaning, readout_for
-from triage.scoring.thread import Message, compact
 from triage.scoring.tokenizer import Tokenizer
 
 __all__ = ["DEFAULT_READOUT", "READOUTS", "option_meaning"]  # re-exported for callers of this module
@@ -106,15 +107,6 @@ def detect_format(chat_template: str | None, tokenizer: Tokenizer, prefer: str =
         raise TriageError("this model has no ChatML tokens (<|im_start|>); use --prompt plain", exit_code=2)
     think = bool(chat_template and THINK in chat_template) and tokenizer.control(THINK) is not None
     return PromptFormat("chat", think=think)
-
-
-@dataclass(frozen=True)
-class PromptSpec:
-    """One full prompt of a ticket: a criterion asked with its options in one order."""
-
-    criterion: int  # index into pack.criteria
-    order: tuple[int, ...]  # order[j] = option index shown at letter j
-    tokens: tuple[int, ...]
 
 
 @dataclass
@@ -306,7 +298,7 @@ class PromptBuilder:
 
         Args:
             ticket_text: the cleaned ticket (a thread's: its messages as written, see
-                :mod:`triage.scoring.thread`).
+                :mod:`triage.domain.thread`).
             orders: per criterion (pack order), the option orders to ask.
             n_ctx: the context size; the longest prompt must fit.
             messages: a thread's messages: too long, it is compacted (first message, a

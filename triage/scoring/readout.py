@@ -24,20 +24,20 @@ is weak.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from triage.domain.pack import LETTERS, Criterion, Option, Pack
 from triage.errors import TriageError
 from triage.model.seq import Seq
 from triage.scoring.debias import log_normalize, orders_for
 from triage.scoring.options import READOUTS, check_choice
-from triage.scoring.pack import LETTERS, Criterion, Option, Pack
 from triage.scoring.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
-    from triage.scoring.prompt import PromptSpec
+    from triage.scoring.prompt_spec import PromptSpec
 
 LOW_COVERAGE = 0.5  # below this share of mass on the letters, the card warns
 
@@ -424,3 +424,13 @@ def readout_for(name: str) -> ReadoutKind:
     """
     check_choice(name, READOUTS, "readout")
     return _KINDS[name]
+
+
+@dataclass
+class Readouts:
+    """The raw readouts of one criterion, one per ordering, with their cost."""
+
+    orders: list[tuple[int, ...]] = field(default_factory=list)
+    reads: list[Readout] = field(default_factory=list)
+    ms: float = 0.0
+    tokens: int = 0

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from triage.domain.result import CriterionResult, ThreadInfo, TicketResult, Timing, Tokens
+from triage.domain.thread import Message
 from triage.model.native import Cancelled
 from triage.scoring.decide import Decider
-from triage.scoring.prompt import PromptSpec, TicketPrompts
-from triage.scoring.readout import Reader, Readout
-from triage.scoring.result import CriterionResult, ThreadInfo, TicketResult, Timing, Tokens
-from triage.scoring.thread import Message
+from triage.scoring.prompt import TicketPrompts
+from triage.scoring.prompt_spec import PromptSpec
+from triage.scoring.readout import Reader, Readout, Readouts
 
 # criterion id -> [(order, position log-probs, coverage), ...]
 RawReadouts = dict[str, list[tuple[tuple[int, ...], np.ndarray, float]]]
@@ -56,16 +57,6 @@ class TicketScored:
 
 
 ScoreEvent = Prefilled | CriterionScored | TicketScored
-
-
-@dataclass
-class Readouts:
-    """The raw readouts of one criterion, one per ordering, with their cost."""
-
-    orders: list[tuple[int, ...]] = field(default_factory=list)
-    reads: list[Readout] = field(default_factory=list)
-    ms: float = 0.0
-    tokens: int = 0
 
 
 @dataclass

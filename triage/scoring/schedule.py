@@ -22,7 +22,7 @@ from typing import Protocol
 from triage.errors import TriageError
 from triage.model.seq import Seq
 from triage.scoring.options import ScoreOptions
-from triage.scoring.prompt import PromptSpec
+from triage.scoring.prompt_spec import PromptSpec
 from triage.scoring.readout import Readout
 from triage.scoring.resident import Resident
 from triage.scoring.run import Run, ScoreEvent

@@ -142,7 +142,7 @@ def qwen3_tokenizer() -> HFTokenizer:
     """Qwen3's reference tokenizer (``assets/qwen3-tokenizer.json.gz``, Apache-2.0)."""
     from tokenizers import Tokenizer as _Tok
 
-    from triage.store.paths import asset
+    from triage.assets_path import asset
 
     with gzip.open(asset("qwen3-tokenizer.json.gz"), "rt", encoding="utf-8") as fh:
         return HFTokenizer(_Tok.from_str(fh.read()))

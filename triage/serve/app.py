@@ -25,8 +25,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from triage.domain.pack import Pack
 from triage.errors import TriageError
-from triage.scoring.pack import Pack
 from triage.serve.requests import DEFAULT_MAX_TICKET_BYTES, Invalid, ScoreRequest, TooLarge, parse_label, parse_score
 from triage.serve.worker import TERMINAL, EngineWorker, Job, QueueFull
 
@@ -178,7 +178,7 @@ async def read_json(request: Request, limit: int) -> Any:
         TooLarge: a longer body (said before reading it when the request declares its length).
         Invalid: not ``application/json``, not UTF-8, not JSON (field ``body``).
     """
-    from triage.store.bounded import Bounded, loads_json
+    from triage.bounded import Bounded, loads_json
 
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind != "application/json":
@@ -216,9 +216,9 @@ def prepare(req: ScoreRequest, settings: ServeSettings, loop: asyncio.AbstractEv
     Raises:
         Invalid: an unknown pack or criterion, a ticket with nothing to score.
     """
+    from triage.domain.ticket import make_ticket
     from triage.errors import InputError
     from triage.scoring.options import resolve_options
-    from triage.scoring.ticket import make_ticket
 
     if req.pack is None:
         pack = settings.default_pack

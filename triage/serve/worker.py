@@ -21,11 +21,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from triage.domain.pack import Pack
+from triage.domain.result import CriterionResult
+from triage.domain.ticket import Ticket
 from triage.errors import TriageError
 from triage.scoring.options import ScoreOptions
-from triage.scoring.pack import Pack
-from triage.scoring.result import CriterionResult
-from triage.scoring.ticket import Ticket
 
 log = logging.getLogger("triage.serve")
 

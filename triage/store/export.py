@@ -13,8 +13,8 @@ import json
 import time
 from pathlib import Path
 
+from triage.domain.result import TicketResult, readout_words
 from triage.render import bar
-from triage.scoring.result import TicketResult, readout_words
 from triage.store.files import write_text_atomic
 
 FORMATS = ("json", "markdown")

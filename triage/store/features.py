@@ -55,14 +55,12 @@ def from_scored(readouts: Mapping[str, Any], features: Mapping[str, np.ndarray])
     pack-order one in option space (the label readout has no other), as ``triage learn`` fits on it
     (:func:`triage.evaluation.variants.identity_read`). Criteria without features (letters) are left out.
     """
-    from triage.scoring import debias
-
     out = {}
     for cid, vec in features.items():
         ident = [(o, lp, cov) for o, lp, cov in readouts.get(cid, ()) if tuple(o) == tuple(sorted(o))]
         if ident:
-            order, logprobs, cov = ident[0]
-            raw = debias.to_option_space(np.asarray(logprobs), order)
+            _order, logprobs, cov = ident[0]  # the identity order: positions are options
+            raw = np.asarray(logprobs, dtype=np.float64)
             out[cid] = Kept(np.asarray(vec, dtype=np.float32), raw, float(cov))
     return out
 

@@ -69,3 +69,19 @@ def move_aside(path: Path) -> Path | None:
             os.replace(side, aside.with_name(aside.name + suffix))
             moved = True
     return aside if moved else None
+
+
+def set_aside(path: Path, what: str, reason: str) -> str:
+    """Move a damaged stored file out of the way (``NAME.bad-TIME``) and say so in one line.
+
+    Stored files (heads, calibrations) are found by name on every run: left in
+    place, one damaged file would cost every score. Moved aside, it is kept for
+    whoever wants to look at it, and nothing reads it again.
+    """
+    try:
+        aside = move_aside(path)
+    except OSError as exc:
+        return f"{what} {path} is damaged ({reason}) and cannot be moved aside ({exc.strerror or exc}); delete it"
+    if aside is None:
+        return f"{what} {path} is damaged ({reason}); it is gone already"
+    return f"{what} {path.name} is damaged ({reason}); moved it aside to {aside}, scoring goes on without it"

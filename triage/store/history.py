@@ -6,7 +6,7 @@ A ticket is saved when it is submitted and its result when scoring ends, each
 in its own transaction: a crash loses at most the unfinished score, never
 earlier history. Re-scoring a ticket adds a score; earlier ones are kept.
 
-A ticket may be a thread (:mod:`triage.scoring.thread`): its messages are kept in
+A ticket may be a thread (:mod:`triage.domain.thread`): its messages are kept in
 order (table ``messages``, migration 4) and it stays **one** ticket row as it grows:
 each new message is saved (its own transaction) into the same row, whose ``text``
 becomes the thread as the prompt writes it. A plain ticket is found by the hash of
@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from triage.scoring.result import TicketResult, ticket_result_from_dict
-from triage.scoring.thread import Message
-from triage.scoring.ticket import Ticket
+from triage.domain.result import TicketResult, ticket_result_from_dict
+from triage.domain.thread import Message
+from triage.domain.ticket import Ticket
 from triage.store.files import move_aside
 
 log = logging.getLogger(__name__)
@@ -127,7 +127,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
     (
         4,
         [
-            # A thread's messages, in order (triage.scoring.thread). A plain ticket has none: its text is its one
+            # A thread's messages, in order (triage.domain.thread). A plain ticket has none: its text is its one
             # customer message. The ticket row's text is the thread as the prompt writes it.
             """CREATE TABLE messages (
                 ticket INTEGER NOT NULL REFERENCES tickets(id) ON DELETE CASCADE,

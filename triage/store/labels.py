@@ -24,9 +24,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from triage.domain.pack import value_key
+from triage.domain.result import TicketResult
 from triage.errors import InputError
-from triage.scoring.pack import value_key
-from triage.scoring.result import TicketResult
 from triage.store.history import History
 
 KINDS = ("confirmation", "correction")
@@ -152,7 +152,7 @@ def check_answers(scored: ScoredTicket, answers: Iterable[Answer]) -> list[Answe
 
 
 def _match_option(value: str, options: Iterable[Any]) -> str | None:
-    """An option id by id or label, compared as export values are (:func:`triage.scoring.pack.value_key`)."""
+    """An option id by id or label, compared as export values are (:func:`triage.domain.pack.value_key`)."""
     want = value_key(value)
     return next((str(o.id) for o in options if want in (value_key(o.id), value_key(o.label))), None)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 APP_NAME = "triage"
@@ -54,11 +53,3 @@ def user_dirs() -> UserDirs:
         Path(platformdirs.user_cache_dir(APP_NAME)),
         Path(platformdirs.user_state_dir(APP_NAME)),
     )
-
-
-def asset(name: str) -> Path:
-    """Path of a file shipped in ``assets/`` (installed as ``triage.assets``)."""
-    path = Path(str(resources.files("triage.assets").joinpath(name)))
-    if not path.exists():
-        raise FileNotFoundError(f"triage is missing its asset {name!r} (looked in {path.parent}); reinstall triage")
-    return path

@@ -16,7 +16,7 @@ from textual.driver import Driver
 from textual.screen import Screen
 from textual.theme import Theme
 
-from triage.scoring.pack import Pack, resolve_pack
+from triage.domain.pack import Pack, resolve_pack
 from triage.store.history import History
 from triage.store.paths import user_dirs
 from triage.tui.commands import app_commands

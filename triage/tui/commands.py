@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from textual.app import SystemCommand
 from textual.command import SimpleCommand
 
+from triage.domain.pack import Pack, default_pack, load_pack
 from triage.errors import TriageError
-from triage.scoring.pack import Pack, default_pack, load_pack
 
 if TYPE_CHECKING:
     from triage.tui.options import UIOptions

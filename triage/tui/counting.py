@@ -13,8 +13,8 @@ import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from triage.domain.pack import Pack
 from triage.scoring.options import DEFAULT_READOUT
-from triage.scoring.pack import Pack
 from triage.scoring.prompt import PromptBuilder, PromptFormat
 from triage.scoring.tokenizer import Tokenizer
 

@@ -14,13 +14,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
-from triage.scoring.pack import Pack
+from triage.domain.pack import Pack
 from triage.scoring.prompt import PromptBuilder
 from triage.scoring.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
+    from triage.domain.ticket import Ticket
     from triage.scoring.engine import ScoreEvent, ScoreOptions
-    from triage.scoring.ticket import Ticket
 
 log = logging.getLogger(__name__)
 
@@ -58,10 +58,10 @@ EngineFactory = Callable[[str | None, Callable[[str], None]], ScoringEngine]
 
 def default_engine_factory(n_ctx: int | None = None, threads: int | None = None) -> EngineFactory:
     """The real factory: resolve the model like the CLI does and load it (see
-    :func:`triage.model.loader.load_engine`)."""
+    :func:`triage.scoring.loader.load_engine`)."""
 
     def load(requested: str | None, notice: Callable[[str], None]) -> ScoringEngine:
-        from triage.model.loader import load_engine
+        from triage.scoring.loader import load_engine
 
         return load_engine(requested, n_ctx=n_ctx, threads=threads, notice=notice)
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from textual.message import Message
 
-from triage.scoring.result import CriterionResult, TicketResult, Tokens
+from triage.domain.result import CriterionResult, TicketResult, Tokens
 
 
 @dataclass

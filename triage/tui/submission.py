@@ -6,10 +6,10 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from triage.domain.pack import Pack
+from triage.domain.result import Tokens
+from triage.domain.ticket import Ticket
 from triage.scoring.options import DEFAULT_READOUT
-from triage.scoring.pack import Pack
-from triage.scoring.result import Tokens
-from triage.scoring.ticket import Ticket
 
 
 @dataclass

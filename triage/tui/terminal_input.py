@@ -9,7 +9,7 @@ order, and pasted control bytes acted as keys (one paste quit the app).
 :class:`PasteSafeParser` takes everything between the terminal's paste markers
 (``ESC [200~`` ... ``ESC [201~``) verbatim, across reads, and hands it on as one
 :class:`textual.events.Paste`; only what is outside a paste reaches Textual's
-parser. The ticket box then cleans the text (:func:`triage.scoring.ticket.clean_text`).
+parser. The ticket box then cleans the text (:func:`triage.domain.ticket.clean_text`).
 :class:`PasteSafeDriver` is Textual's Linux driver with this parser.
 """
 

@@ -13,7 +13,7 @@ from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, RadioButton, RadioSet
 
-from triage.scoring.result import TicketResult
+from triage.domain.result import TicketResult
 from triage.store.export import SUFFIXES, default_name
 
 

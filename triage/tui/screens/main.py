@@ -36,11 +36,11 @@ from textual.screen import Screen
 from textual.widgets import Footer
 from textual.worker import get_current_worker
 
+from triage.domain.pack import Pack
+from triage.domain.result import TicketResult
+from triage.domain.ticket import Ticket, clean_text, make_ticket
 from triage.errors import InputError, TriageError
 from triage.scoring.options import ScoreOptions, effective_orderings
-from triage.scoring.pack import Pack
-from triage.scoring.result import TicketResult
-from triage.scoring.ticket import Ticket, clean_text, make_ticket
 from triage.store.history import History, SavedScore
 from triage.tui.engine_host import EngineHost
 from triage.tui.messages import (
@@ -193,7 +193,7 @@ class MainScreen(Screen[None]):
             self._preload_tokenizer()
 
     def _show_settings(self) -> None:
-        from triage.scoring.result import readout_words
+        from triage.domain.result import readout_words
 
         self.status.settings(self.pack, readout_words(self.readout, self.orderings), self.auto_score)
 
@@ -321,9 +321,9 @@ class MainScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="count", exit_on_error=False)
     def _count(self, text: str, stamp: float, pack: Pack, orderings: str, readout: str) -> None:
-        from triage.model.loader import engine_settings
+        from triage.domain.ticket import clean_text
         from triage.scoring import debias
-        from triage.scoring.ticket import clean_text
+        from triage.scoring.loader import engine_settings
         from triage.tui.counting import count_ticket
 
         worker = get_current_worker()

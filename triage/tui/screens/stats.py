@@ -14,7 +14,7 @@ from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
 from triage.evaluation.agreement import BLOCK, agreement
-from triage.render import agreement_table
+from triage.evaluation.agreement_table import agreement_table
 from triage.store import labels as lab
 from triage.store.history import History
 

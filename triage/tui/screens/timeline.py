@@ -22,8 +22,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 
-from triage.scoring.result import TicketResult
-from triage.scoring.thread import Message
+from triage.domain.result import TicketResult
+from triage.domain.thread import Message
 from triage.store.history import History
 
 

@@ -17,9 +17,9 @@ from textual.markup import escape
 from textual.message import Message
 from textual.widget import Widget
 
+from triage.domain.pack import Criterion, Option
+from triage.domain.result import CriterionResult
 from triage.render import bar
-from triage.scoring.pack import Criterion, Option
-from triage.scoring.result import CriterionResult
 
 CardState = Literal["idle", "model", "waiting", "scoring", "done", "cancelled", "failed"]
 

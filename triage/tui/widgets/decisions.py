@@ -6,8 +6,8 @@ from collections.abc import Iterable
 
 from textual.containers import VerticalScroll
 
-from triage.scoring.pack import Pack
-from triage.scoring.result import CriterionResult, TicketResult
+from triage.domain.pack import Pack
+from triage.domain.result import CriterionResult, TicketResult
 from triage.tui.widgets.criterion_card import CardSpec, CardState, CriterionCard
 
 

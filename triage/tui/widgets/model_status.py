@@ -8,7 +8,7 @@ from textual.markup import escape
 from textual.timer import Timer
 from textual.widgets import Static
 
-from triage.scoring.pack import Pack
+from triage.domain.pack import Pack
 
 ModelState = Literal["loading", "ready", "failed"]
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"

@@ -7,7 +7,7 @@ import time
 from textual.markup import escape
 from textual.widgets import Static
 
-from triage.scoring.result import TicketResult, Tokens, readout_words
+from triage.domain.result import TicketResult, Tokens, readout_words
 
 PRODUCT_MODEL = "Qwen3-0.6B"
 

@@ -15,7 +15,7 @@ from textual.containers import VerticalScroll
 from textual.markup import escape
 from textual.widgets import Static
 
-from triage.scoring.thread import Message
+from triage.domain.thread import Message
 
 HEADINGS = {"customer": "Customer reply", "agent": "Agent reply", "note": "Internal note"}
 FIRST_HEADINGS = {"customer": "Customer", "agent": "Agent", "note": "Internal note"}

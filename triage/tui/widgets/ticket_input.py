@@ -1,6 +1,6 @@
 """The ticket box: a multi-line editor that takes a pasted ticket whole.
 
-Pasted text is cleaned first (:func:`triage.scoring.ticket.clean_text`), so escape
+Pasted text is cleaned first (:func:`triage.domain.ticket.clean_text`), so escape
 codes, control characters and binary junk never reach the screen or the model.
 A huge paste is kept whole for scoring but shown shortened and read-only:
 soft-wrapping a megabyte in the editor would freeze the UI on every key.
@@ -14,7 +14,7 @@ from textual import events
 from textual.timer import Timer
 from textual.widgets import TextArea
 
-from triage.scoring.ticket import clean_text
+from triage.domain.ticket import clean_text
 from triage.tui.messages import TicketEdited, TicketPasted
 
 LARGE_CHARS = 50_000  # above this a ticket is far past any context anyway; keep it out of the editor

@@ -75,21 +75,3 @@ def read_bounded(path: str | Path, limit: int) -> bytes:
 def mib(n: int) -> str:
     """``n`` bytes in MiB for messages (``64 MiB``)."""
     return f"{n / (1 << 20):g} MiB"
-
-
-def set_aside(path: Path, what: str, reason: str) -> str:
-    """Move a damaged stored file out of the way (``NAME.bad-TIME``) and say so in one line.
-
-    Stored files (heads, calibrations) are found by name on every run: left in
-    place, one damaged file would cost every score. Moved aside, it is kept for
-    whoever wants to look at it, and nothing reads it again.
-    """
-    from triage.store.files import move_aside
-
-    try:
-        aside = move_aside(path)
-    except OSError as exc:
-        return f"{what} {path} is damaged ({reason}) and cannot be moved aside ({exc.strerror or exc}); delete it"
-    if aside is None:
-        return f"{what} {path} is damaged ({reason}); it is gone already"
-    return f"{what} {path.name} is damaged ({reason}); moved it aside to {aside}, scoring goes on without it"

@@ -5,7 +5,7 @@ binary junk. :func:`clean_text` removes them (keeping newlines and tabs) so the
 model sees only text and the screen is never driven by the ticket's bytes.
 
 Files and streams of tickets are read with bounds (:data:`MAX_INPUT_BYTES`, JSON
-nesting and digits: :mod:`triage.store.bounded`), and one bad row is that row's
+nesting and digits: :mod:`triage.bounded`), and one bad row is that row's
 error, never the batch's. A file in a format triage does not read as tickets
 (CSV, Parquet, UTF-16, a spreadsheet) gets a message that names the format.
 """
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from triage.bounded import Bounded, loads_json, mib, read_bounded
+from triage.domain.thread import Message, messages_from, render
 from triage.errors import InputError
-from triage.scoring.thread import Message, messages_from, render
-from triage.store.bounded import Bounded, loads_json, mib, read_bounded
 
 # CSI / OSC / other ESC sequences, then stray C0/C1 controls except \t and \n.
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
@@ -59,7 +59,7 @@ def clean_text(text: str) -> str:
 class Ticket:
     """A ticket to score. ``text`` is already cleaned; ``raw`` is what was given.
 
-    A thread (:mod:`triage.scoring.thread`) also has its ``messages``; its ``text`` is
+    A thread (:mod:`triage.domain.thread`) also has its ``messages``; its ``text`` is
     the messages as the ticket block writes them. A plain ticket is one customer message.
     """
 
@@ -259,7 +259,7 @@ def jsonl_lines(text: str, expected: str = '{"id": ..., "text": ...}') -> Iterat
     at all (old Mac line ends) is split on "\\r": JSON never holds a raw carriage
     return inside a string. Line numbers of other files stay what ``wc -l`` counts
     (resume keys depend on them). A line nested deeper than
-    :data:`triage.store.bounded.MAX_DEPTH` or holding a number of thousands of digits
+    :data:`triage.bounded.MAX_DEPTH` or holding a number of thousands of digits
     is that line's error.
     """
     ending = "\r" if "\r" in text and "\n" not in text else "\n"

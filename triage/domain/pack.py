@@ -407,7 +407,7 @@ def load_pack(path: str | Path) -> Pack:
 
 def default_pack() -> Pack:
     """The built-in support pack shipped in ``assets/support.toml``."""
-    from triage.store.paths import asset
+    from triage.assets_path import asset
 
     return load_pack(asset("support.toml"))
 
