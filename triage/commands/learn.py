@@ -193,12 +193,14 @@ def run(args: argparse.Namespace) -> int:
     from triage.domain.pack import resolve_pack
     from triage.domain.ticket import printable
     from triage.errors import InputError
+    from triage.evaluation import starter
     from triage.evaluation.runner import fit_inputs
     from triage.evaluation.session import load_for, report_bad, report_consoles, save_fit
     from triage.scoring import head as head_mod
     from triage.scoring import learn as learn_mod
-    from triage.scoring.fit import FitRequest
+    from triage.scoring.fit import FitRequest, starter_on
     from triage.scoring.options import parse_criteria
+    from triage.store.config import load_config
 
     out, err = report_consoles()
     if not args.output and args.no_store:
@@ -284,6 +286,24 @@ def run(args: argparse.Namespace) -> int:
             if not scored.rows:
                 raise InputError(f"no row of {rows.source} could be scored")
             features, logprobs, labels = fit_inputs(pack, [r.labels for r in scored.rows], scored.outcomes)
+            weights, with_starter = None, None
+            if starter_on(load_config()) and starter.is_builtin(pack):  # the built-in pack: its starter rows too
+                srun = score_sets(
+                    engine,
+                    pack,
+                    [("starter", starter.starter_rows(pack))],
+                    err,
+                    "label",
+                    features=True,
+                    prior=False,
+                    read=read,
+                )
+                with_starter = starter.fit_set(
+                    pack, [r.labels for r in scored.rows], scored.outcomes, srun.sets[0].rows, srun.sets[0].outcomes
+                )
+                features, logprobs, labels = with_starter.features, with_starter.logprobs, with_starter.labels
+                weights = with_starter.weights
+                err.print(f"triage: learning {with_starter.said()}", markup=False, highlight=False)
             name = (
                 Path(args.output).name
                 if args.output
@@ -304,7 +324,10 @@ def run(args: argparse.Namespace) -> int:
                 min_per_option=args.min_per_option or learn_mod.MIN_PER_OPTION,
                 rare=args.rare_options,
                 force=args.force,
+                weights=weights,
             )
+            if with_starter is not None:
+                starter.rows_info(with_starter, head)
             fits[read] = (run_, scored, features, logprobs, labels, head, outcomes)
         read, why = _choose_read(fits) if len(fits) > 1 else (reads[0], None)
         run_, scored, features, logprobs, labels, head, outcomes = fits[read]

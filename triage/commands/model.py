@@ -40,6 +40,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("pull", help="download a model, verify it, install it")
     p.add_argument("name", metavar="NAME", help="catalog name (see `triage model list`)")
     p.add_argument("--force", action="store_true", help="download again even if a verified copy is installed")
+    p.add_argument(
+        "--no-starter",
+        action="store_true",
+        help="do not fit the built-in pack's starter head for this model now (it is fitted on first use instead)",
+    )
+    p.add_argument("--threads", type=int, metavar="N", help="CPU threads for the starter head's fit (default: all)")
     p = sub.add_parser("verify", help="hash installed models (or a .gguf file) again and compare")
     p.add_argument(
         "name",
@@ -190,7 +196,26 @@ def _pull(args: argparse.Namespace) -> int:
             f"installed {result.name}: {result.path} ({result.size:,} bytes, "
             f"sha256 {result.sha256} verified) in {result.seconds:.1f} s"
         )
+    if not args.no_starter:
+        _starter_for(result.name, args.threads)
     return 0
+
+
+def _starter_for(model: str, threads: int | None) -> None:
+    """Fit the built-in pack's starter head for the model just pulled, unless one is stored or the setting is off."""
+    from triage.commands._starter import fit_starter
+    from triage.domain.pack import default_pack
+    from triage.scoring.fit import FitRequest
+    from triage.scoring.loader import load_engine
+    from triage.store.config import load_config
+
+    request = FitRequest.of(config=load_config())
+    if not request.starter:
+        print("starter head: off (the starter setting); not fitted")
+        return
+    with load_engine(model, threads=threads, notice=lambda m: None) as engine:
+        if not fit_starter(engine, default_pack(), request):
+            print(f"starter head for {engine.name}: already fitted")
 
 
 def _verify(args: argparse.Namespace) -> int:

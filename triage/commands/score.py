@@ -600,9 +600,12 @@ def _score_all(
         prompt_style=args.prompt,
         notice=lambda m: _say(f"triage: {m}"),
     )
+    from triage.commands._starter import fit_starter
     from triage.scoring.fit import choose_fits
 
-    fits = choose_fits(engine, pack, options, fit_request(args, config))
+    request = fit_request(args, config)
+    fit_starter(engine, pack, request)  # the built-in pack's first use with this model: its starter head
+    fits = choose_fits(engine, pack, options, request)
     say_fit_notes(fits)
     failed = 0
     kept = 0

@@ -206,6 +206,9 @@ def run(args: argparse.Namespace) -> int:
         notice=lambda m: _say(f"triage: {m}"),
     )
     request = FitRequest.of(no_head=args.no_head, no_calibration=args.no_calibration, config=config)
+    from triage.commands._starter import fit_starter
+
+    fit_starter(engine, settings.default_pack, request)  # before "serving": the first answers are the starter's
     fits = fit_policy(engine, request)
     options = worker_default_options(settings)
     for note in fits(settings.default_pack, options).notes:

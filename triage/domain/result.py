@@ -45,7 +45,8 @@ class CriterionResult:
     raw_choice: str  # argmax of the first ordering alone, before debiasing
     order_flips: int  # orderings whose own argmax differs from the first ordering's
     readout: str = "letter"  # "label" (first answer tokens), "label-whole" (whole answers), "letter"
-    source: str = "zero-shot"  # what decided: "learned" (a head), "calibrated" or "zero-shot" (the readout alone)
+    source: str = "zero-shot"  # what decided: "learned" (a team's head), "starter" (the built-in pack's starter
+    # head: triage.evaluation.starter), "calibrated" or "zero-shot" (the readout alone)
     index: int = 0  # position in the pack
     warnings: list[str] = field(default_factory=list)
 

@@ -24,7 +24,7 @@ from triage.store.labels import Judged
 
 RECENT = 50
 BLOCK = 20
-SOURCES = ("learned", "calibrated", "zero-shot")
+SOURCES = ("learned", "starter", "calibrated", "zero-shot")
 
 
 @dataclass(frozen=True)

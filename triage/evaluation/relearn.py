@@ -7,7 +7,8 @@ options, temperature), and stores the head where ``triage score`` and the app fi
 (the fit policy then applies it from the next ticket on). Tickets whose kept inputs
 are gone are left out and counted: ``triage learn --history`` scores them.
 
-It scores nothing, so it never waits for the engine: it may run beside a score.
+It scores nothing of the team's, so it waits for the engine only on the built-in pack's first re-fit, which
+scores the starter rows at the tails once (eval's readout cache keeps them for every later one).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 from triage.errors import TriageError
 from triage.evaluation.runner import fit_inputs
 from triage.evaluation.sources import kept_outcome
+from triage.evaluation.starter import fit_set, is_builtin, rows_info, starter_rows
 from triage.scoring import learn as learn_mod
 from triage.store import features as feat
 from triage.store.history import History
@@ -35,11 +37,13 @@ class Relearned:
     notes: list[str] = field(default_factory=list)
 
 
-def learn_from_history(path: Path, engine: Any, pack: Any, *, store: bool = True) -> Relearned:
+def learn_from_history(path: Path, engine: Any, pack: Any, *, store: bool = True, starter: bool = True) -> Relearned:
     """Fit a head on the labels of the history at ``path`` and store it (see the module docstring).
 
     Args:
         engine: the loaded engine (its identity: sha256, prompt format, vocabulary and width).
+        starter: on the built-in pack, fit on the starter rows too (:mod:`triage.evaluation.starter`); their
+            tail features come from eval's readout cache, and the first re-fit scores them there once.
 
     Raises:
         TriageError: the engine has no model to learn for.
@@ -63,6 +67,12 @@ def learn_from_history(path: Path, engine: Any, pack: Any, *, store: bool = True
     n = sum(len(v) for v in labels.values())
     if not labels:
         return Relearned(None, 0, "no labelled ticket with kept features yet", notes)
+    weights, with_starter = None, None
+    if starter and is_builtin(pack):  # the built-in pack: the starter rows beside the team's labels
+        with_starter = fit_set(pack, [r.labels for r in rows], outcomes, *_starter_at_tails(engine, pack))
+        features, logprobs, labels = with_starter.features, with_starter.logprobs, with_starter.labels
+        weights = with_starter.weights
+        notes.append(f"learned {with_starter.said()}")
     head, outcomes = learn_mod.fit_head(
         pack,
         features,
@@ -72,7 +82,10 @@ def learn_from_history(path: Path, engine: Any, pack: Any, *, store: bool = True
         name=f"{pack.name} head learned from {n} labels",
         min_per_option=learn_mod.MIN_PER_OPTION,
         rare="backoff",
+        weights=weights,
     )
+    if with_starter is not None:
+        rows_info(with_starter, head)
     if not head.criteria:
         why = "; ".join(o.refused for o in outcomes if o.refused) or "no criterion could be learned"
         return Relearned(None, n, why, notes)
@@ -82,3 +95,16 @@ def learn_from_history(path: Path, engine: Any, pack: Any, *, store: bool = True
 
         store_head(head)
     return Relearned(head, n, None, notes + [w for o in outcomes for w in o.warnings])
+
+
+def _starter_at_tails(engine: Any, pack: Any) -> tuple[list[Any], list[Any]]:
+    """The starter rows and their outcomes at the tails, where the history keeps a team's features."""
+    from triage.evaluation.cache import ReadoutCache
+    from triage.evaluation.runner import Scorer, score_rows
+    from triage.scoring.cue import TAIL
+
+    with ReadoutCache() as cache:
+        scorer = Scorer(engine, pack, cache, "label", TAIL)
+        scorer.features = True
+        scored = score_rows(scorer, starter_rows(pack))
+    return scored.rows, scored.outcomes

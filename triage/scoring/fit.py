@@ -42,12 +42,15 @@ class FitRequest:
         no_head: ``--no-head``: apply no learned head, not even the stored one.
         calibration: ``--calibration FILE``, else the config's ``calibration``.
         no_calibration: ``--no-calibration``.
+        starter: with no head of the team's, apply the built-in pack's stored starter head (the ``starter``
+            setting; :mod:`triage.evaluation.starter`).
     """
 
     head: str | None = None
     no_head: bool = False
     calibration: str | None = None
     no_calibration: bool = False
+    starter: bool = True
 
     @classmethod
     def of(
@@ -59,8 +62,10 @@ class FitRequest:
         no_calibration: bool = False,
         config: dict[str, Any] | None = None,
     ) -> FitRequest:
-        """A request from a command's flags; ``calibration`` falls back to the config's ``calibration`` key."""
-        return cls(head, no_head, calibration or (config or {}).get("calibration"), no_calibration)
+        """A request from a command's flags; ``calibration`` falls back to the config's ``calibration`` key,
+        ``starter`` is the config's ``starter`` key (default on)."""
+        config = config or {}
+        return cls(head, no_head, calibration or config.get("calibration"), no_calibration, starter_on(config))
 
 
 @dataclass(frozen=True)
@@ -161,7 +166,7 @@ def choose_fits(
             head = load_head(request.head, engine=model, pack=pack, readout=options.readout)
             head_path = str(request.head)
         else:
-            found = auto_head(model, pack, options.readout)
+            found = auto_head(model, pack, options.readout, starter=request.starter)
             if found.skipped:
                 notes.append(FitNote("head", found.skipped))
             head, head_path = found.head, (str(found.path) if found.path else None)
@@ -171,12 +176,26 @@ def choose_fits(
         rest = [cid for cid in chosen if not head.covers(cid)]
         if learned and options.prior:
             notes.append(FitNote("head", "learned criteria read the raw readout; --prior applies to the others only"))
+        what = "starter head" if head.kind == "starter" else f"learned head '{head.name}'"
         notes.append(
             FitNote(
                 "head",
-                f"applying learned head '{head.name}' to {', '.join(learned) or 'no chosen criterion'}"
+                f"applying {what} to {', '.join(learned) or 'no chosen criterion'}"
                 + (f" (not learned: {', '.join(rest)})" if rest else ""),
                 applied=True,
             )
         )
     return Fits(head, calibration, tuple(notes), head_path, calibration_path)
+
+
+def starter_on(config: dict[str, Any] | None = None) -> bool:
+    """The ``starter`` setting: whether the built-in pack's starter head is fitted and applied (default on).
+
+    ``TRIAGE_STARTER=0`` (or ``off``) in the environment turns it off as the config key does."""
+    import os
+
+    env = os.environ.get("TRIAGE_STARTER")
+    if env is not None and env.strip():
+        return env.strip().lower() not in ("0", "off", "false", "no")
+    value = (config or {}).get("starter", True)
+    return value is not False

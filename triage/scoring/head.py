@@ -86,6 +86,13 @@ class CriterionHead:
     info: dict[str, Any] = field(default_factory=dict)  # n, counts, C, cross-validation scores
 
     @property
+    def source(self) -> str:
+        """What a decision it makes says decided it: ``starter`` when it was fitted on the starter set alone
+        (no label of the team's: :mod:`triage.evaluation.starter`), else ``learned``."""
+        rows = self.info.get("rows")
+        return "starter" if isinstance(rows, dict) and rows.get("team") == 0 else "learned"
+
+    @property
     def backoff(self) -> list[str]:
         """Options left to the zero-shot readout (too few labels to learn)."""
         return [o for o in self.options if o not in self.classes]
@@ -120,6 +127,7 @@ class Head:
     report: dict[str, Any] = field(default_factory=dict)
     read: str = TAIL  # where the features are read: each criterion's tail, or ``shared:CUE`` (triage.scoring.cue)
     attention: str = ATTENTION  # the attention kernels that computed them (NativeModel.attention)
+    kind: str = "team"  # ``team`` (triage learn, the app's re-fit) or ``starter`` (triage.evaluation.starter)
 
     @property
     def shared(self) -> bool:
@@ -158,6 +166,7 @@ class Head:
                 {"id": cid, "options": h.options, "classes": h.classes, **h.info} for cid, h in self.criteria.items()
             ],
             "name": self.name,
+            "kind": self.kind,
             "created": time.time(),
             "report": self.report,
         }
@@ -358,6 +367,7 @@ def _read_archive(zf: zipfile.ZipFile, path: Path, shape: tuple[int, int] | None
             report=meta.get("report", {}),
             read=read,
             attention=attention,
+            kind="starter" if meta.get("kind") == "starter" else "team",
         )
     except InputError:
         raise
@@ -447,6 +457,22 @@ def store_head(head: Head) -> Path:
     )
 
 
+def starter_path(model_sha256: str, pack_hash: str, prompt_format: str) -> Path:
+    """Where the starter head for these keys is stored: ``heads/starter/``, apart from the team's heads."""
+    return heads_dir() / "starter" / stored_name(model_sha256, pack_hash, prompt_format)
+
+
+def store_starter_head(head: Head) -> Path:
+    """Save a starter head (:mod:`triage.evaluation.starter`) under :func:`starter_path`."""
+    return write_head(head, starter_path(head.model_sha256, head.pack_hash, head.prompt_format))
+
+
+def stored_starter(engine: Any, pack: Any) -> Path | None:
+    """The stored starter head's file for this engine and pack, when there is one."""
+    path = starter_path(engine.sha256, pack.hash, engine.format_for("label").id)
+    return path if path.is_file() else None
+
+
 @dataclass
 class Found:
     """What :func:`auto_head` found: the head to apply, or why a stored one was not applied."""
@@ -456,11 +482,12 @@ class Found:
     path: Path | None = None  # the file the head was read from
 
 
-def auto_head(engine: Any, pack: Any, readout: str = "label") -> Found:
+def auto_head(engine: Any, pack: Any, readout: str = "label", *, starter: bool = False) -> Found:
     """The stored head for this engine, pack and readout, loaded and checked.
 
     What ``triage score`` and the app call when no ``--head`` is given. The file
-    stored under this setup's name is applied when it loads and matches. When
+    stored under this setup's name is applied when it loads and matches; without one, and with
+    ``starter``, the stored starter head for this setup (:func:`stored_starter`). When
     there is none, a stored head learned for the same pack with another model or
     prompt format is not applied, and :attr:`Found.skipped` says why. A damaged
     stored head is moved aside (``NAME.bad-TIME``, named in :attr:`Found.skipped`)
@@ -477,6 +504,14 @@ def auto_head(engine: Any, pack: Any, readout: str = "label") -> Found:
             return Found(None, set_aside(path, "stored learned head", exc.message))
         except InputError as exc:
             return Found(None, f"learned head not applied: {exc.message}")
+    spath = stored_starter(engine, pack) if starter else None
+    if spath is not None:  # no head of the team's: the built-in pack's starter head (triage.evaluation.starter)
+        try:
+            return Found(load_head(spath, engine=engine, pack=pack, readout=readout), path=spath)
+        except DamagedHead as exc:
+            return Found(None, set_aside(spath, "stored starter head", exc.message))
+        except InputError as exc:
+            return Found(None, f"starter head not applied: {exc.message}")
     if not folder.is_dir():
         return Found()
     notes = []

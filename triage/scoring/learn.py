@@ -77,13 +77,19 @@ class _RowSpaceLR:
         self.c = c
 
     def fit(
-        self, x: np.ndarray, y: np.ndarray, basis: np.ndarray | None = None, start: _RowSpaceLR | None = None
+        self,
+        x: np.ndarray,
+        y: np.ndarray,
+        basis: np.ndarray | None = None,
+        start: _RowSpaceLR | None = None,
+        weight: np.ndarray | None = None,
     ) -> _RowSpaceLR:
         """Fit on rows ``x``; ``basis`` (from :func:`_row_basis` of the same ``x``) saves computing it again,
-        and ``start`` (a fit on the same rows with another C) starts the solver near the optimum."""
+        ``start`` (a fit on the same rows with another C) starts the solver near the optimum, ``weight``
+        weighs the rows (:func:`~triage.scoring.logistic.fit_logistic`)."""
         self.basis = _row_basis(x) if basis is None else basis  # (r, d)
         warm = (start.row_coef_, start.intercept_) if start is not None else None
-        self.classes_, self.row_coef_, self.intercept_ = fit_logistic(x @ self.basis.T, y, self.c, warm)
+        self.classes_, self.row_coef_, self.intercept_ = fit_logistic(x @ self.basis.T, y, self.c, warm, weight)
         self.coef_ = self.row_coef_ @ self.basis
         return self
 
@@ -121,10 +127,10 @@ def _fold(x: np.ndarray, train: np.ndarray, test: np.ndarray, rank: int | None =
     return _Fold(train, test, scaler, scaled, _row_basis(scaled, rank))
 
 
-def _fit_lr(x: np.ndarray, y: np.ndarray, c: float, rank: int | None = None) -> Any:
+def _fit_lr(x: np.ndarray, y: np.ndarray, c: float, rank: int | None = None, weight: np.ndarray | None = None) -> Any:
     scaler = Standardizer.fit(x)
     scaled = scaler.transform(x)
-    return scaler, _RowSpaceLR(c).fit(scaled, y, _row_basis(scaled, rank))
+    return scaler, _RowSpaceLR(c).fit(scaled, y, _row_basis(scaled, rank), weight=weight)
 
 
 def _proba(scaler: Any, lr: Any, x: np.ndarray, classes: Sequence[int]) -> np.ndarray:
@@ -173,6 +179,7 @@ def fit_criterion(
     force: bool = False,
     patience: int | None = PATIENCE,
     hidden_width: int | None = None,
+    weight: Sequence[float] | None = None,
 ) -> tuple[CriterionHead | None, LearnOutcome]:
     """Fit one criterion's head; (None, outcome naming why) when it cannot be learned.
 
@@ -199,6 +206,8 @@ def fit_criterion(
             rounding, and the fit uses at most that many (the largest) of the rows' span. Past that the
             spectrum is rounding (measured on 1,200 helpdesk-pack rows: a knee of 4x at the 897th singular
             value), which only costs time and can only be fitted as noise. None: the whole span.
+        weight: each row's weight in the fit (default 1): the built-in pack's starter rows weigh less than a
+            team's labels (:mod:`triage.evaluation.starter`). Cross-validation scores every held-out row alike.
     """
     ids = [o.id for o in criterion.options]
     rank = None if hidden_width is None else hidden_width + len(ids) + 1
@@ -222,12 +231,13 @@ def fit_criterion(
     keep = np.isin(y_arr, classes)
     x = design(features, logprobs)[keep]
     yk = y_arr[keep]
+    wk = None if weight is None else np.asarray(weight, dtype=np.float64)[keep]
     rarest = min(counts[ids[c]] for c in classes)
     if rarest < 2:  # nothing to cross-validate with (min_per_option below 2): the middle of the grid, and say so
         out.warnings.append(
             f"criterion {criterion.id!r}: an option has a single label, so C is not cross-validated (C = {DEFAULT_C:g})"
         )
-        scaler, lr = _fit_lr(x, yk, DEFAULT_C, rank)
+        scaler, lr = _fit_lr(x, yk, DEFAULT_C, rank, wk)
         coef, icpt = _folded(scaler, lr, classes)
         out.c, out.cv = DEFAULT_C, {"folds": 0}
         info = {"n": int(len(yk)), "counts": counts, "C": DEFAULT_C, "cv": out.cv, "backoff": out.backoff}
@@ -242,7 +252,8 @@ def fit_criterion(
         tried.append(float(c))
         pred = np.zeros((len(yk), len(classes)))
         for i, f in enumerate(folds):
-            lr = last[i] = _RowSpaceLR(c).fit(f.scaled, yk[f.train], f.basis, start=last[i])
+            w_train = None if wk is None else wk[f.train]
+            lr = last[i] = _RowSpaceLR(c).fit(f.scaled, yk[f.train], f.basis, start=last[i], weight=w_train)
             pred[f.test] = _proba(f.scaler, lr, x[f.test], classes)
         score = (_balanced_logloss(pred, yk, classes), c, _balanced_accuracy(pred, yk, classes))
         if best is None or score[0] < best[0]:
@@ -292,7 +303,7 @@ def fit_criterion(
             return None, out
         else:
             out.warnings.append(msg + "; kept (--force)")
-    scaler, lr = _fit_lr(x, yk, best[1], rank)
+    scaler, lr = _fit_lr(x, yk, best[1], rank, wk)
     coef, icpt = _folded(scaler, lr, classes)
     coef, icpt = coef / temperature, icpt / temperature
     info = {"n": int(len(yk)), "counts": counts, "C": best[1], "cv": out.cv, "backoff": out.backoff}
@@ -344,6 +355,7 @@ def fit_head(
     attention: str = ATTENTION,
     criteria: Sequence[str] | None = None,
     on_criterion: Callable[[str, int], None] | None = None,
+    weights: dict[str, Sequence[float]] | None = None,
     **fit_kw: Any,
 ) -> tuple[Head, list[LearnOutcome]]:
     """Fit every criterion that has labels (refused ones are left out of the head).
@@ -357,6 +369,7 @@ def fit_head(
         attention: the attention kernels that computed them (``NativeModel.attention``).
         criteria: only these (default: every criterion with labels).
         on_criterion: called with (criterion id, rows) before each fit (a fit takes seconds to minutes).
+        weights: per criterion id, each training row's weight (default: all 1).
         fit_kw: passed to :func:`fit_criterion`.
     """
     outcomes: list[LearnOutcome] = []
@@ -371,9 +384,10 @@ def fit_head(
             continue
         if on_criterion is not None:
             on_criterion(crit.id, len(labels[crit.id]))
-        head, outcome = fit_criterion(
-            crit, features[crit.id], logprobs[crit.id], labels[crit.id], **{"hidden_width": n_embd, **fit_kw}
-        )
+        kw = {"hidden_width": n_embd, **fit_kw}
+        if weights is not None and crit.id in weights:
+            kw["weight"] = weights[crit.id]
+        head, outcome = fit_criterion(crit, features[crit.id], logprobs[crit.id], labels[crit.id], **kw)
         outcomes.append(outcome)
         if head is not None:
             heads[crit.id] = head

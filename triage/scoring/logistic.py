@@ -82,12 +82,17 @@ def balanced_weights(y: np.ndarray, classes: np.ndarray) -> np.ndarray:
 
 
 def fit_logistic(
-    x: np.ndarray, y: np.ndarray, c: float, start: tuple[np.ndarray, np.ndarray] | None = None
+    x: np.ndarray,
+    y: np.ndarray,
+    c: float,
+    start: tuple[np.ndarray, np.ndarray] | None = None,
+    weight: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Fit the balanced L2 logistic regression above on rows ``x`` and labels ``y``.
 
     ``start``: ``(coef, intercept)`` of a fit on the same rows with another ``c`` (a warm start: the
-    optimum is the same, reached in fewer steps; cross-validation walks its grid so).
+    optimum is the same, reached in fewer steps; cross-validation walks its grid so). ``weight``: each
+    row's weight (default 1; scikit-learn's ``sample_weight``): classes are balanced over the weighted rows.
 
     Returns:
         ``(classes, coef, intercept)``: the sorted distinct labels; ``coef`` of shape (K, d) and
@@ -98,7 +103,12 @@ def fit_logistic(
     classes = np.unique(y)
     if len(classes) < 2:
         raise ValueError("logistic regression needs at least two classes")
-    s = balanced_weights(y, classes)
+    if weight is None:
+        s = balanced_weights(y, classes)
+    else:
+        w = np.asarray(weight, dtype=np.float64)
+        per_class = np.array([w[y == k].sum() for k in classes])
+        s = w * (w.sum() / (len(classes) * per_class))[np.searchsorted(classes, y)]
     lam = 1.0 / (c * s.sum())
     s = s / s.sum()  # the loss is a weighted mean
     onehot = (y[:, None] == classes[None, :]).astype(np.float64)

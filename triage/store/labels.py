@@ -187,7 +187,7 @@ def record_many(history: History, batch: Iterable[tuple[ScoredTicket, list[Answe
                     crit.choice,
                     crit.probability(crit.choice),
                     crit.source,
-                    s.result.head if crit.source == "learned" else None,
+                    s.result.head if crit.source in ("learned", "starter") else None,
                     s.result.pack.get("name"),
                     s.result.pack.get("hash"),
                     s.result.model.get("sha256"),

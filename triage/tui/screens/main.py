@@ -245,11 +245,37 @@ class MainScreen(Screen[None]):
             self.notices.put("stand-in", self._stand_in_notice(msg), "warning")
         self.decisions.set_waiting()
         self._count_labels_since_fit()
+        self._fit_starter(self.host.engine, self.pack)
         if self.pending is not None:
             sub, self.pending = self.pending, None
             self._start(sub)
         self._request_count()
         self.refresh_bindings()
+
+    @work(thread=True, exclusive=True, group="starter", exit_on_error=False)
+    def _fit_starter(self, engine: Any, pack: Pack) -> None:
+        """The built-in pack's starter head on this model's first use (triage.evaluation.starter), in the
+        background: tickets are scored zero-shot until it is stored, then the fit policy applies it."""
+        from triage.evaluation import starter
+        from triage.scoring.fit import FitRequest
+
+        if engine is None:
+            return
+        request = FitRequest.of(config=self.options.config)
+        if not starter.needs_fit(engine, pack, request):
+            return
+
+        def say(line: str) -> None:
+            self.app.call_from_thread(self.notices.put, "starter", line[0].upper() + line[1:], "information")
+
+        def progress(done: int, total: int) -> None:
+            if done % 25 == 0 or done == total:
+                say(f"fitting the starter head on triage's example tickets: {done} of {total} (zero-shot until then)")
+
+        try:
+            starter.ensure(engine, pack, request, say=say, progress=progress)
+        except Exception:  # the starter is a convenience: it must never take the app down
+            log.exception("fitting the starter head failed")
 
     def _count_labels_since_fit(self) -> None:
         """Start the auto re-fit's count from the labels given since this model and pack's stored head was
@@ -764,7 +790,9 @@ class MainScreen(Screen[None]):
 
         t0 = time.monotonic()
         try:
-            outcome = learn_from_history(path, engine, pack)
+            from triage.scoring.fit import starter_on
+
+            outcome = learn_from_history(path, engine, pack, starter=starter_on(self.options.config))
         except Exception as exc:  # a failed re-fit must never take the app down
             log.exception("re-learning from the history failed")
             self.post_message(HeadLearned(None, 0, time.monotonic() - t0, f"{type(exc).__name__}: {exc}"))

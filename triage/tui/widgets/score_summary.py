@@ -105,6 +105,9 @@ class ScoreSummary(Static):
         learned = [c.id for c in result.criteria if c.source == "learned"]
         if result.head and learned:
             line2 += f" · learned head [b]{escape(result.head)}[/b] ({escape(', '.join(learned))})"
+        starter = [c.id for c in result.criteria if c.source == "starter"]
+        if starter:
+            line2 += f" · [b]starter[/b] head, from triage's own examples ({escape(', '.join(starter))})"
         if result.calibration and any(c.source == "calibrated" for c in result.criteria):
             line2 += f" · calibration {escape(result.calibration)}"
         lines = [line1, line2]

@@ -1,0 +1,180 @@
+"""The starter read-out (triage.evaluation.starter): the shipped sets, the labelling guide, the weighted fit that
+combines a team's labels with the starter rows, and the starter head fitted on first use with a real model."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from triage.assets_path import asset
+from triage.domain.pack import default_pack
+from triage.evaluation import starter
+from triage.evaluation.data import read_labelled
+from triage.scoring.logistic import fit_logistic
+
+ROOT = Path(__file__).resolve().parents[1]
+GUIDE = ROOT / "docs" / "labelling.md"
+
+
+def _rows(name: str) -> list[dict]:
+    return [json.loads(line) for line in asset(f"starter/{name}").read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.mark.parametrize(("name", "least"), [("support.jsonl", 40), ("check.jsonl", 30)])
+def test_the_sets_are_valid_for_the_pack_with_enough_per_option(name: str, least: int) -> None:
+    pack = default_pack()
+    got = read_labelled(asset(f"starter/{name}"), pack)
+    assert got.bad == []
+    assert len(got.rows) == len(_rows(name))
+    assert len(got.rows) >= (400 if name == "support.jsonl" else 150)
+    for crit in pack.criteria:
+        counts = Counter(r.labels[crit.id] for r in got.rows)
+        assert {o.id for o in crit.options} == set(counts), crit.id
+        assert min(counts.values()) >= least, (crit.id, counts)
+
+
+def test_the_sets_share_no_ticket_and_hold_other_languages() -> None:
+    support = {r["text"].strip().lower() for r in _rows("support.jsonl")}
+    check = [r["text"].strip().lower() for r in _rows("check.jsonl")]
+    assert not [t for t in check if t in support]
+    langs = Counter(r["lang"] for r in _rows("support.jsonl"))
+    assert {"de", "es", "fr", "pl"} <= set(langs) and langs["en"] < sum(langs.values())
+
+
+def test_the_guide_quotes_every_option_description_of_the_pack() -> None:
+    guide = GUIDE.read_text(encoding="utf-8")
+    for crit in default_pack().criteria:
+        section = guide.split(f"## {crit.id}:", 1)
+        assert len(section) == 2, f"the guide has no section for {crit.id}"
+        body = section[1].split("\n## ", 1)[0]
+        assert crit.question in guide.split(f"## {crit.id}:", 1)[1].splitlines()[0]
+        for opt in crit.options:
+            assert f"- **{opt.id}**: {opt.description}." in body, (crit.id, opt.id)
+
+
+def test_the_starter_readme_counts_the_set_as_it_is() -> None:
+    readme = asset("starter/README.md").read_text(encoding="utf-8")
+    rows = _rows("support.jsonl")
+    assert f"holds {len(rows)} support tickets" in readme
+    for crit in default_pack().criteria:
+        counts = Counter(r["labels"][crit.id] for r in rows)
+        line = next(ln for ln in readme.splitlines() if ln.startswith(f"| {crit.id} |"))
+        for option, n in counts.items():
+            assert re.search(rf"\b{re.escape(option)} {n}\b", line), (crit.id, option, n, line)
+
+
+def test_only_the_built_in_pack_has_a_starter(tmp_path: Path) -> None:
+    from triage.domain.pack import load_pack
+
+    edited = tmp_path / "support.toml"
+    edited.write_text(asset("support.toml").read_text().replace('version = "3"', 'version = "3-ours"'))
+    assert starter.is_builtin(default_pack())
+    assert not starter.is_builtin(load_pack(edited))
+    assert starter.starter_rows(load_pack(edited)) == []
+
+
+def test_combine_weighs_the_team_and_drops_the_starter_where_the_team_has_enough() -> None:
+    pack = default_pack()
+    rows = starter.starter_rows(pack)[:6]
+    team = [{"queue": "billing"}] * 3 + [{"queue": "shipping", "urgency": "high"}] * 2
+    both = starter.combine(team, ["t"] * 5, rows, ["s"] * 6, team_weight=4.0, enough=3)
+    assert both.team == {"queue": 5, "urgency": 2}
+    assert both.weights[:5] == [4.0] * 5 and set(both.weights[5:]) == {1.0}
+    assert all("queue" not in lab for lab in both.labels[5:]), "queue has 5 team labels >= 3: the team's alone"
+    assert all("urgency" in lab for lab in both.labels[5:]), "urgency has 2 < 3: the starter rows still serve it"
+    assert both.starter_used == {"urgency": 6, "sentiment": 6, "needs_approval": 6, "type": 6}
+    assert both.outcomes == ["t"] * 5 + ["s"] * 6
+
+
+def test_a_row_weight_of_two_is_the_row_twice() -> None:
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(40, 5))
+    y = (x[:, 0] + 0.5 * rng.normal(size=40) > 0).astype(int) + (x[:, 1] > 1).astype(int)
+    w = np.where(np.arange(40) % 3 == 0, 2.0, 1.0)
+    twice = np.repeat(np.arange(40), w.astype(int))
+    _, coef_w, icpt_w = fit_logistic(x, y, 0.5, weight=w)
+    _, coef_d, icpt_d = fit_logistic(x[twice], y[twice], 0.5)
+    assert np.allclose(coef_w, coef_d, atol=1e-6) and np.allclose(icpt_w, icpt_d, atol=1e-6)
+    _, coef_1, _ = fit_logistic(x, y, 0.5)
+    assert not np.allclose(coef_w, coef_1, atol=1e-3), "the weights must change the fit"
+
+
+# -- with a real model: the head fitted on first use, applied, said, and off when turned off ------------------
+
+TICKETS = {
+    "late": "Hi, my parcel 55120 was due last Tuesday and tracking has not moved since. Where is it?",
+    "billing": "You charged my card twice for the same order this month. Please refund one of the two charges.",
+}
+
+
+@pytest.fixture(scope="module")
+def starter_home(tmp_path_factory: pytest.TempPathFactory, smollm2_path: Path) -> Iterator[Path]:
+    """One home whose starter head for smollm2 was fitted by `triage score`'s first use (the module's tests
+    share it: the fit scores 475 tickets)."""
+    home = tmp_path_factory.mktemp("starter-home")
+    yield home
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def _score(home: Path, model: Path, text: str, *, on: bool, extra: tuple[str, ...] = ()) -> tuple[int, dict, str]:
+    env = {**os.environ, "TRIAGE_HOME": str(home), "TRIAGE_STARTER": "1" if on else "0"}
+    env.pop("TRIAGE_MODEL", None)
+    p = subprocess.run(
+        [sys.executable, "-m", "triage.cli", "score", "--model", str(model), "--threads", "1", "--format", "json", *extra],
+        input=text,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
+    )
+    return p.returncode, json.loads(p.stdout) if p.returncode == 0 else {}, p.stderr
+
+
+@pytest.mark.model
+def test_first_use_fits_the_starter_once_and_its_decisions_say_starter(starter_home: Path, smollm2_path: Path) -> None:
+    code, result, err = _score(starter_home, smollm2_path, TICKETS["late"], on=True)
+    assert code == 0, err
+    assert err.count("fitting the starter head for") == 1
+    assert "starter head fitted in" in err
+    assert {c["source"] for c in result["criteria"]} == {"starter"}
+    assert list((starter_home / "data" / "heads" / "starter").glob("*.npz"))
+    code, again, err2 = _score(starter_home, smollm2_path, TICKETS["billing"], on=True)
+    assert code == 0, err2
+    assert "fitting the starter head" not in err2, "a second use fits nothing"
+    assert "applying starter head" in err2
+    assert {c["source"] for c in again["criteria"]} == {"starter"}
+
+
+@pytest.mark.model
+def test_turning_the_starter_off_gives_exactly_the_zero_shot_numbers(
+    starter_home: Path, smollm2_path: Path, tmp_path: Path
+) -> None:
+    code, with_head_off, err = _score(starter_home, smollm2_path, TICKETS["billing"], on=False)
+    assert code == 0, err
+    assert list((starter_home / "data" / "heads" / "starter").glob("*.npz")), "the head is there, turned off"
+    code, never, err2 = _score(tmp_path / "empty-home", smollm2_path, TICKETS["billing"], on=False)
+    assert code == 0, err2
+    assert {c["source"] for c in with_head_off["criteria"]} == {"zero-shot"}
+    for a, b in zip(with_head_off["criteria"], never["criteria"], strict=True):
+        assert a["choice"] == b["choice"]
+        assert [o["probability"] for o in a["options"]] == [o["probability"] for o in b["options"]]
+
+
+@pytest.mark.model
+def test_a_pack_of_the_teams_own_gets_no_starter(tmp_path: Path, smollm2_path: Path) -> None:
+    pack = tmp_path / "team.toml"
+    pack.write_text(asset("support.toml").read_text().replace('name = "support"', 'name = "our support"'))
+    code, result, err = _score(tmp_path / "home", smollm2_path, TICKETS["late"], on=True, extra=("--pack", str(pack)))
+    assert code == 0, err
+    assert "starter" not in err
+    assert {c["source"] for c in result["criteria"]} == {"zero-shot"}

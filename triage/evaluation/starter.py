@@ -1,0 +1,235 @@
+"""The starter read-out: a head for the built-in pack, fitted on the tickets triage ships.
+
+A new user has the built-in support pack and no labels, and the zero-shot readout of a small model is
+near chance on real tickets (docs/quality.md, "The starter read-out"). So triage ships a labelled starter
+set (``assets/starter/support.jsonl``, written for triage by the labelling guide, docs/labelling.md) and
+fits a head on it for whatever model runs: ``triage learn``'s fit on every starter row, at the read
+position :data:`STARTER_READ`, stored like any head (model sha256, pack hash, prompt format) but apart
+from a team's (``heads/starter/``). Its decisions say ``starter``. A pack of the team's own has no starter.
+
+When the team labels tickets on the built-in pack, ``triage learn`` and the app's re-fit fit on the
+starter rows and the team's together (:func:`combine`): the team's rows weigh :data:`TEAM_WEIGHT` times a
+starter row, and a criterion with :data:`TEAM_ENOUGH` or more team labels is fitted on the team's alone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from triage.assets_path import asset
+from triage.domain.pack import Pack, default_pack
+from triage.evaluation.data import LabelledRow, read_labelled
+from triage.scoring.cue import DEFAULT_CUE
+
+STARTER_SET = "starter/support.jsonl"
+STARTER_READ = f"shared:{DEFAULT_CUE}"
+"""Where the starter head reads: the shared cue after the ticket (docs/quality.md, "The starter read-out")."""
+STARTER_NAME = "starter"
+TEAM_WEIGHT = 4.0
+"""How much one of the team's labels weighs against one starter row (docs/quality.md, "From the starter to
+the team's own decisions")."""
+TEAM_ENOUGH = 100
+"""A criterion with this many of the team's labels is fitted on the team's alone."""
+
+
+def is_builtin(pack: Pack) -> bool:
+    """Whether ``pack`` is the built-in support pack (by its hash: an edited copy is a pack of its own)."""
+    return pack.hash == default_pack().hash
+
+
+def starter_rows(pack: Pack) -> list[LabelledRow]:
+    """The starter set's rows for ``pack``: every row for the built-in pack, none for any other."""
+    if not is_builtin(pack):
+        return []
+    return read_labelled(asset(STARTER_SET), pack).rows
+
+
+@dataclass(frozen=True)
+class Combined:
+    """Training rows for a head on the built-in pack: the team's and the starter's, with each row's weight."""
+
+    labels: list[dict[str, str]]
+    outcomes: list[Any]
+    weights: list[float]
+    team: dict[str, int]  # per criterion, how many of the team's labels
+    starter_used: dict[str, int]  # per criterion, how many starter rows went in (0: the team's alone)
+
+
+def combine(
+    team_labels: Sequence[dict[str, str]],
+    team_outcomes: Sequence[Any],
+    starter: Sequence[LabelledRow],
+    starter_outcomes: Sequence[Any],
+    *,
+    team_weight: float = TEAM_WEIGHT,
+    enough: int = TEAM_ENOUGH,
+) -> Combined:
+    """The team's rows, then the starter's, for every criterion the team has fewer than ``enough`` labels of.
+
+    A starter row keeps only the labels of the criteria it still serves (a criterion the team has enough of
+    is fitted on the team's labels alone). Row weights: ``team_weight`` for the team's, 1 for the starter's.
+    """
+    team = {}
+    for lab in team_labels:
+        for cid in lab:
+            team[cid] = team.get(cid, 0) + 1
+    labels = [dict(lab) for lab in team_labels]
+    outcomes = list(team_outcomes)
+    weights = [team_weight] * len(labels)
+    used: dict[str, int] = {}
+    for row, out in zip(starter, starter_outcomes, strict=True):
+        keep = {cid: opt for cid, opt in row.labels.items() if team.get(cid, 0) < enough}
+        if not keep:
+            continue
+        for cid in keep:
+            used[cid] = used.get(cid, 0) + 1
+        labels.append(keep)
+        outcomes.append(out)
+        weights.append(1.0)
+    return Combined(labels, outcomes, weights, team, used)
+
+
+def fit_starter_head(
+    engine: Any, pack: Pack, rows: Sequence[LabelledRow], outcomes: Sequence[Any], *, read: str = STARTER_READ
+) -> tuple[Any, list[Any]]:
+    """``triage learn``'s fit on the starter rows (scored at ``read`` with their features): the starter head."""
+    from triage.evaluation.runner import fit_inputs
+    from triage.scoring import learn as learn_mod
+
+    features, logprobs, labels = fit_inputs(pack, [r.labels for r in rows], outcomes)
+    head, fitted = learn_mod.fit_head(
+        pack,
+        features,
+        logprobs,
+        labels,
+        **learn_mod.engine_keys(engine),
+        name=STARTER_NAME,
+        read=read,
+        min_per_option=learn_mod.MIN_PER_OPTION,
+        rare="backoff",
+    )
+    head.kind = "starter"
+    for cid, h in head.criteria.items():
+        h.info["rows"] = {"team": 0, "starter": len(labels.get(cid, ()))}
+    head.report["starter"] = {"set": STARTER_SET, "rows": len(rows), "read": read}
+    return head, fitted
+
+
+Progress = Callable[[int, int], None]
+"""Called with (rows done, rows in all) while the starter set is scored."""
+
+
+def fit_and_store(engine: Any, pack: Pack, *, progress: Progress | None = None) -> tuple[Any, float]:
+    """Score the starter set (eval's readout cache first: a second fit scores nothing), fit the starter head,
+    store it; returns (head, seconds)."""
+    from triage.evaluation.cache import ReadoutCache
+    from triage.evaluation.runner import Scorer, score_rows
+    from triage.scoring.head import store_starter_head
+
+    t0 = time.perf_counter()
+    rows = starter_rows(pack)
+    with ReadoutCache() as cache:
+        scorer = Scorer(engine, pack, cache, "label", STARTER_READ)
+        scorer.features = True
+        done = 0
+
+        def tick(_hit: bool) -> None:
+            nonlocal done
+            done += 1
+            if progress is not None:
+                progress(done, len(rows))
+
+        scored = score_rows(scorer, rows, tick)
+    head, _ = fit_starter_head(engine, pack, scored.rows, scored.outcomes)
+    store_starter_head(head)
+    return head, time.perf_counter() - t0
+
+
+def needs_fit(engine: Any, pack: Pack, request: Any) -> bool:
+    """Whether the starter head must be fitted before scoring: the ``starter`` setting is on, no head was asked
+    for or refused, the pack is the built-in one, and neither a head of the team's nor a starter head is stored
+    for this model, pack and prompt format."""
+    from triage.scoring.head import heads_dir, stored_name, stored_starter
+
+    if not getattr(request, "starter", True) or request.head or request.no_head or not is_builtin(pack):
+        return False
+    team = heads_dir() / stored_name(engine.sha256, pack.hash, engine.format_for("label").id)
+    return not team.is_file() and stored_starter(engine, pack) is None
+
+
+def ensure(
+    engine: Any, pack: Pack, request: Any, *, say: Callable[[str], None], progress: Progress | None = None
+) -> bool:
+    """Fit and store the starter head when :func:`needs_fit`, saying so once (``say``) before and after.
+
+    Returns True when it fitted one. A fit that fails is said and scoring goes on zero-shot: the starter is
+    a convenience, never a reason not to score.
+    """
+    from triage.errors import TriageError
+
+    if not needs_fit(engine, pack, request):
+        return False
+    n = len(starter_rows(pack))
+    say(
+        f"fitting the starter head for {engine.name} on triage's {n} example tickets (once per model; "
+        "TRIAGE_STARTER=0 or `starter = false` in the config turns it off)"
+    )
+    try:
+        head, seconds = fit_and_store(engine, pack, progress=progress)
+    except (TriageError, OSError) as exc:
+        say(f"the starter head could not be fitted ({getattr(exc, 'message', None) or exc}); scoring zero-shot")
+        return False
+    say(f"starter head fitted in {seconds:.0f} s: {', '.join(head.criteria)} now decided by it")
+    return True
+
+
+@dataclass(frozen=True)
+class FitSet:
+    """What a head on the built-in pack is fitted on once the starter rows are in: per criterion, features,
+    raw log-probs, gold indices and row weights, and what went in (:func:`combine`)."""
+
+    features: dict[str, Any]
+    logprobs: dict[str, Any]
+    labels: dict[str, list[int]]
+    weights: dict[str, list[float]]
+    team: dict[str, int]
+    starter_used: dict[str, int]
+
+    def said(self) -> str:
+        """One line: which criteria took starter rows, and which are the team's alone."""
+        mixed = [f"{cid} ({self.team.get(cid, 0)} yours + {n} starter)" for cid, n in self.starter_used.items()]
+        alone = [cid for cid, n in self.team.items() if cid not in self.starter_used and n]
+        parts = []
+        if mixed:
+            parts.append(
+                f"with triage's starter tickets, yours weighing {TEAM_WEIGHT:g}× one of them: {', '.join(mixed)}"
+            )
+        if alone:
+            parts.append(f"on your labels alone (at least {TEAM_ENOUGH} each): {', '.join(alone)}")
+        return "; ".join(parts)
+
+
+def fit_set(
+    pack: Pack,
+    team_labels: Sequence[dict[str, str]],
+    team_outcomes: Sequence[Any],
+    starter: Sequence[LabelledRow],
+    starter_outcomes: Sequence[Any],
+) -> FitSet:
+    """:func:`combine`, then :func:`triage.evaluation.runner.fit_inputs` with each criterion's row weights."""
+    from triage.evaluation.runner import fit_inputs
+
+    both = combine(team_labels, team_outcomes, starter, starter_outcomes)
+    features, logprobs, labels = fit_inputs(pack, both.labels, both.outcomes)
+    weights = {cid: [w for lab, w in zip(both.labels, both.weights, strict=True) if cid in lab] for cid in labels}
+    return FitSet(features, logprobs, labels, weights, both.team, both.starter_used)
+
+
+def rows_info(fitted: FitSet, head: Any) -> None:
+    """Record in ``head`` how many of each criterion's rows were the team's and the starter's (its decisions
+    say ``starter`` where none was the team's)."""
+    for cid, h in head.criteria.items():
+        h.info["rows"] = {"team": fitted.team.get(cid, 0), "starter": fitted.starter_used.get(cid, 0)}
