@@ -121,7 +121,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--criteria",
         metavar="ID,ID",
-        help="score only these criteria of the pack, by id (default: all); the scores are those of a whole-pack run",
+        help="score only these criteria of the pack, by id (default: all); in serial mode the numbers are those "
+        "of a whole-pack run, in fanout (one batch) they drift from it (docs/engine.md: up to 0.094 on smollm2)",
     )
     p.add_argument(
         "--prior", action="store_true", default=None, help="divide out the content-free prior (an 'N/A' ticket)"
