@@ -50,6 +50,7 @@ def triage_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mo
     home = tmp_path_factory.mktemp("triage-home")
     monkeypatch.setenv("TRIAGE_HOME", str(home))
     monkeypatch.delenv("TRIAGE_MODEL", raising=False)
+    monkeypatch.delenv("TRIAGE_SERVER", raising=False)  # a developer's shell must not send tests' scores to a server
     yield home
 
 

@@ -175,3 +175,21 @@ def test_the_label_hint_names_a_command_that_lists_the_ids(filled: dict[str, str
             lab.find_ticket(h, "T-2")
     assert "`triage history --grep T-2` lists them" in (exc.value.hint or "")
     assert [r["id"] for r in _json(capsys, "--grep", "T-2")] == ["T-2", "T-2"]
+
+
+def test_a_history_from_a_newer_triage_is_an_error_not_an_empty_list(capsys) -> None:
+    import sqlite3
+
+    from triage.store.history import SCHEMA_VERSION
+    from triage.store.paths import user_dirs
+
+    path = user_dirs().history_db
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.close()
+    before = path.read_bytes()
+    assert main(["history"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "the history cannot be read" in err and "newer triage" in err
+    assert "no tickets" not in err and path.read_bytes() == before

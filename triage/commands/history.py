@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any
 
-from triage.errors import InputError
+from triage.errors import InputError, TriageError
 
 NAME = "history"
 ORDER = 43
@@ -58,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
     if path is not None and not path.is_file():
         raise InputError(f"no history file {path}", hint="leave out --history-file to read the user data dir's")
     with History.open(path) as history:
+        if history.path is None:  # left alone (newer, locked) or unusable: an empty stand-in would say "no tickets"
+            raise TriageError(f"the history cannot be read: {history.notice}", exit_code=2)
         if history.notice:
             print(f"triage: note: {history.notice}", file=sys.stderr)
         tickets = recent(history, grep=args.grep, labelled=labelled, limit=args.limit or None)
