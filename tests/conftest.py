@@ -53,6 +53,7 @@ def triage_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mo
     # The built-in pack's starter head is fitted on a model's first use (triage.evaluation.starter): off in
     # every test but those about it, which turn it on and share one fitted head (tests/test_starter.py).
     monkeypatch.setenv("TRIAGE_STARTER", "0")
+    monkeypatch.delenv("TRIAGE_SERVER", raising=False)  # a developer's shell must not send tests' scores to a server
     yield home
 
 

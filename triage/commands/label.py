@@ -25,7 +25,8 @@ by label, case-insensitively). Equal to the decision that was shown, it is a
 confirmation; else a correction. The decision shown, what made it (learned,
 calibrated, zero-shot) and the pack are kept with it. A new answer on the same
 criterion replaces the label, and the first answer's shown decision stays what
-`triage stats` measures agreement on.
+`triage stats` measures agreement on. `triage history` lists the tickets of the
+history with their ids, decisions and labels (--unlabelled: those left to label).
 
   triage label ID CRITERION=OPTION [CRITERION=OPTION ...]
   triage label --file LABELS.jsonl     rows {"id": ..., "labels": {criterion: option}}

@@ -48,6 +48,16 @@ Exit status: 0 every ticket scored; 1 a line or ticket failed (it has an error
 record); 2 bad usage, or a single plain-text ticket that cannot be scored;
 130 interrupted.
 
+On a running `triage serve`: --server URL (or TRIAGE_SERVER) sends each ticket
+to it (POST /v1/score) instead of loading a model here, and writes the record it
+answers: the same schema, formats and exit codes. --token (or TRIAGE_SERVE_TOKEN)
+is the server's token; --pack must name a file holding a pack the server loaded
+(checked by its hash); the server's config and stored head decide the rest. A
+ticket the server refuses gets an error record, as here. A server that cannot
+be used stops the run with one line saying why: exit 2 when it cannot be
+reached, refuses the token or an option, or is no triage server; 1 when it
+fails (5xx) or its queue stays full (503, waited out 3 times).
+
 Helpdesk exports: a .csv/.tsv, .parquet or JSON-array .json file (or any file
 with --text-columns/--id-column) is read as an export: --text-columns COL[,COL]
 names the text (joined by a blank line; HTML becomes text; dotted paths reach
@@ -64,7 +74,8 @@ examples:
   echo "I was charged twice, refund me now" | triage score
   echo "Where is my parcel?" | triage score --criteria urgency,queue
   triage score tickets.jsonl --format jsonl --mode fanout > out.jsonl
-  triage score backlog/ --ray --output scored.jsonl --resume"""
+  triage score backlog/ --ray --output scored.jsonl --resume
+  triage score tickets.jsonl --server http://127.0.0.1:8787 > out.jsonl"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -110,7 +121,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--criteria",
         metavar="ID,ID",
-        help="score only these criteria of the pack, by id (default: all); the scores are those of a whole-pack run",
+        help="score only these criteria of the pack, by id (default: all); in serial mode the numbers are those "
+        "of a whole-pack run, in fanout (one batch) they drift from it (docs/engine.md: up to 0.094 on smollm2)",
     )
     p.add_argument(
         "--prior", action="store_true", default=None, help="divide out the content-free prior (an 'N/A' ticket)"
@@ -168,6 +180,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             "tokens, e.g. 512 (default 0, or pack_tokens in the config: one ticket per decode). Packed numbers "
             "drift from one ticket's own decode (docs/engine.md), so a head learned from them reads other numbers"
         ),
+    )
+    remote = p.add_argument_group("on a running `triage serve` (docs/serve.md)")
+    remote.add_argument(
+        "--server",
+        metavar="URL",
+        help="send the tickets to this `triage serve` (e.g. http://127.0.0.1:8787) instead of loading a model "
+        "here (default: $TRIAGE_SERVER); the same records; --pack must be a pack the server loaded",
+    )
+    remote.add_argument(
+        "--token", metavar="TOKEN", help="with --server: the server's bearer token (default: $TRIAGE_SERVE_TOKEN)"
     )
     ray = p.add_argument_group("backlog on Ray (docs/scale.md)")
     ray.add_argument(
@@ -507,10 +529,12 @@ def ray_job(args: argparse.Namespace, config: dict[str, Any] | None = None) -> A
 
 
 def run(args: argparse.Namespace) -> int:
+    from triage.commands._remote import server_of
     from triage.domain.pack import resolve_pack
     from triage.domain.ticket import make_ticket
     from triage.store.config import load_config
 
+    server = server_of(args)  # --server (or TRIAGE_SERVER): no model is loaded here
     if args.ray is not None:
         from triage.backlog.ray_score import run_ray
 
@@ -538,8 +562,9 @@ def run(args: argparse.Namespace) -> int:
     )
     if not rows:
         raise InputError("the input holds no tickets")
-    pack = resolve_pack(args.pack or config.get("pack"))
-    options = options_of(args, config, pack)
+    if server is None:  # on a server, the server's pack and config decide (--pack is checked against it)
+        pack = resolve_pack(args.pack or config.get("pack"))
+        options = options_of(args, config, pack)
     streamed = rows[0].line is not None  # JSON Lines input: records are written as tickets finish
     fmt = args.format or ("table" if sys.stdout.isatty() else "jsonl" if streamed else "json")
     # Check every ticket before loading the model, so a bad single ticket fails fast.
@@ -564,6 +589,10 @@ def run(args: argparse.Namespace) -> int:
         writer.close()
         return 1
     try:
+        if server is not None:
+            from triage.commands._remote import score_remote
+
+            return score_remote(server, args, tickets, writer, _say)
         return _score_all(args, config, pack, options, tickets, writer)
     except KeyboardInterrupt:
         writer.close()

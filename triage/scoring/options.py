@@ -66,8 +66,9 @@ class ScoreOptions:
     ``orderings`` does not apply to it (:attr:`effective_orderings` is ``none``).
 
     ``criteria`` scores only those criteria (ids, any order; results come in pack
-    order). The prompts, and so the shared prefix and the scores, are those of the
-    whole pack: a subset costs fewer tails and gives the same numbers.
+    order). The prompts, and so the shared prefix, are those of the whole pack: a
+    subset costs fewer tails. In serial the numbers are the whole pack's; in fanout
+    the smaller batch makes them drift (docs/engine.md, bench/criteria_drift.py).
     """
 
     mode: BenchMode = DEFAULT_MODE

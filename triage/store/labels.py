@@ -84,12 +84,16 @@ def find_ticket(history: History, ticket_id: str) -> ScoredTicket:
     if not rows:
         raise InputError(
             f"no ticket {ticket_id!r} in the history {history.path or '(in memory)'}",
-            hint="score it with the app or `triage score ... --history` first; `triage stats` lists labelled tickets",
+            hint="score it with the app or `triage score ... --history` first; "
+            "`triage history` lists the tickets the history holds, with their ids",
         )
     if len(rows) > 1:
+        import shlex
+
         raise InputError(
             f"{len(rows)} tickets in the history have the id {ticket_id!r} (different texts)",
-            hint="label them in the app (F2 opens each), or re-score them with distinct ids",
+            hint=f"label them in the app (F2 opens each), or re-score them with distinct ids; "
+            f"`triage history --grep {shlex.quote(ticket_id)}` lists them",
         )
     return scored_ticket(history, int(rows[0][0]), ticket_id)
 

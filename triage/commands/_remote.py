@@ -1,0 +1,143 @@
+"""``triage score --server URL``: the same tickets, records and exit codes, scored by a running ``triage serve``.
+
+:func:`server_of` reads ``--server`` (else ``$TRIAGE_SERVER``) and refuses the flags that only mean
+something where the model runs; :func:`score_remote` sends each checked ticket (a thread as its
+messages) to ``POST /v1/score`` and writes the record the server answers, exactly the
+``triage.result/3`` object local scoring writes. A ticket the server refuses gets an error record
+and the next is sent; a server that cannot be used stops the run (:mod:`triage.serve.client`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from typing import Any
+
+from triage.errors import InputError
+
+ENV = "TRIAGE_SERVER"
+TOKEN_ENV = "TRIAGE_SERVE_TOKEN"
+# flags that only mean something where the model runs: (attribute, flag, its value when not given)
+LOCAL_ONLY = (
+    ("model", "--model", None),
+    ("n_ctx", "--n-ctx", None),
+    ("threads", "--threads", None),
+    ("prompt", "--prompt", "auto"),
+    ("strategy", "--strategy", None),
+    ("calibration", "--calibration", None),
+    ("no_calibration", "--no-calibration", False),
+    ("head", "--head", None),
+    ("no_head", "--no-head", False),
+    ("history_file", "--history-file", None),
+    ("pack_tokens", "--pack-tokens", None),
+    ("ray", "--ray", None),
+)
+# score options sent as the request's fields of the same name, when given
+FIELDS = ("mode", "readout", "orderings", "prior")
+
+
+def server_of(args: argparse.Namespace) -> str | None:
+    """The server to score on (``--server``, else ``$TRIAGE_SERVER``), or None to score here.
+
+    Raises:
+        InputError: a flag that means something only where the model runs is given too.
+    """
+    url = args.server if args.server is not None else os.environ.get(ENV) or None
+    if url is None:
+        return None
+    source = "--server" if args.server is not None else f"{ENV} ({url})"
+    for attr, flag, unset in LOCAL_ONLY:
+        if getattr(args, attr, unset) not in (unset, None):
+            raise InputError(
+                f"{flag} is for scoring here, but {source} sends the tickets to a server",
+                hint=f"give it to `triage serve` instead, or leave out {source.split(' ')[0]} to score here",
+            )
+    from triage.serve.client import parse_url
+
+    parse_url(url)
+    return url
+
+
+def token_of(args: argparse.Namespace) -> str | None:
+    """``--token``, else ``$TRIAGE_SERVE_TOKEN``, else None."""
+    return args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
+
+
+def _pack_name(args: argparse.Namespace, health: dict[str, Any], url: str) -> str | None:
+    """The name of ``--pack``'s pack, checked to be the very pack the server loaded (by hash); None: the default.
+
+    Raises:
+        InputError: the server has no pack of that name, or one that differs from the file.
+    """
+    if not args.pack:
+        return None
+    from triage.domain.pack import resolve_pack
+
+    pack = resolve_pack(args.pack)
+    theirs = {p.get("name"): p for p in health.get("packs", []) if isinstance(p, dict)}
+    if pack.name not in theirs:
+        raise InputError(
+            f"the server at {url} has no pack named {pack.name!r} (it has: {', '.join(map(str, theirs)) or 'none'})",
+            hint=f"start the server with --pack {args.pack}, or leave out --pack to use its default",
+        )
+    if theirs[pack.name].get("hash") != pack.hash:
+        raise InputError(
+            f"the server's pack {pack.name!r} is not the one in {args.pack} (their hashes differ)",
+            hint="restart the server with this file, or leave out --pack to use the server's",
+        )
+    return pack.name
+
+
+def score_remote(
+    url: str,
+    args: argparse.Namespace,
+    tickets: list[tuple[Any, Any]],
+    writer: Any,
+    say: Callable[[str], None],
+) -> int:
+    """Score ``tickets`` (rows and their checked tickets, None for a bad row) on the server; exit status.
+
+    Raises:
+        TriageError: the server cannot be used (unreachable, token, not triage, a refused option).
+    """
+    from triage.domain.result import ticket_result_from_dict
+    from triage.render import print_table
+    from triage.serve.client import ServeClient, TicketRefused
+
+    failed = 0
+    with ServeClient(url, token_of(args), say=lambda m: say(f"triage: {m}")) as client:
+        health = client.health()
+        pack = _pack_name(args, health, client.url)
+        model = health.get("model", {}).get("name") if isinstance(health.get("model"), dict) else None
+        say(f"triage: scoring on the server at {client.url} ({model or 'its model'}): no model loaded here")
+        fields: dict[str, Any] = {k: getattr(args, k, None) for k in FIELDS if getattr(args, k, None) is not None}
+        if pack is not None:
+            fields["pack"] = pack
+        if args.criteria is not None:
+            fields["criteria"] = args.criteria
+        if args.history:
+            fields["history"] = True
+        for row, ticket in tickets:
+            if ticket is None:
+                failed += 1
+                say(f"triage: error: {row.error}")
+                writer.write({"ticket_id": row.ticket_id, "line": row.line, "error": row.error})
+                continue
+            body = {"id": ticket.id, **({"messages": row.messages} if row.messages is not None else {"text": row.text})}
+            try:
+                record = client.score({**body, **fields})
+            except TicketRefused as exc:
+                if row.line is None:  # one plain-text ticket: as locally, exit 2 and nothing on stdout
+                    raise InputError(f"ticket {ticket.id}: {exc.message}") from None
+                failed += 1
+                say(f"triage: error: ticket {ticket.id}: {exc.message}")
+                writer.write({"ticket_id": ticket.id, "line": row.line, "error": exc.message})
+                continue
+            for w in record.get("warnings") or []:
+                say(f"triage: warning: ticket {ticket.id}: {w}")
+            if writer.fmt == "table":
+                print_table(ticket_result_from_dict(record))
+            writer.write(record)
+    writer.close()
+    return 1 if failed else 0

@@ -1,0 +1,177 @@
+"""``triage history``: the history's recent tickets, with their decisions and labels, filtered."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from triage.errors import InputError, TriageError
+
+NAME = "history"
+ORDER = 43
+HELP = "list recent tickets of the history: decisions and labels (--grep, --labelled, --json)"
+DESCRIPTION = """\
+List the tickets kept in the history (scored in the app, by `triage score
+... --history` or by `triage serve --history`), newest first: the ticket's id,
+when it was last scored, its first line, the decision of each criterion in its
+newest score, and its labels (the agents' answers, `triage label` or the app's
+F6): each with the option and whether it confirmed or corrected the decision
+shown.
+
+Filters: --grep TEXT (every word must occur in the ticket's id or text,
+case-insensitively), --labelled or --unlabelled, --limit N (default 20; 0 for
+all). --json prints one JSON object per ticket per line (JSON Lines), with each
+decision's probability and what decided it (learned, calibrated, zero-shot).
+
+On a console too narrow for the table, each ticket is a short paragraph.
+
+examples:
+  triage history
+  triage history --unlabelled --limit 5       # what is left to label
+  triage history --grep "refund" --labelled
+  triage history --json | jq -r 'select(.labels.queue) | .id'"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--grep", metavar="TEXT", default="", help="only tickets whose id or text holds every word of TEXT")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--labelled", action="store_true", help="only tickets with at least one label")
+    which.add_argument("--unlabelled", action="store_true", help="only tickets with no label")
+    p.add_argument("--limit", type=int, default=20, metavar="N", help="at most N tickets (default 20; 0: all)")
+    p.add_argument("--json", action="store_true", help="print JSON Lines, one object per ticket, instead of a table")
+    p.add_argument("--history-file", metavar="PATH", help="the history file (default: the user data dir's)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from triage.store.history import History
+    from triage.store.recent import recent
+
+    if args.limit < 0:
+        raise InputError(f"--limit {args.limit} must be 0 (all) or more")
+    labelled = True if args.labelled else False if args.unlabelled else None
+    path = Path(args.history_file).expanduser() if args.history_file else None
+    if path is not None and not path.is_file():
+        raise InputError(f"no history file {path}", hint="leave out --history-file to read the user data dir's")
+    with History.open(path) as history:
+        if history.path is None:  # left alone (newer, locked) or unusable: an empty stand-in would say "no tickets"
+            raise TriageError(f"the history cannot be read: {history.notice}", exit_code=2)
+        if history.notice:
+            print(f"triage: note: {history.notice}", file=sys.stderr)
+        tickets = recent(history, grep=args.grep, labelled=labelled, limit=args.limit or None)
+        total = int(history.conn.execute("SELECT count(*) FROM tickets").fetchone()[0])
+    if args.json:
+        for t in tickets:
+            print(json.dumps(t.to_dict(), ensure_ascii=False))
+    elif tickets:
+        _print(tickets)
+    if not tickets:
+        if total == 0:
+            print(
+                "triage: the history holds no tickets yet: score some in the app, or with triage score --history",
+                file=sys.stderr,
+            )
+        else:
+            print(f"triage: no ticket of the {total} in the history matches", file=sys.stderr)
+    elif args.limit and len(tickets) == args.limit and total > args.limit:
+        print(f"triage: the newest {len(tickets)} shown; --limit 0 lists all", file=sys.stderr)
+    return 0
+
+
+def _when(t: Any) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(t.when))
+
+
+def _status(t: Any) -> str:
+    """What to say beside the first line: a thread's length, a score that did not finish."""
+    parts = [f"thread of {t.messages}"] if t.messages > 1 else []
+    if t.status == "":
+        parts.append("never scored")
+    elif t.status != "done":
+        parts.append(t.status)
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def criteria_of(tickets: list[Any]) -> list[str]:
+    """Every criterion decided or labelled on these tickets, in the order first seen."""
+    seen: dict[str, None] = {}
+    for t in tickets:
+        seen.update((d.criterion, None) for d in t.decisions)
+        seen.update((c, None) for c in t.labels)
+    return list(seen)
+
+
+def cell(t: Any, criterion: str) -> str:
+    """One criterion of a ticket: the choice shown; ``✓`` when an agent confirmed it, ``→ OPTION`` when corrected."""
+    choice = next((d.choice for d in t.decisions if d.criterion == criterion), "-")
+    label = t.labels.get(criterion)
+    if label is None:
+        return choice
+    if label.option == choice:
+        return f"{choice} ✓"
+    return f"{choice} → {label.option}"
+
+
+def paragraph_lines(t: Any, width: int) -> list[str]:
+    """A ticket as a few lines of at most ``width`` characters (for a console too narrow for the table)."""
+    import textwrap
+
+    from triage.domain.ticket import printable
+
+    head = printable(f"{t.ticket_id}  {_when(t)}  {t.first_line}{_status(t)}")
+    lines = [head if len(head) <= width else head[: max(1, width - 1)] + "…"]
+    decided = ", ".join(f"{d.criterion}={d.choice}" for d in t.decisions) or "-"
+    labels = (
+        ", ".join(
+            f"{c}={la.option} ({'confirmed' if la.kind == 'confirmation' else f'corrected from {la.shown_option}'})"
+            for c, la in t.labels.items()
+        )
+        or "-"
+    )
+    for text in (f"decided: {decided}", f"labels: {labels}"):
+        lines += textwrap.wrap(
+            printable(text), width=width, initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False
+        )
+    return lines
+
+
+def _print(tickets: list[Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from triage.domain.ticket import printable
+
+    console = Console()
+    criteria = criteria_of(tickets)
+    rows = [
+        [printable(t.ticket_id), _when(t), printable(t.first_line + _status(t))]
+        + [printable(cell(t, c)) for c in criteria]
+        for t in tickets
+    ]
+    title = f"{len(tickets)} ticket(s), newest first; a label: ✓ confirmed the decision, → corrected it"
+    table = Table(title=title, title_justify="left")
+
+    def widest(i: int, header: str) -> int:  # a column that never wraps is as wide as its widest cell
+        return max([len(header)] + [len(row[i]) for row in rows])
+
+    table.add_column("id", no_wrap=True, min_width=widest(0, "id"))
+    table.add_column("when", no_wrap=True, style="dim", min_width=widest(1, "when"))
+    table.add_column("ticket", min_width=min(20, widest(2, "ticket")), max_width=48, overflow="ellipsis", no_wrap=True)
+    for i, c in enumerate(criteria, 3):
+        table.add_column(printable(c), no_wrap=True, min_width=widest(i, c))
+    for row in rows:
+        table.add_row(*(Text(c) for c in row))
+    if console.measure(table, options=console.options.update_width(10_000)).minimum <= console.width:
+        console.print(table)
+        return
+    # too narrow for the table (rich would squeeze the columns): a ticket to a short paragraph
+    console.print(f"{len(tickets)} ticket(s), newest first", markup=False, highlight=False)
+    for t in tickets:
+        console.print("", markup=False)
+        for line in paragraph_lines(t, console.width):
+            console.print(Text(line), no_wrap=True, overflow="ellipsis")
