@@ -130,7 +130,19 @@ def _score(home: Path, model: Path, text: str, *, on: bool, extra: tuple[str, ..
     env = {**os.environ, "TRIAGE_HOME": str(home), "TRIAGE_STARTER": "1" if on else "0"}
     env.pop("TRIAGE_MODEL", None)
     p = subprocess.run(
-        [sys.executable, "-m", "triage.cli", "score", "--model", str(model), "--threads", "1", "--format", "json", *extra],
+        [
+            sys.executable,
+            "-m",
+            "triage.cli",
+            "score",
+            "--model",
+            str(model),
+            "--threads",
+            "1",
+            "--format",
+            "json",
+            *extra,
+        ],
         input=text,
         capture_output=True,
         text=True,
