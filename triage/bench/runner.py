@@ -40,6 +40,8 @@ from triage.bench.workload import (
     LEARNED_MODE,
     LETTER_MODE,
     REUSE_MODES,
+    SHARED_MODE,
+    SHARED_READ,
     SPLIT,
     BenchTicket,
     Workload,
@@ -371,12 +373,20 @@ class BenchRunner:
         self._mark("scoring")
 
     def _bench_head(self, eng: Engine, pack: Pack, read: str = "tail") -> Any:
-        """A learned head on every criterion with random weights of the real shape, reading at ``read``: what
-        applying one costs, and what reading there costs."""
+        """A learned head on every criterion reading at ``read``: what applying one costs, and what reading
+        there costs. At the shared position it is the built-in pack's starter head when one is stored for this
+        model (the head a new user's decisions come from: every criterion at the cue), else random weights of
+        the real shape, as at the tails (the cost does not depend on the weights)."""
         if read not in self._heads:
             from triage.bench.heads import random_head
+            from triage.scoring.head import load_head, stored_starter
 
-            self._heads[read] = random_head(eng, pack, read, scale=0.01)
+            path = stored_starter(eng, pack) if read == SHARED_READ else None
+            if path is not None:
+                self._heads[read] = load_head(path, engine=eng, pack=pack)
+                self.wl.notes.append(f"{SHARED_MODE}: the stored starter head ({path.name}), every criterion")
+            else:
+                self._heads[read] = random_head(eng, pack, read, scale=0.01)
         return self._heads[read]
 
     def _time_head(self, eng: Engine, pack: Pack) -> float:
