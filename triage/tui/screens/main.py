@@ -33,7 +33,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.markup import escape
 from textual.screen import Screen
-from textual.widgets import Footer
 from textual.worker import get_current_worker
 
 from triage.domain.pack import Pack
@@ -59,6 +58,7 @@ from triage.tui.options import UIOptions
 from triage.tui.submission import Submission
 from triage.tui.widgets.criterion_card import CriterionCard
 from triage.tui.widgets.decisions import DecisionsPanel
+from triage.tui.widgets.key_footer import KeyFooter
 from triage.tui.widgets.model_status import ModelState, ModelStatus
 from triage.tui.widgets.notice_bar import NoticeBar
 from triage.tui.widgets.score_summary import PRODUCT_MODEL, ScoreSummary
@@ -177,7 +177,7 @@ class MainScreen(Screen[None]):
         yield TicketInput(cursor_blink=self.options.cursor_blink, id="ticket")
         yield ScoreSummary(id="summary")
         yield DecisionsPanel(id="decisions")
-        yield Footer(compact=True)
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self._show_settings()
