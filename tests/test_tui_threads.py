@@ -191,9 +191,12 @@ async def test_labels_attach_to_the_thread_and_carry_to_its_newer_scores() -> No
         row = main.result_rows[0]
         given = lab.current(app.history, row)
         assert {c: v.kind for c, v in given.items()} == {first.spec.id: "confirmation", second.spec.id: "correction"}
+        assert app.focused is main.decisions.cards[2]  # the next open card
         await pilot.press("f9")
-        main.ticket.focus()
-        main.ticket.insert(AGENT)
+        assert app.focused is main.ticket  # the reply is typed in the box, not on a card (its y and 1-9 answer it)
+        await pilot.press(*"Sorry, a y and a 3.")
+        assert lab.current(app.history, row) == given
+        main.ticket.set_ticket(AGENT)
         await scored(app, pilot, "f9")
         assert main.result.thread.messages == 2 and second.result.choice == later
         # the labels still stand: shown as the agent's answers, with the message count they were given at

@@ -444,11 +444,13 @@ class MainScreen(Screen[None]):
             self._open_thread(ticket, scored=len(base.thread))
 
     def _open_thread(self, ticket: Ticket, *, scored: int | None = None) -> None:
-        """Show ``ticket``'s messages above the editor, which is emptied for the next message."""
+        """Show ``ticket``'s messages above the editor, which is emptied for the next message and gets the focus
+        (the reply is typed there; typed on a card, its letters and digits would answer the card)."""
         self.composing = True
         self.thread_view.show(ticket.id, ticket.thread, scored)
         self.ticket.replying = True
         self.ticket.set_ticket("")
+        self.ticket.focus()
         self._request_count()
 
     def _close_thread(self) -> None:
