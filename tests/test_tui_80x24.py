@@ -61,7 +61,7 @@ async def test_the_footer_shows_its_keys_whole_at_80x24_in_every_state() -> None
         engine.gate.set()
         await wait_until(pilot, lambda: main.result is not None and not main.scoring, what="the result")
         done = await footer_whole(app, pilot, "f1 Help", "f3 Export", "f5 Score", "f6 Label", "f8 Customer", "f9 Agent")
-        assert "esc Cancel" not in done and "esc Cancel" in scoring  # a key that does nothing now goes first
+        assert "esc Cancel" not in done and "esc Cancel" in scoring  # a key that does nothing now goes early
         await pilot.press("f6")  # a card: its own keys come first
         labelling = await footer_whole(app, pilot, "⏎ Confirm", "1-9 Pick", "f1 Help", "f6 Label")
         assert labelling.index("1-9 Pick") < labelling.index("f1 Help")
@@ -84,7 +84,7 @@ async def test_the_footer_shows_its_keys_whole_at_80x24_in_every_state() -> None
         assert "^t Timeline" in labels and "^p palette" in labels and "f4 Copy" in labels
 
 
-def test_fit_leaves_out_disabled_keys_then_the_palette_then_the_least_needed_and_keeps_help() -> None:
+def test_fit_leaves_out_the_palette_then_disabled_keys_then_the_least_needed_and_keeps_help() -> None:
     keys = [
         FKey("app.help", "f1", "Help"),
         FKey("app.history", "f2", "History"),
@@ -95,8 +95,8 @@ def test_fit_leaves_out_disabled_keys_then_the_palette_then_the_least_needed_and
     ]
     assert fit(keys, 200) == [0, 1, 2, 3, 4, 5]
     total = sum(k.width for k in keys)
-    assert fit(keys, total - 1) == [0, 1, 2, 4, 5]  # the disabled key first
-    assert fit(keys, total - keys[3].width - 1) == [0, 1, 2, 4]  # then the palette's key
+    assert fit(keys, total - 1) == [0, 1, 2, 3, 4]  # the palette's key first
+    assert fit(keys, total - keys[5].width - 1) == [0, 1, 2, 4]  # then the key that does nothing now
     assert fit(keys, 30) == [0, 1, 2]  # then the timeline
     assert fit(keys, 8) == [0]  # help stays whatever the width
     assert keys[0].width == len("f1 Help") + 1

@@ -2,8 +2,8 @@
 
 Textual's footer lays its keys out in one row and cuts whatever does not fit (at 80 columns the reply keys,
 the timeline and cancel were lost mid-word). This one leaves keys out instead, least needed first, until the
-rest fits: first the keys that do nothing right now (shown dimmed), then the palette's ``^p`` (ctrl+p still
-opens it), then :data:`DROP_ORDER`, then from the end. F1 (help, which lists every key) always stays.
+rest fits: first the palette's ``^p`` (ctrl+p still opens it), then the keys that do nothing right now (shown
+dimmed), then :data:`DROP_ORDER`, then from the end. F1 (help, which lists every key) always stays.
 The function keys are shown in their order (F1 first), after the focused widget's own keys.
 """
 
@@ -57,7 +57,7 @@ def fit(keys: Sequence[Key], width: int) -> list[int]:
     def fits() -> bool:
         return sum(keys[i].width for i in kept) <= width
 
-    steps = [lambda k: not k.enabled and k.action != KEEP, lambda k: k.palette]
+    steps = [lambda k: k.palette, lambda k: not k.enabled and k.action != KEEP]
     steps += [lambda k, a=action: k.action == a for action in DROP_ORDER]
     for drop in steps:
         if fits():
