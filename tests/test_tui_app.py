@@ -253,7 +253,7 @@ async def test_export_json_and_markdown_and_copy_summary(tmp_path: Path) -> None
         await wait_until(pilot, lambda: isinstance(app.screen, ExportScreen) and bool(app.screen.query("#export-path")))
         target = tmp_path / "out.json"
         app.screen.query_one("#export-path", Input).value = str(target)
-        await pilot.press("enter")
+        await pilot.press("enter", "enter")  # the format (JSON), then the file
         await wait_until(pilot, target.exists, what="the JSON export")
         assert json.loads(target.read_text(encoding="utf-8")) == json.loads(json.dumps(result.to_dict()))
         await wait_until(pilot, lambda: app.screen is main)
@@ -263,7 +263,7 @@ async def test_export_json_and_markdown_and_copy_summary(tmp_path: Path) -> None
         assert path_input.value.endswith(".md")
         md = tmp_path / "out.md"
         path_input.value = str(md)
-        await pilot.press("enter")
+        await pilot.press("enter", "enter")
         await wait_until(pilot, md.exists, what="the Markdown export")
         assert md.read_text(encoding="utf-8").startswith(f"# Ticket {result.ticket_id}")
         await wait_until(pilot, lambda: app.screen is main)

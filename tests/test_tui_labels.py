@@ -179,7 +179,7 @@ async def test_export_over_an_existing_file_asks_first(tmp_path) -> None:
         await pilot.press("f3")
         await wait_until(pilot, lambda: isinstance(app.screen, ExportScreen) and bool(app.screen.query("#export-path")))
         app.screen.query_one("#export-path", Input).value = str(target)
-        await pilot.press("enter")
+        await pilot.press("enter", "enter")  # the format (JSON), then the file
         await pilot.pause()
         assert isinstance(app.screen, ExportScreen)  # asked, not written
         assert "exists" in str(app.screen.query_one("#export-warning").render())

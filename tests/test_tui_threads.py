@@ -169,28 +169,67 @@ async def test_reopening_a_thread_restores_all_its_messages_and_replies_go_on_in
         assert len(app.history.thread(row)) == 3
 
 
-async def test_labels_attach_to_the_thread_and_show_on_the_decision_they_answered() -> None:
+async def test_labels_attach_to_the_thread_and_carry_to_its_newer_scores() -> None:
+    from triage.domain.ticket import make_ticket
+
     app = fake_app()
     async with app.run_test(size=(110, 40)) as pilot:
         await ready(app, pilot)
         main = app.main
         await paste(app, pilot, TICKET)
         await scored(app, pilot, "f5")
-        await pilot.press("f6", "enter")  # confirm the first card on message 1
+        first, second = main.decisions.cards[0], main.decisions.cards[1]
+        assert len(second.spec.options) >= 3
+        # the fake chooses option (len(text) + i) % n: pick for the second card an option that is neither its
+        # choice now nor its choice once the agent's reply is in, so the carried label must differ from both
+        thread = make_ticket(
+            None, main.result.ticket_id, [{"role": "customer", "text": TICKET}, {"role": "agent", "text": AGENT}]
+        )
+        later = second.spec.options[(len(thread.text) + 1) % len(second.spec.options)][0]
+        pick = next(i for i, (o, _) in enumerate(second.spec.options) if o not in (second.result.choice, later))
+        await pilot.press("f6", "enter", str(pick + 1))  # confirm the first card, correct the second, on message 1
         row = main.result_rows[0]
-        [label] = lab.current(app.history, row).values()
-        assert label.kind == "confirmation"
+        given = lab.current(app.history, row)
+        assert {c: v.kind for c, v in given.items()} == {first.spec.id: "confirmation", second.spec.id: "correction"}
+        assert app.focused is main.decisions.cards[2]  # the next open card
         await pilot.press("f9")
-        main.ticket.focus()
-        main.ticket.insert(AGENT)
+        assert app.focused is main.ticket  # the reply is typed in the box, not on a card (its y and 1-9 answer it)
+        await pilot.press(*"Sorry, a y and a 3.")
+        assert lab.current(app.history, row) == given
+        main.ticket.set_ticket(AGENT)
         await scored(app, pilot, "f9")
-        first = main.decisions.cards[0]
-        assert first.answer is None  # the label answered the decision on one message, not this one
-        await pilot.press("f6", "enter")
+        assert main.result.thread.messages == 2 and second.result.choice == later
+        # the labels still stand: shown as the agent's answers, with the message count they were given at
+        assert first.answer == given[first.spec.id].option and first.answer_given_at == 1
+        assert second.answer == given[second.spec.id].option != second.result.choice
+        sub = str(second.border_subtitle)
+        assert f"you: {second.answer} (msg 1)" in sub
+        body = str(second.render())
+        assert f"▶ {later}" in body and f"✔ {second.answer}" in body  # the model's new choice and the agent's, both
+        assert "(msg 1)" in str(first.border_subtitle)
+        assert not any(c.answer for c in main.decisions.cards[2:])  # no label, no mark
+        # F6 goes to the first card nobody answered; answering there adds a label on this score
+        await pilot.press("f6")
+        assert app.focused is main.decisions.cards[2]
+        await pilot.press("enter")
         labels = lab.current(app.history, row)
-        assert main.result_rows[0] == row and labels[first.spec.id].score_id == main.result_rows[1]
-        assert first.answer == first.result.choice
-        assert len(lab.judged(app.history)) == 1  # one (ticket, criterion)
+        assert labels[main.decisions.cards[2].spec.id].score_id == main.result_rows[1]
+        assert labels[first.spec.id].score_id != main.result_rows[1]  # the carried ones were not written again
+        assert len(lab.judged(app.history)) == 3  # three (ticket, criterion)
+        # answering a carried card again gives it a label on this score: no longer carried
+        first.focus()
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: lab.current(app.history, row)[first.spec.id].score_id == main.result_rows[1])
+        assert first.answer_given_at is None and "(msg 1)" not in str(first.border_subtitle)
+        # the history list marks the ticket as labelled, on every score of the thread
+        await pilot.press("f2")
+        await wait_until(pilot, lambda: isinstance(app.screen, HistoryScreen))
+        screen = app.screen
+        assert isinstance(screen, HistoryScreen)
+        table = screen.query_one(DataTable)
+        await wait_until(pilot, lambda: table.row_count == 2)
+        assert [str(table.get_cell_at((r, 4))) for r in range(2)] == ["✔ 3", "✔ 3"]
+        assert "labelled on 3 criteria" in str(screen.query_one("#history-detail").render())
 
 
 def test_the_summary_says_when_a_message_was_edited_or_the_thread_compacted() -> None:

@@ -55,25 +55,38 @@ def agreement_lines(rows: list[Any], *, trend_blocks: int = 0) -> list[str]:
     return out
 
 
-def agreement_table(rows: list[Any], *, trend_blocks: int = 0, title: str | None = None) -> Table:
+def by_source_lines(rows: list[Any]) -> list[str]:
+    """The ``by source`` column of :func:`agreement_table` as plain lines, a criterion to a line (for a table
+    drawn without it, ``by_source=False``, where it is too narrow)."""
+    _, columns, cells = _agreement_cells(rows, 0)
+    at = columns.index("by source")
+    return [f"{printable(row[0])}: {row[at]}" for row in cells]
+
+
+def agreement_table(
+    rows: list[Any], *, trend_blocks: int = 0, title: str | None = None, by_source: bool = True
+) -> Table:
     """The agreement table of ``triage stats`` and the app's agreement screen (F7), from
     :func:`triage.evaluation.agreement.agreement`'s rows.
 
     Per criterion: labels, corrections, agreement overall, balanced over the options, over the newest
-    answers and by what decided; with ``trend_blocks``, the newest that many blocks of the trend too.
+    answers and by what decided (unless ``by_source`` is False: :func:`by_source_lines` has it then);
+    with ``trend_blocks``, the newest that many blocks of the trend too.
     """
     one_pack, columns, cells = _agreement_cells(rows, trend_blocks)
     table = Table(title=title, title_justify="left", expand=not trend_blocks)
     wraps = {"by source": 9, "trend": 6}  # the columns that wrap, and their narrowest width
-    for col in columns:
+    shown = [i for i, col in enumerate(columns) if by_source or col != "by source"]
+    for i in shown:
+        col = columns[i]
         table.add_column(
             col,
             justify="right" if col in ("labels", "fixed") else "left",
             no_wrap=col not in wraps,
             min_width=wraps.get(col),
         )
-    for name, *rest in cells:
-        table.add_row(safe(name), *rest)
+    for row in cells:
+        table.add_row(safe(row[0]), *(row[i] for i in shown[1:]))
     if one_pack and rows:
         table.caption = (
             f"pack {safe(rows[0].pack)}; fixed: corrections; balanced: agreement averaged over the options "

@@ -1,4 +1,10 @@
-"""The export dialog: JSON (the result schema) or Markdown, and where to write it."""
+"""The export dialog: JSON (the result schema) or Markdown, and where to write it.
+
+It opens on the format: ↑/↓ choose it (the file name's suffix follows), Enter goes on to the file name,
+and Enter there exports (asking once before replacing a file); Tab moves between the fields and the
+buttons, Esc cancels. The dialog's own footer shows these keys (not the main screen's, which do not
+work here).
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.markup import escape
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, RadioButton, RadioSet
+from textual.widgets import Button, Footer, Input, Label, RadioButton, RadioSet
 
 from triage.domain.result import TicketResult
 from triage.store.export import SUFFIXES, default_name
@@ -25,10 +31,44 @@ class ExportRequest:
     path: Path
 
 
-class ExportScreen(ModalScreen[ExportRequest | None]):
-    """Pick a format and a file; Enter exports, Esc cancels."""
+class FormatChoice(RadioSet):
+    """The format list: ↑/↓ choose a format at once, Enter goes on to the file name."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = [
+        Binding("down,right", "step(1)", "Format", key_display="↑↓"),
+        Binding("up,left", "step(-1)", "Format", show=False),
+        Binding("enter", "screen.focus_path", "File name"),
+    ]
+
+    def on_mount(self) -> None:
+        self.call_after_refresh(self._highlight_chosen)  # RadioSet highlights the first button when mounted
+
+    def on_focus(self) -> None:
+        self._highlight_chosen()
+
+    def _highlight_chosen(self) -> None:
+        self._selected = max(0, self.pressed_index)
+
+    def action_step(self, direction: int) -> None:
+        """Choose the next (1) or previous (-1) format."""
+        buttons = list(self.query(RadioButton))
+        buttons[(max(0, self.pressed_index) + direction) % len(buttons)].value = True  # RadioSet.Changed follows
+
+
+class PathInput(Input):
+    """The file name: Enter exports."""
+
+    BINDINGS = [Binding("enter", "submit", "Export")]
+
+
+class ExportScreen(ModalScreen[ExportRequest | None]):
+    """Pick a format, then a file; see the module docstring for the keys."""
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("tab", "app.focus_next", "Next field"),
+        Binding("shift+tab", "app.focus_previous", show=False),
+    ]
 
     def __init__(self, result: TicketResult, fmt: str, folder: Path) -> None:
         super().__init__()
@@ -40,9 +80,9 @@ class ExportScreen(ModalScreen[ExportRequest | None]):
     def compose(self) -> ComposeResult:
         with Vertical(id="export-dialog", classes="dialog"):
             yield Label(f"Export the decisions of ticket [b]{escape(self.result.ticket_id)}[/b]")
-            with RadioSet(id="export-format"):
+            with FormatChoice(id="export-format"):
                 yield RadioButton(
-                    "JSON: the triage.result/3 schema, as `triage score` prints it",
+                    "JSON: triage.result/3, as `triage score` prints it",
                     value=self.fmt == "json",
                     id="fmt-json",
                 )
@@ -50,13 +90,18 @@ class ExportScreen(ModalScreen[ExportRequest | None]):
                     "Markdown: a report for people, with the ticket", value=self.fmt == "markdown", id="fmt-markdown"
                 )
             yield Label("File:")
-            yield Input(str(self.folder / default_name(self.result, self.fmt)), id="export-path")
+            yield PathInput(str(self.folder / default_name(self.result, self.fmt)), id="export-path")
             yield Label("", id="export-warning")
             with Horizontal(classes="buttons"):
                 yield Button("Export", variant="primary", id="export-ok")
                 yield Button("Cancel", id="export-cancel")
+        yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
+        self.query_one("#export-format", FormatChoice).focus()
+
+    def action_focus_path(self) -> None:
+        """The format is chosen (the highlighted one is the chosen one): on to the file name."""
         self.query_one("#export-path", Input).focus()
 
     @on(RadioSet.Changed)

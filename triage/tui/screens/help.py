@@ -14,7 +14,7 @@ KEYS = [
     ("Esc", "Cancel the running score"),
     ("F1 or ?", "This help"),
     ("F2", "History: search past tickets; Enter reopens one"),
-    ("F3", "Export the decisions (JSON or Markdown)"),
+    ("F3", "Export the decisions: ↑↓ JSON or Markdown, Enter to the file name, Enter exports"),
     ("F4", "Copy a one-line summary to the clipboard"),
     ("F6", "Label: move to the first card not yet answered"),
     ("Enter or y", "On a card: the shown decision is right (a confirmation)"),
@@ -42,7 +42,10 @@ NOTES = (
     "the earlier result too.\n\n"
     "Your answers on the cards are labels, kept in the history at once with the decision you were shown: "
     "[b]triage stats[/b] measures how often the decisions were right, and [b]triage label --export[/b] writes "
-    "them for [b]triage learn[/b]. A decision nobody answered is no label.\n\n"
+    "them for [b]triage learn[/b]. A decision nobody answered is no label. A label belongs to the ticket: after "
+    "a reply the new cards still show it ([b]✔ you: X (msg 1)[/b]: given on message 1) until you answer again.\n\n"
+    "Once the box holds another text than the ticket scored (a new paste, an edit), the cards are dimmed and say "
+    "[b]previous ticket ID[/b]: they are not the box's decisions until F5 scores it.\n\n"
     "A ticket can grow into a thread: type or paste the next message in the box and press F8 (customer), F9 "
     "(agent) or F10 (note). The ticket keeps its id and its history entry; only the new message and the "
     "questions are read again, and the summary says how many tokens were evaluated and how many reused. "

@@ -1,4 +1,8 @@
-"""The history screen: every scored ticket, newest first, searchable; Enter reopens one."""
+"""The history screen: every scored ticket, newest first, searchable; Enter reopens one.
+
+The ``Labels`` column marks a labelled ticket with ``✔`` and how many of its criteria have a label
+(labels belong to the ticket, so every score of a thread shows its count).
+"""
 
 from __future__ import annotations
 
@@ -24,6 +28,11 @@ STATUS_LABELS = {
     "": "not scored",
 }
 SEARCH_DEBOUNCE_S = 0.2
+
+
+def _labelled(n: int) -> str:
+    """The ``Labels`` cell: ``✔ 3`` for a ticket with labels on three criteria, empty without."""
+    return f"✔ {n}" if n else ""
 
 
 def _messages(e: HistoryEntry) -> str:
@@ -58,6 +67,7 @@ class HistoryScreen(Screen[Reopen | None]):
         self.history = history
         self.cursor_blink = cursor_blink
         self.entries: list[HistoryEntry] = []
+        self.labelled: dict[int, int] = {}  # per ticket row of the entries, how many criteria have a label
         self._debounce: Timer | None = None
 
     @property
@@ -84,6 +94,7 @@ class HistoryScreen(Screen[Reopen | None]):
         table.add_column("Status", width=10, key="status")
         table.add_column("Ticket", width=32, key="ticket")
         table.add_column("Msgs", width=5, key="messages")
+        table.add_column("Labels", width=6, key="labels")
         table.add_column("Decisions", width=60, key="decisions")
         table.add_column("Model", key="model")
         self.reload()
@@ -91,7 +102,10 @@ class HistoryScreen(Screen[Reopen | None]):
 
     def reload(self) -> None:
         """Fill the table from the history, filtered by the search box."""
+        from triage.store.label_marks import labelled_criteria
+
         self.entries = self.history.search(self.search.value)
+        self.labelled = labelled_criteria(self.history, (e.ticket_row for e in self.entries))
         table = self.table
         table.clear()
         for i, e in enumerate(self.entries):
@@ -101,6 +115,7 @@ class HistoryScreen(Screen[Reopen | None]):
                 STATUS_LABELS.get(e.status, e.status),
                 Text(e.preview[:80]),
                 _messages(e),
+                _labelled(self.labelled.get(e.ticket_row, 0)),
                 Text(summary),
                 Text(e.model_name or ""),
                 key=str(i),
@@ -141,6 +156,9 @@ class HistoryScreen(Screen[Reopen | None]):
             parts.append(f"thread of {e.messages} messages, {on}")
         if e.pack:
             parts.append(f"pack {escape(e.pack)}")
+        n = self.labelled.get(e.ticket_row, 0)
+        if n:
+            parts.append(f"✔ labelled on {n} criteri{'on' if n == 1 else 'a'}")
         if e.total_ms is not None:
             parts.append(f"{e.total_ms:.0f} ms")
         line = " · ".join(parts)

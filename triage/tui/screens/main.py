@@ -33,7 +33,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.markup import escape
 from textual.screen import Screen
-from textual.widgets import Footer
 from textual.worker import get_current_worker
 
 from triage.domain.pack import Pack
@@ -59,6 +58,7 @@ from triage.tui.options import UIOptions
 from triage.tui.submission import Submission
 from triage.tui.widgets.criterion_card import CriterionCard
 from triage.tui.widgets.decisions import DecisionsPanel
+from triage.tui.widgets.key_footer import KeyFooter
 from triage.tui.widgets.model_status import ModelState, ModelStatus
 from triage.tui.widgets.notice_bar import NoticeBar
 from triage.tui.widgets.score_summary import PRODUCT_MODEL, ScoreSummary
@@ -177,7 +177,7 @@ class MainScreen(Screen[None]):
         yield TicketInput(cursor_blink=self.options.cursor_blink, id="ticket")
         yield ScoreSummary(id="summary")
         yield DecisionsPanel(id="decisions")
-        yield Footer(compact=True)
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self._show_settings()
@@ -332,6 +332,22 @@ class MainScreen(Screen[None]):
     # -- token count ------------------------------------------------------------------
     def on_ticket_edited(self, _msg: TicketEdited) -> None:
         self._request_count()
+        self._mark_previous()
+
+    def _mark_previous(self) -> None:
+        """Dim and name the decisions on screen while the box holds another text than their ticket's
+        (:func:`triage.tui.box_state.box_change`): they are the previous ticket's until F5 scores the box."""
+        from triage.tui.box_state import box_change
+
+        result = self.result
+        change = (
+            "same"
+            if result is None
+            else box_change(self.ticket.ticket_text, self.result_text, composing=self.composing)
+        )
+        previous = result.ticket_id if result is not None and change != "same" else None
+        self.decisions.set_previous(previous)
+        self.summary.set_previous(previous, reply=change == "added")
 
     def _request_count(self) -> None:
         text = self.ticket.ticket_text
@@ -392,6 +408,8 @@ class MainScreen(Screen[None]):
     def on_ticket_pasted(self, _msg: TicketPasted) -> None:
         if self.auto_score:
             self.action_score()
+        else:
+            self._mark_previous()
 
     def action_score(self) -> None:
         """Score the ticket in the box (a running score is cancelled first).
@@ -452,11 +470,13 @@ class MainScreen(Screen[None]):
             self._open_thread(ticket, scored=len(base.thread))
 
     def _open_thread(self, ticket: Ticket, *, scored: int | None = None) -> None:
-        """Show ``ticket``'s messages above the editor, which is emptied for the next message."""
+        """Show ``ticket``'s messages above the editor, which is emptied for the next message and gets the focus
+        (the reply is typed there; typed on a card, its letters and digits would answer the card)."""
         self.composing = True
         self.thread_view.show(ticket.id, ticket.thread, scored)
         self.ticket.replying = True
         self.ticket.set_ticket("")
+        self.ticket.focus()
         self._request_count()
 
     def _close_thread(self) -> None:
@@ -607,6 +627,7 @@ class MainScreen(Screen[None]):
         self.summary.show(msg.result)
         if self.composing and self.open_ticket is not None:
             self.thread_view.show(self.open_ticket.id, self.open_ticket.thread, msg.result.thread.messages)
+        self._mark_previous()  # the box may have been given another ticket while this one was scored
         if not msg.result.complete:
             self.notify(
                 f"Scoring cancelled: {len(msg.result.criteria)} of {len(sub.pack.criteria)} criteria were done.",
@@ -726,6 +747,7 @@ class MainScreen(Screen[None]):
             self.summary.show(
                 saved.result, reopened_at=saved.result.created_at or None, of_messages=len(saved.messages) or 1
             )
+            self._mark_previous()
         else:
             self.decisions.show_pack(self.pack)
             note = {
@@ -818,31 +840,29 @@ class MainScreen(Screen[None]):
         if self.result is None or not cards:
             self.notify("Nothing to label yet: score a ticket first.", severity="warning")
             return
+        if self.summary.previous is not None:
+            self.notify(
+                f"The cards are the previous ticket {self.summary.previous}'s decisions: press F5 to score the box "
+                "first (or F2 to reopen that ticket).",
+                severity="warning",
+                markup=False,
+            )
+            return
         next((c for c in cards if c.answer is None), cards[0]).focus()
 
     def _show_labels(self) -> None:
-        """Show the agent's labels of the ticket on screen on its cards."""
-        from triage.store import labels as lab
+        """Show on its cards the agent's labels that stand for the result on screen: given on it, or carried
+        from an earlier score of the thread (:mod:`triage.store.label_marks`)."""
+        from triage.store.label_marks import standing_for
 
         ticket_row = self.result_rows[0]
-        if ticket_row is None:
+        if ticket_row is None or self.result is None:
             return
-        current = self._record(lab.current, self.history, ticket_row) or {}
-        scored = self.result.thread.messages if self.result is not None else 1
+        standing = self._record(standing_for, self.history, ticket_row, self.result) or {}
         for card in self.decisions.cards:
-            label = current.get(card.spec.id)
-            # a thread's label answers the decision on as many messages as it was given on
-            if label is not None and card.result is not None and self._label_messages(label) == scored:
-                card.set_answer(label.option)
-
-    def _label_messages(self, label: Any) -> int:
-        """How many messages the score that a label answered had scored (1 when unknown)."""
-        if label.score_id is None:
-            return 1
-        try:
-            return self.history.scored_messages(label.score_id)
-        except (KeyError, sqlite3.Error):
-            return 1
+            label = standing.get(card.spec.id)
+            if label is not None and card.result is not None:
+                card.set_answer(label.option, given_at=label.given_at if label.carried else None)
 
     def on_criterion_card_answered(self, msg: CriterionCard.Answered) -> None:
         """Store the agent's answer as a label, in its own transaction, then move to the next open card."""

@@ -63,7 +63,11 @@ class CriterionCard(Widget, can_focus=True):
     Once it has a result, the agent can answer it: Enter or ``y`` confirms the
     shown decision, ``1``-``9`` (or a click on an option's row) picks that option.
     The card then shows the agent's answer beside the model's and posts
-    :class:`Answered`; the screen stores it as a label.
+    :class:`Answered`; the screen stores it as a label. An answer carried from an
+    earlier score of the thread (fewer messages) says the message count it was given at.
+
+    A card marked *previous* (:meth:`set_previous`) shows the decision of a ticket the
+    box no longer holds: dimmed, ``previous ticket ID`` on its edge, and it takes no answer.
     """
 
     COMPONENT_CLASSES = {"card--chosen", "card--bar", "card--option", "card--empty", "card--warning", "card--answer"}
@@ -90,6 +94,8 @@ class CriterionCard(Widget, can_focus=True):
         self.state: CardState = "idle"
         self.result: CriterionResult | None = None
         self.answer: str | None = None  # the agent's option, once answered (or reopened with a label)
+        self.answer_given_at: int | None = None  # a carried answer: the message count it was given at
+        self.previous: str | None = None  # the id of the ticket whose decision this is, once the box holds another
         self.border_title = f"[b]{escape(spec.id)}[/b] [dim]{escape(spec.question)}[/dim]"
         self.tooltip = Text(spec.question + "\n" + "\n".join(f"{oid}: {label}" for oid, label in spec.options))
         self._sync()
@@ -98,6 +104,8 @@ class CriterionCard(Widget, can_focus=True):
         """Show an empty card's reason (a result and an answer are cleared)."""
         self.result = None
         self.answer = None
+        self.answer_given_at = None
+        self.previous = None
         self.state = state
         self._sync()
 
@@ -107,10 +115,20 @@ class CriterionCard(Widget, can_focus=True):
         self.state = "done"
         self._sync()
 
-    def set_answer(self, option: str | None) -> None:
-        """Show the agent's answer (a label) beside the model's; None clears it."""
+    def set_answer(self, option: str | None, *, given_at: int | None = None) -> None:
+        """Show the agent's answer (a label) beside the model's; None clears it.
+
+        ``given_at``: the answer is carried from an earlier score of the thread, given when it had this many messages.
+        """
         self.answer = option
+        self.answer_given_at = given_at if option is not None else None
         self._sync()
+
+    def set_previous(self, ticket_id: str | None) -> None:
+        """Mark the card as the decision of the previous ticket ``ticket_id`` (None: it is the box's again)."""
+        if ticket_id != self.previous:
+            self.previous = ticket_id
+            self._sync()
 
     # -- answering --------------------------------------------------------------------
     def action_confirm(self) -> None:
@@ -132,6 +150,14 @@ class CriterionCard(Widget, can_focus=True):
             self._answer(self.spec.options[row][0])
 
     def _answer(self, option: str) -> None:
+        if self.previous is not None:
+            self.notify(
+                f"This card is the previous ticket {self.previous}'s decision, not the box's ticket: "
+                "press F5 to score the box, or F2 to reopen that ticket and answer there.",
+                severity="warning",
+                markup=False,
+            )
+            return
         self.set_answer(option)
         self.post_message(self.Answered(self, self.spec.id, option))
 
@@ -144,11 +170,16 @@ class CriterionCard(Widget, can_focus=True):
         if r is None:
             self.border_subtitle = STATE_NOTES.get(self.state, "")
         else:
-            subtitle = f"{r.source} · Δ{r.margin * 100:.0f} pts · {r.tail_ms:.0f} ms · {r.tail_tokens} tok"
+            parts = [f"{r.source} · Δ{r.margin * 100:.0f} pts · {r.tail_ms:.0f} ms · {r.tail_tokens} tok"]
             if self.answer is not None:
                 verdict = "confirmed" if self.answer == r.choice else f"you: {self.answer}"
-                subtitle = f"[b]✔ {escape(verdict)}[/b] · {subtitle}"
-            self.border_subtitle = subtitle
+                if self.answer_given_at is not None:
+                    verdict += f" (msg {self.answer_given_at})"
+                parts.insert(0, f"[b]✔ {escape(verdict)}[/b]")
+            if self.previous is not None:  # whose decision it is comes first; the figures go
+                parts = [f"[b]previous ticket {escape(self.previous)}[/b]", *parts[:-1]]
+            self.border_subtitle = " · ".join(parts)
+        self.set_class(self.previous is not None and r is not None, "-previous")
         self.set_class(self.answer is not None, "-answered")
         self.refresh(layout=True)
 

@@ -29,6 +29,7 @@ class DecisionsPanel(VerticalScroll, can_focus=False):
 
     def show_specs(self, specs: Iterable[CardSpec], state: CardState = "idle") -> None:
         """Show these criteria, all in ``state``; cards are rebuilt only when the criteria change."""
+        self.remove_class("-previous")
         specs = tuple(specs)
         if specs != self._specs:
             self._specs = specs
@@ -97,6 +98,12 @@ class DecisionsPanel(VerticalScroll, can_focus=False):
         for card in self.cards:
             if card.state != "done":
                 card.set_state("cancelled")
+
+    def set_previous(self, ticket_id: str | None) -> None:
+        """Mark the cards as the previous ticket ``ticket_id``'s decisions (dimmed, named); None unmarks them."""
+        self.set_class(ticket_id is not None, "-previous")
+        for card in self.cards:
+            card.set_previous(ticket_id if card.result is not None else None)
 
     def show_result(self, result: TicketResult) -> None:
         """Show a stored result (its own criteria, whatever the active pack)."""

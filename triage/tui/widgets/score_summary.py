@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from textual.markup import escape
+from textual.visual import VisualType
 from textual.widgets import Static
 
 from triage.domain.result import TicketResult, Tokens, readout_words
@@ -18,7 +19,11 @@ def _ms(ms: float) -> str:
 
 
 class ScoreSummary(Static):
-    """Two or three short lines under the ticket box."""
+    """Two or three short lines under the ticket box.
+
+    While the box holds another text than the result's ticket (:meth:`set_previous`), a first line
+    says whose decisions these are and the lines under it are dimmed.
+    """
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__("", id=id)
@@ -26,7 +31,42 @@ class ScoreSummary(Static):
         self.session_cached = 0
         self.session_input = 0
         self.session_tickets = 0
+        self.previous: str | None = None  # the result's ticket id, once the box holds another text
+        self._shown = ""
+        self._previous_line = ""
         self.idle()
+
+    def update(self, content: VisualType = "", *, layout: bool = True) -> None:
+        """Show ``content`` (every state below comes through here); a previous mark is dropped."""
+        self.previous, self._previous_line = None, ""
+        self.remove_class("-previous")
+        self._shown = content if isinstance(content, str) else ""
+        super().update(content, layout=layout)
+
+    def set_previous(self, ticket_id: str | None, *, reply: bool = False) -> None:
+        """Say that the result shown is the previous ticket ``ticket_id``'s (None: it is the box's again).
+
+        ``reply``: the box holds that ticket with text added under it (F8/F9/F10 would add it as a reply).
+        """
+        if ticket_id is None:
+            if self.previous is not None:
+                self.update(self._shown)
+            return
+        what = (
+            "F8/F9/F10 add the text under it as a reply; F5 scores the box as a new ticket"
+            if reply
+            else "F5 scores the box"
+        )
+        line = (
+            f"[$warning]⚠ previous ticket [b]{escape(ticket_id)}[/b]: the box has changed since these "
+            f"decisions; {what}.[/]"
+        )
+        if line == self._previous_line:
+            return
+        shown = self._shown
+        super().update(line + ("\n[dim]" + shown + "[/dim]" if shown else ""))
+        self.previous, self._previous_line = ticket_id, line
+        self.add_class("-previous")
 
     @property
     def session_hit_rate(self) -> float | None:
