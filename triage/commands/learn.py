@@ -225,9 +225,11 @@ def run(args: argparse.Namespace) -> int:
     if args.history_file and not args.history:
         raise InputError("--history-file works only with --history")
     if args.output:  # now, not after the scoring and the fit
+        from triage.store.history import history_path
         from triage.store.outputs import check_output, check_writable
 
-        check_writable(check_output(args.output, inputs=args.labelled, force=args.force, what="head"))
+        read = [*args.labelled] + ([history_path(Path(args.history_file) if args.history_file else None)] if args.history else [])
+        check_writable(check_output(args.output, inputs=read, force=args.force, what="head"))
     if not args.labelled and not args.history:
         raise InputError("nothing to learn from", hint="give labelled files, or --history (the app's labels), or both")
     pack = resolve_pack(args.pack)
@@ -248,7 +250,10 @@ def run(args: argparse.Namespace) -> int:
             from triage.store.training import training_rows
 
             ident = feat.Identity(engine.sha256, engine.format_for("label").id, pack.hash)
-            with History.open_writable(Path(args.history_file) if args.history_file else None) as h:
+            source = Path(args.history_file) if args.history_file else None
+            with History.open_readonly(source, must_exist=source is not None) as h, h.guard():  # only read
+                if h.notice:
+                    err.print(f"triage: note: {printable(h.notice)}", markup=False, highlight=False)
                 history = training_rows(h, pack, ident)
             err.print(
                 f"triage: the history holds {len(history.rows)} labelled ticket(s) for pack {printable(pack.name)}: "
@@ -363,8 +368,15 @@ def run(args: argparse.Namespace) -> int:
         results = holdout_metrics(pack, head, scored, run_.sets[1], only)
         print_holdout(results, out, fraction=args.holdout, fit_n=len(scored.rows))
         head.report["holdout"] = json_safe({"fraction": args.holdout, **brief(results)})
+    from triage.store.outputs import write_via
+
     save_fit(
-        head, out, output=args.output, no_store=args.no_store, write=head_mod.write_head, store=head_mod.store_head
+        head,
+        out,
+        output=args.output,
+        no_store=args.no_store,
+        write=lambda fit, path: write_via(path, lambda real: head_mod.write_head(fit, real)),
+        store=head_mod.store_head,
     )
     if not args.no_store:  # what `triage score` will now apply, by the same policy
         from dataclasses import replace

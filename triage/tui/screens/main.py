@@ -669,9 +669,11 @@ class MainScreen(Screen[None]):
     # -- history, export, clipboard ---------------------------------------------------
     def _record(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
         """Write to history; a failure is shown, never fatal (scoring goes on)."""
+        from triage.store.history import HistoryFault
+
         try:
             return fn(*args, **kwargs)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, HistoryFault) as exc:  # locked, read-only, a full disk: said, never fatal
             log.exception("history write failed")
             self.notify(f"Could not save to history: {exc}", severity="error", timeout=10, markup=False)
             return None
