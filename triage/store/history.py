@@ -821,13 +821,7 @@ def _open_checked(path: Path, mode: str, *, immutable: bool) -> sqlite3.Connecti
                     conn.execute("ROLLBACK")
         else:
             _shadow_missing(conn, version)
-    except HistoryFault:
-        conn.close()
-        raise
-    except sqlite3.Error as exc:
-        conn.close()
-        raise fault_of(exc, path) from exc
-    except BaseException:
+    except BaseException:  # a SQLite error is made a HistoryFault by the caller (after a read-only retry)
         conn.close()
         raise
     return conn

@@ -173,7 +173,7 @@ def check_output(
         )
     if kind == "file" and is_sqlite(real):
         raise InputError(
-            f"{option} {out} is a SQLite database: triage never writes its {what} over a database, even with --force",
+            f"{option} {out} is a SQLite database: triage never writes over a database, even with --force",
             hint="write the output to another file",
         )
     if kind == "file" and not force:
