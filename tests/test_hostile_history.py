@@ -475,6 +475,7 @@ def test_a_row_giving_one_key_twice_and_a_nul_byte_are_named(tmp_path: Path, his
 BIG = 100_000
 
 
+@pytest.mark.slow
 def test_label_file_of_100000_rows_is_stored_in_bounded_memory(tmp_path: Path) -> None:
     """Peak RSS of `triage label --file` over 100,000 rows stays under 200 MB (it was 1.1 GB)."""
     path = tmp_path / "history.sqlite3"
