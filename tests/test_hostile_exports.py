@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from test_hostile_inputs import assert_clean, triage
 
+from triage.errors import InputError
 from triage.evaluation.data import read_labelled
 from triage.intake.columns import ColumnMap, export_tickets
 from triage.intake.html import html_to_text
@@ -78,8 +79,9 @@ def test_html_of_two_and_a_half_megabytes_ends() -> None:
     ids=["open-quote", "open-tag", "open-comment", "bogus-end", "deep", "head", "script"],
 )
 def test_unclosed_constructs_stay_linear(unit: str) -> None:
-    small, large = "<p>a</p>" + unit * 4000, "<p>a</p>" + unit * 32000
-    ratio = _best_of(large) / max(_best_of(small), 1e-4)
+    """The standard library's parser is quadratic on some of these (an unclosed tag: 5 s for 4,000 of them)."""
+    small, large = "<p>a</p>" + unit * 16000, "<p>a</p>" + unit * 128000  # large enough to time above the noise
+    ratio = _best_of(large) / max(_best_of(small), 0.01)  # below 10 ms a timing is noise
     assert ratio <= 2 * 8, ratio
 
 
@@ -197,5 +199,5 @@ def test_a_parquet_binary_text_column_is_decoded_or_refused_by_name(tmp_path: Pa
     assert got[1].text is None and "column 'body' holds binary data that is not UTF-8" in (got[1].error or "")
     listed = list(export_tickets(str(f), ColumnMap.parse("tags", "id")))
     assert all("column 'tags' holds a list, not text" in (t.error or "") for t in listed)
-    rows = read_labelled(f, pack, columns=ColumnMap.parse("body", "id", ["queue=tags"]))
-    assert not rows.rows and all("column 'tags' holds a list, not a label" in b.message for b in rows.bad)
+    with pytest.raises(InputError, match="column 'tags' holds a list, not a label"):
+        read_labelled(f, pack, columns=ColumnMap.parse("body", "id", ["queue=tags"]))

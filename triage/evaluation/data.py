@@ -291,8 +291,7 @@ def read_export(
             value = get_value(rec.data, col)
             bad = cell_problem(value, col, "a label")
             if bad is not None:  # a list column (tags) is no label: named, never read as empty
-                problem = problem or bad
-                continue
+                raise InputError(f"{where}: {bad}", hint="name a column with one value per row: --label CRITERION=COLUMN")
             value = as_text(value).strip()
             if not value:
                 problem = problem or (None if partial else f"no label in column {col!r} (criterion {cid!r})")
