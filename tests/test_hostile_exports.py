@@ -130,7 +130,10 @@ def test_pack_init_on_a_json_array_with_a_deep_element_skips_it(tmp_path: Path) 
 def test_a_deep_jsonl_export_line_is_that_lines_error(tmp_path: Path) -> None:
     f = tmp_path / "export.jsonl"
     f.write_text(
-        '{"id": "a", "text": "fine"}\n{"id": "b", "text": ' + "[" * 100_000 + "]" * 100_000 + '}\n{"id": "c", "text": "ok"}\n',
+        '{"id": "a", "text": "fine"}\n{"id": "b", "text": '
+        + "[" * 100_000
+        + "]" * 100_000
+        + '}\n{"id": "c", "text": "ok"}\n',
         encoding="utf-8",
     )
     got = list(export_tickets(str(f), ColumnMap(explicit=True)))
@@ -146,7 +149,9 @@ def test_nul_bytes_are_named_with_their_line(tmp_path: Path, pack) -> None:
     [bad] = rows.bad
     assert "row 2 (line 3)" in bad.message and "NUL byte" in bad.message and "'text'" in bad.message
     jsonl = tmp_path / "e.jsonl"
-    jsonl.write_bytes(b'{"id": "a", "text": "x", "queue": "billing"}\n{"id": "b", "text": "y\x00", "queue": "billing"}\n')
+    jsonl.write_bytes(
+        b'{"id": "a", "text": "x", "queue": "billing"}\n{"id": "b", "text": "y\x00", "queue": "billing"}\n'
+    )
     rows = read_labelled(jsonl, pack, columns=ColumnMap.parse(labels=["queue=queue"]))
     assert "line 2" in rows.bad[0].message and "NUL byte" in rows.bad[0].message
     binary = tmp_path / "b.csv"

@@ -344,7 +344,9 @@ def run_as_nobody(args: list[str], warm: list[str], home: Path) -> subprocess.Co
 
 
 @pytest.mark.parametrize("folder_mode", [0o755, 0o777], ids=["folder-read-only", "folder-writable"])
-def test_a_read_only_history_is_read_by_stats_and_export_and_refused_for_labels(tmp_path: Path, folder_mode: int) -> None:
+def test_a_read_only_history_is_read_by_stats_and_export_and_refused_for_labels(
+    tmp_path: Path, folder_mode: int
+) -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root to switch to the unprivileged user nobody")
     folder = Path(tempfile.mkdtemp(prefix="triage-ro-"))  # tmp_path's parents are root's only: nobody cannot reach
@@ -362,7 +364,9 @@ def test_a_read_only_history_is_read_by_stats_and_export_and_refused_for_labels(
         before = path.read_bytes()
         out = folder / "export.jsonl"
         proc = run_as_nobody(
-            ["stats", "--json", "--history-file", str(path)], ["stats", "--json", "--history-file", str(warm_path)], home
+            ["stats", "--json", "--history-file", str(path)],
+            ["stats", "--json", "--history-file", str(warm_path)],
+            home,
         )
         assert_clean(proc)
         assert proc.returncode == 0, proc.stderr
@@ -392,7 +396,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 512 KiB tmpfs of this test's own under tmp_path (skipped where mounting is not permitted)."""
     mnt = tmp_path / "disk"
     mnt.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)], capture_output=True, text=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(mnt)], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
     try:
@@ -432,7 +438,9 @@ def test_a_full_disk_under_the_history_stores_nothing_and_says_so(tmp_path: Path
 # -- 3 (label files) and 4 (labels keep their meaning) ----------------------------------------
 
 
-def test_one_file_giving_a_ticket_two_answers_for_one_criterion_is_refused(tmp_path: Path, hist: tuple[Path, int]) -> None:
+def test_one_file_giving_a_ticket_two_answers_for_one_criterion_is_refused(
+    tmp_path: Path, hist: tuple[Path, int]
+) -> None:
     path, n = hist
     rows = [
         {"id": "T-2", "labels": {"queue": "billing"}},
@@ -563,3 +571,51 @@ def test_a_text_kept_under_one_id_can_be_labelled_under_each_id_it_was_scored_wi
         assert proc.returncode == 0, proc.stderr
     proc = triage(["label", "--export", "-", "--history-file", str(path)], tmp_path / "home")
     assert sorted(json.loads(line)["id"] for line in proc.stdout.splitlines()) == ["A-1", "B-1"]
+
+
+def test_check_history_for_a_server_says_what_was_moved_and_raises_a_locked_kind(
+    tmp_path: Path, hist: tuple[Path, int]
+) -> None:
+    from triage.store.history import HistoryFault, HistoryLocked, NotAHistory, check_history
+
+    path, _ = hist
+    assert check_history(path) is None
+    data = bytearray(path.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    data[page * 2 : page * 5] = b"\xa5" * (page * 3)
+    path.write_bytes(bytes(data))
+    notice = check_history(path)
+    [aside] = tmp_path.glob("history.sqlite3.bad-*")
+    assert notice is not None and str(path) in notice and str(aside) in notice
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(HistoryLocked) as info:
+            check_history(path)
+        assert isinstance(info.value, HistoryFault) and info.value.kind == "locked" and info.value.exit_code == 1
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    (tmp_path / "notes.txt").write_text("mine", encoding="utf-8")
+    with pytest.raises(NotAHistory) as refused:
+        check_history(tmp_path / "notes.txt")
+    assert refused.value.kind == "not-a-history" and refused.value.exit_code == 2
+
+
+def test_the_apps_export_writes_through_a_device_and_never_over_a_database(
+    tmp_path: Path, hist: tuple[Path, int]
+) -> None:
+    from triage.errors import InputError
+    from triage.store.export import export_result
+
+    path, _ = hist
+    result = FakeEngine().score_ticket(make_ticket(TEXTS["T-1"], "T-1"), default_pack())
+    device = private_null(tmp_path)
+    export_result(result, device, fmt="json")
+    assert stat.S_ISCHR(os.lstat(device).st_mode)
+    before = path.read_bytes()
+    with pytest.raises(InputError, match="never writes over a database"):
+        export_result(result, path, fmt="json")
+    assert path.read_bytes() == before
+    out = export_result(result, tmp_path / "r.json")
+    assert json.loads(out.read_text(encoding="utf-8"))["ticket_id"] == "T-1"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from triage.errors import InputError
@@ -135,9 +135,7 @@ def _export(history_file: str | None, target: str, *, force: bool) -> int:
     from triage.store.outputs import check_output, write_output
 
     source = history_path(Path(history_file) if history_file else None)
-    out = check_output(
-        target, inputs=[source], force=force, what="label export", option="--export", stdout=True
-    )
+    out = check_output(target, inputs=[source], force=force, what="label export", option="--export", stdout=True)
     with History.open_readonly(source, must_exist=bool(history_file)) as history, history.guard():
         if history.notice:
             print(f"triage: note: {history.notice}", file=sys.stderr)

@@ -228,7 +228,9 @@ def run(args: argparse.Namespace) -> int:
         from triage.store.history import history_path
         from triage.store.outputs import check_output, check_writable
 
-        read = [*args.labelled] + ([history_path(Path(args.history_file) if args.history_file else None)] if args.history else [])
+        read = [*args.labelled] + (
+            [history_path(Path(args.history_file) if args.history_file else None)] if args.history else []
+        )
         check_writable(check_output(args.output, inputs=read, force=args.force, what="head"))
     if not args.labelled and not args.history:
         raise InputError("nothing to learn from", hint="give labelled files, or --history (the app's labels), or both")
@@ -368,15 +370,8 @@ def run(args: argparse.Namespace) -> int:
         results = holdout_metrics(pack, head, scored, run_.sets[1], only)
         print_holdout(results, out, fraction=args.holdout, fit_n=len(scored.rows))
         head.report["holdout"] = json_safe({"fraction": args.holdout, **brief(results)})
-    from triage.store.outputs import write_via
-
     save_fit(
-        head,
-        out,
-        output=args.output,
-        no_store=args.no_store,
-        write=lambda fit, path: write_via(path, lambda real: head_mod.write_head(fit, real)),
-        store=head_mod.store_head,
+        head, out, output=args.output, no_store=args.no_store, write=head_mod.write_head, store=head_mod.store_head
     )
     if not args.no_store:  # what `triage score` will now apply, by the same policy
         from dataclasses import replace

@@ -205,10 +205,10 @@ def split_by_id(rows: LabelledSet, train_fraction: float) -> tuple[LabelledSet, 
 
 
 def write_jsonl(rows: list[LabelledRow], path: Path) -> None:
-    """Write rows back as labelled JSONL (the raw text, as given), atomically."""
-    from triage.store.files import write_text_atomic
+    """Write rows back as labelled JSONL (the raw text, as given), atomically (a device or FIFO: written through)."""
+    from triage.store.outputs import write_output
 
-    write_text_atomic(
+    write_output(
         path,
         "".join(
             json.dumps({"id": r.id, "text": r.ticket.raw, "labels": r.labels}, ensure_ascii=False) + "\n" for r in rows
@@ -291,7 +291,9 @@ def read_export(
             value = get_value(rec.data, col)
             bad = cell_problem(value, col, "a label")
             if bad is not None:  # a list column (tags) is no label: named, never read as empty
-                raise InputError(f"{where}: {bad}", hint="name a column with one value per row: --label CRITERION=COLUMN")
+                raise InputError(
+                    f"{where}: {bad}", hint="name a column with one value per row: --label CRITERION=COLUMN"
+                )
             value = as_text(value).strip()
             if not value:
                 problem = problem or (None if partial else f"no label in column {col!r} (criterion {cid!r})")

@@ -187,7 +187,8 @@ def iter_json_lines(path: str | Path, what: str, *, max_line: int = MAX_LINE) ->
                 yield n, obj, None
         except Bounded as exc:
             raise InputError(
-                f"{what} {path} line {n + 1}: {exc}; a row of it is a few hundred bytes", hint="check that it is the right file"
+                f"{what} {path} line {n + 1}: {exc}; a row of it is a few hundred bytes",
+                hint="check that it is the right file",
             ) from None
         except OSError as exc:
             raise InputError(f"cannot read {path}: {exc.strerror}") from None

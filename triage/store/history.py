@@ -9,10 +9,11 @@ earlier history. Re-scoring a ticket adds a score; earlier ones are kept.
 A ticket may be a thread (:mod:`triage.scoring.thread`): its messages are kept in
 order (table ``messages``, migration 4) and it stays **one** ticket row as it grows:
 each new message is saved (its own transaction) into the same row, whose ``text``
-becomes the thread as the prompt writes it. A plain ticket is found by its id and the hash of
-its text (the same text under another id is a row of its own, so each id finds its ticket); a thread's row is found by its row id (or by its ticket id and first
-message), and its ``sha256`` column holds ``thread:<row>`` instead, so a pasted text
-never lands on a thread. Each score records how many of the messages it scored.
+becomes the thread as the prompt writes it. A plain ticket is found by its id and the
+hash of its text (the same text under another id is a row of its own, so each id finds its
+ticket); a thread's row is found by its row id (or by its ticket id and first message), and
+its ``sha256`` column holds ``thread:<row>`` instead, so a pasted text never lands on a
+thread. Each score records how many of the messages it scored.
 
 The schema is versioned with ``PRAGMA user_version`` and grows by numbered
 migrations (:data:`MIGRATIONS`).
@@ -689,6 +690,20 @@ def _tx(conn: sqlite3.Connection, path: Path | None = None) -> Iterator[None]:
         raise
 
 
+def check_history(path: Path | None = None) -> str | None:
+    """Open the history for writing once and close it: for a server's start-up (``triage serve``).
+
+    A damaged triage history is moved aside here, and the notice to print is returned (it names
+    both files); None when there was nothing to say.
+
+    Raises:
+        HistoryFault: the history cannot be used (``kind``: ``locked``, ``read-only``, ``full``,
+            ``newer``, ``damaged``, ``not-a-history``, ``unusable``); nothing was changed.
+    """
+    with History.open_writable(path) as history:
+        return history.notice
+
+
 def history_path(path: Path | None = None) -> Path:
     """The history file: ``path`` (``~`` expanded), else the user data dir's."""
     if path is not None:
@@ -886,7 +901,9 @@ def fault_of(exc: BaseException, path: Path | None) -> HistoryFault:
                 "aside and starts a new one; or restore it from a backup"
             )
         else:
-            message = f"{path} is damaged ({reason}) and is not recognisably a triage history; triage leaves it as it is"
+            message = (
+                f"{path} is damaged ({reason}) and is not recognisably a triage history; triage leaves it as it is"
+            )
             hint = "name the history file (a new name starts a new history)"
         return HistoryDamaged(path, message, reason=reason, movable=movable, hint=hint)
     if primary == _CANTOPEN:

@@ -167,7 +167,7 @@ def check_output(
     base = sqlite_side_of(real)
     if base is not None:
         raise InputError(
-            f"{option} {out} is the {real.name[len(base.name):]} file of the database {base}: "
+            f"{option} {out} is the {real.name[len(base.name) :]} file of the database {base}: "
             "triage never writes over a database",
             hint="write the output to another file",
         )

@@ -890,7 +890,7 @@ class MainScreen(Screen[None]):
             return None
         try:
             written = export_result(self.result, path, fmt=fmt, ticket_text=self.result_text)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, TriageError) as exc:  # the output guard refuses a folder, a database
             self.notify(f"Export failed: {exc}", severity="error", timeout=10, markup=False)
             return None
         self.notify(f"Exported {fmt.upper() if fmt == 'json' else 'Markdown'} to {written}", markup=False)
