@@ -619,3 +619,20 @@ def test_the_apps_export_writes_through_a_device_and_never_over_a_database(
     assert path.read_bytes() == before
     out = export_result(result, tmp_path / "r.json")
     assert json.loads(out.read_text(encoding="utf-8"))["ticket_id"] == "T-1"
+
+
+def test_label_file_with_old_mac_line_ends_and_one_endless_line(tmp_path: Path, hist: tuple[Path, int]) -> None:
+    path, n = hist
+    f = tmp_path / "cr.jsonl"
+    rows = [{"id": "T-2", "labels": {"queue": "billing"}}, {"id": "T-3", "labels": {"queue": "shipping"}}]
+    f.write_bytes(b"\xef\xbb\xbf" + "\r".join(json.dumps(r) for r in rows).encode() + b"\r")
+    proc = triage(["label", "--file", str(f), "--history-file", str(path)], tmp_path / "home")
+    assert_clean(proc)
+    assert proc.returncode == 0 and "stored 2 label(s)" in proc.stderr, proc.stderr
+    endless = tmp_path / "endless.jsonl"
+    endless.write_bytes(b'{"id": "T-1", "labels": {"queue": "billing"}}\n' + b"x" * (9 << 20))
+    proc = triage(["label", "--file", str(endless), "--history-file", str(path)], tmp_path / "home")
+    assert_clean(proc)
+    assert proc.returncode == 2 and "line 2: it is longer than 8 MiB" in proc.stderr, proc.stderr
+    with History.open_readonly(path) as h:
+        assert lab.count(h) == n + 2

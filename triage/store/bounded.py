@@ -107,9 +107,10 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _split(fh: Any, sep: bytes, limit: int) -> Iterator[bytes]:
-    """The ``sep``-separated pieces of a binary stream, each at most ``limit`` bytes (else :class:`Bounded`)."""
-    buf = bytearray()
+def _split(fh: Any, sep: bytes, limit: int, head: bytes = b"") -> Iterator[bytes]:
+    """The ``sep``-separated pieces of ``head`` and then a binary stream, each at most ``limit`` bytes
+    (else :class:`Bounded`)."""
+    buf = bytearray(head)
     start = searched = 0
     while True:
         i = buf.find(sep, searched)
@@ -156,11 +157,11 @@ def iter_json_lines(path: str | Path, what: str, *, max_line: int = MAX_LINE) ->
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror}") from None
     with fh:
-        head = fh.peek(_CHUNK)[:_CHUNK] if hasattr(fh, "peek") else b""
-        sep = b"\r" if b"\r" in head and b"\n" not in head else b"\n"
         n = 0
         try:
-            for n, raw in enumerate(_split(fh, sep, max_line), 1):
+            head = fh.read(_CHUNK)
+            sep = b"\r" if b"\r" in head and b"\n" not in head else b"\n"
+            for n, raw in enumerate(_split(fh, sep, max_line, head), 1):
                 if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
                     raw = raw[3:]
                 raw = raw.removesuffix(b"\r")
