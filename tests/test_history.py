@@ -118,18 +118,18 @@ def test_a_crash_mid_score_loses_only_that_score() -> None:
         assert h.load(sid).result.to_dict() == result.to_dict()  # type: ignore[union-attr]
 
 
-def test_garbage_file_is_moved_aside_never_overwritten() -> None:
+def test_a_file_that_is_not_sqlite_is_left_alone_never_moved_or_overwritten() -> None:
     db = user_dirs().history_db
     db.parent.mkdir(parents=True)
     junk = b"this is not sqlite\x00\xff" * 100
     db.write_bytes(junk)
     with History.open() as h:
-        assert h.notice is not None and "moved aside" in h.notice and "not a database" in h.notice
-        assert h.path == db
+        assert h.notice is not None and "not a triage history" in h.notice and "moved aside" not in h.notice
+        assert h.path is None  # this session's history is in memory
         save_scored(h)
         assert len(h.search()) == 1
-    [aside] = db.parent.glob("history.sqlite3.bad-*")
-    assert aside.read_bytes() == junk
+    assert db.read_bytes() == junk
+    assert not list(db.parent.glob("history.sqlite3.bad-*"))
 
 
 def test_damaged_pages_are_moved_aside() -> None:
@@ -164,12 +164,13 @@ def test_newer_schema_is_left_alone() -> None:
     assert not list(db.parent.glob("*.bad-*"))
 
 
-def test_a_directory_in_the_way_is_moved_aside() -> None:
+def test_a_directory_in_the_way_is_left_alone() -> None:
     db = user_dirs().history_db
     db.mkdir(parents=True)
+    (db / "mine.txt").write_text("a user's file", encoding="utf-8")
     with History.open() as h:
-        assert h.notice is not None and h.path == db
-    assert db.is_file()
+        assert h.notice is not None and "is a folder" in h.notice and h.path is None
+    assert db.is_dir() and (db / "mine.txt").read_text(encoding="utf-8") == "a user's file"
 
 
 def test_migrates_an_older_schema_in_place(tmp_path: Path) -> None:

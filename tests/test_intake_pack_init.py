@@ -80,7 +80,7 @@ def test_pack_init_never_overwrites_without_force(tmp_path: Path, capsys: pytest
     out.write_text("mine\n", encoding="utf-8")
     argv = ["pack", "init", str(export), "--text", "Subject", "--criteria", "queue=Group", "-o", str(out)]
     assert main(argv) == 2
-    assert "already exists; nothing written" in capsys.readouterr().err
+    assert "exists; the pack would replace it" in capsys.readouterr().err
     assert out.read_text(encoding="utf-8") == "mine\n"
     assert main(argv + ["--force"]) == 0
     assert load_pack(out).criteria[0].id == "queue"

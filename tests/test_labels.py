@@ -134,7 +134,7 @@ def test_cli_label_pairs_file_export_and_stats(
     assert rows[1] == {"id": "T-2", "text": TEXTS["T-2"], "labels": {"queue": q2}}
     # the export is never written over without --force
     assert main(["label", "--export", str(out)]) == 2
-    assert "exists; not replaced" in capsys.readouterr().err
+    assert "exists; the label export would replace it" in capsys.readouterr().err
     assert main(["stats", "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert stats["labels"] == 3
@@ -275,10 +275,10 @@ def test_training_rows_use_kept_inputs_and_name_what_is_left_out(history: Histor
     kept = feat.Kept(np.ones(8, dtype=np.float32), np.log(np.full(5, 0.2)))
     feat.save(history, t1.score_id, ident, {"queue": kept, "urgency": kept})
     feat.save(history, t2.score_id, feat.Identity("another-model", "fmt", pack.hash), {"queue": kept})
-    # a label on a criterion the pack does not have (as after a pack change)
+    # a label given under an older version of the pack (a criterion this one no longer has)
     history.conn.execute(
-        "INSERT INTO labels (ticket, score, criterion, option, kind, origin, created_at) "
-        "VALUES (?, ?, 'tone', 'warm', 'correction', 'cli', 1e10)",
+        "INSERT INTO labels (ticket, score, criterion, option, kind, origin, created_at, pack_name, pack_hash) "
+        "VALUES (?, ?, 'tone', 'warm', 'correction', 'cli', 1e10, 'support', 'an-older-hash')",
         (t2.ticket_row, t2.score_id),
     )
     got = training_rows(history, pack, ident)
@@ -286,7 +286,10 @@ def test_training_rows_use_kept_inputs_and_name_what_is_left_out(history: Histor
     assert by_id["T-1"].labels == {"queue": "billing", "urgency": "high"} and not by_id["T-1"].needs_scoring
     assert by_id["T-2"].needs_scoring  # its features are another model's
     assert (got.kept, got.to_score) == (1, 1)
-    assert got.notes() == ["1 label(s) left out: criterion 'tone' is not in pack 'support'"]
+    assert got.notes() == [
+        f"1 label(s) left out: given under another version of pack 'support' (pack hash an-older-has, "
+        f"this one is {pack.hash[:12]})"
+    ]
 
 
 def test_balanced_agreement_puts_a_readout_that_always_says_one_option_at_chance() -> None:

@@ -13,6 +13,7 @@ from textual.widgets import DataTable, Input
 
 from triage.domain.ticket import make_ticket
 from triage.errors import TriageError
+from triage.store.history import History
 from triage.store.paths import user_dirs
 from triage.tui.app import TriageApp
 from triage.tui.messages import TicketDecided
@@ -413,9 +414,19 @@ async def test_switch_pack_from_a_file_through_the_palette(tmp_path: Path) -> No
 
 
 async def test_a_damaged_history_is_moved_aside_and_the_app_says_so() -> None:
+    import sqlite3
+
     db = user_dirs().history_db
-    db.parent.mkdir(parents=True)
-    db.write_bytes(b"\x00garbage" * 512)
+    with History.open() as h:  # a triage history with pages on disk, then its b-tree pages trashed
+        for i in range(40):
+            h.save_ticket(make_ticket(f"ticket number {i} " + "x" * 3000))
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    data = bytearray(db.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    data[page * 2 : page * 6] = b"\xa5" * (page * 4)  # the header (SQLite, triage's schema) stays
+    db.write_bytes(bytes(data))
     app = fake_app()
     async with app.run_test() as pilot:
         await ready(app, pilot)

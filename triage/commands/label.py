@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,7 +13,7 @@ from triage.errors import InputError
 
 if TYPE_CHECKING:
     from triage.store.history import History
-    from triage.store.labels import Answer, ScoredTicket
+    from triage.store.labels import LabelRow
 
 NAME = "label"
 ORDER = 44
@@ -30,13 +31,18 @@ history with their ids, decisions and labels (--unlabelled: those left to label)
 
   triage label ID CRITERION=OPTION [CRITERION=OPTION ...]
   triage label --file LABELS.jsonl     rows {"id": ..., "labels": {criterion: option}}
-  triage label --export FILE.jsonl     every labelled ticket, as `triage learn` reads it
+  triage label --export FILE.jsonl     every labelled ticket, as `triage learn` reads it (- : standard output)
 
-Every label of one call is checked first and stored in one transaction: with one
-unknown ticket id, criterion or option (or a bad line in --file) nothing is
-stored, and the error names it.
+Every label of one call is checked and stored in one transaction: with one
+unknown ticket id, criterion or option (or a bad line in --file, or one ticket
+given two different answers for one criterion) nothing is stored, and the error
+names it. --file is read line by line and stored as it is read (memory stays
+bounded however long the file is). --export only reads the history: a
+read-only history file works, and the export is never written over the history
+or any database.
 
-Exit status: 0 stored (or exported); 2 bad input, nothing stored.
+Exit status: 0 stored (or exported); 2 bad input, nothing stored; 1 the history
+cannot be used (locked by another process, read-only, a full disk, damaged), nothing stored.
 
 examples:
   triage label 3f2a9c01b7de queue=shipping urgency=high
@@ -66,22 +72,29 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.ticket and not args.pairs:
         raise InputError(f"no labels given for ticket {args.ticket!r}", hint="e.g. triage label ID queue=shipping")
+    if args.export:
+        return _export(args.history_file, args.export, force=args.force)
+    if args.file:
+        from triage.store.outputs import path_kind
+
+        if path_kind(Path(args.file).expanduser()) == "missing":  # before the history is opened or created
+            raise InputError(f"label file {args.file} does not exist")
     history = _open_history(args.history_file)
-    with history:
-        if args.export:
-            return _export(history, Path(args.export), force=args.force)
+    with history, history.guard():
         if args.file:
-            batch = _read_file(history, Path(args.file))
-            origin = "file"
+            done = lab.record_rows(history, _file_rows(Path(args.file)), origin="file", source=args.file)
+            stored, corrections, tickets = done.stored, done.corrections, done.tickets
+            if done.repeated:
+                print(f"triage: {done.repeated} answer(s) given again in the file were stored once", file=sys.stderr)
         else:
-            batch = [(lab.find_ticket(history, args.ticket), lab.parse_pairs(args.pairs))]
-            origin = "cli"
-        stored = lab.record_many(history, batch, origin=origin)
-    corrections = sum(s.kind == "correction" for s in stored)
-    tickets = len({s.ticket_row for s in stored})
+            labels = lab.record_many(
+                history, [(lab.find_ticket(history, args.ticket), lab.parse_pairs(args.pairs))], origin="cli"
+            )
+            stored, corrections = len(labels), sum(s.kind == "correction" for s in labels)
+            tickets = len({s.ticket_row for s in labels})
     print(
-        f"triage: stored {len(stored)} label(s) on {tickets} ticket(s): {corrections} correction(s), "
-        f"{len(stored) - corrections} confirmation(s)",
+        f"triage: stored {stored} label(s) on {tickets} ticket(s): {corrections} correction(s), "
+        f"{stored - corrections} confirmation(s)",
         file=sys.stderr,
     )
     return 0
@@ -96,51 +109,41 @@ def _open_history(path: str | None) -> History:
     return history
 
 
-def _read_file(history: History, path: Path) -> list[tuple[ScoredTicket, list[Answer]]]:
-    """Every row of a label file, checked: a bad line stops the call before anything is stored."""
-    from triage.domain.ticket import jsonl_lines, read_text_file
+def _file_rows(path: Path) -> Iterator[LabelRow]:
+    """The rows of a label file, streamed: each as (where, id, answers) or (where, error)."""
+    from triage.bounded import iter_json_lines
     from triage.store import labels as lab
 
-    text = read_text_file(str(path), "label file")
-    batch = []
-    problems = []
-    for item in jsonl_lines(text):
-        where = f"{path}:{item.line}"
-        if item.obj is None:
-            problems.append(f"{where}: {item.error}")
+    for line, obj, error in iter_json_lines(path, "label file"):
+        where = f"{path}:{line}"
+        if error is not None:
+            yield lab.LabelRow(where, error=error)
             continue
-        obj = item.obj
         if not isinstance(obj, dict) or not isinstance(obj.get("id"), str | int) or "labels" not in obj:
-            problems.append(f'{where}: a row must be {{"id": ..., "labels": {{criterion: option}}}}')
+            yield lab.LabelRow(where, error='a row must be {"id": ..., "labels": {criterion: option}}')
             continue
         try:
-            scored = lab.find_ticket(history, str(obj["id"]))
             answers = lab.answers_from_mapping(obj["labels"], where)
-            lab.check_answers(scored, answers)
         except InputError as exc:
-            problems.append(exc.message if exc.message.startswith(where) else f"{where}: {exc.message}")
+            yield lab.LabelRow(where, error=exc.message.removeprefix(f"{where}: "))
             continue
-        batch.append((scored, answers))
-    if problems:
-        shown = "\n  ".join(problems[:20]) + (f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else "")
-        raise InputError(
-            f"{len(problems)} bad row(s) in {path}; nothing was stored:\n  {shown}",
-            hint="fix or remove those rows and run again",
-        )
-    if not batch:
-        raise InputError(f"{path} holds no labels")
-    return batch
+        yield lab.LabelRow(where, str(obj["id"]), answers)
 
 
-def _export(history: History, path: Path, *, force: bool) -> int:
+def _export(history_file: str | None, target: str, *, force: bool) -> int:
     from triage.store import labels as lab
-    from triage.store.files import write_text_atomic
+    from triage.store.history import History, history_path
+    from triage.store.outputs import check_output, write_output
 
-    if path.exists() and not force:
-        raise InputError(f"{path} exists; not replaced", hint="pass --force to replace it, or choose another name")
-    rows = lab.export_rows(history)
+    source = history_path(Path(history_file) if history_file else None)
+    out = check_output(target, inputs=[source], force=force, what="label export", option="--export", stdout=True)
+    with History.open_readonly(source, must_exist=bool(history_file)) as history, history.guard():
+        if history.notice:
+            print(f"triage: note: {history.notice}", file=sys.stderr)
+        rows = lab.export_rows(history)
     if not rows:
         raise InputError("the history holds no labels to export", hint="label tickets in the app or with triage label")
-    write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-    print(f"triage: wrote {len(rows)} labelled ticket(s) to {path}", file=sys.stderr)
+    write_output(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    where = "standard output" if str(out) == "-" else str(out)
+    print(f"triage: wrote {len(rows)} labelled ticket(s) to {where}", file=sys.stderr)
     return 0

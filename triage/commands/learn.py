@@ -227,9 +227,13 @@ def run(args: argparse.Namespace) -> int:
     if args.history_file and not args.history:
         raise InputError("--history-file works only with --history")
     if args.output:  # now, not after the scoring and the fit
+        from triage.store.history import history_path
         from triage.store.outputs import check_output, check_writable
 
-        check_writable(check_output(args.output, inputs=args.labelled, force=args.force, what="head"))
+        read = [*args.labelled] + (
+            [history_path(Path(args.history_file) if args.history_file else None)] if args.history else []
+        )
+        check_writable(check_output(args.output, inputs=read, force=args.force, what="head"))
     if not args.labelled and not args.history:
         raise InputError("nothing to learn from", hint="give labelled files, or --history (the app's labels), or both")
     pack = resolve_pack(args.pack)
@@ -250,7 +254,10 @@ def run(args: argparse.Namespace) -> int:
             from triage.store.training import training_rows
 
             ident = feat.Identity(engine.sha256, engine.format_for("label").id, pack.hash)
-            with History.open_writable(Path(args.history_file) if args.history_file else None) as h:
+            source = Path(args.history_file) if args.history_file else None
+            with History.open_readonly(source, must_exist=source is not None) as h, h.guard():  # only read
+                if h.notice:
+                    err.print(f"triage: note: {printable(h.notice)}", markup=False, highlight=False)
                 history = training_rows(h, pack, ident)
             err.print(
                 f"triage: the history holds {len(history.rows)} labelled ticket(s) for pack {printable(pack.name)}: "

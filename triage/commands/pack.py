@@ -85,6 +85,9 @@ def run(args: argparse.Namespace) -> int:
     if not text_columns:
         raise InputError(f"--text names no column: {args.text_columns!r}")
     criteria = parse_criteria(args.criteria)
+    from triage.store.outputs import check_output
+
+    check_output(args.output, inputs=[args.export], force=args.force, what="pack")  # before the export is read
     plan = plan_pack(args.export, text_columns, criteria, name=args.name, min_count=min_count, id_column=args.id_column)
     path = write_pack(plan, args.output, force=args.force)
 

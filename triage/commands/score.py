@@ -703,6 +703,9 @@ def _open_history(args: argparse.Namespace, config: dict[str, Any]) -> Any:
 
     from triage.store.keep import ScoreKeeper
 
-    return ScoreKeeper.open(
+    keeper = ScoreKeeper.open(
         Path(args.history_file) if args.history_file else None, keep=int(config.get("keep_features", 5000))
     )
+    if keeper.history.notice:  # a damaged history moved aside: both files named
+        _say(f"triage: note: {keeper.history.notice}")
+    return keeper

@@ -20,6 +20,10 @@ chance there, however often it agrees), over the newest 50, by what decided
 (learned, calibrated, zero-shot), and the trend in consecutive blocks of 20
 labels, oldest first. --json prints the same as one JSON object.
 
+The history is only read (a read-only file works). One that cannot be read
+(locked by another process, damaged, from a newer triage, not a history) is an
+error with exit status 1 or 2, never a report of zero labels.
+
 examples:
   triage stats
   triage stats --json | jq '.criteria[] | {criterion, rate: .overall.rate}'"""
@@ -40,7 +44,10 @@ def run(args: argparse.Namespace) -> int:
     from triage.store import labels as lab
     from triage.store.history import History
 
-    with History.open(Path(args.history_file) if args.history_file else None) as history:
+    # Read-only (SQLite mode=ro): a read-only history works, nothing is created, migrated or moved, and a
+    # history that cannot be read is an error, never "0 labels".
+    path = Path(args.history_file) if args.history_file else None
+    with History.open_readonly(path, must_exist=path is not None) as history, history.guard():
         if history.notice:
             print(f"triage: note: {history.notice}", file=sys.stderr)
         rows = agreement(lab.judged(history))

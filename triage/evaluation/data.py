@@ -205,10 +205,10 @@ def split_by_id(rows: LabelledSet, train_fraction: float) -> tuple[LabelledSet, 
 
 
 def write_jsonl(rows: list[LabelledRow], path: Path) -> None:
-    """Write rows back as labelled JSONL (the raw text, as given), atomically."""
-    from triage.store.files import write_text_atomic
+    """Write rows back as labelled JSONL (the raw text, as given), atomically (a device or FIFO: written through)."""
+    from triage.store.outputs import write_output
 
-    write_text_atomic(
+    write_output(
         path,
         "".join(
             json.dumps({"id": r.id, "text": r.ticket.raw, "labels": r.labels}, ensure_ascii=False) + "\n" for r in rows
@@ -236,7 +236,7 @@ def read_export(
             a label column empty in every row, no value that maps to an option, unmapped values
             under ``--unmapped error``, or no usable row.
     """
-    from triage.intake.columns import as_text, check_columns, get_value, ticket_text
+    from triage.intake.columns import as_text, cell_problem, check_columns, get_value, ticket_text
     from triage.intake.readers import open_export
     from triage.intake.sample import StratifiedSample
     from triage.intake.values import OptionMatcher, Unmapped
@@ -282,13 +282,19 @@ def read_export(
             out.bad.append(BadRow(rec.n, f"{where}: {rec.error}"))
             continue
         with_data += 1
-        rid = as_text(get_value(rec.data, id_col)).strip() if id_col else ""
+        raw_id = get_value(rec.data, id_col) if id_col else None
+        problem = cell_problem(raw_id, id_col, "an id") if id_col else None
+        rid = as_text(raw_id).strip() if problem is None else ""
         rid = rid or f"row-{rec.n}"
         gold: dict[str, str] = {}
-        problem = None
         for cid, col in label_cols.items():
             value = get_value(rec.data, col)
-            value = "" if isinstance(value, (list, dict)) else as_text(value).strip()
+            bad = cell_problem(value, col, "a label")
+            if bad is not None:  # a list column (tags) is no label: named, never read as empty
+                raise InputError(
+                    f"{where}: {bad}", hint="name a column with one value per row: --label CRITERION=COLUMN"
+                )
+            value = as_text(value).strip()
             if not value:
                 problem = problem or (None if partial else f"no label in column {col!r} (criterion {cid!r})")
                 continue

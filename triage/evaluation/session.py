@@ -35,8 +35,10 @@ def report_consoles() -> tuple[Console, Console]:
 
 def save_fit(fit: Any, out: Console, *, output: str | None, no_store: bool, write: Any, store: Any) -> None:
     """Write a fit (calibration or learned head) to ``output`` and store it for auto-apply, saying where."""
-    if output:
-        write(fit, output)
+    if output:  # through the output guard's writer: a device or FIFO is written through, a symlink's file replaced
+        from triage.store.outputs import write_via
+
+        write_via(output, lambda real: write(fit, real))
         out.print(f"wrote {output}", markup=False)
     if not no_store:
         path = store(fit)

@@ -129,12 +129,31 @@ def get_value(data: dict[str, Any], name: str) -> Any:
     return node
 
 
+def cell_problem(value: Any, name: str, what: str = "text") -> str | None:
+    """Why a cell cannot be read as ``what`` (a list, an object, bytes that are not UTF-8), or None."""
+    if isinstance(value, (list, tuple, dict)):
+        kind = "an object" if isinstance(value, dict) else "a list"
+        return f"column {name!r} holds {kind}, not {what}; name a column of {what}"
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        try:
+            bytes(value).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return (
+                f"column {name!r} holds binary data that is not UTF-8 text (byte 0x{bytes(value)[exc.start]:02x} "
+                f"at offset {exc.start}); store it as a string column"
+            )
+    return None
+
+
 def as_text(value: Any) -> str:
-    """A cell as text: strings as they are, numbers and booleans written out, nothing for None."""
+    """A cell as text: strings as they are, UTF-8 bytes (a Parquet ``binary`` column) decoded, numbers and
+    booleans written out, nothing for None. Check :func:`cell_problem` first for bytes and lists."""
     if value is None:
         return ""
     if isinstance(value, str):
         return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode("utf-8", errors="replace")
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, float) and value.is_integer():
@@ -149,13 +168,15 @@ def ticket_text(data: dict[str, Any], columns: Sequence[str], *, html: bool = Tr
 
     ``html``: a value holding HTML elements becomes plain text (:func:`~triage.intake.html.html_to_text`).
 
-    Non-string values (a list, an object) are refused rather than printed as Python.
+    Non-string values (a list, an object, bytes that are not UTF-8) are refused, naming the column,
+    rather than printed as Python; UTF-8 bytes (a Parquet ``binary`` column) are decoded.
     """
     parts = []
     for name in columns:
         value = get_value(data, name)
-        if isinstance(value, (list, dict)):
-            return None, f"column {name!r} holds a {type(value).__name__}, not text"
+        problem = cell_problem(value, name)
+        if problem is not None:
+            return None, problem
         text = (html_to_text(as_text(value)) if html else as_text(value)).strip()
         if text:
             parts.append(text)
@@ -218,6 +239,11 @@ def _tickets(export: Any, columns: ColumnMap, id_col: str | None) -> Iterator[Ex
         if rec.data is None:
             yield ExportTicket(rec.n, rec.where, None, None, f"{rec.where}: {rec.error}")
             continue
-        rid = as_text(get_value(rec.data, id_col)).strip() if id_col else ""
+        raw_id = get_value(rec.data, id_col) if id_col else None
+        bad_id = cell_problem(raw_id, id_col or "", "an id") if id_col else None
+        if bad_id is not None:
+            yield ExportTicket(rec.n, rec.where, None, None, f"{rec.where}: {bad_id}")
+            continue
+        rid = as_text(raw_id).strip()
         text, why = ticket_text(rec.data, columns.text, html=columns.html)
         yield ExportTicket(rec.n, rec.where, rid or None, text, None if text is not None else f"{rec.where}: {why}")

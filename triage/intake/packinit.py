@@ -26,7 +26,7 @@ from pathlib import Path
 
 from triage.domain.pack import LETTERS, Pack, parse_pack, readable_id, value_key
 from triage.errors import InputError
-from triage.intake.columns import as_text, check_columns, get_value
+from triage.intake.columns import as_text, cell_problem, check_columns, get_value
 from triage.intake.readers import open_export
 
 MIN_COUNT = 5  # learn's default --min-per-option: a rarer value cannot be learned on its own
@@ -153,7 +153,10 @@ def plan_pack(
             no_text += 1
         for cid, col in criteria.items():
             raw = get_value(rec.data, col)
-            value = "" if isinstance(raw, (list, dict)) else " ".join(as_text(raw).split())
+            problem = cell_problem(raw, col, "a label")
+            if problem is not None:  # a list column (tags) is no decision with one option per row
+                raise InputError(f"{export.path} {rec.where}: {problem}", hint="name a column with one value per row")
+            value = " ".join(as_text(raw).split())
             if not value:
                 empty[cid] += 1
                 continue
@@ -265,18 +268,13 @@ def render(plan: PackPlan) -> str:
 
 
 def write_pack(plan: PackPlan, output: str | Path, *, force: bool = False) -> Path:
-    """Write the planned pack (atomically; an existing file only with ``force``).
+    """Write the planned pack (atomically; an existing file only with ``force``; never over its export).
 
     Raises:
-        InputError: ``output`` exists and ``force`` is not set.
+        InputError: ``output`` is the export, a database, a folder, or exists and ``force`` is not set
+            (:func:`triage.store.outputs.check_output`).
     """
-    from triage.store.files import write_text_atomic
+    from triage.store.outputs import check_output, write_output
 
-    out = Path(output).expanduser()
-    if out.exists() and not force:
-        raise InputError(
-            f"{out} already exists; nothing written", hint="choose another -o file, or pass --force to replace it"
-        )
-    if out.is_dir():
-        raise InputError(f"{out} is a directory; name the pack file, e.g. -o {out / 'team.toml'}")
-    return write_text_atomic(out, plan.text)
+    out = check_output(output, inputs=[plan.source], force=force, what="pack")
+    return write_output(out, plan.text)

@@ -2,9 +2,13 @@
 
 The format is chosen by content first (Parquet's ``PAR1`` magic, a JSON array's ``[``, a JSON
 object's ``{``, else a CSV whose delimiter the sniffer or the header line reveals) and by the
-file's extension when the content allows both. Text is UTF-8, with or without a BOM; a file
-that is not UTF-8 is read as Windows-1252 (or Latin-1 when it has bytes Windows-1252 leaves
-undefined), and :attr:`Export.notice` says so in one line.
+file's extension when the content allows both. Text is UTF-8, with or without a BOM. A byte
+that is not UTF-8 is read as Windows-1252 (Latin-1 for the five bytes Windows-1252 leaves
+undefined), that byte only: one Windows-1252 row does not turn every UTF-8 row into mojibake.
+:attr:`Export.notice` names the lines that had such bytes, in one line. A NUL byte is the
+error of the record that holds it, named with its line; a file that starts with many is binary.
+A JSON record nested deeper than :data:`~triage.bounded.MAX_DEPTH` levels, or holding a
+number past Python's digit limit, is that record's error.
 
 Memory stays bounded by one record (one CSV row, one JSON line or element, one Parquet
 batch): nothing here holds the whole file. One cell may hold at most :data:`MAX_CELL`
@@ -18,6 +22,8 @@ from __future__ import annotations
 import codecs
 import csv
 import json
+import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,6 +31,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Any, Literal
 
+from triage.bounded import MAX_DEPTH, Bounded, json_depth, loads_json
 from triage.errors import InputError
 
 Format = Literal["csv", "jsonl", "json", "parquet"]
@@ -142,13 +149,16 @@ def open_export(path: str | Path, what: str = "export") -> Export:
         raise InputError(f"{path} is named .parquet but is not a Parquet file (no PAR1 magic)")
     if not head.strip(b" \t\r\n\xef\xbb\xbf"):
         raise InputError(f"the {what} {path} is empty", hint="export the tickets again; the file holds no rows")
-    if b"\x00" in head:
+    nuls = head.count(b"\x00")  # a few are the rows that hold them (named there); many are a binary file
+    if (nuls >= 16 and nuls * 100 > len(head)) or head.startswith((b"\x00", b"\xff\xfe", b"\xfe\xff")):
+        line = _nul_line(head) if b"\x00" in head else 1
         raise InputError(
-            f"{path} is not a CSV, JSON Lines, JSON or Parquet export (it holds binary data)",
-            hint="export the tickets as CSV, JSON or Parquet",
+            f"{path} is not a CSV, JSON Lines, JSON or Parquet export (it holds binary data: NUL bytes from line "
+            f"{line} on)",
+            hint="export the tickets as CSV, JSON or Parquet (UTF-8 text; a UTF-16 export must be saved as UTF-8)",
         )
     encoding, notice = detect_encoding(path)
-    text = head.decode(encoding if encoding != "utf-8-sig" else "utf-8", errors="ignore").lstrip("\ufeff \t\r\n")
+    text = head.decode("utf-8", errors=FALLBACK).lstrip("\ufeff \t\r\n")
     if text.startswith("["):
         return Export(path, "json", encoding, notice)
     if text.startswith("{"):
@@ -165,42 +175,68 @@ def open_export(path: str | Path, what: str = "export") -> Export:
     return Export(path, "csv", encoding, notice, delimiter)
 
 
-def detect_encoding(path: Path) -> tuple[str, str | None]:
-    """``utf-8-sig`` when the whole file is UTF-8 (BOM or not), else Windows-1252 or Latin-1, with a notice.
+FALLBACK = "triage-cp1252"  # the decoding error handler: a byte that is not UTF-8 as Windows-1252 (or Latin-1)
 
-    Reads the file once in chunks (bounded memory).
+
+def _cp1252_bytes(exc: UnicodeError) -> tuple[str, int]:
+    if not isinstance(exc, UnicodeDecodeError):
+        raise exc
+    bad = exc.object[exc.start : exc.end]
+    text = "".join(bytes([b]).decode("cp1252", errors="ignore") or chr(b) for b in bad)
+    return text, exc.end
+
+
+codecs.register_error(FALLBACK, _cp1252_bytes)
+
+
+def detect_encoding(path: Path) -> tuple[str, str | None]:
+    """``utf-8-sig``, and a notice naming the lines with bytes that are not UTF-8 (read as Windows-1252), or None.
+
+    Reads the file once in chunks (bounded memory): a fast whole-file check first, and only when
+    it fails a line-by-line one to name the lines.
     """
     decoder = codecs.getincrementaldecoder("utf-8")()
-    offset = 0
-    with path.open("rb") as fh:
-        while chunk := fh.read(CHUNK):
-            try:
-                decoder.decode(chunk)
-            except UnicodeDecodeError as exc:
-                bad = offset + exc.start
-                byte = chunk[exc.start] if exc.start < len(chunk) else 0
-                break
-            offset += len(chunk)
-        else:
-            try:
-                decoder.decode(b"", final=True)
-                return "utf-8-sig", None
-            except UnicodeDecodeError:
-                bad, byte = offset, 0
-    encoding, name = ("cp1252", "Windows-1252") if _decodes(path, "cp1252") else ("latin-1", "Latin-1")
-    return encoding, f"{path} is not UTF-8 (byte 0x{byte:02x} at offset {bad}); read as {name}"
-
-
-def _decodes(path: Path, encoding: str) -> bool:
-    decoder = codecs.getincrementaldecoder(encoding)()
     try:
         with path.open("rb") as fh:
             while chunk := fh.read(CHUNK):
                 decoder.decode(chunk)
         decoder.decode(b"", final=True)
+        return "utf-8-sig", None
     except UnicodeDecodeError:
-        return False
-    return True
+        pass
+    line, bad, first = 1, 0, None
+    line_bad = False
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    with path.open("rb") as fh:
+        while piece := fh.readline(CHUNK):
+            ends = piece.endswith(b"\n")
+            if not line_bad:
+                try:
+                    decoder.decode(piece, final=ends)
+                except UnicodeDecodeError as exc:
+                    line_bad = True
+                    if first is None:
+                        first = (line, exc.object[exc.start] if exc.start < len(exc.object) else 0)
+            if ends:
+                bad += line_bad
+                line, line_bad = line + 1, False
+                decoder.reset()
+        if not line_bad:
+            try:
+                decoder.decode(b"", final=True)
+            except UnicodeDecodeError:
+                line_bad = True
+                first = first or (line, 0)
+        bad += line_bad
+    where = f"line {first[0]} (byte 0x{first[1]:02x})" if first else "its last line"
+    more = f" and {bad - 1} more line(s)" if bad > 1 else ""
+    return "utf-8-sig", (
+        f"{path} is not UTF-8 on {where}{more}: those bytes read as Windows-1252, all the rest as UTF-8"
+    )
+
+
+def _nul_line(head: bytes) -> int:
+    return head.count(b"\n", 0, head.index(b"\x00")) + 1
 
 
 def sniff_delimiter(sample: str, *, tab: bool = False) -> str | None:
@@ -229,7 +265,7 @@ def _csv_limit() -> Iterator[None]:
 
 
 def _csv_header(path: Path, encoding: str, delimiter: str) -> list[str]:
-    with path.open(encoding=encoding, newline="") as fh, _csv_limit():
+    with path.open(encoding=encoding, errors=FALLBACK, newline="") as fh, _csv_limit():
         try:
             header = next(csv.reader(fh, delimiter=delimiter, quotechar='"', doublequote=True), None)
         except csv.Error as exc:
@@ -238,7 +274,7 @@ def _csv_header(path: Path, encoding: str, delimiter: str) -> list[str]:
 
 
 def _csv_records(path: Path, encoding: str, delimiter: str) -> Iterator[Record]:
-    with path.open(encoding=encoding, newline="") as fh, _csv_limit():
+    with path.open(encoding=encoding, errors=FALLBACK, newline="") as fh, _csv_limit():
         reader = csv.reader(fh, delimiter=delimiter, quotechar='"', doublequote=True, strict=False)
         try:
             header = next(reader, None)
@@ -253,6 +289,10 @@ def _csv_records(path: Path, encoding: str, delimiter: str) -> Iterator[Record]:
                 where = f"row {n} (line {reader.line_num})"
                 if len(fields) > len(names):
                     yield Record(n, where, None, f"has {len(fields)} fields, the header has {len(names)}")
+                    continue
+                nul = next((i for i, f in enumerate(fields) if "\x00" in f), None)
+                if nul is not None:
+                    yield Record(n, where, None, f"holds a NUL byte (in column {names[nul]!r}); the row is not text")
                     continue
                 fields += [""] * (len(names) - len(fields))
                 yield Record(n, where, dict(zip(names, fields, strict=True)))
@@ -282,7 +322,7 @@ def _json_error(exc: json.JSONDecodeError) -> str:
 
 
 def _jsonl_records(path: Path, encoding: str) -> Iterator[Record]:
-    with path.open(encoding=encoding, newline="") as fh:
+    with path.open(encoding=encoding, errors=FALLBACK, newline="") as fh:
         n = 0
         for line_no, raw in enumerate(fh, 1):
             if not raw.strip():
@@ -294,10 +334,16 @@ def _jsonl_records(path: Path, encoding: str) -> Iterator[Record]:
                     "(triage's limit for one record)",
                     hint="cut that ticket's text or remove the line",
                 )
+            if "\x00" in raw:
+                yield Record(n, f"line {line_no}", None, f"holds a NUL byte (at column {raw.index(chr(0)) + 1})")
+                continue
             try:
-                obj = json.loads(raw)
+                obj = loads_json(raw)
             except json.JSONDecodeError as exc:
                 yield Record(n, f"line {line_no}", None, _json_error(exc))
+                continue
+            except Bounded as exc:
+                yield Record(n, f"line {line_no}", None, f"not read: {exc}")
                 continue
             if not isinstance(obj, dict):
                 yield Record(n, f"line {line_no}", None, f"expected a JSON object, got {type(obj).__name__}")
@@ -305,46 +351,112 @@ def _jsonl_records(path: Path, encoding: str) -> Iterator[Record]:
             yield Record(n, f"line {line_no}", obj)
 
 
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|"|[\[\]{}]', re.S)
+
+
+def _value_end(buf: str, pos: int) -> tuple[int | None, int]:
+    """Where the JSON value at ``buf[pos]`` ends, and how deep it nests; end None when ``buf`` ends first.
+
+    No recursion and no parsing: strings are skipped, brackets counted (for a value too deep to decode).
+    """
+    depth = deepest = 0
+    for m in _JSON_TOKENS.finditer(buf, pos):
+        tok = m.group()
+        if tok == '"':
+            return None, deepest  # a string not closed in what was read yet
+        if tok[0] == '"':
+            if depth == 0:
+                return m.end(), deepest
+            continue
+        depth += 1 if tok in "[{" else -1
+        deepest = max(deepest, depth)
+        if depth <= 0:
+            return m.end(), deepest
+    return None, deepest
+
+
 def _json_array_records(path: Path, encoding: str) -> Iterator[Record]:
-    """The elements of a top-level JSON array, one at a time (``raw_decode`` over a growing window)."""
+    """The elements of a top-level JSON array, one at a time (``raw_decode`` over a growing window).
+
+    An element nested deeper than :data:`MAX_DEPTH` (or with a number past Python's digit limit)
+    is that element's error; the next elements are read. ``where`` names the element and its line.
+    """
     decoder = json.JSONDecoder()
-    with path.open(encoding=encoding, newline="") as fh:
+    with path.open(encoding=encoding, errors=FALLBACK, newline="") as fh:
         buf = fh.read(CHUNK).lstrip("\ufeff \t\r\n")
         if not buf.startswith("["):
             raise InputError(f"{path} does not start with a JSON array")
         pos, n, eof = 1, 0, False
+        line, counted = 1, 0  # the line of buf[counted]
+
+        def where_at(i: int) -> str:
+            nonlocal line, counted
+            line += buf.count("\n", counted, i)
+            counted = i
+            return f"element {n} (line {line})"
+
+        def more() -> None:
+            nonlocal buf, pos, eof, counted, line
+            line += buf.count("\n", counted, pos)
+            chunk = fh.read(CHUNK)
+            buf, pos, eof, counted = buf[pos:] + chunk, 0, not chunk, 0
+
         while True:
             while pos < len(buf) and buf[pos] in " \t\r\n,":
                 pos += 1
             if pos >= len(buf) and not eof:
-                more = fh.read(CHUNK)
-                buf, pos, eof = buf[pos:] + more, 0, not more
+                more()
                 continue
             if pos < len(buf) and buf[pos] == "]":
                 return
             if pos >= len(buf):
                 raise InputError(f"{path}: the JSON array is not closed (no ']' at the end)")
+            problem = None
             try:
                 obj, end = decoder.raw_decode(buf, pos)
             except json.JSONDecodeError as exc:
                 if eof:
-                    raise InputError(f"{path} element {n + 1}: {_json_error(exc)}") from None
+                    at = line + buf.count("\n", counted, pos)
+                    raise InputError(f"{path} element {n + 1}: {_json_error(exc)} (it begins on line {at})") from None
                 if len(buf) - pos > MAX_CELL:
                     raise InputError(
                         f"{path} element {n + 1} is larger than {MAX_CELL // (1024 * 1024)} MiB "
                         "(triage's limit for one record)"
                     ) from exc
-                more = fh.read(CHUNK)
-                buf, pos, eof = buf[pos:] + more, 0, not more
+                more()
                 continue
+            except (RecursionError, ValueError) as exc:  # too deep for the decoder, or a number too long
+                stop, depth = _value_end(buf, pos)
+                if stop is None:
+                    if eof:
+                        raise InputError(f"{path} element {n + 1}: the JSON array is not closed") from None
+                    if len(buf) - pos > MAX_CELL:
+                        raise InputError(
+                            f"{path} element {n + 1} is larger than {MAX_CELL // (1024 * 1024)} MiB "
+                            "(triage's limit for one record)"
+                        ) from exc
+                    more()
+                    continue
+                obj, end = None, stop
+                problem = (
+                    f"it is nested {depth:,} levels deep (at most {MAX_DEPTH} are read)"
+                    if isinstance(exc, RecursionError) or depth > MAX_DEPTH
+                    else f"it holds a number of more than {sys.get_int_max_str_digits():,} digits"
+                )
             n += 1
+            where = where_at(pos)
+            if problem is None and (depth := json_depth(buf[pos:end])) > MAX_DEPTH:
+                problem = f"it is nested {depth:,} levels deep (at most {MAX_DEPTH} are read)"
             pos = end
-            if not isinstance(obj, dict):
-                yield Record(n, f"element {n}", None, f"expected a JSON object, got {type(obj).__name__}")
+            if problem is not None:
+                yield Record(n, where, None, f"not read: {problem}")
+            elif not isinstance(obj, dict):
+                yield Record(n, where, None, f"expected a JSON object, got {type(obj).__name__}")
             else:
-                yield Record(n, f"element {n}", obj)
+                yield Record(n, where, obj)
             if pos > CHUNK:  # drop what was read, keep memory at about one chunk and one element
-                buf, pos = buf[pos:], 0
+                line += buf.count("\n", counted, pos)
+                buf, pos, counted = buf[pos:], 0, 0
 
 
 def _parquet_records(path: Path) -> Iterator[Record]:

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from triage.domain.result import TicketResult, readout_words
 from triage.render import bar
-from triage.store.files import write_text_atomic
 
 FORMATS = ("json", "markdown")
 SUFFIXES = {"json": ".json", "markdown": ".md"}
@@ -101,8 +100,12 @@ def export_result(
 
     Raises:
         OSError: the file cannot be written.
+        InputError: the path is a folder, a database or its side file, a socket (the output guard).
     """
+    from triage.store.outputs import check_output, write_output
+
     path = Path(path).expanduser()
     kind = format_for(path, fmt)
     body = to_json(result) if kind == "json" else to_markdown(result, ticket_text)
-    return write_text_atomic(path, body)
+    # the caller asked before replacing a file; the guard still refuses a folder, a database, a socket
+    return write_output(check_output(path, force=True, what="export"), body)

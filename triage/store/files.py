@@ -30,6 +30,19 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
     return path
 
 
+def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary file and a rename (see :func:`write_text_atomic`)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
 def json_safe(value: Any) -> Any:
     """``value`` with NaN and infinities (which are not JSON) replaced by None, at any depth."""
     if isinstance(value, float) and not math.isfinite(value):

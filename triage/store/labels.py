@@ -72,14 +72,17 @@ class ScoredTicket:
     result: TicketResult
 
 
-def find_ticket(history: History, ticket_id: str) -> ScoredTicket:
+def find_ticket(history: History, ticket_id: str, *, ids: str = "tickets") -> ScoredTicket:
     """The ticket with this id and its newest finished score.
+
+    ``ids``: the table to look the id up in (``tickets``, or :func:`record_rows`' indexed TEMP copy of
+    its ids: ``tickets`` has no index on ``ticket_id``, and a file of 100,000 rows would scan it each time).
 
     Raises:
         InputError: no such id; several tickets share it; it was never scored to the end.
     """
     rows = history.conn.execute(
-        "SELECT id FROM tickets WHERE ticket_id = ? ORDER BY updated_at DESC, id DESC", (ticket_id,)
+        f"SELECT id FROM {ids} WHERE ticket_id = ? ORDER BY updated_at DESC, id DESC", (ticket_id,)
     ).fetchall()
     if not rows:
         raise InputError(
@@ -180,34 +183,156 @@ def record_many(history: History, batch: Iterable[tuple[ScoredTicket, list[Answe
     with history.transaction() as conn:
         for s, answers in checked:
             for a in answers:
-                crit = next(c for c in s.result.criteria if c.id == a.criterion)
-                kind = "confirmation" if a.option == crit.choice else "correction"
-                values = (
-                    s.ticket_row,
-                    s.score_id,
-                    a.criterion,
-                    a.option,
-                    kind,
-                    crit.choice,
-                    crit.probability(crit.choice),
-                    crit.source,
-                    s.result.head if crit.source in ("learned", "starter") else None,
-                    s.result.pack.get("name"),
-                    s.result.pack.get("hash"),
-                    s.result.model.get("sha256"),
-                    s.result.prompt_format,
-                    origin,
-                    now,
-                )
-                cur = conn.execute(
-                    """INSERT INTO labels (ticket, score, criterion, option, kind, shown_option, shown_probability,
-                                          shown_source, shown_head, pack_name, pack_hash, model_sha256, prompt_format,
-                                          origin, created_at)
-                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
-                    values,
-                )
-                stored.append(Label(int(cur.lastrowid or 0), *values[:11], origin, now))
+                values = _insert(conn, s, a, origin, now)
+                stored.append(Label(values[0], *values[1:12], origin, now))
     return stored
+
+
+def _insert(conn: Any, s: ScoredTicket, a: Answer, origin: str, now: float) -> tuple[Any, ...]:
+    """Insert one checked answer; returns (id, ticket, score, criterion, option, kind, shown..., pack_hash)."""
+    crit = next(c for c in s.result.criteria if c.id == a.criterion)
+    kind = "confirmation" if a.option == crit.choice else "correction"
+    values = (
+        s.ticket_row,
+        s.score_id,
+        a.criterion,
+        a.option,
+        kind,
+        crit.choice,
+        crit.probability(crit.choice),
+        crit.source,
+        s.result.head if crit.source in ("learned", "starter") else None,
+        s.result.pack.get("name"),
+        s.result.pack.get("hash"),
+        s.result.model.get("sha256"),
+        s.result.prompt_format,
+        origin,
+        now,
+    )
+    cur = conn.execute(
+        """INSERT INTO labels (ticket, score, criterion, option, kind, shown_option, shown_probability,
+                              shown_source, shown_head, pack_name, pack_hash, model_sha256, prompt_format,
+                              origin, created_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+        values,
+    )
+    return (int(cur.lastrowid or 0), *values[:11])
+
+
+@dataclass(frozen=True)
+class LabelRow:
+    """One row of a label file: ``where`` it is (``FILE:LINE``), and its ticket id and answers, or its error."""
+
+    where: str
+    ticket_id: str | None = None
+    answers: list[Answer] | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What :func:`record_rows` stored."""
+
+    stored: int
+    corrections: int
+    tickets: int
+    repeated: int  # answers given again, identically, in the same file: stored once
+
+
+SHOW_PROBLEMS = 20
+_CACHE = 256  # scored tickets kept while a file is read (ids that come back close together)
+
+
+def record_rows(history: History, rows: Iterable[LabelRow], *, origin: str, source: str) -> Recorded:
+    """Store the answers of a stream of rows (a label file) in one transaction, in bounded memory.
+
+    Each row is checked and inserted as it is read; what the file gave so far is kept in a TEMP
+    table (ticket, criterion, option, where), not in memory. One ticket given two different
+    answers for one criterion in the file is refused, as the pair form refuses it; the same
+    answer given again is stored once. Any bad row (the first :data:`SHOW_PROBLEMS` are named)
+    rolls the whole transaction back: nothing is stored.
+
+    Raises:
+        InputError: bad rows (nothing stored), or no labels at all.
+        HistoryFault: the history cannot be written (locked, read-only, a full disk).
+    """
+    from collections import OrderedDict
+
+    if origin not in ORIGINS:
+        raise ValueError(f"unknown label origin {origin!r}")
+    problems: list[str] = []
+    bad = stored = corrections = repeated = 0
+    cache: OrderedDict[str, ScoredTicket] = OrderedDict()
+    now = time.time()
+
+    def problem(where: str, message: str) -> None:
+        nonlocal bad
+        bad += 1
+        if len(problems) < SHOW_PROBLEMS:
+            problems.append(message if message.startswith(where) else f"{where}: {message}")
+
+    with history.transaction() as conn:
+        conn.execute("DROP TABLE IF EXISTS temp.given")
+        conn.execute(
+            "CREATE TEMP TABLE given (ticket INTEGER, criterion TEXT, option TEXT, at TEXT, "
+            "PRIMARY KEY (ticket, criterion))"
+        )
+        conn.execute("DROP TABLE IF EXISTS temp.ticket_ids")
+        conn.execute("CREATE TEMP TABLE ticket_ids AS SELECT id, ticket_id, updated_at FROM tickets")
+        conn.execute("CREATE INDEX temp.ticket_ids_by_id ON ticket_ids(ticket_id)")
+        try:
+            for row in rows:
+                if row.error is not None or row.ticket_id is None or row.answers is None:
+                    problem(row.where, row.error or "no labels")
+                    continue
+                try:
+                    scored = cache.get(row.ticket_id)
+                    if scored is None:
+                        scored = find_ticket(history, row.ticket_id, ids="temp.ticket_ids")
+                        cache[row.ticket_id] = scored
+                        if len(cache) > _CACHE:
+                            cache.popitem(last=False)
+                    checked = check_answers(scored, row.answers)
+                except InputError as exc:
+                    problem(row.where, exc.message)
+                    continue
+                for a in checked:
+                    before = conn.execute(
+                        "SELECT option, at FROM temp.given WHERE ticket = ? AND criterion = ?",
+                        (scored.ticket_row, a.criterion),
+                    ).fetchone()
+                    if before is not None:
+                        if before[0] == a.option:
+                            repeated += 1
+                        else:
+                            problem(
+                                row.where,
+                                f"ticket {scored.ticket_id!r}: criterion {a.criterion!r} is {a.option!r} here and "
+                                f"{before[0]!r} at {before[1]}: one file gives one answer per criterion",
+                            )
+                        continue
+                    conn.execute(
+                        "INSERT INTO temp.given (ticket, criterion, option, at) VALUES (?, ?, ?, ?)",
+                        (scored.ticket_row, a.criterion, a.option, row.where),
+                    )
+                    if bad:
+                        continue  # nothing will be stored: only the checks go on
+                    values = _insert(conn, scored, a, origin, now)
+                    stored += 1
+                    corrections += values[5] == "correction"
+            tickets = int(conn.execute("SELECT count(DISTINCT ticket) FROM temp.given").fetchone()[0])
+        finally:
+            conn.execute("DROP TABLE IF EXISTS temp.given")
+            conn.execute("DROP TABLE IF EXISTS temp.ticket_ids")
+        if bad:
+            more = f"\n  ... and {bad - len(problems)} more" if bad > len(problems) else ""
+            raise InputError(
+                f"{bad} bad row(s) in {source}; nothing was stored:\n  " + "\n  ".join(problems) + more,
+                hint="fix or remove those rows and run again",
+            )
+        if not stored and not repeated:
+            raise InputError(f"{source} holds no labels")
+    return Recorded(stored, corrections, tickets, repeated)
 
 
 _COLUMNS = """id, ticket, score, criterion, option, kind, shown_option, shown_probability, shown_source, shown_head,
@@ -236,6 +361,7 @@ class Judged:
     option: str
     first_at: float
     changed: int  # how many times the answer was given (1 = never changed)
+    answered_pack_hash: str | None = None  # the pack the newest answer was given under
 
 
 def judged(history: History) -> list[Judged]:
@@ -246,7 +372,7 @@ def judged(history: History) -> list[Judged]:
     """
     rows = history.conn.execute(
         """SELECT f.ticket, t.ticket_id, t.text, f.criterion, f.pack_name, f.pack_hash, f.shown_option,
-                  f.shown_source, f.shown_head, n.option, f.created_at, g.n
+                  f.shown_source, f.shown_head, n.option, f.created_at, g.n, n.pack_hash
            FROM (SELECT ticket, criterion, min(id) AS first, max(id) AS last, count(*) AS n
                  FROM labels GROUP BY ticket, criterion) g
            JOIN labels f ON f.id = g.first

@@ -1,12 +1,24 @@
-"""The one guard for files triage writes for the user: never an input, never silently over a file, one writer.
+"""The one guard for files triage writes for the user, and for the history it reads: never an input, never
+silently over a file, never a file it did not write, one writer.
 
-Every command that writes a file the user named (``-o``, ``--save-split``,
-``--export``, the app's export) asks :func:`check_output` first:
+Every command that writes a file the user named (``-o``, ``--save-split``, ``--export``,
+``pack init -o``, the app's export) asks :func:`check_output` first, and writes through
+:func:`write_output` (or :func:`write_via`):
 
-* a path that is one of the command's inputs (the same file, however named:
-  a symlink, ``./x``, a hard link) is refused: triage never overwrites what it reads;
-* an existing file is refused unless the user said ``--force`` (the app asks);
-* a folder where a file is wanted is refused.
+* a path that is one of the command's inputs (the same file, however named: a symlink,
+  ``./x``, a hard link; the history included) is refused even with ``--force``: triage never
+  overwrites what it reads;
+* a SQLite database, or the ``-wal``/``-shm``/``-journal`` file beside one, is refused even
+  with ``--force``: an export is never written over a history;
+* a folder, a socket or a block device is refused;
+* ``-`` is standard output where the command allows it (``label --export -``), else refused
+  (it would make a file named ``-``);
+* a character device or a FIFO (or a symlink to one) is written through, never replaced;
+* a symlink to a file: the file it points at is replaced, the link stays;
+* an existing file is replaced only with ``--force`` (the app asks), atomically.
+
+The history's path goes through the same classification (:func:`path_kind`;
+:func:`triage.store.history.check_history_path`): only a real triage history is used.
 
 :func:`replace_keeping_backup` replaces a stored artifact (a learned head, a
 calibration) atomically and keeps the one it replaced as ``NAME.prev``, so a
@@ -21,12 +33,75 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-from collections.abc import Iterable
+import stat
+import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from triage.errors import InputError
 
 BACKUP_SUFFIX = ".prev"
+STDOUT = "-"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+SIDE_SUFFIXES = ("-wal", "-shm", "-journal")
+_KINDS = {
+    "missing": "nothing yet",
+    "dangling": "a symlink to nothing",
+    "file": "a file",
+    "dir": "a folder",
+    "chr": "a character device",
+    "blk": "a block device",
+    "fifo": "a FIFO (named pipe)",
+    "sock": "a socket",
+    "other": "a special file",
+}
+
+
+def path_kind(path: str | Path) -> str:
+    """What is at ``path``, symlinks followed: ``missing``, ``dangling``, ``file``, ``dir``, ``chr``,
+    ``blk``, ``fifo``, ``sock`` or ``other``."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return "dangling" if os.path.islink(path) else "missing"
+    except NotADirectoryError:
+        return "missing"
+    mode = st.st_mode
+    for test, kind in (
+        (stat.S_ISREG, "file"),
+        (stat.S_ISDIR, "dir"),
+        (stat.S_ISCHR, "chr"),
+        (stat.S_ISBLK, "blk"),
+        (stat.S_ISFIFO, "fifo"),
+        (stat.S_ISSOCK, "sock"),
+    ):
+        if test(mode):
+            return kind
+    return "other"
+
+
+def describe_kind(kind: str) -> str:
+    """``fifo`` -> ``a FIFO (named pipe)``, for messages."""
+    return _KINDS.get(kind, kind)
+
+
+def is_sqlite(path: str | Path) -> bool:
+    """Whether ``path`` is a regular file that starts with SQLite's header."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def sqlite_side_of(path: Path) -> Path | None:
+    """The SQLite database ``path`` is the ``-wal``/``-shm``/``-journal`` file of, or None."""
+    for suffix in SIDE_SUFFIXES:
+        if path.name.endswith(suffix) and len(path.name) > len(suffix):
+            base = path.with_name(path.name[: -len(suffix)])
+            if is_sqlite(base) or base.exists():
+                return base
+    return None
 
 
 def _same(a: Path, b: Path) -> bool:
@@ -51,33 +126,102 @@ def check_output(
     force: bool = False,
     what: str = "output",
     option: str = "-o",
+    stdout: bool = False,
 ) -> Path:
-    """``path``, once it is safe to write the user's ``what`` there.
+    """``path``, once it is safe to write the user's ``what`` there (see the module docstring).
 
     Args:
-        inputs: the files (or folders) the command reads; the output may be none of them.
-        force: the user allows replacing an existing file.
+        inputs: the files (or folders) the command reads, the history included; the output may be none of them.
+        force: the user allows replacing an existing regular file.
         option: the flag that named the path, for the message.
+        stdout: ``-`` means standard output (returned as ``Path("-")``; write with :func:`write_output`).
 
     Raises:
-        InputError: the path is an input, a folder, or an existing file without ``force``.
+        InputError: the path is an input, a database or its side file, a folder, socket or block
+            device, ``-`` where standard output is not allowed, or an existing file without ``force``.
     """
+    if str(path) == STDOUT:
+        if stdout:
+            return Path(STDOUT)
+        raise InputError(
+            f"{option} - would write a file named '-'; the {what} is written to a file",
+            hint=f"name the file, e.g. {option} ./out",
+        )
     out = Path(path).expanduser()
+    kind = path_kind(out)
     for raw in inputs:
-        if raw is None or str(raw) in ("", "-"):
+        if raw is None or str(raw) in ("", STDOUT):
             continue
         src = Path(raw).expanduser()
-        if _same(out, src) or (not out.exists() and out.resolve() == src.resolve()):
+        if _same(out, src) or (kind in ("missing", "dangling") and os.path.realpath(out) == os.path.realpath(src)):
             raise InputError(
                 f"{option} {out} is the input {src}: triage never writes over a file it reads",
                 hint="write the output to another file",
             )
-    if out.is_dir():
-        raise InputError(f"{option} {out} is a folder; the {what} is a file", hint=f"e.g. {option} {out / 'out'}")
-    if out.exists() and not force:
+    if kind in ("dir", "blk", "sock", "other"):
+        example = f"e.g. {option} {out / 'out'}" if kind == "dir" else "name a file"
+        raise InputError(f"{option} {out} is {describe_kind(kind)}; the {what} is a file", hint=example)
+    if kind in ("chr", "fifo"):
+        return out  # written through, never replaced
+    real = Path(os.path.realpath(out))
+    base = sqlite_side_of(real)
+    if base is not None:
+        raise InputError(
+            f"{option} {out} is the {real.name[len(base.name) :]} file of the database {base}: "
+            "triage never writes over a database",
+            hint="write the output to another file",
+        )
+    if kind == "file" and is_sqlite(real):
+        raise InputError(
+            f"{option} {out} is a SQLite database: triage never writes over a database, even with --force",
+            hint="write the output to another file",
+        )
+    if kind == "file" and not force:
         raise InputError(
             f"{out} exists; the {what} would replace it", hint="pass --force to replace it, or pick another name"
         )
+    return out
+
+
+def write_output(path: str | Path, data: str | bytes) -> Path:
+    """Write ``data`` (text as UTF-8) where :func:`check_output` allowed it.
+
+    ``-`` is standard output; a character device or FIFO is written through (never replaced);
+    a file (or the file a symlink points at) is replaced atomically, the link kept.
+    """
+    blob = data.encode("utf-8") if isinstance(data, str) else data
+    if str(path) == STDOUT:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(blob)
+        sys.stdout.buffer.flush()
+        return Path(STDOUT)
+    out = Path(path).expanduser()
+    if path_kind(out) in ("chr", "fifo"):
+        with open(out, "wb") as fh:  # O_TRUNC means nothing to a device or a FIFO
+            fh.write(blob)
+        return out
+    from triage.store.files import write_bytes_atomic
+
+    write_bytes_atomic(Path(os.path.realpath(out)), blob)
+    return out
+
+
+def write_via(path: str | Path, write: Callable[[Path], object]) -> Path:
+    """Write with ``write(file)`` (an atomic writer of its own, e.g. a head's) where :func:`check_output` allowed.
+
+    A file (or a symlink's target) is handed to ``write`` as its real path; for a device, a FIFO
+    or ``-``, ``write`` writes a temporary file whose bytes are then written through.
+    """
+    out = Path(path).expanduser() if str(path) != STDOUT else Path(STDOUT)
+    if str(path) != STDOUT and path_kind(out) not in ("chr", "fifo"):
+        write(Path(os.path.realpath(out)))
+        return out
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="triage-out-") as tmp:
+        part = Path(tmp) / (out.name if str(out) != STDOUT else "out")
+        write(part)
+        write_output(path, part.read_bytes())
     return out
 
 
@@ -90,6 +234,9 @@ def check_writable(path: str | Path) -> Path:
     import tempfile
 
     out = Path(path)
+    if str(out) == STDOUT or path_kind(out) in ("chr", "fifo"):
+        return out  # written through: nothing is created beside it
+    out = Path(os.path.realpath(out))
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}.", suffix=".probe"):

@@ -2,7 +2,9 @@
 
 ``triage learn --history`` (and the app's re-learning) fit on these. A row is a
 ticket with its current labels (the newest answer per criterion, see
-:mod:`triage.store.labels`) on criteria and options of the pack being learned.
+:mod:`triage.store.labels`) given under the pack being learned (the same pack hash: an
+option id means what its pack's version says; labels given under another pack or another
+version of it are passed over and counted in :attr:`HistoryTraining.skipped`).
 Where the ticket's newest score for the same model, prompt format and pack kept
 its features (:mod:`triage.store.features`), they come with it and the ticket is
 not scored again; otherwise the caller re-scores it and says how many.
@@ -74,6 +76,13 @@ def training_rows(history: History, pack: Any, identity: feat.Identity) -> Histo
     rows: dict[int, HistoryRow] = {}
     skipped: Counter[str] = Counter()
     for j in lab.judged(history):
+        if j.answered_pack_hash != pack.hash:  # an option id means what its pack says: another pack's is not this
+            other = "another version of" if j.pack_name == pack.name else "another pack than"
+            skipped[
+                f"given under {other} pack {pack.name!r} (pack hash {str(j.answered_pack_hash or 'unknown')[:12]}, "
+                f"this one is {pack.hash[:12]})"
+            ] += 1
+            continue
         if j.criterion not in by_crit:
             skipped[f"criterion {j.criterion!r} is not in pack {pack.name!r}"] += 1
             continue

@@ -716,9 +716,11 @@ class MainScreen(Screen[None]):
     # -- history, export, clipboard ---------------------------------------------------
     def _record(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
         """Write to history; a failure is shown, never fatal (scoring goes on)."""
+        from triage.store.history import HistoryFault
+
         try:
             return fn(*args, **kwargs)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, HistoryFault) as exc:  # locked, read-only, a full disk: said, never fatal
             log.exception("history write failed")
             self.notify(f"Could not save to history: {exc}", severity="error", timeout=10, markup=False)
             return None
@@ -936,7 +938,7 @@ class MainScreen(Screen[None]):
             return None
         try:
             written = export_result(self.result, path, fmt=fmt, ticket_text=self.result_text)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, TriageError) as exc:  # the output guard refuses a folder, a database
             self.notify(f"Export failed: {exc}", severity="error", timeout=10, markup=False)
             return None
         self.notify(f"Exported {fmt.upper() if fmt == 'json' else 'Markdown'} to {written}", markup=False)
