@@ -171,11 +171,15 @@ class Guard:
             await send(message)
 
         refusal = self._refusal(scope)
+        failed = False
         try:
             if refusal is not None:
                 await refusal(scope, receive, sending)
             else:
                 await self.app(scope, receive, sending)
+        except Exception:
+            failed = True
+            raise
         finally:
             client = scope.get("client") or ("-", 0)
             log.info(
@@ -183,8 +187,8 @@ class Guard:
                 log_safe(client[0]),
                 log_safe(scope.get("method")),
                 log_safe(scope.get("path")),
-                # a response that never ended (an event stream whose client went away) is logged 499
-                status["code"] if status["complete"] else 499,
+                # a response that never ended: 499 when its client went away (an event stream), 500 on an error
+                status["code"] if status["complete"] else 500 if failed else 499,
                 (time.perf_counter() - t0) * 1000,
             )
 
