@@ -29,7 +29,7 @@ from fake_engine import FakeEngine  # noqa: E402
 from test_serve import events_of, post, request, settings  # noqa: E402
 
 from triage.serve.local import free_port, serving  # noqa: E402
-from triage.serve.server import Gate  # noqa: E402
+from triage.serve.server import Gate, connection_cap  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TICKET = "I was charged twice for my subscription this month, please refund the second payment."
@@ -130,6 +130,8 @@ def test_a_thousand_half_sent_requests_do_not_keep_an_authorised_one_out(triage_
     def few_descriptors() -> None:  # the server may hold 256 descriptors: without a cap, 1,000 connections exhaust them
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
 
+    cap = connection_cap(256, 256)  # 256 - 48 for the process - 80 accepted, not yet admitted - 16 closing
+    assert cap == 112
     token = "a-long-enough-token"
     auth = {"Authorization": f"Bearer {token}"}
     # long timeouts: the half-sent connections stay half-sent for the whole test, so the cap is what is tested
@@ -139,7 +141,7 @@ def test_a_thousand_half_sent_requests_do_not_keep_an_authorised_one_out(triage_
     socks: list[socket.socket] = []
     try:
         served.wait_serving()
-        assert "64 connections (the descriptor limit)" in served.stderr  # 256 - 64 reserved - 2 x 64 accepted at once
+        assert f"{cap} connections (the descriptor limit)" in served.stderr
         for i in range(1000):
             if i % 2:  # half the headers
                 data = b"POST /v1/score HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Ty" % served.port
@@ -161,11 +163,11 @@ def test_a_thousand_half_sent_requests_do_not_keep_an_authorised_one_out(triage_
     assert code == 143
     err = served.err
     assert len(err) < 1_000_000, f"{len(err):,} bytes on stderr"
-    assert b"Too many open files" not in err and b"out of system resource" not in err
-    assert b"Traceback" not in err
+    assert b"Too many open files" not in err and b"out of system resource" not in err, served.stderr[-3000:]
+    assert b"Traceback" not in err, served.stderr[-3000:]
     assert b"without a whole request, to make room (503)" in err  # said in a summary line, not once per connection
     peak = int(err.split(b"(peak ")[-1].split(b")")[0])
-    assert peak <= 64
+    assert peak <= cap
 
 
 def test_headers_and_bodies_that_do_not_arrive_in_time_get_408() -> None:

@@ -43,7 +43,11 @@ log = logging.getLogger("triage.serve")
 
 RESERVED_FDS = 48  # for the rest of the process: 15 when idle (stdio, the loop, the log, the history's 3), the model,
 # the history opened again by a label or tickets request
-BACKLOG = 64  # also how many connections asyncio accepts in one go, so it is counted against the limit (twice)
+# asyncio accepts up to its backlog argument in one go, and a connection is admitted (or a victim's descriptor
+# freed) only a few loop iterations after its accept: about four batches are in flight at once, budgeted as five.
+ACCEPT_BATCH = 16
+IN_FLIGHT = 5 * ACCEPT_BATCH
+LISTEN_BACKLOG = 1024  # the kernel's queue of connections not yet accepted (they hold no descriptor of ours)
 LINGER_MAX = 16  # connections closed with an answer that are kept open a moment, so the answer is read (not reset)
 LINGER_S = 2.0
 SWEEP_S = 0.25
@@ -64,11 +68,11 @@ def connection_cap(requested: int, limit: int | None = None) -> int:
         ValueError: the limit leaves fewer than 8 connections (the message says how to raise it).
     """
     limit = descriptor_limit() if limit is None else limit
-    room = limit - RESERVED_FDS - 2 * BACKLOG - LINGER_MAX
+    room = limit - RESERVED_FDS - IN_FLIGHT - LINGER_MAX
     if room < 8:
         raise ValueError(
             f"the descriptor limit ({limit}) leaves room for {max(room, 0)} connections; "
-            f"raise it (ulimit -n {RESERVED_FDS + 2 * BACKLOG + LINGER_MAX + 64} or more)"
+            f"raise it (ulimit -n {RESERVED_FDS + IN_FLIGHT + LINGER_MAX + 64} or more)"
         )
     return min(requested, room)
 
@@ -303,6 +307,8 @@ class TriageServer(uvicorn.Server):
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
+        for sock in sockets or []:  # asyncio listened with ACCEPT_BATCH, its batch size: the kernel may queue more
+            sock.listen(LISTEN_BACKLOG)
         if self.started and self.on_started is not None:
             self.on_started()  # "serving" is said once connections are accepted, not before
 
@@ -359,7 +365,7 @@ def build_server(app: Any, worker: Any, gate: Gate, on_started: Any = None, **co
         timeout_graceful_shutdown=5,
         loop="asyncio",
         http=protocol_for(gate),
-        backlog=BACKLOG,
+        backlog=ACCEPT_BATCH,
         timeout_keep_alive=5,
     )
     settings.update(config)
