@@ -613,7 +613,7 @@ def test_sigterm_stops_a_real_decode_and_answers_the_queue_with_json(
         _, err = proc.communicate(timeout=60)
         for t in threads:
             t.join(30)
-    assert proc.returncode == 143
+    assert proc.returncode == 143, (proc.returncode, err[-3000:])
     status, body = answers["RUN"]  # stopped inside its decode: an answer of 503, not a result
     assert status == 503 and "stopped while this ticket was being scored" in body["error"], body
     for tid in ("W-0", "W-1"):

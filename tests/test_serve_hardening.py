@@ -495,3 +495,62 @@ def test_tickets_lists_the_historys_newest_tickets_with_their_result_and_labels(
         for query, field in (("limit=0", "limit"), ("limit=x", "limit"), ("limit=201", "limit"), ("since=1", "since")):
             body = _is_error(*request(base, "GET", f"/v1/tickets?{query}"), 422)
             assert body["field"] == field
+
+
+class GoneTransport(asyncio.Transport):
+    """A transport whose peer has gone: writing the end of the stream fails as the kernel says (ENOTCONN)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.closed = False
+        self.written = b""
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 5555), "sockname": ("127.0.0.1", 8787)}.get(name, default)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def write(self, data: Any) -> None:
+        self.written += bytes(data)
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        raise OSError(107, "Transport endpoint is not connected")
+
+    def close(self) -> None:
+        self.closed = True
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+def test_answering_a_connection_whose_client_is_gone_never_raises() -> None:
+    """Found by a SIGTERM test: shutting down, the server answered a half-sent connection whose client had
+    just closed; write_eof raised ENOTCONN out of the shutdown and the process ended with status 1."""
+    import uvicorn
+    from uvicorn.server import ServerState
+
+    from triage.serve.server import protocol_for
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("no request reaches the app")
+
+    async def run() -> tuple[GoneTransport, Gate]:
+        gate = Gate()
+        conn = protocol_for(gate)(config=uvicorn.Config(app), server_state=ServerState(), app_state={})
+        transport = GoneTransport()
+        conn.connection_made(transport)
+        conn.data_received(b"POST /v1/score HTTP/1.1\r\nHost: 127.0.0.1:8787\r\n")  # half the headers
+        gate.close_incomplete()  # what a shutdown does
+        return transport, gate
+
+    transport, gate = asyncio.run(run())
+    assert transport.closed and transport.written.startswith(b"HTTP/1.1 503 Service Unavailable\r\n")
+    assert json.loads(transport.written.split(b"\r\n\r\n", 1)[1])["error"] == "the server is stopping"
+    assert not gate.open and not gate.lingering

@@ -114,7 +114,7 @@ class Gate:
                 return False
             self.evicted += 1
             victim.close_with(
-                503,
+                503 if victim.received else 0,  # an idle keep-alive connection has nothing to answer
                 "Service Unavailable",
                 "this connection sent no whole request, and the server was at its limit of open connections",
                 "send the whole request at once",
@@ -165,7 +165,8 @@ class Gate:
         """At shutdown: close every connection that holds no whole request (nothing to answer on it)."""
         for conn in list(self.open):
             if conn.incomplete:
-                conn.close_with(503, "Service Unavailable", "the server is stopping", "send it again later")
+                status = 503 if conn.received or conn.phase == "body" else 0  # idle: nothing to answer
+                conn.close_with(status, "Service Unavailable", "the server is stopping", "send it again later")
 
 
 class GuardedH11(H11Protocol):
@@ -283,9 +284,13 @@ class GuardedH11(H11Protocol):
             cycle.message_event.set()
         self.gate.forget(self)
         if answered and len(self.gate.lingering) < LINGER_MAX and self.transport.can_write_eof():
+            try:
+                self.transport.write_eof()  # the answer, then FIN; the client's own close ends it sooner
+            except OSError:  # the client is gone already (ENOTCONN): nothing to linger for
+                self.transport.close()
+                return
             self.lingering = True
             self.gate.lingering.add(self)
-            self.transport.write_eof()  # the answer, then FIN; the client's own close ends it sooner
             self.loop.call_later(LINGER_S, self.transport.close)
         else:
             self.transport.close()
