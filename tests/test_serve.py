@@ -395,6 +395,7 @@ def test_label_records_as_triage_label_does(engine: Any, tmp_path: Path) -> None
 @pytest.mark.model
 def test_health_and_openapi_describe_the_server(engine: Any) -> None:
     from triage.serve.requests import LABEL_FIELDS, SCORE_FIELDS
+    from triage.serve.worker import DEFAULT_QUEUE_LIMIT
 
     with serving(engine, settings()) as (base, _):
         post(base, {"id": "O-1", "text": TICKETS[0]})
@@ -404,10 +405,11 @@ def test_health_and_openapi_describe_the_server(engine: Any) -> None:
         _, _, data = request(base, "GET", "/openapi.json")
         doc = json.loads(data)
     assert health["model"]["name"] == engine.name and health["packs"][0]["name"] == "support"
-    assert health["queue"] == {"waiting": 0, "running": 0, "limit": 16}
+    assert health["queue"] == {"waiting": 0, "running": 0, "limit": DEFAULT_QUEUE_LIMIT}
+    assert DEFAULT_QUEUE_LIMIT >= 50  # a burst of 50 waits (tests/test_serve_hardening.py sends it)
     assert health["served"] == 2 and health["stable_hit_rate"] == 1.0  # the stable block stays resident
     assert "head" in health and "calibration" in health
-    assert set(doc["paths"]) == {"/v1/score", "/v1/label", "/v1/health", "/openapi.json"}
+    assert set(doc["paths"]) == {"/v1/score", "/v1/label", "/v1/tickets", "/v1/health", "/openapi.json"}
     assert set(doc["components"]["schemas"]["ScoreRequest"]["properties"]) == set(SCORE_FIELDS)
     assert set(doc["components"]["schemas"]["LabelRequest"]["properties"]) == set(LABEL_FIELDS)
 
@@ -444,8 +446,15 @@ def _cli(*args: str, home: Path, **kw: Any) -> Any:
         (["--host", "0.0.0.0"], "needs --token"),
         (["--token", "short"], "at least 8"),
         (["--port", "70000"], "is not a port"),
-        (["--allow-origin", "*"], "is not one origin"),
+        (["--allow-origin", "*"], "is not one origin: a wildcard"),
+        (["--allow-origin", "https://*.example.com"], "is not one origin: a wildcard"),
+        (["--allow-origin", "https://helpdesk.example/app"], "it has a path"),
+        (["--allow-origin", "https://helpdesk.example/"], "use https://helpdesk.example"),
+        (["--allow-origin", "https://a.example,https://b.example"], "more than one"),
+        (["--allow-origin", "https://a.example https://b.example"], "more than one"),
         (["--queue-limit", "0"], "at least 1"),
+        (["--max-connections", "0"], "at least 1"),
+        (["--header-timeout", "0"], "above 0"),
     ],
 )
 def test_serve_refuses_unsafe_or_bad_settings_before_loading_a_model(
@@ -454,6 +463,7 @@ def test_serve_refuses_unsafe_or_bad_settings_before_loading_a_model(
     proc = _cli("--model", "/nonexistent.gguf", *args, home=triage_home)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 2 and said in err and out == ""
+    assert "serving" not in err
 
 
 @pytest.mark.model
@@ -539,3 +549,75 @@ def test_a_thread_sent_again_with_a_reply_evaluates_only_the_reply(engine: Any) 
     reply = len(engine.tokenizer.encode("\n\nAgent reply:\n" + grown[1]["text"]))
     assert two["thread"]["reused"] > 0
     assert two["tokens"]["evaluated"] - two["tokens"]["tails"] <= reply + 4  # the reply, the tails' lead, one trim
+
+
+@pytest.mark.model
+def test_sigterm_stops_a_real_decode_and_answers_the_queue_with_json(
+    smollm2_path: Path, triage_home: Path, tmp_path: Path
+) -> None:
+    import signal
+    import sqlite3
+
+    from triage.serve.local import free_port
+
+    port = free_port()
+    path = tmp_path / "history.sqlite3"
+    proc = _cli(
+        "--model",
+        str(smollm2_path),
+        "--n-ctx",
+        "2048",
+        "--threads",
+        "1",
+        "--port",
+        str(port),
+        "--history",
+        "--history-file",
+        str(path),
+        home=triage_home,
+    )
+    base = f"http://127.0.0.1:{port}"
+    answers: dict[str, tuple[int, dict[str, Any]]] = {}
+
+    def ask(tid: str, text: str) -> None:
+        status, _, data = request(base, "POST", "/v1/score", {"id": tid, "text": text})
+        answers[tid] = (status, json.loads(data))
+
+    def queue() -> dict[str, int]:
+        return json.loads(request(base, "GET", "/v1/health")[2])["queue"]
+
+    threads: list[threading.Thread] = []
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                queue()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+                time.sleep(0.2)
+        long = " ".join(TICKETS) * 12  # the context's worth of ticket: a prefill of seconds on one thread
+        threads.append(threading.Thread(target=ask, args=("RUN", long)))
+        threads[0].start()
+        while queue()["running"] != 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        threads += [threading.Thread(target=ask, args=(f"W-{i}", TICKETS[i])) for i in range(2)]
+        for t in threads[1:]:
+            t.start()
+        while queue()["waiting"] != 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        for t in threads:
+            t.join(30)
+    assert proc.returncode == 143, (proc.returncode, err[-3000:])
+    status, body = answers["RUN"]  # stopped inside its decode: an answer of 503, not a result
+    assert status == 503 and "stopped while this ticket was being scored" in body["error"], body
+    for tid in ("W-0", "W-1"):
+        assert answers[tid][0] == 503 and answers[tid][1]["error"].startswith("the server is stopping")
+    assert "Traceback" not in err and err.rstrip().endswith("triage: terminated")
+    with sqlite3.connect(path) as db:
+        assert [s for (s,) in db.execute("SELECT status FROM scores")] == ["cancelled"]

@@ -21,6 +21,7 @@ come first served (docs/serve.md):
                     JSON `triage score` prints; with Accept: text/event-stream,
                     events queued, prefilled, one criterion per criterion, result
   POST /v1/label    {"id", "labels": {criterion: option}}: as `triage label` does
+  GET  /v1/tickets  the history's newest tickets, each with its latest result and labels
   GET  /v1/health   model, packs, head and calibration, hit rate, queue
   GET  /openapi.json
   GET  /            a web page: paste a ticket, watch the cards fill in
@@ -36,6 +37,11 @@ name, one of those loaded with --pack at start-up; it never names a file.
 Bodies must be application/json; a ticket over --max-ticket-bytes is 413; a
 bad field is 422, naming it; a full queue is 503 with Retry-After. No CORS
 headers unless --allow-origin. A client that goes away cancels its request.
+Headers must arrive within --header-timeout, a body within --body-timeout
+(408), and at most --max-connections are held open (fewer when the
+descriptor limit is low): at the limit, the connection that has waited
+longest without a whole request is closed. SIGTERM or Ctrl-C answers the
+waiting requests 503 at once and stops the running score inside its decode.
 
 examples:
   triage serve
@@ -48,6 +54,7 @@ DEFAULT_PORT = 8787
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from triage.commands._flags import add_model_options, add_prompt_option
+    from triage.serve.limits import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS
     from triage.serve.requests import DEFAULT_MAX_TICKET_BYTES
     from triage.serve.worker import DEFAULT_QUEUE_LIMIT
 
@@ -97,8 +104,66 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(so /v1/label and `triage label` can label it)",
     )
     p.add_argument("--history-file", metavar="PATH", help="the history file (default: the user data dir's)")
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        metavar="N",
+        default=DEFAULT_MAX_CONNECTIONS,
+        help="connections held open at most (default %(default)s; fewer when the descriptor limit is low); at the "
+        "limit the one that has waited longest without a whole request is closed",
+    )
+    p.add_argument(
+        "--header-timeout",
+        type=float,
+        metavar="S",
+        default=DEFAULT_HEADER_TIMEOUT,
+        help="seconds a request's headers may take to arrive (default %(default)g); later: 408, closed",
+    )
+    p.add_argument(
+        "--body-timeout",
+        type=float,
+        metavar="S",
+        default=DEFAULT_BODY_TIMEOUT,
+        help="seconds a request's body may take to arrive after its headers (default %(default)g); later: 408",
+    )
     p.add_argument("--no-head", action="store_true", help="do not apply any learned head")
     p.add_argument("--no-calibration", action="store_true", help="do not apply any calibration")
+
+
+def check_origin(value: str) -> str:
+    """``--allow-origin``: exactly one origin (``scheme://host[:port]``), as a browser's ``Origin`` header
+    writes it; a default port is dropped.
+
+    Raises:
+        InputError: a wildcard, a path (a trailing ``/`` too), a query, user info, two origins, no scheme or host.
+    """
+    from urllib.parse import urlsplit
+
+    def refuse(why: str, hint: str = "give scheme and host, e.g. https://example.zendesk.com") -> InputError:
+        return InputError(f"--allow-origin {value!r} is not one origin: {why}", hint=hint)
+
+    text = value.strip()
+    if "," in text or any(c.isspace() for c in text) or text.count("://") > 1:
+        raise refuse("it holds more than one", "a server allows one origin; run one server per origin")
+    if "*" in text:
+        raise refuse("a wildcard matches any site", "name the one site, e.g. https://example.zendesk.com")
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise refuse("it needs http:// or https:// and a host")
+    if parts.username is not None or parts.password is not None:
+        raise refuse("an origin holds no user name or password")
+    try:
+        port = parts.port
+    except ValueError:
+        raise refuse("its port is not a port") from None
+    if parts.path or parts.query or parts.fragment or text.endswith(("?", "#")):
+        fixed = f"{parts.scheme}://{parts.netloc}"
+        raise refuse("it has a path; a browser's Origin header never does", f"use {fixed}")
+    host = parts.hostname
+    if ":" in host:
+        host = f"[{host}]"
+    default = {"http": 80, "https": 443}[parts.scheme]
+    return f"{parts.scheme}://{host}" + (f":{port}" if port is not None and port != default else "")
 
 
 def _positive(value: Any, what: str) -> int:
@@ -134,11 +199,11 @@ def settings_of(args: argparse.Namespace, config: dict[str, Any]) -> Any:
         )
     if not 1 <= args.port <= 65535:
         raise InputError(f"--port {args.port} is not a port (1 to 65535)")
-    if args.allow_origin is not None and (args.allow_origin == "*" or "://" not in args.allow_origin):
-        raise InputError(
-            f"--allow-origin {args.allow_origin!r} is not one origin",
-            hint="give scheme and host, e.g. https://example.zendesk.com (no wildcard)",
-        )
+    allow_origin = check_origin(args.allow_origin) if args.allow_origin is not None else None
+    for name in ("header_timeout", "body_timeout"):
+        value = getattr(args, name)
+        if not 0 < value <= 3600:
+            raise InputError(f"--{name.replace('_', '-')} must be a number of seconds above 0 (at most 3600)")
     paths = args.pack or [config.get("pack")]
     packs: dict[str, Any] = {}
     for path in paths:
@@ -155,16 +220,18 @@ def settings_of(args: argparse.Namespace, config: dict[str, Any]) -> Any:
         "--queue-limit" if args.queue_limit is not None else "config serve_queue_limit",
     )
     max_ticket = _positive(args.max_ticket_bytes or DEFAULT_MAX_TICKET_BYTES, "--max-ticket-bytes")
+    _positive(args.max_connections, "--max-connections")
     settings = ServeSettings(
         packs=packs,
         config=dict(config),
         host=args.host,
         port=args.port,
         token=token,
-        allow_origin=args.allow_origin,
+        allow_origin=allow_origin,
         max_ticket_bytes=max_ticket,
         history=args.history,
         history_path=Path(args.history_file).expanduser() if args.history_file else None,
+        body_timeout=args.body_timeout,
     )
     return settings, queue_limit
 
@@ -173,6 +240,33 @@ def _say(line: str) -> None:
     from triage.domain.ticket import printable
 
     print(printable(line), file=sys.stderr, flush=True)
+
+
+def _check_history(path: Any) -> None:
+    """Open the history now: one that cannot be written stops the server before the model loads, and one that
+    was damaged and moved aside is said, naming both files."""
+    from triage.store.history import History
+    from triage.store.paths import user_dirs
+
+    target = path if path is not None else user_dirs().history_db
+
+    def aside() -> set[Any]:
+        if not target.parent.is_dir():
+            return set()
+        return {p for p in target.parent.glob(f"{target.name}.bad-*") if not p.name.endswith(("-wal", "-shm"))}
+
+    before = aside()
+    history = History.open_writable(path)
+    notice = history.notice
+    history.close()
+    moved = sorted(aside() - before)
+    if moved:
+        _say(
+            f"triage: note: the history {target} was damaged; it was moved aside to {moved[-1]} "
+            f"and a new, empty history was started at {target}"
+        )
+    elif notice:
+        _say(f"triage: note: {notice}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -184,73 +278,78 @@ def run(args: argparse.Namespace) -> int:
             "triage serve needs the ASGI stack of the serve extra",
             hint="pip install 'triage[serve]' (Starlette and uvicorn)",
         )
-    import uvicorn
-
     from triage.scoring.fit import FitRequest
     from triage.scoring.loader import load_engine
     from triage.serve.app import create_app, worker_default_options
+    from triage.serve.server import Gate, bind, build_server, connection_cap
     from triage.serve.worker import EngineWorker, fit_policy
     from triage.store.config import load_config
 
     config = load_config()
     settings, queue_limit = settings_of(args, config)
-    if settings.history:  # a history that cannot be written stops the server now, not its first request
-        from triage.store.history import History
-
-        History.open_writable(settings.history_path).close()
-    engine = load_engine(
-        args.model,
-        n_ctx=args.n_ctx,
-        threads=args.threads,
-        prompt_style=args.prompt,
-        notice=lambda m: _say(f"triage: {m}"),
-    )
-    request = FitRequest.of(no_head=args.no_head, no_calibration=args.no_calibration, config=config)
-    from triage.commands._starter import fit_starter
-
-    fit_starter(engine, settings.default_pack, request)  # before "serving": the first answers are the starter's
-    fits = fit_policy(engine, request)
-    options = worker_default_options(settings)
-    for note in fits(settings.default_pack, options).notes:
-        _say(f"triage: {'' if note.applied else 'note: '}{note.text}")
-    for pack in settings.packs.values():
-        engine.hold_stable(pack, options.readout)  # computed (or restored) now, not on the first request
-    engine.hold_stable(settings.default_pack, options.readout)  # the default's stays resident
-    worker = EngineWorker(
-        engine,
-        fits,
-        queue_limit=queue_limit,
-        history_path=settings.history_path,
-        keep_features=int(config.get("keep_features", 5000)),
-    )
-    worker.start()
-    app = create_app(worker, settings)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("triage: %(message)s"))
-    logging.getLogger("triage.serve").addHandler(handler)
-    logging.getLogger("triage.serve").setLevel(logging.INFO)
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            host=args.host,
-            port=args.port,
-            access_log=False,
-            log_level="warning",
-            server_header=False,
-            timeout_graceful_shutdown=5,
-        )
-    )
-    where = f"http://{'[' + args.host + ']' if ':' in args.host else args.host}:{args.port}/"
-    _say(
-        f"triage: serving {engine.name} with pack {settings.default_pack.name} on {where} "
-        f"(queue limit {queue_limit}; Ctrl-C stops)"
-    )
-    if settings.token is not None:
-        _say("triage: a bearer token is required on every API request (Authorization: Bearer ...)")
-    if args.host not in ("127.0.0.1", "localhost", "::1"):
-        _say(f"triage: listening on {args.host}: other machines can reach this server")
     try:
-        server.run()
+        max_connections = connection_cap(args.max_connections)
+    except ValueError as exc:
+        raise InputError(f"--max-connections: {exc}") from None
+    try:  # the port is taken now: one in use is said before the model loads, never after "serving"
+        sock = bind(args.host, args.port)
+    except OSError as exc:
+        raise InputError(str(exc.strerror), hint="pass another --port, or stop what listens there") from None
+    try:
+        if settings.history or settings.history_path is not None:
+            _check_history(settings.history_path)
+        engine = load_engine(
+            args.model,
+            n_ctx=args.n_ctx,
+            threads=args.threads,
+            prompt_style=args.prompt,
+            notice=lambda m: _say(f"triage: {m}"),
+        )
+        request = FitRequest.of(no_head=args.no_head, no_calibration=args.no_calibration, config=config)
+        from triage.commands._starter import fit_starter
+
+        fit_starter(engine, settings.default_pack, request)  # before "serving": the first answers are the starter's
+        fits = fit_policy(engine, request)
+        options = worker_default_options(settings)
+        for note in fits(settings.default_pack, options).notes:
+            _say(f"triage: {'' if note.applied else 'note: '}{note.text}")
+        for pack in settings.packs.values():
+            engine.hold_stable(pack, options.readout)  # computed (or restored) now, not on the first request
+        engine.hold_stable(settings.default_pack, options.readout)  # the default's stays resident
+        worker = EngineWorker(
+            engine,
+            fits,
+            queue_limit=queue_limit,
+            history_path=settings.history_path,
+            keep_features=int(config.get("keep_features", 5000)),
+        )
+        worker.start()
+        app = create_app(worker, settings)
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("triage: %(message)s"))
+        logging.getLogger("triage.serve").addHandler(handler)
+        logging.getLogger("triage.serve").setLevel(logging.INFO)
+        gate = Gate(max_connections, args.header_timeout, args.body_timeout)
+        where = f"http://{'[' + args.host + ']' if ':' in args.host else args.host}:{args.port}/"
+        lowered = (
+            f", {max_connections} connections (the descriptor limit)" if max_connections < args.max_connections else ""
+        )
+
+        def started() -> None:
+            _say(
+                f"triage: serving {engine.name} with pack {settings.default_pack.name} on {where} "
+                f"(queue limit {queue_limit}{lowered}; Ctrl-C stops)"
+            )
+            if settings.token is not None:
+                _say("triage: a bearer token is required on every API request (Authorization: Bearer ...)")
+            if args.host not in ("127.0.0.1", "localhost", "::1"):
+                _say(f"triage: listening on {args.host}: other machines can reach this server")
+
+        server = build_server(app, worker, gate, on_started=started)
+        try:
+            server.run(sockets=[sock])
+        finally:
+            worker.stop()
     finally:
-        worker.stop()
+        sock.close()
     return 0

@@ -10,6 +10,7 @@ import asyncio
 import hmac
 import json
 import logging
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
@@ -18,21 +19,33 @@ from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from triage.domain.pack import Pack
 from triage.errors import TriageError
-from triage.serve.requests import DEFAULT_MAX_TICKET_BYTES, Invalid, ScoreRequest, TooLarge, parse_label, parse_score
-from triage.serve.worker import TERMINAL, EngineWorker, Job, QueueFull
+from triage.serve.requests import (
+    DEFAULT_MAX_TICKET_BYTES,
+    Invalid,
+    Malformed,
+    ScoreRequest,
+    TooLarge,
+    check_keys,
+    parse_label,
+    parse_score,
+)
+from triage.serve.worker import TERMINAL, EngineWorker, Job, QueueFull, Stopping, history_error, history_locked
 
 log = logging.getLogger("triage.serve")
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+TICKETS_DEFAULT, TICKETS_MAX = 50, 200  # GET /v1/tickets?limit=
 STATIC = {  # every file the page needs, by URL path: nothing else is ever read from disk for a request
     "/": ("index.html", "text/html; charset=utf-8"),
     "/static/app.js": ("app.js", "text/javascript; charset=utf-8"),
@@ -78,6 +91,14 @@ class ServeSettings:
     max_ticket_bytes: int = DEFAULT_MAX_TICKET_BYTES
     history: bool = False
     history_path: Path | None = None
+    body_timeout: float = 30.0  # seconds a request's body may take to arrive, from its headers (408)
+
+    @property
+    def hosts(self) -> frozenset[str]:
+        """The ``Host`` headers a loopback server without a token answers (with the port; without it on port
+        80, where a browser leaves the default port out)."""
+        names = ("127.0.0.1", "localhost", "[::1]")
+        return frozenset({f"{h}:{self.port}" for h in names} | (set(names) if self.port == 80 else set()))
 
     @property
     def default_pack(self) -> Pack:
@@ -89,6 +110,28 @@ class ServeSettings:
         return self.max_ticket_bytes * 6 + (16 << 10)
 
 
+class JSON(JSONResponse):
+    """JSON as UTF-8; a string that cannot be UTF-8 (a lone surrogate) is written as a ``\\u`` escape
+    instead of failing the response (a 500 from inside the error path)."""
+
+    def render(self, content: Any) -> bytes:
+        text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError:
+            return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
+def error_body(message: str, field_name: str | None = None, hint: str | None = None) -> dict[str, Any]:
+    """The one error body: ``{"error": message, "field": name, "hint": what to do}``."""
+    body: dict[str, Any] = {"error": message}
+    if field_name is not None:
+        body["field"] = field_name
+    if hint:
+        body["hint"] = hint
+    return body
+
+
 def error(
     status: int,
     message: str,
@@ -97,13 +140,8 @@ def error(
     hint: str | None = None,
     headers: dict[str, str] | None = None,
 ) -> JSONResponse:
-    """The one error body: ``{"error": message, "field": name, "hint": what to do}``."""
-    body: dict[str, Any] = {"error": message}
-    if field_name is not None:
-        body["field"] = field_name
-    if hint:
-        body["hint"] = hint
-    return JSONResponse(body, status_code=status, headers=headers)
+    """An error response: :func:`error_body` with its status."""
+    return JSON(error_body(message, field_name, hint), status_code=status, headers=headers)
 
 
 class Guard:
@@ -116,26 +154,32 @@ class Guard:
     def __init__(self, app: ASGIApp, settings: ServeSettings) -> None:
         self.app = app
         self.settings = settings
-        self.hosts = {f"{h}:{settings.port}" for h in ("127.0.0.1", "localhost", "[::1]")}
+        self.hosts = settings.hosts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         t0 = time.perf_counter()
-        status = {"code": 0}
+        status = {"code": 0, "complete": False}
 
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                status["complete"] = True
             await send(message)
 
         refusal = self._refusal(scope)
+        failed = False
         try:
             if refusal is not None:
                 await refusal(scope, receive, sending)
             else:
                 await self.app(scope, receive, sending)
+        except Exception:
+            failed = True
+            raise
         finally:
             client = scope.get("client") or ("-", 0)
             log.info(
@@ -143,7 +187,8 @@ class Guard:
                 log_safe(client[0]),
                 log_safe(scope.get("method")),
                 log_safe(scope.get("path")),
-                status["code"],
+                # a response that never ended: 499 when its client went away (an event stream), 500 on an error
+                status["code"] if status["complete"] else 500 if failed else 499,
                 (time.perf_counter() - t0) * 1000,
             )
 
@@ -171,12 +216,23 @@ class Guard:
         return None
 
 
-async def read_json(request: Request, limit: int) -> Any:
-    """The body as JSON, read at most ``limit`` bytes.
+class TimedOut(Exception):
+    """The body did not arrive within the body timeout (HTTP 408)."""
+
+
+class ClientGone(Exception):
+    """The client closed the connection before its body arrived (logged 499)."""
+
+
+async def read_json(request: Request, limit: int, timeout: float = 30.0) -> Any:
+    """The body as JSON, read at most ``limit`` bytes within ``timeout`` seconds.
 
     Raises:
         TooLarge: a longer body (said before reading it when the request declares its length).
         Invalid: not ``application/json``, not UTF-8, not JSON (field ``body``).
+        Malformed: JSON whose object keys are not Unicode text (a lone surrogate escape).
+        TimedOut: the body took longer than ``timeout`` seconds.
+        ClientGone: the client went away before the body was read.
     """
     from triage.bounded import Bounded, loads_json
 
@@ -193,21 +249,48 @@ async def read_json(request: Request, limit: int) -> Any:
         raise TooLarge(f"the body is {int(declared):,} bytes; this server reads at most {limit:,}")
     chunks = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise TooLarge(f"the body is over {limit:,} bytes, the most this server reads")
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(timeout):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise TooLarge(f"the body is over {limit:,} bytes, the most this server reads")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise TimedOut(f"the body did not arrive within {timeout:g} s ({size:,} bytes came)") from None
+    except ClientDisconnect:
+        raise ClientGone() from None
     try:
         text = b"".join(chunks).decode("utf-8")
     except UnicodeDecodeError:
         raise Invalid("body", "the body is not UTF-8 text") from None
+    del chunks
     try:
-        return loads_json(text)
+        body = loads_json(text)
     except Bounded as exc:
         raise Invalid("body", f"the body is not usable JSON: {exc}") from None
     except ValueError as exc:
         raise Invalid("body", f"the body is not JSON: {exc}") from None
+    check_keys(body)
+    return body
+
+
+def body_error(exc: Exception) -> Response:
+    """The answer to a body that could not be read or used (413, 400, 422, 408, 499)."""
+    if isinstance(exc, TooLarge):
+        return error(413, exc.message, hint="send a shorter ticket (a ticket is cut to the context anyway)")
+    if isinstance(exc, Malformed):
+        return error(400, exc.message, field_name="body", hint=exc.hint)
+    if isinstance(exc, Invalid):
+        return error(422, exc.message, field_name=exc.field, hint=exc.hint)
+    if isinstance(exc, TimedOut):
+        return error(
+            408, str(exc), hint="send the whole request at once", headers={"Connection": "close"}
+        )  # the rest of a late body is never read: the connection closes
+    return error(499, "the client went away")
+
+
+BODY_ERRORS = (TooLarge, Malformed, Invalid, TimedOut, ClientGone)
 
 
 def prepare(req: ScoreRequest, settings: ServeSettings, loop: asyncio.AbstractEventLoop) -> Job:
@@ -251,7 +334,29 @@ def sse(kind: str, data: Any) -> bytes:
 
 
 def _failure(data: dict[str, Any]) -> JSONResponse:
-    return error(int(data.get("status", 500)), str(data.get("error")), hint=data.get("hint"))
+    status = int(data.get("status", 500))
+    headers = {"Retry-After": "5"} if status == 503 else None
+    return error(status, str(data.get("error")), hint=data.get("hint"), headers=headers)
+
+
+class JSONErrorCORS(CORSMiddleware):
+    """Starlette's CORS middleware, with a refused preflight answered as the one JSON error."""
+
+    def preflight_response(self, request_headers: Headers) -> Response:
+        response = super().preflight_response(request_headers)
+        if response.status_code < 400:
+            return response
+        what = bytes(response.body).decode("utf-8", "replace").removeprefix("Disallowed CORS ")
+        refused = error(
+            response.status_code,
+            f"this cross-origin request is not allowed ({what})",
+            hint="only the origin given to --allow-origin may call this server, with GET or POST and the "
+            "Authorization and Content-Type headers",
+        )
+        for key in ("vary",):
+            if key in response.headers:
+                refused.headers[key] = response.headers[key]
+        return refused
 
 
 def create_app(worker: EngineWorker, settings: ServeSettings) -> Starlette:
@@ -271,15 +376,22 @@ def create_app(worker: EngineWorker, settings: ServeSettings) -> Starlette:
     async def score(request: Request) -> Response:
         try:
             req = parse_score(
-                await read_json(request, settings.max_body_bytes), max_ticket_bytes=settings.max_ticket_bytes
+                await read_json(request, settings.max_body_bytes, settings.body_timeout),
+                max_ticket_bytes=settings.max_ticket_bytes,
             )
             job = prepare(req, settings, asyncio.get_running_loop())
-        except TooLarge as exc:
-            return error(413, exc.message, hint="send a shorter ticket (a ticket is cut to the context anyway)")
-        except Invalid as exc:
-            return error(422, exc.message, field_name=exc.field, hint=exc.hint)
+        except BODY_ERRORS as exc:
+            return body_error(exc)
+        del req  # a waiting request holds its ticket once, in the job (docs/serve.md: memory per waiting request)
         try:
             ahead = worker.submit(job)
+        except Stopping:
+            return error(
+                503,
+                "the server is stopping; this request was not scored",
+                hint="send it again once triage serve runs again",
+                headers={"Retry-After": "5"},
+            )
         except QueueFull as exc:
             return error(
                 503,
@@ -318,7 +430,7 @@ def create_app(worker: EngineWorker, settings: ServeSettings) -> Starlette:
                         return error(499, "the client went away")
                     continue
                 if kind == "result":
-                    return JSONResponse(data)
+                    return JSON(data)
                 if kind == "error":
                     return _failure(data)
         finally:
@@ -329,29 +441,53 @@ def create_app(worker: EngineWorker, settings: ServeSettings) -> Starlette:
         from starlette.concurrency import run_in_threadpool
 
         try:
-            req = parse_label(await read_json(request, 64 << 10))
-        except TooLarge as exc:
-            return error(413, exc.message)
-        except Invalid as exc:
-            return error(422, exc.message, field_name=exc.field, hint=exc.hint)
+            req = parse_label(await read_json(request, 64 << 10, settings.body_timeout))
+        except BODY_ERRORS as exc:
+            return body_error(exc)
         try:
             stored = await run_in_threadpool(_record, settings.history_path, req.id, req.labels)
         except Invalid as exc:
             return error(422, exc.message, field_name=exc.field, hint=exc.hint)
-        except TriageError as exc:
-            return error(409, exc.message, hint=exc.hint)
-        return JSONResponse({"ticket_id": req.id, "stored": stored})
+        except (TriageError, sqlite3.OperationalError) as exc:
+            if isinstance(exc, sqlite3.OperationalError) and not history_locked(exc):
+                raise
+            e = history_error(exc)
+            return error(409, e["error"], hint=e["hint"])
+        return JSON({"ticket_id": req.id, "stored": stored})
+
+    async def tickets(request: Request) -> Response:
+        from starlette.concurrency import run_in_threadpool
+
+        raw = request.query_params.get("limit", str(TICKETS_DEFAULT))
+        if not raw.isdigit() or not 1 <= int(raw) <= TICKETS_MAX:
+            return error(
+                422,
+                f"limit must be a whole number from 1 to {TICKETS_MAX}, not {log_safe(raw, 40)!r}",
+                field_name="limit",
+            )
+        unknown = sorted(set(request.query_params) - {"limit"})
+        if unknown:
+            return error(422, f"unknown parameter {log_safe(unknown[0], 40)!r}", field_name=unknown[0][:40])
+        try:
+            listed = await run_in_threadpool(recent_tickets, settings.history_path, int(raw))
+        except (TriageError, sqlite3.OperationalError) as exc:
+            if isinstance(exc, sqlite3.OperationalError) and not history_locked(exc):
+                raise
+            e = history_error(exc)
+            return error(409, e["error"], hint=e["hint"])
+        return JSON(listed)
 
     async def health(request: Request) -> Response:
-        return JSONResponse(health_of(worker, settings))
+        return JSON(health_of(worker, settings))
 
     async def schema(request: Request) -> Response:
-        return JSONResponse(openapi(settings))
+        return JSON(openapi(settings))
 
     routes = [Route(path, page, methods=["GET"]) for path in STATIC]
     routes += [
         Route("/v1/score", score, methods=["POST"]),
         Route("/v1/label", label, methods=["POST"]),
+        Route("/v1/tickets", tickets, methods=["GET"]),
         Route("/v1/health", health, methods=["GET"]),
         Route("/openapi.json", schema, methods=["GET"]),
     ]
@@ -359,7 +495,7 @@ def create_app(worker: EngineWorker, settings: ServeSettings) -> Starlette:
     if settings.allow_origin:
         middleware.append(
             Middleware(
-                CORSMiddleware,
+                JSONErrorCORS,
                 allow_origins=[settings.allow_origin],
                 allow_methods=["GET", "POST"],
                 allow_headers=["Authorization", "Content-Type"],
@@ -372,7 +508,25 @@ def create_app(worker: EngineWorker, settings: ServeSettings) -> Starlette:
         log.exception("unexpected error on %s %s", log_safe(request.method), log_safe(request.url.path))
         return error(500, "internal error; see the server's log")
 
-    return Starlette(routes=routes, middleware=middleware, exception_handlers={Exception: bad_request})
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 404:
+            return error(404, "no such route", hint="GET /openapi.json lists the routes of this server")
+        if exc.status_code == 405:
+            allowed = (exc.headers or {}).get("Allow", "")
+            return error(
+                405,
+                f"{log_safe(request.method, 20)} is not allowed on {log_safe(request.url.path, 80)}",
+                hint=f"use {allowed}" if allowed else None,
+                headers={"Allow": allowed} if allowed else None,
+            )
+        return error(exc.status_code, str(exc.detail), headers=exc.headers)
+
+    return Starlette(
+        routes=routes,
+        middleware=middleware,
+        exception_handlers={HTTPException: http_error, Exception: bad_request},
+    )
 
 
 def _record(history_path: Path | None, ticket_id: str, labels: dict[str, str]) -> list[dict[str, Any]]:
@@ -400,6 +554,49 @@ def _record(history_path: Path | None, ticket_id: str, labels: dict[str, str]) -
     return [
         {"criterion": s.criterion, "option": s.option, "kind": s.kind, "shown_option": s.shown_option} for s in stored
     ]
+
+
+def recent_tickets(history_path: Path | None, limit: int) -> dict[str, Any]:
+    """``GET /v1/tickets``: the history's newest tickets (by their last change), each with its messages, the
+    status of its newest score, its newest finished result and its labels now.
+
+    Raises:
+        TriageError: the history cannot be used (a newer schema; locked when it was opened).
+        sqlite3.OperationalError: it is locked.
+    """
+    from triage.errors import InputError
+    from triage.store import labels as lab
+    from triage.store.history import History
+
+    history = History.open(history_path)
+    if history.path is None:
+        history.close()
+        raise TriageError(f"the history cannot be read: {history.notice}")
+    with history:
+        rows = history.conn.execute(
+            "SELECT id FROM tickets ORDER BY updated_at DESC, id DESC LIMIT ?", (limit,)
+        ).fetchall()
+        out = []
+        for (row,) in rows:
+            saved = history.load_ticket(int(row))
+            try:
+                result = lab.scored_ticket(history, int(row)).result.to_dict()
+            except InputError:  # never scored to the end
+                result = None
+            out.append(
+                {
+                    "id": saved.ticket_id,
+                    "text": saved.text,
+                    "messages": [{"role": m.role, "text": m.text} for m in saved.messages] if saved.is_thread else None,
+                    "status": saved.status,
+                    "result": result,
+                    "labels": {
+                        c: {"option": a.option, "kind": a.kind, "shown_option": a.shown_option, "origin": a.origin}
+                        for c, a in lab.current(history, int(row)).items()
+                    },
+                }
+            )
+    return {"history": str(history.path), "tickets": out}
 
 
 def health_of(worker: EngineWorker, settings: ServeSettings) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """A server on a free local port in a thread of this process: for the tests and bench/serve_http.py.
 
-``triage serve`` runs uvicorn in the main thread; this runs the same app the same way, in a
-thread, and stops it (and the engine thread) when the block ends.
+``triage serve`` runs the same server (:func:`triage.serve.server.build_server`: uvicorn with the
+connection limits) in the main thread; this runs it in a thread, and stops it (and the engine
+thread) when the block ends.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from dataclasses import replace
 from typing import Any
 
 from triage.serve.app import ServeSettings, create_app
-from triage.serve.worker import EngineWorker, fit_policy
+from triage.serve.server import DEFAULT_MAX_CONNECTIONS, Gate, bind, build_server
+from triage.serve.worker import DEFAULT_QUEUE_LIMIT, EngineWorker, fit_policy
 
 
 def free_port() -> int:
@@ -27,16 +29,24 @@ def free_port() -> int:
 
 @contextmanager
 def serving(
-    engine: Any, settings: ServeSettings, *, queue_limit: int = 16, fits: Any = None, timeout: float = 30.0
+    engine: Any,
+    settings: ServeSettings,
+    *,
+    queue_limit: int = DEFAULT_QUEUE_LIMIT,
+    fits: Any = None,
+    timeout: float = 30.0,
+    gate: Gate | None = None,
 ) -> Iterator[tuple[str, EngineWorker]]:
-    """Serve ``engine`` (not closed at the end) on a free port; yields the base URL and the worker.
+    """Serve ``engine`` (not closed at the end) on a free port of 127.0.0.1; yields the base URL and the worker.
+
+    ``gate`` sets the connection limits (default: those of ``triage serve``).
 
     Raises:
         RuntimeError: the server did not start within ``timeout`` seconds.
     """
-    import uvicorn
-
-    settings = replace(settings, port=free_port(), host="127.0.0.1")
+    sock = bind("127.0.0.1", 0)
+    settings = replace(settings, port=sock.getsockname()[1], host="127.0.0.1")
+    gate = gate or Gate(max_connections=DEFAULT_MAX_CONNECTIONS, body_timeout=settings.body_timeout)
     worker = EngineWorker(
         engine,
         fits or fit_policy(engine),
@@ -45,22 +55,14 @@ def serving(
         owns_engine=False,
     )
     worker.start()
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(worker, settings),
-            host="127.0.0.1",
-            port=settings.port,
-            access_log=False,
-            log_level="warning",
-            lifespan="off",
-        )
-    )
-    thread = threading.Thread(target=server.run, name="triage-serve-test", daemon=True)
+    server = build_server(create_app(worker, settings), worker, gate, lifespan="off")
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="triage-serve-test", daemon=True)
     thread.start()
     deadline = time.monotonic() + timeout
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
             worker.stop()
+            sock.close()
             raise RuntimeError("the server did not start")
         time.sleep(0.02)
     try:
@@ -69,3 +71,4 @@ def serving(
         server.should_exit = True
         thread.join(timeout)
         worker.stop()
+        sock.close()

@@ -86,7 +86,50 @@ def openapi(settings: Any) -> dict[str, Any]:
             },
         },
     }
+    ticket_list = {
+        "type": "object",
+        "required": ["history", "tickets"],
+        "properties": {
+            "history": {"type": "string", "description": "the history file"},
+            "tickets": {
+                "type": "array",
+                "description": "newest first (by the ticket's last change)",
+                "items": {
+                    "type": "object",
+                    "required": ["id", "text", "messages", "status", "result", "labels"],
+                    "properties": {
+                        "id": {"type": "string"},
+                        "text": {"type": "string", "description": "the ticket (a thread: as the prompt writes it)"},
+                        "messages": {
+                            "type": ["array", "null"],
+                            "description": "a thread's messages [{role, text}], in order; null for a plain ticket",
+                        },
+                        "status": {
+                            "type": "string",
+                            "enum": ["running", "done", "cancelled", "failed", ""],
+                            "description": "its newest score's status ('' when never scored)",
+                        },
+                        "result": {
+                            "oneOf": [{"$ref": "#/components/schemas/Result"}, {"type": "null"}],
+                            "description": "its newest finished result (what /v1/label checks labels against)",
+                        },
+                        "labels": {
+                            "type": "object",
+                            "description": "criterion id -> {option, kind, shown_option, origin}: its labels now",
+                        },
+                    },
+                },
+            },
+        },
+    }
     secured = [{"bearer": []}] if settings.token else []
+    common = {
+        "400": _err("the body's keys are not Unicode text, or the request is not HTTP/1.1"),
+        "401": _err("no or a wrong bearer token"),
+        "408": _err("the headers or the body did not arrive in time"),
+        "421": _err("a Host header that is not this loopback server's"),
+        "503": _err("the server is stopping, or at its limit of open connections"),
+    }
     return {
         "openapi": "3.1.0",
         "info": {
@@ -99,6 +142,7 @@ def openapi(settings: Any) -> dict[str, Any]:
             "schemas": {
                 "ScoreRequest": score_body,
                 "LabelRequest": label_body,
+                "TicketList": ticket_list,
                 "Result": {
                     "type": "object",
                     "description": "triage.result/3, as `triage score` prints it (docs/schema.md)",
@@ -128,10 +172,11 @@ def openapi(settings: Any) -> dict[str, Any]:
                             "description": "the result",
                             "content": {**_json("Result"), "text/event-stream": {"schema": {"type": "string"}}},
                         },
-                        "401": _err("no or a wrong bearer token"),
+                        **common,
+                        "409": _err("history: true, and the history cannot be written (locked, a newer schema)"),
                         "413": _err("the ticket or body is too large"),
                         "422": _err("a field is missing or wrong (named in field)"),
-                        "503": _err("the queue is full; see Retry-After"),
+                        "503": _err("the queue is full, or the server is stopping; see Retry-After"),
                     },
                 }
             },
@@ -141,9 +186,29 @@ def openapi(settings: Any) -> dict[str, Any]:
                     "requestBody": {"required": True, "content": _json("LabelRequest")},
                     "responses": {
                         "200": {"description": "the labels stored"},
-                        "401": _err("no or a wrong bearer token"),
+                        **common,
                         "422": _err("unknown ticket, criterion or option (named in field)"),
-                        "409": _err("the history cannot be written"),
+                        "409": _err("the history cannot be written (locked by another process, a newer schema)"),
+                    },
+                }
+            },
+            "/v1/tickets": {
+                "get": {
+                    "summary": "the history's newest tickets, each with its latest result and its labels",
+                    "description": "What the page lists under Recent tickets when the server keeps a history: "
+                    "a reload shows the tickets and their labels again.",
+                    "parameters": [
+                        {
+                            "name": "limit",
+                            "in": "query",
+                            "schema": {"type": "integer", "minimum": 1, "maximum": 200, "default": 50},
+                        }
+                    ],
+                    "responses": {
+                        "200": {"description": "the tickets", "content": _json("TicketList")},
+                        **common,
+                        "409": _err("the history cannot be read (a newer schema, locked when opened)"),
+                        "422": _err("a bad limit (field limit)"),
                     },
                 }
             },

@@ -1,12 +1,14 @@
 """The bodies ``triage serve`` accepts, checked field by field.
 
 A bad field is a :class:`Invalid` (answered 422, naming the field); a ticket past the size
-limit is a :class:`TooLarge` (413). Nothing here reads a file: a request names a pack by the
-name of one the server loaded at start-up, never by a path.
+limit is a :class:`TooLarge` (413); a body whose object keys are not Unicode text (a lone
+surrogate escape such as ``"\\ud800"``) is :class:`Malformed` (400). Nothing here reads a
+file: a request names a pack by the name of one the server loaded at start-up, never by a path.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +17,7 @@ from triage.scoring.options import MODES, ORDERINGS, READOUTS
 
 DEFAULT_MAX_TICKET_BYTES = 64 << 10  # 64 KiB of UTF-8: far more than a context of 4,096 tokens holds
 MAX_ID_CHARS = 200
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class Invalid(Exception):
@@ -25,6 +28,38 @@ class Invalid(Exception):
         self.field = field
         self.message = message
         self.hint = hint
+
+
+class Malformed(Exception):
+    """A body that is JSON but not text a request can be made of (HTTP 400)."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+def check_keys(value: Any) -> None:
+    """Refuse a body whose object keys, at any depth, hold a lone UTF-16 surrogate (``"\\udc80"``):
+    no field has such a name, and it cannot be written back as UTF-8 in an error naming the field.
+
+    Raises:
+        Malformed: such a key (the error says where, escaped).
+    """
+    stack = [value]
+    while stack:  # the body's depth is bounded by the JSON reader (64)
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            for key, inner in item.items():
+                if isinstance(key, str) and _SURROGATE.search(key):
+                    shown = key.encode("utf-8", "backslashreplace").decode("utf-8")[:60]
+                    raise Malformed(
+                        f"the body has a key that is not Unicode text ({shown} holds a lone surrogate escape)",
+                        hint="send field names as plain text; every field name this API knows is ASCII",
+                    )
+                stack.append(inner)
+        elif isinstance(item, list):
+            stack.extend(item)
 
 
 class TooLarge(Exception):
@@ -179,9 +214,12 @@ def parse_label(body: object) -> LabelRequest:
     Raises:
         Invalid: a missing, unknown or ill-typed field (named).
     """
+    from triage.domain.ticket import safe_id
+
     body = _object(body, LABEL_FIELDS)
     tid = _ticket_id(body, required=True)
     assert tid is not None
+    tid = safe_id(tid)  # as make_ticket keeps an id: a lone surrogate is U+FFFD, never a 500 from SQLite
     labels = body.get("labels")
     if not isinstance(labels, Mapping) or not labels:
         raise Invalid(

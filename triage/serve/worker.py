@@ -6,7 +6,8 @@ answers 503 with ``Retry-After``). Each job streams its events to the asyncio lo
 request that made it. A job whose client went away is cancelled through the same
 ``cancel()`` callable the app's Esc uses: checked inside llama.cpp's decodes, so the engine
 stops within a decode and leaves its cache clean; a job cancelled while it waits is never
-started.
+started. :meth:`EngineWorker.shutdown` (SIGTERM, Ctrl-C) answers every waiting job at once with
+the documented 503 and stops the running score inside its decode.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import sqlite3
 import threading
 import time
 from collections import deque
@@ -29,8 +31,25 @@ from triage.scoring.options import ScoreOptions
 
 log = logging.getLogger("triage.serve")
 
-DEFAULT_QUEUE_LIMIT = 16
+# Requests that may wait for the engine. 64 absorbs a burst of 50 at once (a page's session re-sent, a
+# helpdesk backfill); each waiting request holds its ticket and a few KiB of bookkeeping (docs/serve.md).
+DEFAULT_QUEUE_LIMIT = 64
 TERMINAL = ("result", "error")
+STOPPING = {
+    "status": 503,
+    "error": "the server is stopping; this request was not scored",
+    "hint": "send it again once triage serve runs again",
+}
+STOPPED_MID_SCORE = {
+    "status": 503,
+    "error": "the server stopped while this ticket was being scored; it was not finished",
+    "hint": "send it again once triage serve runs again",
+}
+CLIENT_GONE = {"status": 499, "error": "cancelled: the client went away"}
+
+
+class Stopping(Exception):
+    """The server is shutting down: no new job is taken (HTTP 503)."""
 
 
 class QueueFull(Exception):
@@ -69,10 +88,20 @@ class Job:
     finished: bool = False
     submitted: float = field(default_factory=time.monotonic)
     started: float = 0.0  # when the engine took it (time.monotonic)
+    reason: str = ""  # why it was cancelled: "client" (went away) or "shutdown"
 
-    def cancel(self) -> None:
+    def cancel(self, reason: str = "client") -> None:
         """Stop this job: it is never started if it still waits; a running score stops inside its decode."""
-        self.cancelled.set()
+        if not self.cancelled.is_set():
+            self.reason = reason
+            self.cancelled.set()
+
+    @property
+    def cancel_error(self) -> dict[str, Any]:
+        """The error event of a job that was cancelled (before it started or mid-score)."""
+        if self.reason == "shutdown":
+            return STOPPED_MID_SCORE if self.started else STOPPING
+        return CLIENT_GONE if self.started else {"status": 499, "error": "cancelled before it started"}
 
     def emit(self, kind: str, data: Any) -> None:
         """Hand one event to the request's loop (from the engine thread)."""
@@ -145,6 +174,7 @@ class EngineWorker:
         self._running: Job | None = None
         self._stopping = False
         self._keeper: Any = None
+        self._closed = False
         self._thread = threading.Thread(target=self._loop, name="triage-engine", daemon=True)
 
     # -- the request side (the event loop's thread) -----------------------------------------
@@ -159,7 +189,7 @@ class EngineWorker:
         """
         with self._cond:
             if self._stopping:
-                raise QueueFull(len(self._waiting), 5)
+                raise Stopping()
             if len(self._waiting) >= self.queue_limit:
                 self.stats.rejected += 1
                 raise QueueFull(len(self._waiting), self._retry_after(len(self._waiting)))
@@ -184,18 +214,29 @@ class EngineWorker:
         job = self._running
         return job is not None and not job.finished
 
-    def stop(self, timeout: float = 30.0) -> None:
-        """Cancel every job, let the running score stop, close the history (and the engine)."""
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Take no new job; answer every waiting one at once (503, the server is stopping); stop the running
+        score inside its decode (its history row ends ``cancelled``); wait for the engine thread, which closes
+        the history. Safe to call again, and from any thread."""
         with self._cond:
             self._stopping = True
-            for job in self._waiting:
-                job.cancel()
+            waiting = list(self._waiting)
+            self._waiting.clear()
             if self._running is not None:
-                self._running.cancel()
+                self._running.cancel("shutdown")
             self._cond.notify_all()
+        for job in waiting:  # never started: nothing of theirs is in the history
+            job.cancel("shutdown")
+            self.stats.cancelled += 1
+            job.emit("error", job.cancel_error)
         if self._thread.is_alive():
             self._thread.join(timeout)
-        if self.owns_engine and not self._thread.is_alive():
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """:meth:`shutdown`, then close the engine (when this worker owns it)."""
+        self.shutdown(timeout)
+        if self.owns_engine and not self._thread.is_alive() and not self._closed:
+            self._closed = True
             self.engine.close()
 
     # -- the engine thread ---------------------------------------------------------------------
@@ -211,7 +252,7 @@ class EngineWorker:
             try:
                 if job.cancelled.is_set():
                     self.stats.cancelled += 1
-                    job.emit("error", {"status": 499, "error": "cancelled before it started"})
+                    job.emit("error", job.cancel_error)
                 else:
                     self._score(job)
             except BaseException:  # never let one job end the thread
@@ -236,10 +277,17 @@ class EngineWorker:
 
         try:
             fits = self.fits(job.pack, job.options)
-            keeping = self._keeper_open().begin(job.ticket, self.engine, job.pack, job.options) if job.keep else None
         except TriageError as exc:
             self.stats.failed += 1
             job.emit("error", {"status": 422, "error": exc.message, "hint": exc.hint})
+            return
+        try:
+            keeping = self._keeper_open().begin(job.ticket, self.engine, job.pack, job.options) if job.keep else None
+        except (TriageError, sqlite3.OperationalError) as exc:
+            if isinstance(exc, sqlite3.OperationalError) and not history_locked(exc):
+                raise
+            self.stats.failed += 1
+            job.emit("error", history_error(exc))
             return
         final = None
         t0 = time.perf_counter()
@@ -270,16 +318,20 @@ class EngineWorker:
         except TriageError as exc:
             self.stats.failed += 1
             if keeping is not None:
-                keeping.failed(exc.message)
+                _quietly(keeping.failed, exc.message)
             job.emit("error", {"status": 422, "error": exc.message, "hint": exc.hint})
             return
+        except BaseException:
+            if keeping is not None:  # an unexpected failure: the row says so, never "running"
+                _quietly(keeping.failed, "internal error while scoring; see the server's log")
+            raise
         assert final is not None
         result = final.result
         if not result.complete:
             self.stats.cancelled += 1
             if keeping is not None:
-                keeping.failed("cancelled: the client went away")
-            job.emit("error", {"status": 499, "error": "cancelled: the client went away"})
+                _quietly(keeping.keeper.history.cancel_score, keeping.score_id)  # never left "running"
+            job.emit("error", job.cancel_error)
             return
         self.stats.served += 1
         self.stats.recent_ms.append((time.perf_counter() - t0) * 1000)
@@ -289,8 +341,43 @@ class EngineWorker:
         self.stats.input_tokens += tok.total_input
         self.stats.prefix_cached += tok.prefix_cached
         if keeping is not None:
-            keeping.finished(final)
+            try:
+                keeping.finished(final)
+            except sqlite3.OperationalError as exc:
+                if not history_locked(exc):
+                    raise
+                _quietly(keeping.failed, "the history was locked when the result was to be kept")
+                job.emit("error", history_error(exc, scored=True))
+                return
         job.emit("result", result.to_dict())
+
+
+def history_locked(exc: BaseException) -> bool:
+    """Whether a SQLite error means another connection holds the history (busy or locked): HTTP 409."""
+    from triage.store.history import is_busy
+
+    return isinstance(exc, sqlite3.OperationalError) and (is_busy(exc) or "locked" in str(exc).lower())
+
+
+def history_error(exc: BaseException, *, scored: bool = False) -> dict[str, Any]:
+    """The error event (409) of a history that cannot be written: locked by another process (SQLite's
+    "database is locked"), of a newer schema, or unusable."""
+    if isinstance(exc, TriageError):
+        message, hint = exc.message, exc.hint or "close the other triage, or move the file aside"
+    else:
+        message = f"the history is locked by another process ({exc})"
+        hint = "retry when the other triage (or sqlite3 session) has finished writing"
+    if scored:
+        message = f"the ticket was scored but its result could not be kept: {message}"
+    return {"status": 409, "error": message, "hint": hint}
+
+
+def _quietly(call: Any, *args: Any) -> None:
+    """Write a score's end to the history; a history that refuses (locked) is logged, not raised."""
+    try:
+        call(*args)
+    except (sqlite3.Error, TriageError) as exc:
+        log.warning("could not record the end of a score in the history: %s", exc)
 
 
 def fit_policy(engine: Any, request: Any = None) -> Any:

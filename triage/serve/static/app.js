@@ -1,9 +1,18 @@
-// triage serve's page: paste a ticket, watch each criterion's card fill in from the event stream.
-// No build step, no network beyond this server; every string is set as text, never as HTML.
+// triage serve's page: paste a ticket, watch each criterion's card fill in from the event stream,
+// answer the cards (labels), add replies to a thread. No build step, no network beyond this server;
+// every string is set as text, never as HTML.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { packs: [], running: null, history: JSON.parse(sessionStorage.getItem("triage.history") || "[]") };
+const PRODUCT_MODEL = "Qwen3-0.6B";
+const ROLES = { customer: "Customer", agent: "Agent reply", note: "Internal note" };
+const state = {
+  packs: [],
+  running: null,       // the AbortController of the score in flight
+  serverHistory: false, // the server keeps a history: the list comes from GET /v1/tickets
+  session: JSON.parse(sessionStorage.getItem("triage.history") || "[]"), // else: this tab's tickets
+  current: null,       // the ticket on screen: {id, text, messages, pack, result, labels, latencies}
+};
 
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -26,78 +35,209 @@ function say(text, isError = false) {
   $("status").className = isError ? "error" : "";
 }
 
+function explain(status, e) {
+  return `${status}: ${e.error}${e.field ? ` (field ${e.field})` : ""}${e.hint ? `. ${e.hint}` : ""}`;
+}
+
+async function api(method, path, body) {
+  const init = { method, headers: headers(body === undefined ? {} : { "Content-Type": "application/json" }) };
+  if (body !== undefined) init.body = JSON.stringify(body);
+  const r = await fetch(path, init);
+  const data = await r.json().catch(() => ({ error: r.statusText || "no answer" }));
+  if (r.status === 401) $("token-row").hidden = false;
+  return { ok: r.ok, status: r.status, data };
+}
+
+function notice(key, text) {
+  const old = document.querySelector(`#notices [data-key="${key}"]`);
+  if (old) old.remove();
+  if (text) $("notices").append(el("p", { class: "notice", "data-key": key }, text));
+}
+
 async function loadHealth() {
-  const r = await fetch("/v1/health", { headers: headers() });
-  if (r.status === 401) {
-    $("token-row").hidden = false;
-    $("model").textContent = "this server needs its bearer token";
+  const { ok, status, data: h } = await api("GET", "/v1/health");
+  if (!ok) {
+    $("model").textContent = status === 401 ? "this server needs its bearer token" : explain(status, h);
     return;
   }
-  const h = await r.json();
   state.packs = h.packs;
   $("model").textContent = `${h.model.name} · ${h.packs.find((p) => p.default).name}` +
     (h.head ? ` · head ${h.head}` : "") + (h.calibration ? ` · calibration ${h.calibration}` : "");
+  notice("stand-in", h.model.stand_in
+    ? `Stand-in model: ${h.model.name} is running instead of ${PRODUCT_MODEL}, so decisions are less reliable.`
+    : "");
   $("keep").checked = h.history.default;
+  state.serverHistory = Boolean(h.history.default);
+  $("history-heading").textContent = state.serverHistory ? "Recent tickets (from the history)" : "This session";
   const sel = $("pack");
   sel.replaceChildren(...h.packs.map((p) => el("option", { value: p.name }, `${p.name} v${p.version}`)));
+  await drawHistory();
 }
 
 function pct(p) { return `${(p * 100).toFixed(1)}%`; }
 
 function pendingCards(pack) {
-  const info = state.packs.find((p) => p.name === pack);
+  const info = state.packs.find((p) => p.name === pack) || state.packs.find((p) => p.default);
   $("cards").replaceChildren(...(info ? info.criteria : []).map((id) =>
     el("article", { class: "card pending", role: "listitem", id: "card-" + id, "aria-busy": "true" },
-      el("h3", {}, id), el("p", { class: "muted" }, "waiting…"))));
+      el("h3", {}, id), el("p", { class: "muted wait" }, "waiting…"))));
 }
 
-function card(c, latencyMs) {
-  const rows = c.options.map((o) => {
+function stopCards(why) {
+  for (const node of document.querySelectorAll("#cards article.pending")) {
+    node.className = "card stopped";
+    node.setAttribute("aria-busy", "false");
+    const wait = node.querySelector(".wait");
+    if (wait) wait.textContent = why;
+  }
+}
+
+const SOURCE_NOTES = {
+  starter: "starter: decided by the pack's starter head (learned from its shipped starter set, not from your " +
+    "team's labels); your labels teach it your team's answers",
+};
+
+function card(c, latencyMs, answer, labellable) {
+  const rows = c.options.map((o, i) => {
     const chosen = o.id === c.choice;
+    const answered = answer && answer.option === o.id;
     const value = Math.round(o.probability * 1000) / 10;
-    return el("div", { class: "opt" + (chosen ? " chosen" : "") },
-      el("span", { class: "name", title: o.label }, (chosen ? "▸ " : "") + o.label),
+    const row = el("div", { class: "opt" + (chosen ? " chosen" : "") + (answered ? " answered" : ""),
+                            "data-option": o.id },
+      el("span", { class: "name", title: o.label },
+        (i < 9 ? `${i + 1} ` : "") + (answered ? "✔ " : chosen ? "▸ " : "") + o.label),
       el("div", { class: "track", role: "progressbar", "aria-label": `${o.label} ${pct(o.probability)}`,
                   "aria-valuemin": "0", "aria-valuemax": "100", "aria-valuenow": String(value) },
         el("div", { class: "fill", width: `${value}%` })),
       el("span", { class: "pct" }, pct(o.probability)));
+    if (labellable) {
+      row.setAttribute("role", "button");
+      row.setAttribute("aria-label", `label: ${o.label} is right (${pct(o.probability)})`);
+      row.addEventListener("click", () => label(c.id, o.id));
+    }
+    return row;
   });
   const meta = el("div", { class: "meta" },
     el("span", { class: "choice" }, `choice: ${c.choice_label}`),
-    el("span", { class: "source" }, `decided by: ${c.source}`),
+    el("span", { class: "source source-" + c.source }, `decided by: ${c.source}`),
     el("span", { class: "margin" }, `margin ${(c.margin * 100).toFixed(1)} pts`),
     el("span", { class: "latency", title: `tail ${c.tail_ms.toFixed(0)} ms` }, `latency ${Math.round(latencyMs)} ms`));
-  return el("article", { class: "card", role: "listitem", id: "card-" + c.id, "aria-label": c.question },
-    el("h3", {}, c.question), ...rows, meta);
+  const parts = [el("h3", {}, c.question), ...rows, meta];
+  if (SOURCE_NOTES[c.source]) parts.push(el("p", { class: "note source-note" }, SOURCE_NOTES[c.source]));
+  if (answer) {
+    const opt = c.options.find((o) => o.id === answer.option);
+    parts.push(el("p", { class: "answer" },
+      answer.option === c.choice ? "✔ confirmed" : `✔ you: ${opt ? opt.label : answer.option}`));
+  }
+  const attrs = { class: "card" + (answer ? " labelled" : ""), role: "listitem", id: "card-" + c.id,
+                  "aria-label": c.question, "data-criterion": c.id };
+  if (labellable) attrs.tabindex = "0";
+  const node = el("article", attrs, ...parts);
+  if (labellable) node.addEventListener("keydown", (e) => cardKey(e, c));
+  return node;
+}
+
+function cardKey(e, c) {
+  if (e.ctrlKey || e.metaKey || e.altKey) return;
+  if (e.key === "Enter" || e.key === "y") { e.preventDefault(); label(c.id, c.choice); }
+  else if (/^[1-9]$/.test(e.key)) {
+    const o = c.options[Number(e.key) - 1];
+    if (o) { e.preventDefault(); label(c.id, o.id); }
+  } else if (e.key === "ArrowDown" || e.key === "ArrowRight") { e.preventDefault(); focusCard(c.id, 1, false); }
+  else if (e.key === "ArrowUp" || e.key === "ArrowLeft") { e.preventDefault(); focusCard(c.id, -1, false); }
+}
+
+function focusCard(fromId, step, openOnly) {
+  const cards = [...document.querySelectorAll("#cards article[tabindex]")];
+  const at = cards.findIndex((n) => n.dataset.criterion === fromId);
+  for (let i = at + step; i >= 0 && i < cards.length; i += step) {
+    if (!openOnly || !cards[i].classList.contains("labelled")) { cards[i].focus(); return true; }
+  }
+  return false;
 }
 
 function showCard(c, latencyMs) {
-  const node = card(c, latencyMs);
+  const cur = state.current;
+  const complete = Boolean(cur && cur.result);
+  const node = card(c, latencyMs, cur && cur.labels[c.id], complete);
   const old = $("card-" + c.id);
   if (old) old.replaceWith(node); else $("cards").append(node);
+  return node;
 }
 
-function remember(result, latencies) {
-  state.history.unshift({ result, latencies });
-  state.history = state.history.slice(0, 50);
-  sessionStorage.setItem("triage.history", JSON.stringify(state.history));
+async function label(criterion, option) {
+  const cur = state.current;
+  if (!cur || !cur.result) return;
+  const { ok, status, data } = await api("POST", "/v1/label", { id: cur.id, labels: { [criterion]: option } });
+  if (!ok) {
+    say(`label not saved: ${explain(status, data)}`, true);
+    return;
+  }
+  for (const s of data.stored) cur.labels[s.criterion] = { option: s.option, kind: s.kind };
+  const c = cur.result.criteria.find((x) => x.id === criterion);
+  const node = showCard(c, cur.latencies[c.id] ?? cur.result.timing.total_ms);
+  const s = data.stored[0];
+  say(`label saved: ${criterion} = ${s.option} (${s.kind})`);
+  if (!focusCard(criterion, 1, true)) node.focus();
+  remember();
+}
+
+function showTicket(t) {
+  // t: {id, text, messages, pack, result, labels, latencies}
+  state.current = t;
+  $("cards").replaceChildren();
+  if (t.result) {
+    for (const c of t.result.criteria) showCard(c, t.latencies[c.id] ?? t.result.timing.total_ms);
+    $("total").textContent = `${t.id} · ${Math.round(t.result.timing.total_ms)} ms` +
+      (t.messages ? ` · thread of ${t.messages.length}` : "");
+  } else {
+    $("total").textContent = `${t.id} · not scored to the end`;
+  }
+  drawThread();
+}
+
+function drawThread() {
+  const t = state.current;
+  $("reply-form").hidden = !(t && t.result);
+  const messages = t ? (t.messages || [{ role: "customer", text: t.text }]) : [];
+  $("thread").replaceChildren(...messages.map((m) =>
+    el("li", { class: "msg role-" + m.role }, el("strong", {}, `${ROLES[m.role] || m.role}: `), m.text)));
+}
+
+function summary(result, labels) {
+  const picks = result ? result.criteria.map((c) => `${c.id}=${c.choice}`).join(", ") : "not scored";
+  const n = Object.keys(labels || {}).length;
+  return picks + (n ? ` · ${n} label${n === 1 ? "" : "s"} ✔` : "");
+}
+
+function remember() {
+  // the tab's own list (used when the server keeps no history); the server's history is read back instead
+  const cur = state.current;
+  if (!cur || !cur.result) return;
+  const entry = { id: cur.id, text: cur.text, messages: cur.messages, result: cur.result, labels: cur.labels,
+                  latencies: cur.latencies };
+  state.session = [entry, ...state.session.filter((h) => h.id !== cur.id)].slice(0, 50);
+  sessionStorage.setItem("triage.history", JSON.stringify(state.session));
   drawHistory();
 }
 
-function drawHistory() {
-  $("history").replaceChildren(...state.history.map((h, i) => {
-    const r = h.result;
-    const summary = r.criteria.map((c) => `${c.id}=${c.choice}`).join(", ");
-    const b = el("button", { type: "button" }, `${r.ticket_id}: ${summary}`);
-    b.addEventListener("click", () => showResult(r, h.latencies));
+async function drawHistory() {
+  let entries = state.session;
+  if (state.serverHistory) {
+    const { ok, status, data } = await api("GET", "/v1/tickets?limit=50");
+    if (!ok) { say(`the history could not be read: ${explain(status, data)}`, true); return; }
+    entries = data.tickets.map((t) => ({ ...t, latencies: {} }));
+  }
+  $("history").replaceChildren(...entries.map((h) => {
+    const b = el("button", { type: "button" }, `${h.id}: ${summary(h.result, h.labels)}`);
+    b.addEventListener("click", () => {
+      showTicket({ id: h.id, text: h.text, messages: h.messages, result: h.result, labels: { ...(h.labels || {}) },
+                   latencies: h.latencies || {} });
+      $("ticket-text").value = h.messages ? h.messages[0].text : h.text;
+      $("ticket-id").value = h.id;
+    });
     return el("li", {}, b);
   }));
-}
-
-function showResult(r, latencies) {
-  $("cards").replaceChildren();
-  for (const c of r.criteria) showCard(c, latencies[c.id] ?? r.timing.total_ms);
-  $("total").textContent = `${r.ticket_id} · ${Math.round(r.timing.total_ms)} ms`;
 }
 
 function parseEvents(buffer, onEvent) {
@@ -115,28 +255,27 @@ function parseEvents(buffer, onEvent) {
   return buffer;
 }
 
-async function score(ev) {
-  ev.preventDefault();
+async function send(body, ticket) {
+  // POST body to /v1/score as an event stream; ticket: what goes on screen ({id, text, messages})
   if (state.running) return;
-  const text = $("ticket-text").value;
-  if (!text.trim()) { say("paste a ticket first", true); return; }
   if ($("token").value) sessionStorage.setItem("triage.token", $("token").value);
-  const body = { text, pack: $("pack").value || undefined, history: $("keep").checked };
-  if ($("ticket-id").value.trim()) body.id = $("ticket-id").value.trim();
   const ctl = new AbortController();
   state.running = ctl;
-  $("score").disabled = true; $("stop").disabled = false;
+  $("score").disabled = true; $("reply-send").disabled = true; $("stop").disabled = false;
+  state.current = { ...ticket, pack: body.pack, result: null, labels: {}, latencies: {} };
   pendingCards(body.pack);
   $("total").textContent = "";
   say("queued…");
   const t0 = performance.now();
-  const latencies = {};
+  const latencies = state.current.latencies;
+  let ended = false;
   try {
     const r = await fetch("/v1/score", { method: "POST", signal: ctl.signal,
       headers: headers({ "Content-Type": "application/json", Accept: "text/event-stream" }), body: JSON.stringify(body) });
     if (!r.ok) {
       const e = await r.json().catch(() => ({ error: r.statusText }));
-      say(`${r.status}: ${e.error}${e.field ? ` (field ${e.field})` : ""}`, true);
+      say(explain(r.status, e), true);
+      stopCards(`not scored: ${e.error}`);
       if (r.status === 401) $("token-row").hidden = false;
       return;
     }
@@ -151,29 +290,66 @@ async function score(ev) {
         else if (kind === "prefilled") say(`ticket read in ${Math.round(data.prefill_ms)} ms; deciding…`);
         else if (kind === "criterion") { latencies[data.id] = performance.now() - t0; showCard(data, latencies[data.id]); }
         else if (kind === "result") {
-          showResult(data, latencies); remember(data, latencies);
-          say(`scored ${data.criteria.length} criteria in ${Math.round(performance.now() - t0)} ms`);
-        } else if (kind === "error") say(data.error, true);
+          ended = true;
+          state.current.id = data.ticket_id;
+          state.current.result = data;
+          showTicket(state.current);
+          remember();
+          say(`scored ${data.criteria.length} criteria in ${Math.round(performance.now() - t0)} ms` +
+            (body.history ? "; Tab to a card: Enter confirms, 1-9 picks the right option" : ""));
+        } else if (kind === "error") {
+          ended = true;
+          say(explain(data.status, data), true);
+          stopCards(`not scored: ${data.error}`);
+        }
       });
     }
+    if (!ended) { say("the server closed the stream before the result", true); stopCards("stopped: no result came"); }
   } catch (e) {
-    say(e.name === "AbortError" ? "stopped" : `failed: ${e.message}`, e.name !== "AbortError");
+    const aborted = e.name === "AbortError";
+    say(aborted ? "stopped" : `failed: ${e.message}`, !aborted);
+    stopCards(aborted ? "stopped: not scored" : "failed: not scored");
   } finally {
     state.running = null;
-    $("score").disabled = false; $("stop").disabled = true;
+    $("score").disabled = false; $("reply-send").disabled = false; $("stop").disabled = true;
   }
+}
+
+function score(ev) {
+  ev.preventDefault();
+  const text = $("ticket-text").value;
+  if (!text.trim()) { say("paste a ticket first", true); return; }
+  const body = { text, pack: $("pack").value || undefined, history: $("keep").checked };
+  if ($("ticket-id").value.trim()) body.id = $("ticket-id").value.trim();
+  return send(body, { id: body.id || null, text, messages: null });
+}
+
+function reply(ev) {
+  ev.preventDefault();
+  const cur = state.current;
+  const text = $("reply-text").value;
+  if (!cur || !cur.result) return;
+  if (!text.trim()) { say("write the reply first", true); return; }
+  // the thread so far and the reply, under the same id: the server reads only the reply again
+  const messages = [...(cur.messages || [{ role: "customer", text: cur.text }]), { role: $("reply-role").value, text }];
+  const body = { id: cur.id, messages, pack: cur.pack || $("pack").value || undefined, history: $("keep").checked };
+  $("reply-text").value = "";
+  return send(body, { id: cur.id, text: cur.text, messages });
 }
 
 function stop() { if (state.running) state.running.abort(); }
 
 document.addEventListener("DOMContentLoaded", () => {
   $("ticket-form").addEventListener("submit", score);
+  $("reply-form").addEventListener("submit", reply);
   $("stop").addEventListener("click", stop);
   $("ticket-text").addEventListener("keydown", (e) => {
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) $("ticket-form").requestSubmit();
   });
+  $("reply-text").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) $("reply-form").requestSubmit();
+  });
   document.addEventListener("keydown", (e) => { if (e.key === "Escape") stop(); });
   $("token").addEventListener("change", () => { sessionStorage.setItem("triage.token", $("token").value); loadHealth(); });
-  drawHistory();
   loadHealth().catch((e) => say(`cannot reach the server: ${e.message}`, true));
 });
