@@ -68,7 +68,7 @@ def test_plain_progress_says_the_start_the_first_row_then_each_tenth_or_every_in
         task = progress.add_task("learn", total=200, hits=0)
         clock.t += 8  # the first row also loads the model
         progress.update(task, advance=1, hits=0)
-        for i in range(2, 21):  # 19 rows at 2 rows/s: the 20th row is the first tenth
+        for _ in range(2, 21):  # 19 rows at 2 rows/s: the 20th row is the first tenth
             clock.t += 0.5
             progress.update(task, advance=1, hits=1)
         clock.t += 12  # one slow row: past the interval
