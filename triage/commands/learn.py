@@ -40,6 +40,18 @@ options, or with no labels, is not learned and is named: it stays calibrated
 or zero-shot. Each result says per criterion what decided it: learned,
 calibrated or zero-shot.
 
+Learn first says, one line per criterion, whether it applies what it learned.
+With --holdout the held-out rows decide: a head not better than zero-shot there
+is stored but not applied (score and the app keep that criterion calibrated or
+zero-shot). Without --holdout, cross-validation on the training rows decides: a
+head worse than zero-shot on the same rows by more than their noise is stored,
+not applied. --apply applies it anyway, and says so. The figures and tables
+follow, each column explained in one line.
+
+While it scores, a progress bar on a terminal; with stderr redirected (a file,
+a pipe), a plain line at the start, after the first row, then every 10 s or
+each tenth of the rows: rows done, rows/s and the time left.
+
 The head (.npz, no pickle) records the model sha256, pack hash and prompt
 format; it is written to -o and stored in the user data dir (heads/), from
 where `triage score` and the app apply it when all three match, and say why
@@ -110,7 +122,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="fewest labels per option to learn a criterion (default 5)",
+        help=(
+            "fewest labels an option needs to be learned (default 5); with --rare-options backoff a "
+            "criterion is learned when two of its options have them"
+        ),
     )
     p.add_argument(
         "--rare-options",
