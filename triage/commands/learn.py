@@ -402,7 +402,9 @@ def run(args: argparse.Namespace) -> int:
         write=head_mod.write_head,
         store=head_mod.store_head,
         applied=(
-            f"applied automatically for this model, pack and prompt format, except {', '.join(held_back)}: "
+            "not applied: every criterion it learned is stored, not applied (--apply applies them)"
+            if held_back and len(held_back) == len(head.criteria)
+            else f"applied automatically for this model, pack and prompt format, except {', '.join(held_back)}: "
             "stored, not applied"
             if held_back
             else None
