@@ -99,6 +99,22 @@ def test_plain_progress_says_how_far_a_stopped_run_got() -> None:
     assert buf.getvalue().splitlines()[-1] == "triage: learn: scored 3/50 rows, 1.00 rows/s, about 47 s left"
 
 
+def test_a_terminal_gets_the_live_bar_with_rows_per_second_and_eta_anything_else_plain_lines() -> None:
+    from rich.progress import Progress
+
+    from triage.evaluation.progress import RateColumn, scoring_progress
+
+    buf = io.StringIO()
+    bar = scoring_progress(Console(file=buf, force_terminal=True, width=160))
+    assert isinstance(bar, Progress) and any(isinstance(c, RateColumn) for c in bar.columns)
+    with bar:
+        task = bar.add_task("learn", total=4, hits=0)
+        bar.update(task, advance=4, hits=1)
+    shown = buf.getvalue()
+    assert "4/4" in shown and "rows/s" in shown and "ETA" in shown and "cached 1" in shown
+    assert isinstance(scoring_progress(Console(file=io.StringIO())), PlainProgress)
+
+
 def test_durations_read_at_a_glance() -> None:
     assert [duration(s) for s in (0.4, 59, 76, 3599, 7500)] == ["0 s", "59 s", "1 min 16 s", "59 min 59 s", "2 h 5 min"]
 
