@@ -109,6 +109,44 @@ def test_cache_round_trip_and_keys(tmp_path: Path) -> None:
         assert (cache.hits, cache.misses) == (1, 2)
 
 
+def test_cache_writes_wait_in_memory_are_read_back_and_committed_together_and_on_close(tmp_path: Path) -> None:
+    import sqlite3
+
+    key = CacheKey("m" * 64, "packhash", "triage-prompt/1:chat", 1024, "none@fanout")
+    out = Outcome({"mood": [((0, 1), np.log(np.array([0.3, 0.7])), 0.9)]})
+    feats = {"mood": np.arange(4, dtype=np.float32)}
+    path = tmp_path / "c.sqlite3"
+
+    def on_disk() -> tuple[int, int]:
+        with sqlite3.connect(path) as other:  # another process's view: only what is committed
+            return (
+                other.execute("SELECT COUNT(*) FROM outcome").fetchone()[0],
+                other.execute("SELECT COUNT(*) FROM features").fetchone()[0],
+            )
+
+    with ReadoutCache(path, commit_every_s=3600) as cache:
+        for i in range(5):
+            cache.put(key, f"t{i}", out)
+            cache.put_features(key, f"t{i}", "logits-image/1", feats)
+        assert on_disk() == (0, 0) and cache.commits == 0
+        got = cache.get(key, "t3", ("logits-image/1", ["mood"]))  # read back from memory, features too
+        assert got is not None and np.array_equal(got.features["mood"], feats["mood"])  # type: ignore[index]
+        cache.commit()
+        assert on_disk() == (5, 5) and cache.commits == 1
+        cache.put(key, "t5", out)
+    assert on_disk() == (6, 5)  # closing commits what is left
+    with ReadoutCache(path, commit_every_s=0) as cache:  # 0: every write committed at once
+        cache.put(key, "t6", out)
+        assert on_disk() == (7, 5) and cache.commits == 1
+        cache.put_features(key, "t6", "logits-image/1", feats)
+        assert on_disk() == (7, 6) and cache.commits == 2
+        # Features half on disk, half in memory are read together.
+        cache.commit_every_s = 3600
+        cache.put_features(key, "t6", "logits-image/1", {"other": np.ones(2, dtype=np.float32)})
+        both = cache.get_features(key, "t6", "logits-image/1", ["mood", "other"])
+        assert both is not None and set(both) == {"mood", "other"}
+
+
 @pytest.mark.parametrize("damage", ["not a database", "torn pages"])
 def test_damaged_cache_is_moved_aside_and_recomputed(tmp_path: Path, damage: str) -> None:
     key = CacheKey("m" * 64, "packhash", "triage-prompt/1:chat", 1024, "cyclic")

@@ -303,12 +303,11 @@ class RaySets:
         prior: bool,
         read: str,
     ) -> Any:
-        from rich.progress import Progress
-
         from triage.domain.ticket import make_ticket, printable
         from triage.evaluation.cache import ReadoutCache
+        from triage.evaluation.progress import scoring_progress
         from triage.evaluation.runner import Scorer, score_rows
-        from triage.evaluation.session import ScoringRun, progress_columns
+        from triage.evaluation.session import ScoringRun
         from triage.evaluation.variants import prior_from
         from triage.scoring.engine import PRIOR_TEXT
 
@@ -346,7 +345,7 @@ class RaySets:
                 batches = [items[i : i + batch] for i in range(0, len(items), batch)]
                 pool = ActorPool(self._actors)
                 what = f"{parts[0][0] if parts else 'rows'} on Ray ({len(self._actors)} worker(s))"
-                with Progress(*progress_columns(), console=console, transient=False) as progress:
+                with scoring_progress(console) as progress:
                     task = progress.add_task(what, total=len(todo), hits=hits)
                     results = pool.map_unordered(
                         lambda a, b: a.score.remote(b, readout, read, scorer.features), batches

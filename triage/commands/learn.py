@@ -40,6 +40,18 @@ options, or with no labels, is not learned and is named: it stays calibrated
 or zero-shot. Each result says per criterion what decided it: learned,
 calibrated or zero-shot.
 
+Learn first says, one line per criterion, whether it applies what it learned.
+With --holdout the held-out rows decide: a head not better than zero-shot there
+is stored but not applied (score and the app keep that criterion calibrated or
+zero-shot). Without --holdout, cross-validation on the training rows decides: a
+head worse than zero-shot on the same rows by more than their noise is stored,
+not applied. --apply applies it anyway, and says so. The figures and tables
+follow, each column explained in one line.
+
+While it scores, a progress bar on a terminal; with stderr redirected (a file,
+a pipe), a plain line at the start, after the first row, then every 10 s or
+each tenth of the rows: rows done, rows/s and the time left.
+
 The head (.npz, no pickle) records the model sha256, pack hash and prompt
 format; it is written to -o and stored in the user data dir (heads/), from
 where `triage score` and the app apply it when all three match, and say why
@@ -110,7 +122,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         metavar="N",
-        help="fewest labels per option to learn a criterion (default 5)",
+        help=(
+            "fewest labels an option needs to be learned (default 5); with --rare-options backoff a "
+            "criterion is learned when two of its options have them"
+        ),
     )
     p.add_argument(
         "--rare-options",
@@ -135,12 +150,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         ),
     )
     p.add_argument("--no-store", action="store_true", help="do not store the head in the user data dir")
+    p.add_argument("--force", action="store_true", help="replace an existing -o file")
     p.add_argument(
-        "--force",
+        "--apply",
         action="store_true",
         help=(
-            "replace an existing -o file, and keep a criterion whose head "
-            "cross-validates worse than zero-shot (refused by default)"
+            "apply every learned criterion, also one whose own check found it no better than zero-shot "
+            "(by default such a criterion is stored but not applied: it stays calibrated or zero-shot)"
         ),
     )
     p.add_argument(
@@ -148,9 +164,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         type=float,
         metavar="F",
         help=(
-            "keep the share F of rows out (by id hash: eval --split 1-F's dev rows), fit on "
-            "the rest, and print per criterion balanced accuracy, macro-F1 and ECE on them for "
-            "the head, zero-shot and TF-IDF, with the confusion matrix, before storing the head"
+            "keep the share F of rows out (by id hash: eval --split 1-F's dev rows) and fit on the rest; "
+            "a criterion is applied only where the head beats zero-shot on them. Prints per criterion "
+            "balanced accuracy, macro-F1 and ECE on them for the head, zero-shot and TF-IDF, with the "
+            "confusion matrix"
         ),
     )
     from triage.intake.sample import DEFAULT_PER_OPTION, PER_OPTION_WHY, per_option_arg
@@ -330,7 +347,7 @@ def run(args: argparse.Namespace) -> int:
                 ),
                 min_per_option=args.min_per_option or learn_mod.MIN_PER_OPTION,
                 rare=args.rare_options,
-                force=args.force,
+                refuse_worse=False,  # a head worse than zero-shot is stored, not applied (triage.evaluation.verdict)
                 weights=weights,
             )
             if with_starter is not None:
@@ -359,9 +376,32 @@ def run(args: argparse.Namespace) -> int:
         markup=False,
         highlight=False,
     )
+    if not head.criteria:
+        for o in outcomes:
+            err.print(f"triage: not learned: {printable(o.refused or '')}", style="yellow", markup=False)
+        raise InputError(
+            "no criterion could be learned; nothing written",
+            hint="label at least --min-per-option rows for two or more options of a criterion",
+        )
+    results = None
+    if held is not None:
+        from triage.evaluation.holdout import brief, holdout_metrics
+        from triage.store.files import json_safe
+
+        results = holdout_metrics(pack, head, scored, run_.sets[1], only)
+        head.report["holdout"] = json_safe({"fraction": args.holdout, **brief(results)})
+    from triage.evaluation.verdict import mark, verdicts
+
+    found = verdicts(outcomes, results, apply=args.apply)
+    mark(head, found)
+    # First the verdicts, one plain line per criterion; then how each was fitted and the tables.
+    for v in found:
+        style = "green" if v.applied else "yellow" if v.applied is False else "dim"
+        out.print(printable(v.line), style=style, markup=False, highlight=False)
     for o in outcomes:
+        for w in o.warnings:
+            err.print(f"triage: warning: {printable(w)}", style="yellow", markup=False)
         if o.refused:
-            err.print(f"triage: not learned: {printable(o.refused)}", style="yellow", markup=False)
             continue
         zero = _zero_shot_bacc(logprobs[o.criterion], labels[o.criterion])
         back = f" · left to zero-shot: {', '.join(o.backoff)}" if o.backoff else ""
@@ -379,22 +419,26 @@ def run(args: argparse.Namespace) -> int:
             markup=False,
             highlight=False,
         )
-        for w in o.warnings:
-            err.print(f"triage: warning: {printable(w)}", style="yellow", markup=False)
-    if not head.criteria:
-        raise InputError(
-            "no criterion could be learned; nothing written",
-            hint="label at least --min-per-option rows for two or more options of a criterion",
-        )
-    if held is not None:
-        from triage.evaluation.holdout import brief, holdout_metrics, print_holdout
-        from triage.store.files import json_safe
+    if results is not None:
+        from triage.evaluation.holdout import print_holdout
 
-        results = holdout_metrics(pack, head, scored, run_.sets[1], only)
         print_holdout(results, out, fraction=args.holdout, fit_n=len(scored.rows))
-        head.report["holdout"] = json_safe({"fraction": args.holdout, **brief(results)})
+    held_back = head.held_back()
     save_fit(
-        head, out, output=args.output, no_store=args.no_store, write=head_mod.write_head, store=head_mod.store_head
+        head,
+        out,
+        output=args.output,
+        no_store=args.no_store,
+        write=head_mod.write_head,
+        store=head_mod.store_head,
+        applied=(
+            "not applied: every criterion it learned is stored, not applied (--apply applies them)"
+            if held_back and len(held_back) == len(head.criteria)
+            else f"applied automatically for this model, pack and prompt format, except {', '.join(held_back)}: "
+            "stored, not applied"
+            if held_back
+            else None
+        ),
     )
     if not args.no_store:  # what `triage score` will now apply, by the same policy
         from dataclasses import replace

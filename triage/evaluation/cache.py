@@ -17,6 +17,11 @@ criterion's answer-position features (float32, the kind named, e.g.
 ``learned`` variant); a ticket cached without them is scored again when they are
 asked for.
 
+Writes are kept in memory and committed together, at most :data:`COMMIT_EVERY_S` apart (a commit
+waits for the disk: about 30 ms on the development machine, as long as scoring a short ticket), and
+when the cache is closed, also by an interrupted run (Ctrl-C). A run killed outright loses at most
+that last second of scoring; every read sees what is kept in memory too.
+
 The file is a cache, so it is treated like the stable cache and the history: a
 file that is not a database or is damaged (at open, or found so while reading or
 writing) is moved aside as ``readouts.sqlite3.bad-<time>`` and a new one started,
@@ -45,6 +50,7 @@ log = logging.getLogger(__name__)
 
 FORMAT = 1
 BUSY_WAIT_S = 15.0  # how long to wait for another process's lock before saying so
+COMMIT_EVERY_S = 1.0  # writes kept in memory at most this long before they are committed (0: each at once)
 _DAMAGED = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB (primary result codes)
 
 Reads = list[tuple[tuple[int, ...], np.ndarray, float]]  # (order, position log-probs, coverage)
@@ -112,6 +118,8 @@ class ReadoutCache:
     Args:
         path: the database file (default: ``user_dirs().cache / "eval" / "readouts.sqlite3"``).
         busy_wait_s: how long to wait for another process's lock.
+        commit_every_s: writes wait in memory at most this long, then are committed in one transaction
+            (0: each write committed at once). :meth:`close` commits what is left.
 
     Attributes:
         notice: a one-line message for the user when a damaged file was moved aside, else None.
@@ -121,12 +129,20 @@ class ReadoutCache:
         TriageError: the file cannot be moved aside or created.
     """
 
-    def __init__(self, path: Path | None = None, *, busy_wait_s: float = BUSY_WAIT_S) -> None:
+    def __init__(
+        self, path: Path | None = None, *, busy_wait_s: float = BUSY_WAIT_S, commit_every_s: float = COMMIT_EVERY_S
+    ) -> None:
         self.path = path or user_dirs().cache / "eval" / "readouts.sqlite3"
         self.busy_wait_s = busy_wait_s
+        self.commit_every_s = commit_every_s
         self.notice: str | None = None
         self.hits = 0
         self.misses = 0
+        self.commits = 0
+        # Written, not yet committed: outcome rows by key, feature rows by (key, criterion, kind).
+        self._outcomes: dict[tuple[str, str, str, int, str, str], tuple[object, ...]] = {}
+        self._features: dict[tuple[tuple[str, str, str, int, str, str], str, str], tuple[object, ...]] = {}
+        self._committed_at = time.monotonic()
         self._db = self._open()
 
     def _open(self) -> sqlite3.Connection:
@@ -218,14 +234,18 @@ class ReadoutCache:
         them it is a miss.
         """
         sql = "SELECT value FROM outcome WHERE model=? AND pack=? AND prompt=? AND n_ctx=? AND orderings=? AND ticket=?"
-        try:
-            row = self._db.execute(sql, self._k(key, ticket_sha256)).fetchone()
-        except sqlite3.DatabaseError as exc:
-            self._recover(exc)  # damaged: a new, empty file, so a miss
-            row = None
+        kept = self._outcomes.get(self._k(key, ticket_sha256))
+        if kept is not None:
+            row: tuple[object, ...] | None = (kept[6],)
+        else:
+            try:
+                row = self._db.execute(sql, self._k(key, ticket_sha256)).fetchone()
+            except sqlite3.DatabaseError as exc:
+                self._recover(exc)  # damaged: a new, empty file, so a miss
+                row = None
         if row is not None:
             try:
-                out = Outcome.from_json(row[0])
+                out = Outcome.from_json(str(row[0]))
             except (ValueError, KeyError, TypeError):
                 out = None  # written by another version: score again
             if out is not None and features is not None:
@@ -239,23 +259,37 @@ class ReadoutCache:
         return None
 
     def put(self, key: CacheKey, ticket_sha256: str, outcome: Outcome) -> None:
-        """Store (or replace) one outcome; committed at once so an interrupted run keeps its work."""
-        row = (*self._k(key, ticket_sha256), outcome.to_json(), time.time())
-        self._write("INSERT OR REPLACE INTO outcome VALUES (?, ?, ?, ?, ?, ?, ?, ?)", [row])
+        """Store (or replace) one outcome (committed with the writes around it: see :data:`COMMIT_EVERY_S`)."""
+        k = self._k(key, ticket_sha256)
+        self._outcomes[k] = (*k, outcome.to_json(), time.time())
+        self._maybe_commit()
 
-    def _write(self, sql: str, rows: list[tuple[object, ...]]) -> None:
-        """Run ``sql`` for every row and commit at once; a damaged file is moved aside and written again."""
+    def _maybe_commit(self) -> None:
+        if time.monotonic() - self._committed_at >= self.commit_every_s:
+            self.commit()
+
+    def commit(self) -> None:
+        """Write what is kept in memory to the file, in one transaction; a damaged file is moved aside and
+        written again."""
+        if not self._outcomes and not self._features:
+            return
+        outcomes, features = list(self._outcomes.values()), list(self._features.values())
         for attempt in (1, 2):
             try:
-                self._db.executemany(sql, rows)
+                self._db.executemany("INSERT OR REPLACE INTO outcome VALUES (?, ?, ?, ?, ?, ?, ?, ?)", outcomes)
+                self._db.executemany("INSERT OR REPLACE INTO features VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", features)
                 self._db.commit()
-                return
+                break
             except sqlite3.DatabaseError as exc:
                 if attempt == 2:
                     raise TriageError(
                         f"cannot write to the eval readout cache {self.path}: {describe_error(exc)}"
                     ) from exc
                 self._recover(exc)  # damaged: a new file, then write again
+        self._outcomes.clear()
+        self._features.clear()
+        self._committed_at = time.monotonic()
+        self.commits += 1
 
     def get_features(
         self, key: CacheKey, ticket_sha256: str, kind: str, criteria: list[str]
@@ -265,25 +299,32 @@ class ReadoutCache:
             "SELECT criterion, value FROM features WHERE model=? AND pack=? "
             "AND prompt=? AND n_ctx=? AND orderings=? AND ticket=? AND kind=?"
         )
-        try:
-            rows = self._db.execute(sql, (*self._k(key, ticket_sha256), kind)).fetchall()
-        except sqlite3.DatabaseError as exc:
-            self._recover(exc)
-            return None
-        got = {str(c): np.frombuffer(v, dtype="<f4").copy() for c, v in rows}
+        k = self._k(key, ticket_sha256)
+        kept = {c: self._features[(k, c, kind)] for c in criteria if (k, c, kind) in self._features}
+        rows: list[tuple[object, object]] = []
+        if len(kept) < len(criteria):
+            try:
+                rows = self._db.execute(sql, (*k, kind)).fetchall()
+            except sqlite3.DatabaseError as exc:
+                self._recover(exc)
+                return None
+        rows += [(c, row[8]) for c, row in kept.items()]  # what is kept in memory is newer
+        got = {str(c): np.frombuffer(v, dtype="<f4").copy() for c, v in rows}  # type: ignore[call-overload]
         return got if all(c in got for c in criteria) else None
 
     def put_features(self, key: CacheKey, ticket_sha256: str, kind: str, features: dict[str, np.ndarray]) -> None:
-        """Store one ticket's features (committed at once)."""
-        rows = [
-            (*self._k(key, ticket_sha256), cid, kind, np.asarray(v, dtype="<f4").tobytes(), time.time())
-            for cid, v in features.items()
-        ]
-        self._write("INSERT OR REPLACE INTO features VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        """Store one ticket's features (committed as :meth:`put`'s outcome is)."""
+        k = self._k(key, ticket_sha256)
+        for cid, v in features.items():
+            self._features[(k, cid, kind)] = (*k, cid, kind, np.asarray(v, dtype="<f4").tobytes(), time.time())
+        self._maybe_commit()
 
     def close(self) -> None:
-        """Close the database."""
-        self._db.close()
+        """Commit what is kept in memory, and close the database."""
+        try:
+            self.commit()
+        finally:
+            self._db.close()
 
     def __enter__(self) -> ReadoutCache:
         return self

@@ -24,19 +24,30 @@ from triage.evaluation.runner import Scored, gold, stack_features
 from triage.evaluation.variants import readings
 
 VARIANTS = ("learned", "zero-shot", "tfidf")
+LEGEND = (
+    "  balanced acc: the share of each option's tickets decided right, averaged over the options "
+    "(chance is one in the number of options); what the verdict compares",
+    "  95% CI: where balanced acc would likely fall on other tickets like these (few rows: a wide range)",
+    "  macro-F1: per option, the balance of tickets missed and tickets wrongly given that option, averaged",
+    "  ECE: how far the shown probabilities are from how often they are right (0: honest bars)",
+    "  accuracy: the share of all tickets decided right (the common options weigh most)",
+    "  zero-shot: the model's readout alone (what triage uses without a head); tfidf: a keyword model "
+    "fitted on the same labels, for comparison",
+)
 
 
 def holdout_metrics(
     pack: Pack, head: Any, train: Scored, held: Scored, criteria: Sequence[str] | None = None
 ) -> dict[str, dict[str, Any]]:
-    """Per learned criterion: ``{"n", "options", "learned", "zero-shot", "tfidf"}``, each a metrics dict
-    (:func:`triage.evaluation.metrics.summarize`) or ``{"refused": why}``.
+    """Per learned criterion (applied or not yet: this check decides it): ``{"n", "options", "learned",
+    "zero-shot", "tfidf"}``, each a metrics dict (:func:`triage.evaluation.metrics.summarize`) or
+    ``{"refused": why}``.
     """
     from triage.evaluation.baseline import fit_predict
 
     out: dict[str, dict[str, Any]] = {}
     for crit in pack.criteria:
-        if not head.covers(crit.id) or (criteria is not None and crit.id not in criteria):
+        if not head.has(crit.id) or (criteria is not None and crit.id not in criteria):
             continue
         have = [i for i, r in enumerate(held.rows) if crit.id in r.labels]
         if not have:
@@ -68,13 +79,16 @@ def holdout_metrics(
 
 
 def print_holdout(results: dict[str, dict[str, Any]], console: Console, *, fraction: float, fit_n: int) -> None:
-    """One table per criterion (balanced accuracy, macro-F1, ECE per variant), and the head's confusion matrix."""
+    """What the columns mean (:data:`LEGEND`), then one table per criterion (balanced accuracy, macro-F1, ECE per
+    variant) and the head's confusion matrix."""
     console.print(
         f"held out {fraction:g} of the rows by id hash (as eval --split {1 - fraction:g}); "
         f"the head was fitted on {fit_n}",
         markup=False,
         highlight=False,
     )
+    for line in LEGEND:
+        console.print(line, style="dim", markup=False, highlight=False)
     for cid, entry in results.items():
         if not entry.get("n"):
             console.print(f"{printable(cid)}: no held-out row is labelled", style="yellow", markup=False)

@@ -1,4 +1,4 @@
-"""What ``triage eval`` and ``triage calibrate`` share: bad-row reporting and scoring with a progress bar."""
+"""What ``triage eval``, ``calibrate`` and ``learn`` share: bad-row reporting and scoring with a progress bar."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from typing import Any
 
 import numpy as np
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from triage.domain.pack import Pack
 from triage.domain.ticket import printable
 from triage.evaluation.cache import ReadoutCache
 from triage.evaluation.data import LabelledRow, LabelledSet
+from triage.evaluation.progress import scoring_progress
 from triage.evaluation.runner import Scored, Scorer, score_rows
 from triage.scoring.options import DEFAULT_READOUT
 
@@ -33,8 +33,13 @@ def report_consoles() -> tuple[Console, Console]:
     return out, err
 
 
-def save_fit(fit: Any, out: Console, *, output: str | None, no_store: bool, write: Any, store: Any) -> None:
-    """Write a fit (calibration or learned head) to ``output`` and store it for auto-apply, saying where."""
+def save_fit(
+    fit: Any, out: Console, *, output: str | None, no_store: bool, write: Any, store: Any, applied: str | None = None
+) -> None:
+    """Write a fit (calibration or learned head) to ``output`` and store it for auto-apply, saying where.
+
+    ``applied``: what the stored line says is applied (default: all of it, for this model, pack and prompt format).
+    """
     if output:  # through the output guard's writer: a device or FIFO is written through, a symlink's file replaced
         from triage.store.outputs import write_via
 
@@ -42,7 +47,8 @@ def save_fit(fit: Any, out: Console, *, output: str | None, no_store: bool, writ
         out.print(f"wrote {output}", markup=False)
     if not no_store:
         path = store(fit)
-        out.print(f"stored {path} (applied automatically for this model, pack and prompt format)", markup=False)
+        said = applied or "applied automatically for this model, pack and prompt format"
+        out.print(f"stored {path} ({said})", markup=False, highlight=False)
 
 
 def load_for(
@@ -96,18 +102,6 @@ class ScoringRun:
     cache_path: str
 
 
-def progress_columns() -> tuple[Any, ...]:
-    """The columns of a scoring progress bar: what, the bar, done of all, cache hits, elapsed, remaining."""
-    return (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("cached {task.fields[hits]}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-
-
 def score_sets(
     engine: Any,
     pack: Pack,
@@ -120,7 +114,8 @@ def score_sets(
     prior: bool = True,
     read: str = "tail",
 ) -> ScoringRun:
-    """Score each named list of rows (cache first), showing one progress bar over all of them.
+    """Score each named list of rows (cache first), showing one progress bar over all of them (plain lines
+    when ``console`` is not a terminal: :mod:`triage.evaluation.progress`).
 
     ``features``: also get each criterion's answer-position features (label readout), for learned heads.
     ``known``: outcomes already at hand, by ticket sha256 (kept in the history): those rows are not scored.
@@ -134,7 +129,7 @@ def score_sets(
             console.print(f"triage: {said}", style="yellow", markup=False, highlight=False)
         scorer = Scorer(engine, pack, cache, readout, read)
         scorer.features = features and readout == "label"
-        with Progress(*progress_columns(), console=console, transient=False) as progress:
+        with scoring_progress(console) as progress:
             if prior:
                 step = progress.add_task("content-free prior", total=1, hits=0)
                 content_free = scorer.prior()

@@ -7,6 +7,11 @@ with the choice, and each front end prints or shows them its own way.
 Order: an explicit file (``--head``, ``--calibration``, the config's ``calibration``) is
 applied or refused with an error; without one, the file stored for this model, pack and
 prompt format is applied when it fits the options, and otherwise named in a note.
+
+A head's criterion that ``triage learn`` stored but did not apply (its own check found it no
+better than zero-shot: :attr:`triage.scoring.head.CriterionHead.applied`) is never applied,
+from a stored or an explicit file: it stays calibrated or zero-shot, and a note names it and
+why. A head none of whose chosen criteria applies is not applied at all.
 """
 
 from __future__ import annotations
@@ -173,7 +178,16 @@ def choose_fits(
     if head is not None:
         chosen = [c.id for c in pack.criteria if options.criteria is None or c.id in options.criteria]
         learned = [cid for cid in chosen if head.covers(cid)]
-        rest = [cid for cid in chosen if not head.covers(cid)]
+        held = {cid: why for cid, why in head.held_back().items() if cid in chosen}
+        rest = [cid for cid in chosen if not head.covers(cid) and cid not in held]
+        whys = "; ".join(f"{cid} ({why})" for cid, why in held.items())
+        kept = f"; stored, not applied: {whys} (`triage learn --apply` applies it)" if held else ""
+        if held and not learned:  # nothing of it applies: score as without it, and say why
+            notes.append(
+                FitNote("head", f"learned head '{head.name}' not applied: {whys} (`triage learn --apply` applies it)")
+            )
+            head, head_path = None, None
+    if head is not None:
         if learned and options.prior:
             notes.append(FitNote("head", "learned criteria read the raw readout; --prior applies to the others only"))
         what = "starter head" if head.kind == "starter" else f"learned head '{head.name}'"
@@ -181,7 +195,8 @@ def choose_fits(
             FitNote(
                 "head",
                 f"applying {what} to {', '.join(learned) or 'no chosen criterion'}"
-                + (f" (not learned: {', '.join(rest)})" if rest else ""),
+                + (f" (not learned: {', '.join(rest)})" if rest else "")
+                + kept,
                 applied=True,
             )
         )

@@ -97,6 +97,18 @@ class CriterionHead:
         """Options left to the zero-shot readout (too few labels to learn)."""
         return [o for o in self.options if o not in self.classes]
 
+    @property
+    def applied(self) -> bool:
+        """Whether scoring applies this read-out. ``triage learn`` stores one whose own check found it no better
+        than zero-shot with ``"applied": false`` (and why, ``"not_applied"``): kept, never applied unless
+        ``learn --apply``. A file written before this flag existed applies every read-out it has."""
+        return self.info.get("applied", True) is not False
+
+    @property
+    def not_applied(self) -> str:
+        """Why this read-out is not applied (empty when it is)."""
+        return "" if self.applied else str(self.info.get("not_applied") or "its own check found it no better")
+
     def apply(self, features: np.ndarray, logprobs: np.ndarray) -> np.ndarray:
         """Learned log-probs over every option (pack order)."""
         x = np.concatenate([np.asarray(features, dtype=np.float64), np.asarray(logprobs, dtype=np.float64)])
@@ -140,8 +152,18 @@ class Head:
         return len(feature_ids(self.n_vocab, self.n_embd))
 
     def covers(self, criterion_id: str) -> bool:
-        """Whether this head has a read-out for the criterion."""
+        """Whether this head decides the criterion: it has a read-out for it, and that read-out is applied
+        (:attr:`CriterionHead.applied`). A criterion it holds back stays calibrated or zero-shot."""
+        h = self.criteria.get(criterion_id)
+        return h is not None and h.applied
+
+    def has(self, criterion_id: str) -> bool:
+        """Whether this head has a read-out for the criterion, applied or held back (what measuring it needs)."""
         return criterion_id in self.criteria
+
+    def held_back(self) -> dict[str, str]:
+        """The criteria this head has a read-out for but does not apply, and why."""
+        return {cid: h.not_applied for cid, h in self.criteria.items() if not h.applied}
 
     def apply(self, criterion_id: str, features: np.ndarray, logprobs: np.ndarray) -> np.ndarray:
         """Learned log-probs for one criterion (raises KeyError when it has no read-out)."""

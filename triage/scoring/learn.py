@@ -45,6 +45,7 @@ class LearnOutcome:
     c: float | None = None
     cv: dict[str, float] = field(default_factory=dict)  # cross-validated scores of the chosen fit
     warnings: list[str] = field(default_factory=list)
+    worse: str | None = None  # kept, but cross-validates worse than zero-shot by more than the noise: why
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for reports and the head file's meta."""
@@ -180,11 +181,15 @@ def fit_criterion(
     patience: int | None = PATIENCE,
     hidden_width: int | None = None,
     weight: Sequence[float] | None = None,
+    refuse_worse: bool = True,
 ) -> tuple[CriterionHead | None, LearnOutcome]:
     """Fit one criterion's head; (None, outcome naming why) when it cannot be learned.
 
     A head whose cross-validated balanced accuracy is below the zero-shot readout's on the
-    same rows is refused (it would make the decisions worse), unless ``force``.
+    same rows (by more than their noise, :func:`worse_margin`) is refused (it would make the
+    decisions worse), unless ``force``; with ``refuse_worse`` False it is returned, with
+    :attr:`LearnOutcome.worse` saying why, for the caller to store without applying it
+    (``triage learn``: :mod:`triage.evaluation.verdict`).
 
     Args:
         criterion: the pack's criterion.
@@ -196,7 +201,8 @@ def fit_criterion(
             learn the others and leave those options to the zero-shot readout.
         c_grid: candidate C values (inverse L2 strength), chosen by cross-validation.
         folds: cross-validation folds (fewer when the rarest learned option has fewer rows).
-        force: keep a head that cross-validates worse than zero-shot.
+        force: keep a head that cross-validates worse than zero-shot (a warning says so).
+        refuse_worse: False: keep such a head too, without a warning; :attr:`LearnOutcome.worse` says why.
         patience: stop walking ``c_grid`` (smallest C first) after this many values in a row score worse than
             the best so far (None: every value). The cross-validated loss of an L2 fit is unimodal in C in
             practice: on the development sets' learning-loop re-fits (90 fits) every C chosen was the same
@@ -218,10 +224,12 @@ def fit_criterion(
     if short:
         detail = ", ".join(f"{o} has {counts[o]}" for o in short)
         if rare != "backoff" or len(short) > len(ids) - 2:
-            out.refused = (
-                f"criterion {criterion.id!r} has too few labels to learn: "
-                f"{detail} (need at least {min_per_option} per option)"
+            need = (
+                f"at least {min_per_option} per option"
+                if rare != "backoff"
+                else f"at least {min_per_option} on each of two options; an option with fewer is left to zero-shot"
             )
+            out.refused = f"criterion {criterion.id!r} has too few labels to learn: {detail} (need {need})"
             return None, out
         out.backoff = short
         out.warnings.append(
@@ -296,13 +304,16 @@ def fit_criterion(
         )
         if best[2] >= zero - margin:  # within what n rows can tell apart: kept, and said
             out.warnings.append(msg + f" (by less than {margin:.3f}, the noise of {len(yk)} rows; kept)")
-        elif not force:
+        elif force:
+            out.warnings.append(msg + "; kept (--force)")
+            out.worse = msg + f" by more than {margin:.3f}"
+        elif refuse_worse:
             out.refused = (
                 msg + f" by more than {margin:.3f}; not learned (it would make the decisions worse; --force keeps it)"
             )
             return None, out
         else:
-            out.warnings.append(msg + "; kept (--force)")
+            out.worse = msg + f" by more than {margin:.3f}, the noise of {len(yk)} rows"
     scaler, lr = _fit_lr(x, yk, best[1], rank, wk)
     coef, icpt = _folded(scaler, lr, classes)
     coef, icpt = coef / temperature, icpt / temperature

@@ -1,0 +1,155 @@
+"""Progress of scoring labelled rows (learn, eval, calibrate): a live bar on a terminal, plain lines elsewhere.
+
+On a terminal, Rich's bar: rows done of all, cache hits, rows per second, elapsed and time left.
+Anywhere else (stderr redirected to a file or a pipe) a live bar shows nothing until it ends, so
+:class:`PlainProgress` prints one line at the start, one when the first row is done, then one every
+:data:`EVERY_S` seconds or each tenth of the rows (whichever comes first), and one at the end:
+
+    triage: learn: scored 40/200 rows (3 from the cache), 2.1 rows/s, about 1 min 16 s left
+
+Both take the calls Rich's ``Progress`` takes here (``add_task``, ``update``, used as a context manager),
+so a caller picks one with :func:`scoring_progress` and does not care which it got.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+EVERY_S = 10.0  # seconds between two plain lines at most (after the first row)
+STEPS = 10  # and a line at each tenth of the rows
+
+
+class RateColumn(ProgressColumn):
+    """Rows per second (over the whole run once it is done)."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.completed / task.elapsed if task.finished and task.elapsed else task.speed
+        return Text(f"{speed:.2f} rows/s" if speed else "– rows/s")
+
+
+def progress_columns() -> tuple[Any, ...]:
+    """The columns of a scoring progress bar: what, the bar, done of all, cache hits, rows/s, elapsed, time left."""
+    return (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("cached {task.fields[hits]}"),
+        RateColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+
+
+def scoring_progress(console: Console) -> Any:
+    """Rich's live bar when ``console`` is a terminal, else :class:`PlainProgress` lines on it."""
+    if console.is_terminal and not console.is_dumb_terminal:
+        return Progress(*progress_columns(), console=console, transient=False, speed_estimate_period=120)
+    return PlainProgress(console)
+
+
+def duration(seconds: float) -> str:
+    """``seconds`` in words a person reads at a glance: ``45 s``, ``1 min 16 s``, ``2 h 5 min``."""
+    s = max(0, int(round(seconds)))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    return f"{s // 3600} h {s % 3600 // 60} min"
+
+
+class _Task:
+    def __init__(self, description: str, total: int, hits: int, now: float) -> None:
+        self.description = description
+        self.total = total
+        self.hits = hits
+        self.done = 0
+        self.started = now
+        self.first: tuple[float, int] | None = None  # (when, rows done) after the first row: the rate starts there
+        self.said_at = now
+        self.said_step = 0
+
+
+class PlainProgress:
+    """Progress as plain lines on ``console`` (see the module docstring); ``clock`` and ``every_s`` for tests."""
+
+    def __init__(
+        self, console: Console, *, every_s: float = EVERY_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.console = console
+        self.every_s = every_s
+        self.clock = clock
+        self.tasks: list[_Task] = []
+
+    def __enter__(self) -> PlainProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for task in self.tasks:
+            if task.done < task.total and task.done > 0:  # stopped part-way: say how far it got
+                self._say(task, self.clock())
+
+    def add_task(self, description: str, total: int | None = None, hits: int = 0, **_: Any) -> int:
+        """Start counting ``total`` rows; says so at once."""
+        task = _Task(description, int(total or 0), hits, self.clock())
+        self.tasks.append(task)
+        if task.total:
+            self._print(f"{task.description}: scoring {task.total} row(s); a line every {self.every_s:g} s")
+        return len(self.tasks) - 1
+
+    def update(
+        self, task_id: int, *, advance: float = 0, description: str | None = None, hits: int | None = None, **_: Any
+    ) -> None:
+        """Count ``advance`` more rows done (``hits``: how many came from the cache so far)."""
+        task = self.tasks[task_id]
+        if description is not None:
+            task.description = description
+        if hits is not None:
+            task.hits = hits
+        if not advance:
+            return
+        now = self.clock()
+        task.done += int(advance)
+        step = task.done * STEPS // task.total if task.total else 0
+        first = task.first is None
+        if first:
+            task.first = (now, task.done)
+        if first or task.done >= task.total or now - task.said_at >= self.every_s or step > task.said_step:
+            self._say(task, now)
+
+    def _say(self, task: _Task, now: float) -> None:
+        task.said_at = now
+        task.said_step = task.done * STEPS // task.total if task.total else 0
+        cached = f" ({task.hits} from the cache)" if task.hits else ""
+        head = f"{task.description}: scored {task.done}/{task.total} rows{cached}"
+        if task.done >= task.total:
+            took = now - task.started
+            rate = f", {task.done / took:.2f} rows/s" if took > 0 else ""
+            self._print(f"{head} in {duration(took)}{rate}")
+            return
+        assert task.first is not None
+        since, at = task.first
+        if task.done > at and now > since:
+            rate = (task.done - at) / (now - since)
+            left = (task.total - task.done) / rate
+            self._print(f"{head}, {rate:.2f} rows/s, about {duration(left)} left")
+        else:  # one row only: no rate yet (the first row also pays for loading the model)
+            self._print(f"{head}, the first in {duration(now - task.started)}; rows/s and time left follow")
+
+    def _print(self, line: str) -> None:
+        self.console.print(f"triage: {line}", markup=False, highlight=False, soft_wrap=True)
