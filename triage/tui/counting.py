@@ -9,7 +9,6 @@ before a space anyway), which lets the UI thread run between chunks.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -20,10 +19,8 @@ from triage.scoring.tokenizer import Tokenizer
 
 CHUNK_CHARS = 16_384
 QWEN3_FORMAT = PromptFormat("chat", think=True)  # the product model's format, for estimates before it loads
-SLACK = 4  # the prompt builder keeps this many tokens spare (see PromptBuilder._fit)
 
-# Budgets per builder (the engine keeps one builder per pack), and Qwen3 builders per pack.
-_budgets: weakref.WeakKeyDictionary[PromptBuilder, dict[tuple[str, int], int]] = weakref.WeakKeyDictionary()
+# Qwen3 builders per pack and readout, for estimates before the model loads.
 _qwen3_builders: dict[tuple[str, str], PromptBuilder] = {}
 
 
@@ -65,19 +62,10 @@ def count_tokens(tok: Tokenizer, text: str, cancelled: Callable[[], bool] = lamb
     return total
 
 
-def ticket_budget(builder: PromptBuilder, orders: list[list[tuple[int, ...]]], n_ctx: int) -> int:
-    """Tokens a ticket may have before the builder shortens it (pack overhead taken off ``n_ctx``).
-
-    Measured on a one-character ticket with the builder itself, so the
-    overhead is the real one for this pack, format and tokenizer.
-    """
-    known = _budgets.setdefault(builder, {})
-    key = (repr(orders), n_ctx)
-    if key not in known:
-        probe = builder.build("x", orders, n_ctx=n_ctx)
-        longest = max(len(p.tokens) for p in probe.prompts)
-        known[key] = n_ctx - (longest - probe.ticket_tokens) - builder.answer_room - SLACK
-    return known[key]
+def ticket_budget(builder: PromptBuilder, n_ctx: int) -> int:
+    """Tokens a ticket may have before the builder shortens it: the ticket budget, or less when
+    ``n_ctx`` leaves less (:meth:`~triage.scoring.prompt.PromptBuilder.ticket_room`, the builder's own cut)."""
+    return builder.ticket_room(n_ctx)
 
 
 def count_ticket(
@@ -113,4 +101,4 @@ def count_ticket(
     n = count_tokens(builder.tok, text, cancelled)
     if n is None:
         return None
-    return TokenCount(n, ticket_budget(builder, orders, n_ctx), n_ctx, estimated)
+    return TokenCount(n, ticket_budget(builder, n_ctx), n_ctx, estimated)
