@@ -60,7 +60,7 @@ def run(sets: list[str], budgets: list[str], model: str, threads: int, limit: in
             cmd = [sys.executable, __file__, "one", d, b, "--model", model, "--threads", str(threads)]
             cmd += ["--limit", str(limit)] if limit else []
             with open(OUT / f"{d}-{b}.log", "w") as log:
-                subprocess.run(["nice", "-n", "10", *cmd], check=True, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+                subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
 
 
 def one(d: str, b: str, model: str, threads: int, limit: int | None) -> None:
@@ -121,6 +121,13 @@ def _ba(m: dict | None) -> str:
     return f"{m['balanced_accuracy']:.3f} ({lo:.2f}–{hi:.2f})"
 
 
+def _delta(m: dict | None, ref: dict | None, first: bool) -> str:
+    """Balanced accuracy's change against the first budget's (none)."""
+    if first or not m or not ref:
+        return ""
+    return f"{m['balanced_accuracy'] - ref['balanced_accuracy']:+.3f}"
+
+
 def table(sets: list[str], budgets: list[str]) -> None:
     """The markdown table of docs/quality.md: per set and criterion, per budget."""
     print(
@@ -139,17 +146,13 @@ def table(sets: list[str], budgets: list[str]) -> None:
                 v, s = c["variants"], stats[b]
                 raw, learned = v.get("raw"), v.get("learned")
 
-                def delta(m: dict | None, name: str) -> str:
-                    if not m or not base.get(name) or b == budgets[0]:
-                        return ""
-                    return f"{m['balanced_accuracy'] - base[name]['balanced_accuracy']:+.3f}"
-
                 train = reports[b].get("train") or {}
+                first = b == budgets[0]
                 print(
                     f"| {d} | {crit['id']} | {b} | {c['n']} / {train.get('rows_used', '–')} | {s['cut']} | "
                     f"{s['tokens_median']:.0f}, {s['tokens_mean']:.0f} | "
-                    f"{s['ms_median']:.0f} | {_ba(raw)} | {delta(raw, 'raw')} | {_ba(learned)} | "
-                    f"{delta(learned, 'learned')} |"
+                    f"{s['ms_median']:.0f} | {_ba(raw)} | {_delta(raw, base.get('raw'), first)} | "
+                    f"{_ba(learned)} | {_delta(learned, base.get('learned'), first)} |"
                 )
 
 
@@ -160,7 +163,7 @@ def main() -> None:
     p.add_argument("--budgets", default="none,512,384,256,128")
     p.add_argument("--model", default=os.environ.get("TRIAGE_EVAL_MODEL", "qwen2.5-coder-0.5b"))
     p.add_argument("--threads", type=int, default=int(os.environ.get("TRIAGE_EVAL_THREADS", "1")))
-    p.add_argument("--limit", type=int, help="rows of each part (default: 100 for cfpb and helpdesk, 60 for issue-kind)")
+    p.add_argument("--limit", type=int, help="rows of each part (default: 100 for cfpb, helpdesk; 60 for issue-kind)")
     a = p.parse_args()
     budgets = a.budgets.split(",")
     if a.what == "splits":

@@ -368,13 +368,13 @@ class PromptBuilder:
             text, dropped = compacted.text, compacted.dropped
             if dropped:
                 warnings.append(
-                    f"thread compacted to {self._limit(n_ctx)}: left out messages 2-{dropped + 1} of "
+                    f"thread compacted to {self.limit_words(n_ctx)}: left out messages 2-{dropped + 1} of "
                     f"{len(messages)}, kept the first and the latest {len(messages) - 1 - dropped}"
                 )
         text, chars, n = self._fit(text, room, n_ctx)
         if chars:
             warnings.append(
-                f"ticket shortened to {self._limit(n_ctx)}: cut {chars} of {len(ticket_text)} characters "
+                f"ticket shortened to {self.limit_words(n_ctx)}: cut {chars} of {len(ticket_text)} characters "
                 f"from the middle, kept its start and end"
             )
         return Cut(text, n, chars, dropped, tuple(warnings))
@@ -388,7 +388,7 @@ class PromptBuilder:
         """
         return min(TICKET_TOKENS, self._context_room(n_ctx))
 
-    def _limit(self, n_ctx: int) -> str:
+    def limit_words(self, n_ctx: int) -> str:
         """What a ticket is cut to, for the warnings: the ticket budget, or the context when it leaves less."""
         room = self._context_room(n_ctx)
         if TICKET_TOKENS <= room:

@@ -5,16 +5,23 @@ while it encodes one string, so a megabyte in one call would still stall the
 UI for most of a second. Text is therefore encoded in whitespace-bounded
 chunks (the count matches the whole-text count: Qwen's pre-tokenizer splits
 before a space anyway), which lets the UI thread run between chunks.
+
+With a loaded engine the count also says what scoring will cost: the tokens the
+ticket's decode evaluates (the ticket cut to its budget, its block and every
+criterion's tail) and, at the rate the engine measured on its last decodes
+(:class:`~triage.scoring.speed.Speed`), about how many seconds that takes.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from triage.domain.pack import Pack
 from triage.scoring.options import DEFAULT_READOUT
 from triage.scoring.prompt import PromptBuilder, PromptFormat
+from triage.scoring.speed import Speed
 from triage.scoring.tokenizer import Tokenizer
 
 CHUNK_CHARS = 16_384
@@ -22,6 +29,8 @@ QWEN3_FORMAT = PromptFormat("chat", think=True)  # the product model's format, f
 
 # Qwen3 builders per pack and readout, for estimates before the model loads.
 _qwen3_builders: dict[tuple[str, str], PromptBuilder] = {}
+# Per builder and option orders: the tokens a ticket's decode evaluates besides the ticket's own.
+_overheads: weakref.WeakKeyDictionary[PromptBuilder, dict[str, int]] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -32,6 +41,8 @@ class TokenCount:
     budget: int
     n_ctx: int
     estimated: bool
+    decode_tokens: int = 0  # what scoring it evaluates (stable block resident): the cut ticket, its block, the tails
+    seconds: float | None = None  # at the engine's measured rate (None: no engine, or nothing measured yet)
 
     @property
     def over(self) -> bool:
@@ -68,6 +79,19 @@ def ticket_budget(builder: PromptBuilder, n_ctx: int) -> int:
     return builder.ticket_room(n_ctx)
 
 
+def decode_overhead(builder: PromptBuilder, orders: list[list[tuple[int, ...]]], n_ctx: int) -> int:
+    """Tokens a ticket's decode evaluates besides the ticket's own (stable block resident): the ticket
+    block's own text and every prompt's tail, measured on a one-character ticket with the builder itself."""
+    known = _overheads.setdefault(builder, {})
+    key = f"{orders!r}@{n_ctx}"
+    if key not in known:
+        probe = builder.build("x", orders, n_ctx=n_ctx)
+        known[key] = (
+            len(probe.prefix) - len(probe.stable) - probe.ticket_tokens + sum(len(probe.tail(s)) for s in probe.prompts)
+        )
+    return known[key]
+
+
 def count_ticket(
     text: str,
     pack: Pack,
@@ -77,6 +101,7 @@ def count_ticket(
     n_ctx: int,
     cancelled: Callable[[], bool] = lambda: False,
     readout: str = DEFAULT_READOUT,
+    speed: Speed | None = None,
 ) -> TokenCount | None:
     """Count a cleaned ticket with the engine's builder, or estimate with Qwen3's tokenizer.
 
@@ -88,6 +113,7 @@ def count_ticket(
         n_ctx: the context size (the engine's, or the configured one).
         cancelled: polled between chunks.
         readout: ``label`` or ``letter`` (for the estimate's prompt, before the model loads).
+        speed: the loaded engine's measured rate, for :attr:`TokenCount.seconds`.
     """
     estimated = builder is None
     if builder is None:
@@ -101,4 +127,6 @@ def count_ticket(
     n = count_tokens(builder.tok, text, cancelled)
     if n is None:
         return None
-    return TokenCount(n, ticket_budget(builder, n_ctx), n_ctx, estimated)
+    budget = ticket_budget(builder, n_ctx)
+    work = min(n, budget) + decode_overhead(builder, orders, n_ctx)
+    return TokenCount(n, budget, n_ctx, estimated, work, speed.seconds(work) if speed is not None else None)
