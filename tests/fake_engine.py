@@ -7,7 +7,9 @@ prefix by ticket id, so a thread scored again with one more message reuses the
 tokens it shares with the last score (``result.thread``: messages, previous,
 reused, edited, dropped; ``tokens.evaluated`` counts only the rest). A ``gate`` holds it after ``hold_after``
 criteria until the test releases it, so "half-way" and cancellation can be
-tested without races.
+tested without races. With ``prefill_steps`` it tells a ``progress`` callback how far its
+"prefill" has got in that many steps (holding at ``prefill_hold_at`` until the gate opens), as
+the real engine does from inside a decode; it measures its rate (``speed``) as the engine does.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from triage.scoring.engine import CriterionScored, Prefilled, ScoreEvent, ScoreO
 from triage.scoring.memory import common_length, first_edit
 from triage.scoring.options import DEFAULT_READOUT
 from triage.scoring.prompt import PromptBuilder, PromptFormat
+from triage.scoring.run import Progress
+from triage.scoring.speed import Speed
 
 FIXED_TIME = 1_700_000_000.0
 
@@ -68,6 +72,8 @@ class FakeEngine:
         hold_after: after this many criteria, wait for ``gate`` (None: never).
         low_coverage: criterion ids that get a low-coverage warning.
         fixed_time: stamp results with a fixed ``created_at`` (stable snapshots).
+        prefill_steps: progress reports before the prefix is in (0: none).
+        prefill_hold_at: after this many of them, wait for ``gate`` (None: never).
     """
 
     def __init__(
@@ -80,6 +86,8 @@ class FakeEngine:
         hold_after: int | None = None,
         low_coverage: tuple[str, ...] = (),
         fixed_time: bool = True,
+        prefill_steps: int = 0,
+        prefill_hold_at: int | None = None,
     ) -> None:
         self.name = name
         self.stand_in = stand_in
@@ -89,6 +97,9 @@ class FakeEngine:
         self.gate = threading.Event()
         self.low_coverage = set(low_coverage)
         self.fixed_time = fixed_time
+        self.prefill_steps = prefill_steps
+        self.prefill_hold_at = prefill_hold_at
+        self.speed = Speed()
         self.model_path = Path(f"/models/{name}.gguf")
         self.sha256 = hashlib.sha256(name.encode()).hexdigest()
         self.tokenizer = CharTokenizer()
@@ -137,6 +148,7 @@ class FakeEngine:
         calibration: Any = None,
         head: Any = None,
         features: bool = False,  # the real engine gathers what a head reads; the fake has no hidden state
+        progress: Callable[[Progress], None] | None = None,
     ) -> Iterator[ScoreEvent]:
         options = options or ScoreOptions()
         if isinstance(ticket, str):
@@ -173,10 +185,11 @@ class FakeEngine:
                 warnings.append(
                     f"message {thread.edited} changed since this ticket was last scored; read again from there"
                 )
-            yield Prefilled(prompts, tokens, timing.prefill_ms, len(pack.criteria))
+            complete = self._prefill(tokens.evaluated, stop, progress)
+            if complete:
+                yield Prefilled(prompts, tokens, timing.prefill_ms, len(pack.criteria))
             results: list[CriterionResult] = []
-            complete = True
-            for ci, _crit in enumerate(pack.criteria):
+            for ci, _crit in enumerate(pack.criteria if complete else ()):
                 if self.hold_after is not None and ci == self.hold_after:
                     self.held.set()
                     while not self.gate.wait(0.01):
@@ -196,6 +209,8 @@ class FakeEngine:
                 warnings.append(f"cancelled after {len(results)} of {len(pack.criteria)} criteria")
             timing.tails_ms = sum(r.tail_ms for r in results)
             timing.total_ms = timing.prefill_ms + timing.tails_ms + 5.0
+            if complete:
+                self.speed.record(tokens.evaluated, timing.total_ms)
             yield TicketScored(
                 TicketResult(
                     ticket_id=ticket.id,
@@ -218,6 +233,22 @@ class FakeEngine:
                     thread=thread,
                 )
             )
+
+    def _prefill(self, total: int, stop: Callable[[], bool], progress: Callable[[Progress], None] | None) -> bool:
+        """Tell ``progress`` the prefill's steps (holding where asked); False when cancelled meanwhile."""
+        if not self.prefill_steps or progress is None:
+            return True  # no prefill to watch: a cancel is seen between criteria
+        for k in range(1, self.prefill_steps + 1):
+            if self.prefill_hold_at is not None and k == self.prefill_hold_at + 1:
+                self.held.set()
+                while not self.gate.wait(0.01):
+                    if stop():
+                        break
+                self.held.clear()
+            if stop():
+                return False
+            progress(Progress("ticket", total * k // self.prefill_steps, total))
+        return not stop()
 
     def _criterion(self, ci: int, pack: Pack, ticket: Ticket, tail_tokens: int) -> CriterionResult:
         crit = pack.criteria[ci]

@@ -18,6 +18,7 @@ import pytest
 
 from triage.domain.pack import Pack, default_pack
 from triage.domain.result import TicketResult
+from triage.scoring import prompt
 from triage.scoring.engine import Engine, ScoreOptions
 
 N_CTX = 2048
@@ -40,6 +41,13 @@ def long_ticket(engine: Engine, tokens: int = 900) -> str:
         parts.append(SENTENCES[i % len(SENTENCES)].replace("third", day))
         i += 1
     return " ".join(parts)
+
+
+@pytest.fixture(autouse=True)
+def long_prefill(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ticket budget above this test's ticket: one long decode to cancel inside (the product's budget
+    keeps a ticket's prefill short; cancelling inside one decode is what is tested here)."""
+    monkeypatch.setattr(prompt, "TICKET_TOKENS", 8192)
 
 
 @pytest.fixture(scope="module")

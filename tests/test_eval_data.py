@@ -204,6 +204,13 @@ class FakeEngine:
     def format_for(self, kind: str = "label"):  # type: ignore[no-untyped-def]
         return type("F", (), {"id": f"triage-prompt/1:chat/{kind}"})()
 
+    def builder(self, pack, kind: str = "label"):  # type: ignore[no-untyped-def]
+        from fake_engine import CharTokenizer
+
+        from triage.scoring.prompt import PromptBuilder, PromptFormat
+
+        return PromptBuilder(pack, PromptFormat("plain", readout=kind), CharTokenizer())
+
     def raw_readouts(self, ticket, pack, options):  # type: ignore[no-untyped-def]
         self.calls += 1
         content = np.array([2.0, 0.0]) if "awful" in ticket.text else np.array([0.0, 1.0])

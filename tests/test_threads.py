@@ -196,7 +196,7 @@ def test_an_edited_earlier_message_is_read_again_from_the_change(engines: Any) -
 def test_a_thread_longer_than_the_context_is_compacted_and_the_next_turn_reuses_it(smollm2_path: Any) -> None:
     pack = default_pack()
     with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024) as eng:
-        budget = eng.builder(pack)._budget(eng.n_ctx)
+        budget = eng.builder(pack).ticket_room(eng.n_ctx)
         long = [dict(THREAD[0])]
         while len(eng.tokenizer.encode(make_ticket(None, "L", long).text)) <= budget:
             role = "agent" if len(long) % 2 else "customer"

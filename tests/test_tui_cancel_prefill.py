@@ -17,6 +17,7 @@ import pytest
 from fake_engine import fake_app, wait_until
 from test_cancel import long_ticket
 
+from triage.scoring import prompt
 from triage.scoring.engine import Engine
 from triage.store.history import History
 
@@ -24,6 +25,13 @@ pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 TOKENS = 4000
 N_CTX = 6144
+
+
+@pytest.fixture(autouse=True)
+def long_prefill(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ticket budget above this test's ticket: one long decode to cancel inside (the product's budget
+    keeps a ticket's prefill short; cancelling inside one decode is what is tested here)."""
+    monkeypatch.setattr(prompt, "TICKET_TOKENS", 8192)
 
 
 async def _into_prefill(app: Any, pilot: Any, text: str, prefill_s: float) -> None:

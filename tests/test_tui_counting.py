@@ -7,7 +7,7 @@ from fake_engine import CharTokenizer, FakeEngine
 
 from triage.domain.pack import default_pack
 from triage.scoring import debias
-from triage.scoring.prompt import PromptBuilder, PromptFormat
+from triage.scoring.prompt import TICKET_TOKENS, PromptBuilder, PromptFormat
 from triage.scoring.tokenizer import qwen3_tokenizer
 from triage.tui.counting import QWEN3_FORMAT, chunks, count_ticket, count_tokens, ticket_budget
 
@@ -38,7 +38,7 @@ def test_count_stops_when_cancelled() -> None:
 def test_budget_matches_where_the_builder_starts_cutting(n_ctx: int, readout: str) -> None:
     builder = PromptBuilder(default_pack(), PromptFormat("plain", readout=readout), CharTokenizer())
     asked = orders("none" if readout == "label" else "cyclic")
-    budget = ticket_budget(builder, asked, n_ctx)
+    budget = ticket_budget(builder, n_ctx)
     fits = "x" * budget
     over = "x" * (budget + 1)
     assert builder.build(fits, asked, n_ctx=n_ctx).cut_chars == 0
@@ -49,8 +49,11 @@ def test_estimate_before_the_model_uses_qwen3_and_the_engine_after() -> None:
     pack = default_pack()
     before = count_ticket(TEXT, pack, orders(), builder=None, n_ctx=4096)
     assert before is not None and before.estimated and before.tokens == len(qwen3_tokenizer().encode(TEXT))
-    assert before.over  # ~6,000 tokens do not fit 4096
+    assert before.over and before.budget == TICKET_TOKENS  # ~6,000 tokens: over the ticket budget
     engine = FakeEngine(n_ctx=100_000)
     after = count_ticket(TEXT, pack, orders(), builder=engine.builder(pack), n_ctx=engine.n_ctx)
-    assert after is not None and not after.estimated and after.tokens == len(TEXT) and not after.over
+    assert after is not None and not after.estimated and after.tokens == len(TEXT)
+    assert after.over and after.budget == TICKET_TOKENS  # however large the context
+    short = count_ticket(TEXT[:300], pack, orders(), builder=engine.builder(pack), n_ctx=engine.n_ctx)
+    assert short is not None and not short.over
     assert QWEN3_FORMAT.id.endswith("chat+nothink/label")

@@ -325,7 +325,7 @@ class RaySets:
             for t in tickets:
                 if t.sha256 in have or t.sha256 in todo:
                     continue
-                hit = scorer.cached(t.sha256)
+                hit = scorer.cached(scorer.text_key(t))
                 if hit is not None:
                     have[t.sha256] = hit
                 else:
@@ -355,7 +355,7 @@ class RaySets:
                             have[sha] = out
                             if isinstance(out, str):
                                 continue
-                            scorer.store(sha, out)  # as Scorer.outcome stores what it scored
+                            scorer.store(scorer.text_key(todo[sha]), out)  # as Scorer.outcome stores it
                             scoring_s += out.ms / 1000
                         self.sent += len(scored)
                         progress.update(task, advance=len(scored))

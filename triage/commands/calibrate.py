@@ -144,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
     with engine:
         run_ = score_sets(engine, pack, [("train", rows.rows)], err, readout)
         scored = run_.sets[0]
+        cut_to = engine.builder(pack, readout).limit_words(engine.n_ctx)  # what a long ticket was cut to
         if not scored.rows:
             raise InputError(f"no row of {args.train} could be scored")
         base = {c.id: readings(c, scored.outcomes, run_.prior).base(prior, orderings) for c in pack.criteria}
@@ -164,8 +165,7 @@ def run(args: argparse.Namespace) -> int:
         )
         cal.report.update({"train": str(args.train), "n_ctx": engine.n_ctx, "model": engine.name, "cut": scored.cut})
     err.print(
-        f"cache: {run_.hits} hit(s), {run_.misses} scored · {scored.cut} "
-        f"ticket(s) cut to fit the {engine.n_ctx}-token context",
+        f"cache: {run_.hits} hit(s), {run_.misses} scored · {scored.cut} ticket(s) cut to {cut_to}",
         markup=False,
         highlight=False,
     )

@@ -38,10 +38,12 @@ are read from that one pass:
   baseline      TF-IDF + logistic regression (balanced) on the same training
                 labels (needs scikit-learn: the `eval` extra)
 
-Readouts are cached per (model, pack, prompt format, context size, ticket) in
-the user cache dir, so a re-run does not score again (a damaged cache file is
-moved aside and its readouts computed again). Eval's default context
-is 1024 tokens: a longer ticket has its middle cut, and the cut count is shown.
+Readouts are cached per (model, pack, prompt format, context size, ticket text
+as read) in the user cache dir, so a re-run does not score again (a damaged
+cache file is moved aside and its readouts computed again). A ticket longer
+than the ticket budget (the same for every command and the app) has its middle
+cut, and the cut count is shown; eval's default context is 1024 tokens, room
+enough for the budget beside most packs.
 
 --split F makes a dev/train split from TICKETS alone: a row trains when
 sha256("triage-split/1:" + id) read as a fraction of 2^64 is below F. The
@@ -306,6 +308,7 @@ def run(args: argparse.Namespace) -> int:
         want = plan.learn or plan.stored_head is not None
         run_ = score_sets(engine, pack, parts, err, readout, features=want, read=read or TAIL)
         wall = time.perf_counter() - t0
+        cut_to = engine.builder(pack, readout).limit_words(engine.n_ctx)  # what a long ticket was cut to
         dev_scored = run_.sets[0]
         plan.train = run_.sets[1] if train is not None else None
         report, _ = build_report(
@@ -340,7 +343,7 @@ def run(args: argparse.Namespace) -> int:
     report = {"schema": report.pop("schema"), **report}
     err.print(
         f"cache: {run_.hits} hit(s), {run_.misses} scored ({run_.scored_s:.0f} s of scoring) · "
-        f"{dev_scored.cut} dev ticket(s) cut to fit the {engine.n_ctx}-token context"
+        f"{dev_scored.cut} dev ticket(s) cut to {cut_to}"
         + (f", {plan.train.cut} training" if plan.train is not None else ""),
         markup=False,
         highlight=False,

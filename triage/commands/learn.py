@@ -57,8 +57,9 @@ format; it is written to -o and stored in the user data dir (heads/), from
 where `triage score` and the app apply it when all three match, and say why
 not when they do not. Readouts and features are cached with `triage eval`'s:
 tickets scored before are not scored again. As eval and calibrate, learn reads
-tickets with a 1024-token context unless --n-ctx says otherwise (a longer
-ticket has its middle cut, and the count is shown). Fitting and scoring with a
+tickets with a 1024-token context unless --n-ctx says otherwise; a ticket
+longer than the ticket budget has its middle cut as `triage score` and the app
+cut it, and the count is shown. Fitting and scoring with a
 head need only numpy; --holdout's TF-IDF baseline needs scikit-learn (the
 `learn` extra).
 
@@ -307,6 +308,7 @@ def run(args: argparse.Namespace) -> int:
             known = merged.known if read == TAIL else None  # the history keeps tail features only
             run_ = score_sets(engine, pack, parts, err, "label", features=True, known=known, prior=False, read=read)
             scored = run_.sets[0]
+            cut_to = engine.builder(pack, "label").limit_words(engine.n_ctx)  # what a long ticket was cut to
             if not scored.rows:
                 raise InputError(f"no row of {rows.source} could be scored")
             features, logprobs, labels = fit_inputs(pack, [r.labels for r in scored.rows], scored.outcomes)
@@ -372,7 +374,7 @@ def run(args: argparse.Namespace) -> int:
     loaded = "" if getattr(engine, "loaded", True) else " · nothing to score, so the model was not loaded"
     err.print(
         f"cache: {run_.hits} hit(s), {run_.misses} scored, {known} kept in the "
-        f"history · {scored.cut} ticket(s) cut to fit the {engine.n_ctx}-token context{loaded}",
+        f"history · {scored.cut} ticket(s) cut to {cut_to}{loaded}",
         markup=False,
         highlight=False,
     )

@@ -5,11 +5,13 @@ ordering: ``(order, position log-probs, coverage)``. Every eval variant (raw,
 cyclic, cyclic+prior, calibrated) and every metric is computed from it, so a
 re-run with other variants, metrics or a new calibration reads the cache only.
 
-Key: model sha256, pack hash, prompt-format version, context size (it decides
-whether and where a long ticket is cut), orderings kind and scoring mode (batch
-shapes round differently), ticket sha256. Anything
-that can change the readout is in the key; a changed pack or prompt simply
-misses. The store is one SQLite file under ``user_dirs().cache / "eval"``.
+Key: model sha256, pack hash, prompt-format version, context size, orderings kind
+and scoring mode (batch shapes round differently), and the sha256 of the ticket's
+text as the prompts read it (:meth:`triage.evaluation.runner.Scorer.text_key`): the
+ticket's own sha256, or, for a ticket longer than the ticket budget, the sha256 of
+its text after the budget's cut, so a ticket cut to another budget is another
+entry. Anything that can change the readout is in the key; a changed pack or prompt
+simply misses. The store is one SQLite file under ``user_dirs().cache / "eval"``.
 
 Beside each outcome, for the label readout, the ``features`` table can hold each
 criterion's answer-position features (float32, the kind named, e.g.

@@ -88,7 +88,8 @@ class Scorer:
         each criterion's answer-position features, cached beside the readouts; a
         ticket cached without them is scored again.
         """
-        hit = self.cached(ticket.sha256)
+        text_key = self.text_key(ticket)
+        hit = self.cached(text_key)
         if hit is not None:
             return hit, True
         from triage.scoring.engine import ScoreOptions
@@ -108,19 +109,33 @@ class Scorer:
             raise TriageError(f"ticket {ticket.id} was not scored completely: {'; '.join(result.warnings)}")
         warnings = [w for w in result.warnings if not w.startswith("stable prefix changed")]
         out = Outcome(raw, warnings, ms, feats or None)
-        self.store(ticket.sha256, out)
+        self.store(text_key, out)
         self.scored += 1
         self.scoring_s += ms / 1000
         return out, False
 
+    def text_key(self, ticket: Ticket) -> str:
+        """What names ``ticket`` in the cache: the sha256 of its text as the prompts read it.
+
+        That is the ticket's own sha256 when it fits the ticket budget (:data:`~triage.scoring.prompt.TICKET_TOKENS`),
+        else the sha256 of the text after the budget's cut (:meth:`~triage.scoring.prompt.PromptBuilder.cut`): a
+        readout is a function of the text scored, so a ticket cut to another budget is another entry, and one
+        that no budget cuts is scored once for them all. Tokenizes the ticket (no weights are loaded for it).
+        """
+        import hashlib
+
+        cut = self.engine.builder(self.pack, self.readout).cut(ticket.text, self.engine.n_ctx, ticket.messages)
+        return ticket.sha256 if cut.text == ticket.text else hashlib.sha256(cut.text.encode("utf-8")).hexdigest()
+
     def cached(self, sha256: str) -> Outcome | None:
-        """The cached outcome of the ticket text ``sha256`` under this scorer's key (with its features when
-        :attr:`features` is set: one cached without them is a miss), or None."""
+        """The cached outcome of the text named ``sha256`` (:meth:`text_key`) under this scorer's key (with its
+        features when :attr:`features` is set: one cached without them is a miss), or None."""
         wanted = (FEATURES_KIND, [c.id for c in self.pack.criteria]) if self.features else None
         return self.cache.get(self.key, sha256, wanted)
 
     def store(self, sha256: str, out: Outcome) -> None:
-        """Cache ``out`` (and its features, if any) for the ticket text ``sha256`` under this scorer's key."""
+        """Cache ``out`` (and its features, if any) for the text named ``sha256`` (:meth:`text_key`) under this
+        scorer's key."""
         self.cache.put(self.key, sha256, out)
         if out.features:
             self.cache.put_features(self.key, sha256, FEATURES_KIND, out.features)

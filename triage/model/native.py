@@ -32,6 +32,7 @@ import numpy as np
 
 from triage import signals
 from triage.errors import InputError, TriageError
+from triage.model.progress import DecodeMeter, Report
 from triage.model.seq import Seq
 
 __all__ = [
@@ -391,6 +392,18 @@ class NativeModel(_Vocabulary):
         self.n_threads = threads
         self._batch = llama_cpp.llama_batch_init(n_batch, 0, n_seq_max)
         self._stack.callback(llama_cpp.llama_batch_free, self._batch)
+        self.meter = DecodeMeter(int(llama_cpp.llama_n_ubatch(ctx)))  # progress inside a decode
+        self._learn_graph()
+
+    def _learn_graph(self) -> None:
+        """Count the graph nodes of one micro-batch (what :attr:`meter` reads progress from), with a
+        one-token decode into the empty cache, then empty it again: the cache is as a fresh context's."""
+        try:
+            self.decode([Seq("probe", 0, 0, (self.bos if self.add_bos else 0,))], progress=lambda *_: None)
+        except TriageError as exc:  # progress inside a decode is not worth a failed load
+            log.warning("could not count the model's graph nodes (no progress inside a decode): %s", exc)
+        finally:
+            self.clear()
 
     @property
     def attention(self) -> str:
@@ -401,17 +414,25 @@ class NativeModel(_Vocabulary):
         """Free the context and the model (idempotent)."""
         self._stack.close()
 
-    def _arm(self, stop: Callable[[], bool] | None) -> None:
-        """Point llama.cpp's abort callback at ``stop`` (None: no callback at all)."""
+    def _arm(self, stop: Callable[[], bool] | None, counting: bool = False) -> None:
+        """Point llama.cpp's abort callback at ``stop`` and, ``counting``, the progress meter (neither: no
+        callback at all)."""
         self._stop = stop
-        if (stop is not None) != self._armed:
-            cb = self._abort_cb if stop is not None else llama_cpp.ggml_abort_callback()
+        want = stop is not None or counting
+        if want != self._armed:
+            cb = self._abort_cb if want else llama_cpp.ggml_abort_callback()
             llama_cpp.llama_set_abort_callback(self.ctx, cb, None)
-            self._armed = stop is not None
+            self._armed = want
 
     def _should_abort(self, _data: object) -> bool:
         if signals.pending():  # Ctrl-C or SIGTERM during the decode: stop it, then raise (signals.deferred)
             return True
+        if self.meter.counting:
+            try:
+                self.meter.tick()
+            except Exception:  # an exception must never reach C; progress is not worth a decode
+                log.exception("reporting a decode's progress failed; no more progress for it")
+                self.meter.stop()
         stop = self._stop
         if stop is None:
             return False
@@ -422,7 +443,9 @@ class NativeModel(_Vocabulary):
             return True
 
     # -- decoding -----------------------------------------------------------------
-    def decode(self, seqs: list[Seq], *, should_stop: Callable[[], bool] | None = None) -> dict[object, np.ndarray]:
+    def decode(
+        self, seqs: list[Seq], *, should_stop: Callable[[], bool] | None = None, progress: Report | None = None
+    ) -> dict[object, np.ndarray]:
         """Decode pieces of one or more sequences; return each piece's last-token logits.
 
         Pieces are packed into batches of at most ``n_batch`` tokens. A piece longer
@@ -433,6 +456,9 @@ class NativeModel(_Vocabulary):
             seqs: what to decode.
             should_stop: optional callable, True to stop: checked before each call and, through
                 llama.cpp's abort callback, between the graph computations inside one.
+            progress: optional ``(tokens done, tokens in all)``, told as the decode goes (inside a
+                call too, from graph nodes computed: :mod:`triage.model.progress`; the batches and
+                the numbers are the same as without it) and with ``done == all`` once it is done.
 
         Raises:
             TriageError: llama.cpp refused a batch (e.g. the KV cache is full).
@@ -455,9 +481,11 @@ class NativeModel(_Vocabulary):
         batch = self._batch
         pending: list[tuple[Seq, int, tuple[int, ...], bool]] = []
         used = 0
+        finished = 0  # tokens of the calls done
+        total = sum(len(c[2]) for c in chunks)
 
         def flush() -> None:
-            nonlocal used
+            nonlocal used, finished
             if not pending:
                 return
             if should_stop is not None and should_stop():
@@ -479,12 +507,17 @@ class NativeModel(_Vocabulary):
                     n += 1
             batch.n_tokens = n
             self._file.check()  # a file truncated in place would be a SIGBUS inside this decode
-            self._arm(should_stop)
+            if progress is not None:
+                self.meter.start(n, finished, total, progress)
+            self._arm(should_stop, progress is not None)
+            rc = -1
             try:
                 with signals.deferred():  # a signal inside the abort callback would be lost: noted, raised after
                     rc = llama_cpp.llama_decode(self.ctx, batch)
             finally:
                 self._stop = None  # armed or not, nothing is asked between decodes
+                if progress is not None:
+                    self.meter.finish(rc == 0)
             if rc == ABORTED:
                 raise Cancelled()
             if rc != 0:
@@ -501,13 +534,20 @@ class NativeModel(_Vocabulary):
                     out[piece.key] = row
             pending.clear()
             used = 0
+            finished += n
+            if progress is not None:
+                self.meter.done(finished)
 
-        for chunk in chunks:
-            if used + len(chunk[2]) > self.n_batch:
-                flush()
-            pending.append(chunk)
-            used += len(chunk[2])
-        flush()
+        try:
+            for chunk in chunks:
+                if used + len(chunk[2]) > self.n_batch:
+                    flush()
+                pending.append(chunk)
+                used += len(chunk[2])
+            flush()
+        finally:
+            if progress is not None:
+                self.meter.stop()
         for key, got in rows.items():
             out[key] = np.stack(got)
         return out

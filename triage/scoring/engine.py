@@ -48,8 +48,9 @@ from triage.scoring.prior import PRIOR_TEXT, Prior, Priors
 from triage.scoring.prompt import PromptBuilder, PromptFormat, detect_format
 from triage.scoring.readout import AnswerPlan, LabelReader, Reader
 from triage.scoring.resident import Resident, StableStore
-from triage.scoring.run import CriterionScored, Prefilled, RawReadouts, Run, ScoreEvent, TicketScored
+from triage.scoring.run import CriterionScored, Prefilled, Progress, RawReadouts, Run, ScoreEvent, TicketScored
 from triage.scoring.schedule import Schedule, schedule_for
+from triage.scoring.speed import Speed
 from triage.scoring.tokenizer import NativeTokenizer
 
 __all__ = [  # re-exported: callers import the events, options and defaults from here
@@ -60,6 +61,7 @@ __all__ = [  # re-exported: callers import the events, options and defaults from
     "CriterionScored",
     "Engine",
     "Prefilled",
+    "Progress",
     "ScoreEvent",
     "ScoreOptions",
     "StableStore",
@@ -119,6 +121,7 @@ class Engine:
         self.memory = ThreadStates(None if thread_cache_mib is None else int(thread_cache_mib) << 20)
         self.resident = Resident(self.native, stable_store, self.memory)
         self.priors = Priors(self, prior_dir)
+        self.speed = Speed()  # tokens per second, measured over the last scores (the app's time estimate)
 
     @classmethod
     def from_ref(cls, ref: Any, **kwargs: Any) -> Engine:
@@ -206,6 +209,7 @@ class Engine:
         features: bool = False,
         schedule: Schedule | None = None,
         read: str | None = None,
+        progress: Callable[[Progress], None] | None = None,
     ) -> Iterator[ScoreEvent]:
         """Score one ticket, yielding events as work completes.
 
@@ -227,6 +231,9 @@ class Engine:
             read: where learned criteria are read: ``tail`` or ``shared:CUE``
                 (:mod:`triage.scoring.cue`); None: where the head was fitted. A head fitted
                 on another position is refused.
+            progress: told how far the decodes have got (:class:`Progress`), from inside a
+                decode too (the thread that iterates this generator calls it; keep it quick).
+                The batches, and so the numbers, are those of a score without it.
         """
         options = options or ScoreOptions()
         schedule = schedule or schedule_for(options)
@@ -237,6 +244,7 @@ class Engine:
         with self._lock:
             run = self._start(ticket, pack, options, (decider, features, check_read(read) if read else None))
             run.stop = cancel
+            run.on_progress = progress
             yield from self._run(run, ticket, (pack, options), schedule)
 
     def score_many(
@@ -445,6 +453,9 @@ class Engine:
             )
         run.timing.tails_ms = sum(a.ms for a in run.accs.values())
         run.timing.total_ms += (time.perf_counter() - t_start) * 1000  # a packed run's decode share is in already
+        if complete:  # the measured rate: the stable block apart (its tokens are not the ticket's)
+            self.speed.record(len(run.prompts.stable), run.timing.stable_ms)
+            self.speed.record(run.tokens.evaluated, run.timing.total_ms - run.timing.stable_ms)
         head = run.decider.head
         applied = head is not None and any(head.covers(pack.criteria[ci].id) for ci in run.chosen)
         final = TicketResult(

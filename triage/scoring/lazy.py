@@ -7,8 +7,11 @@ format (from the chat template and the vocabulary), the vocabulary size and hidd
 the attention kernels and the context size. :class:`LazyEngine` answers those from the
 file's metadata and vocabulary (:class:`~triage.model.native.NativeVocab`, no weights, no
 context) and opens the real :class:`~triage.scoring.engine.Engine` the first time anything
-else is asked of it (a ticket to score, the tokenizer). Once open, it checks that the engine
-computes under the identity it answered with, and from then on it is that engine.
+else is asked of it (a ticket to score). Its prompt builders tokenize with that vocabulary
+(llama.cpp's own tokenizer, the same ids as the loaded model's), so eval can name a long
+ticket's cut in its cache (:meth:`triage.evaluation.runner.Scorer.text_key`) without the
+weights. Once open, it checks that the engine computes under the identity it answered with,
+and from then on it is that engine.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 from triage.errors import TriageError
 from triage.model.digest import sha256_file
 from triage.model.native import NativeVocab, check_n_ctx, check_trained, context_size
-from triage.scoring.prompt import PromptFormat, detect_format
+from triage.scoring.prompt import PromptBuilder, PromptFormat, detect_format
 from triage.scoring.tokenizer import NativeTokenizer
 
 __all__ = ["LazyEngine", "ModelSizes"]
@@ -69,8 +72,11 @@ class LazyEngine:
             self._sizes = ModelSizes(
                 vocab.n_vocab, vocab.n_embd, context_size(n_ctx), "flash" if flash_attn else "plain"
             )
-        finally:
+        except BaseException:
             vocab.close()
+            raise
+        self._vocab: NativeVocab | None = vocab  # kept for the builders' tokenizer until the engine is open
+        self._builders: dict[tuple[str, str], PromptBuilder] = {}
         self.sha256 = ref.sha256 or sha256_file(self.model_path)
 
     @property
@@ -94,6 +100,18 @@ class LazyEngine:
     def format_for(self, kind: str) -> PromptFormat:
         return self.fmt.with_readout(kind)
 
+    def builder(self, pack: Any, kind: str) -> PromptBuilder:
+        """The prompt builder for ``pack`` and readout ``kind``: the engine's once it is open, else one that
+        tokenizes with the model's vocabulary alone (the same token ids)."""
+        if self._engine is not None or self._vocab is None:
+            return self.engine().builder(pack, kind)
+        got = self._builders.get((pack.hash, kind))
+        if got is None:
+            got = self._builders[(pack.hash, kind)] = PromptBuilder(
+                pack, self.format_for(kind), NativeTokenizer(self._vocab)
+            )
+        return got
+
     def engine(self) -> Any:
         """The real engine, loaded now if it was not; it must compute under the identity answered so far."""
         if self._engine is None:
@@ -108,7 +126,14 @@ class LazyEngine:
                     "nothing was learned from it"
                 )
             self._engine = eng
+            self._drop_vocab()
         return self._engine
+
+    def _drop_vocab(self) -> None:
+        self._builders.clear()
+        if self._vocab is not None:
+            self._vocab.close()
+            self._vocab = None
 
     def __getattr__(self, name: str) -> Any:  # anything else: the real engine's
         if name.startswith("_"):
@@ -116,6 +141,7 @@ class LazyEngine:
         return getattr(self.engine(), name)
 
     def close(self) -> None:
+        self._drop_vocab()
         if self._engine is not None:
             self._engine.close()
 

@@ -16,6 +16,9 @@ Layout, most stable first so that caches hit:
     the answer is read from the next token (`` A``, `` B``, ...). Every rotation
     of the options may be asked (:mod:`triage.scoring.debias`).
 
+A ticket longer than :data:`TICKET_TOKENS` (or than the context leaves) is cut in the middle to that
+many tokens, its start and end kept; a thread is first compacted to it (:mod:`triage.domain.thread`).
+
 Ticket and tail are tokenized together, as the model would see them, because
 BPE merges across that seam (a ticket ending in ``.`` merges with the tail's
 ``\\n\\n``). So the cached prefix is not "the ticket block's tokens" but the longest
@@ -47,6 +50,13 @@ Style = Literal["chat", "plain"]
 IM_START, IM_END, THINK, END_THINK = "<|im_start|>", "<|im_end|>", "<think>", "</think>"
 ANSWER_CUE = "Answer:"
 CUT_MARK = "\n[... {chars} characters cut ...]\n"
+
+# The ticket budget: the most tokens of a ticket's text (a thread's as rendered) that any prompt reads, in
+# every path (the app, `triage score`, `serve`, `learn`, `eval`, the Ray workers) and whatever the context size.
+# A longer ticket keeps its start and end with a marker of what was left out (:meth:`PromptBuilder.build`), so
+# a pasted log costs at most this many tokens, and a head is fitted on the same part of a long ticket as it is
+# applied to. Chosen by measurement: docs/quality.md, "The ticket budget". Read at call time (bench overrides it).
+TICKET_TOKENS = 384
 
 
 @dataclass(frozen=True)
@@ -138,6 +148,17 @@ class TicketPrompts:
         return len(self.prefix) + sum(len(p.tokens) - len(self.prefix) for p in self.prompts)
 
 
+@dataclass(frozen=True)
+class Cut:
+    """A ticket's text as the prompts read it (:meth:`PromptBuilder.cut`)."""
+
+    text: str
+    tokens: int  # the text's tokens (at most the ticket room)
+    chars: int = 0  # characters cut from the middle (0: none)
+    dropped: int = 0  # a thread's messages left out after the first (0: none)
+    warnings: tuple[str, ...] = ()
+
+
 def common_prefix(seqs: list[tuple[int, ...]]) -> tuple[int, ...]:
     """Longest common prefix of token sequences."""
     if not seqs:
@@ -166,7 +187,7 @@ class PromptBuilder:
         self.readout: ReadoutKind = readout_for(fmt.readout)
         self._stable: tuple[int, ...] | None = None
         self._suffix: tuple[int, ...] | None = None
-        self._budgets: dict[int, int] = {}
+        self._rooms: dict[int, int] = {}
 
     # -- text ---------------------------------------------------------------
     def system_text(self) -> str:
@@ -294,7 +315,7 @@ class PromptBuilder:
         n_ctx: int,
         messages: tuple[Message, ...] = (),
     ) -> TicketPrompts:
-        """Every prompt of a ticket, shortened to fit ``n_ctx``, with its verified shared prefix.
+        """Every prompt of a ticket, its text cut to :meth:`ticket_room`, with its verified shared prefix.
 
         Args:
             ticket_text: the cleaned ticket (a thread's: its messages as written, see
@@ -310,23 +331,8 @@ class PromptBuilder:
         crits = self.pack.criteria
         if len(orders) != len(crits):
             raise ValueError("orders must give one list per criterion")
-        warnings: list[str] = []
-        text, dropped = ticket_text, 0
-        budget = self._budget(n_ctx)
-        if len(messages) >= 3 and len(self.tok.encode(ticket_text)) > budget:
-            compacted = compact(messages, budget, lambda t: len(self.tok.encode(t)))
-            text, dropped = compacted.text, compacted.dropped
-            if dropped:
-                warnings.append(
-                    f"thread compacted to fit the {n_ctx}-token context: left out messages 2-{dropped + 1} of "
-                    f"{len(messages)}, kept the first and the latest {len(messages) - 1 - dropped}"
-                )
-        text, cut, n_ticket = self._fit(text, n_ctx)
-        if cut:
-            warnings.append(
-                f"ticket shortened to fit the {n_ctx}-token context: cut {cut} of {len(ticket_text)} characters "
-                f"from the middle, kept its start and end"
-            )
+        got = self.cut(ticket_text, n_ctx, messages)
+        text = got.text
         specs = [
             PromptSpec(ci, order, self.prompt_tokens(text, crits[ci], order))
             for ci, crit_orders in enumerate(orders)
@@ -342,16 +348,64 @@ class PromptBuilder:
                 raise AssertionError("shared prefix is not a token prefix of every prompt")
         if prefix[: len(stable)] != stable:
             raise AssertionError("stable block is not a token prefix of the ticket's prompts")
-        return TicketPrompts(stable, prefix, specs, text, n_ticket, warnings, cut, max(len(messages), 1), dropped)
+        return TicketPrompts(
+            stable, prefix, specs, text, got.tokens, list(got.warnings), got.chars, max(len(messages), 1), got.dropped
+        )
 
-    def _budget(self, n_ctx: int) -> int:
+    def cut(self, ticket_text: str, n_ctx: int, messages: tuple[Message, ...] = ()) -> Cut:
+        """The ticket's text as every prompt reads it: at most :meth:`ticket_room` tokens.
+
+        The one cut of every path (the app, ``score``, ``serve``, ``learn``, ``eval``): a thread of three
+        or more messages that is too long is first compacted (first message, a marker, the latest ones:
+        :func:`triage.domain.thread.compact`); what is still too long keeps its start and end, with a
+        marker of how many characters were left out of the middle.
+        """
+        warnings: list[str] = []
+        text, dropped = ticket_text, 0
+        room = self.ticket_room(n_ctx)
+        if len(messages) >= 3 and len(self.tok.encode(ticket_text)) > room:
+            compacted = compact(messages, room, lambda t: len(self.tok.encode(t)))
+            text, dropped = compacted.text, compacted.dropped
+            if dropped:
+                warnings.append(
+                    f"thread compacted to {self.limit_words(n_ctx)}: left out messages 2-{dropped + 1} of "
+                    f"{len(messages)}, kept the first and the latest {len(messages) - 1 - dropped}"
+                )
+        text, chars, n = self._fit(text, room, n_ctx)
+        if chars:
+            warnings.append(
+                f"ticket shortened to {self.limit_words(n_ctx)}: cut {chars} of {len(ticket_text)} characters "
+                f"from the middle, kept its start and end"
+            )
+        return Cut(text, n, chars, dropped, tuple(warnings))
+
+    def ticket_room(self, n_ctx: int) -> int:
+        """Tokens the ticket may take: the ticket budget (:data:`TICKET_TOKENS`), or less when ``n_ctx``
+        leaves less room beside the stable block, the tails and the answers.
+
+        Raises:
+            TriageError: the context leaves fewer than 16 tokens (the pack is too big for ``n_ctx``).
+        """
+        return min(TICKET_TOKENS, self._context_room(n_ctx))
+
+    def limit_words(self, n_ctx: int) -> str:
+        """What a ticket is cut to, for the warnings: the ticket budget, or the context when it leaves less."""
+        room = self._context_room(n_ctx)
+        if TICKET_TOKENS <= room:
+            return f"the {TICKET_TOKENS}-token ticket budget"
+        return (
+            f"fit the {n_ctx}-token context ({room} tokens, below the {TICKET_TOKENS}-token ticket budget "
+            f"that a larger context reads: raise --n-ctx)"
+        )
+
+    def _context_room(self, n_ctx: int) -> int:
         """Tokens the ticket may take in an ``n_ctx`` context (the rest is stable block, tails, answers).
 
         Raises:
             TriageError: fewer than 16 (the pack is too big for ``n_ctx``).
         """
-        if n_ctx in self._budgets:
-            return self._budgets[n_ctx]
+        if n_ctx in self._rooms:
+            return self._rooms[n_ctx]
         longest_tail = (
             max(len(self.tok.encode(self.tail_text(c, tuple(range(len(c.options)))))) for c in self.pack.criteria)
             + self.answer_room
@@ -365,28 +419,27 @@ class PromptBuilder:
                 f"{n_ctx}-token context",
                 hint="raise --n-ctx, or shorten the pack's instruction, context and examples",
             )
-        self._budgets[n_ctx] = budget
+        self._rooms[n_ctx] = budget
         return budget
 
-    def _fit(self, text: str, n_ctx: int) -> tuple[str, int, int]:
-        """Cut the ticket's middle until its longest prompt fits in ``n_ctx``.
+    def _fit(self, text: str, room: int, n_ctx: int) -> tuple[str, int, int]:
+        """Cut the ticket's middle until it is at most ``room`` tokens (its start and end kept, a marker between).
 
         Returns:
             (text to score, characters cut, ticket tokens).
         """
         ticket_ids = self.tok.encode(text)
-        budget = self._budget(n_ctx)
-        if len(ticket_ids) <= budget:
+        if len(ticket_ids) <= room:
             return text, 0, len(ticket_ids)
         marker_budget = len(self.tok.encode(CUT_MARK.format(chars=len(text)))) + 2
-        keep = budget - marker_budget
+        keep = room - marker_budget
         while keep > 8:
             start = self.tok.decode(list(ticket_ids[: keep // 2]))
             end = self.tok.decode(list(ticket_ids[len(ticket_ids) - (keep - keep // 2) :]))
             cut = len(text) - len(start) - len(end)
             shortened = f"{start.rstrip()}{CUT_MARK.format(chars=cut)}{end.lstrip()}"
             n = len(self.tok.encode(shortened))
-            if n <= budget:
+            if n <= room:
                 return shortened, cut, n
-            keep -= max(n - budget, 8)
-        raise TriageError(f"cannot shorten the ticket to fit {n_ctx} tokens; raise --n-ctx")
+            keep -= max(n - room, 8)
+        raise TriageError(f"cannot shorten the ticket to {room} tokens in a {n_ctx}-token context; raise --n-ctx")

@@ -58,7 +58,7 @@ class Resident:
         A change of stable block since the last one is said once, when its prefill is paid.
         """
         stable = run.prompts.stable
-        ms = self.hold(stable, run.stable_key, run.stop)
+        ms = self.hold(stable, run.stable_key, run.stop, run.measure("stable", len(stable)))
         run.stable_ready = True
         if ms is None:
             run.tokens.stable_cached = len(stable)
@@ -67,11 +67,17 @@ class Resident:
         if run.stable_note:
             run.warnings.append(run.stable_note)
 
-    def hold(self, stable: tuple[int, ...], key: str, stop: Callable[[], bool] | None = None) -> float | None:
+    def hold(
+        self,
+        stable: tuple[int, ...],
+        key: str,
+        stop: Callable[[], bool] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> float | None:
         """Make sequence 0 hold exactly the stable block ``stable`` (stored under ``key``).
 
         Keeps it when resident, else restores it from the store, else computes it (and
-        stores it).
+        stores it; ``progress`` is told how far that decode has got).
 
         Returns:
             The ms spent computing it, or None when it was resident or restored.
@@ -90,7 +96,7 @@ class Resident:
                 log.warning("stored stable state for %s was rejected; recomputing", key)
                 self.drop()
         t1 = time.perf_counter()
-        self.native.decode([Seq("stable", 0, 0, stable)], should_stop=stop)
+        self.native.decode([Seq("stable", 0, 0, stable)], should_stop=stop, progress=progress)
         ms = (time.perf_counter() - t1) * 1000
         self.tokens = stable
         if self.store:
@@ -98,17 +104,20 @@ class Resident:
         return ms
 
     def ensure_prefix(self, run: Run) -> None:
-        """Make sequence 0 hold exactly the prefix, reusing what is resident, remembered or stored."""
+        """Make sequence 0 hold exactly the prefix, reusing what is resident, remembered or stored; counts the
+        tokens the score evaluates (:meth:`~triage.scoring.run.Run.plan`)."""
         prefix, stable = run.prompts.prefix, run.prompts.stable
         t0 = time.perf_counter()
         if self.tokens == prefix:
             run.tokens.prefix_cached = len(prefix)
             run.tokens.stable_cached = len(stable)
             run.stable_ready = True
+            run.plan()
             return
         self.ensure_stable(run)
         have = self.resume(run)
-        self.native.decode([Seq("prefix", 0, have, prefix[have:])], should_stop=run.stop)
+        progress = run.plan()
+        self.native.decode([Seq("prefix", 0, have, prefix[have:])], should_stop=run.stop, progress=progress)
         self.tokens = prefix
         run.timing.prefill_ms = (time.perf_counter() - t0) * 1000
 

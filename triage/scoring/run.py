@@ -36,6 +36,39 @@ class Prefilled:
 
 
 @dataclass
+class Progress:
+    """How far one score's decoding has got, told while a decode runs (``score(..., progress=...)``).
+
+    ``phase`` is ``stable`` while the pack's stable block is computed (once per pack and model,
+    when it is neither resident nor stored) and ``ticket`` for the rest: the ticket's tokens and
+    the tails, ``total`` being the tokens this score evaluates (``Tokens.evaluated``).
+    """
+
+    phase: str
+    done: int
+    total: int
+
+    @property
+    def share(self) -> float:
+        """``done`` as a share of ``total`` (1.0 for nothing to do)."""
+        return min(1.0, self.done / self.total) if self.total else 1.0
+
+
+class Meter:
+    """Adds up the progress of the decodes of one phase and tells it as :class:`Progress`."""
+
+    def __init__(self, phase: str, total: int, tell: Callable[[Progress], None]) -> None:
+        self.phase, self.total, self.tell = phase, total, tell
+        self.base = 0  # tokens of this phase's finished decodes
+
+    def report(self, done: int, of: int) -> None:
+        """One decode's ``(done, of)`` (:meth:`triage.model.native.NativeModel.decode`'s ``progress``)."""
+        self.tell(Progress(self.phase, min(self.total, self.base + done), self.total))
+        if done >= of:
+            self.base += of
+
+
+@dataclass
 class CriterionScored:
     """One criterion is done (streamed as soon as it is)."""
 
@@ -56,7 +89,7 @@ class TicketScored:
     features: dict[str, np.ndarray] = field(default_factory=dict)
 
 
-ScoreEvent = Prefilled | CriterionScored | TicketScored
+ScoreEvent = Prefilled | CriterionScored | TicketScored  # Progress is told through a callback, inside decodes
 
 
 @dataclass
@@ -72,6 +105,7 @@ class Run:
         stable_note: why the stable block changed since the last one, said if its prefill is paid.
         ticket_id: names the ticket's kept state (a thread that grows comes back under it).
         messages: the ticket's messages (a plain ticket: one).
+        on_progress: told how far the decodes have got (None: nobody asked).
     """
 
     prompts: TicketPrompts
@@ -92,6 +126,28 @@ class Run:
     # criteria whose features are not handed back: read at the shared position when the caller did not
     # ask for that position (the history keeps features as tail features; see triage.scoring.cue)
     unreturned: frozenset[int] = frozenset()
+    on_progress: Callable[[Progress], None] | None = None
+    meter: Meter | None = None
+
+    def measure(self, phase: str, total: int) -> Callable[[int, int], None] | None:
+        """Start telling ``phase``'s progress over ``total`` tokens; what its decodes report to (None:
+        nobody listens)."""
+        if self.on_progress is None:
+            self.meter = None
+            return None
+        self.meter = Meter(phase, total, self.on_progress)
+        return self.meter.report
+
+    @property
+    def progress(self) -> Callable[[int, int], None] | None:
+        """What a decode of the current phase reports to (None: nobody listens)."""
+        return self.meter.report if self.meter is not None else None
+
+    def plan(self) -> Callable[[int, int], None] | None:
+        """The ticket's tokens and tails are known (after the prefix's cached part is): count them as
+        ``tokens.evaluated`` and start the ``ticket`` phase."""
+        self.tokens.evaluated = (self.tokens.prefix - self.tokens.prefix_cached) + self.tokens.tails
+        return self.measure("ticket", self.tokens.evaluated)
 
     @property
     def chosen(self) -> list[int]:

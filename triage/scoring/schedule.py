@@ -53,7 +53,7 @@ def decode_one(kv: Resident, run: Run, spec: PromptSpec, at: tuple[tuple[int, ..
     for k in range(1, width):
         n.seq_cp(0, k, -1, -1)
     try:
-        out = n.decode(pieces, should_stop=run.stop)
+        out = n.decode(pieces, should_stop=run.stop, progress=run.progress)
     finally:
         for k in range(1, width):
             n.seq_rm(k, -1, -1)
@@ -67,6 +67,7 @@ class Whole:
 
     def run(self, run: Run, kv: Resident) -> Iterator[ScoreEvent]:
         kv.drop()
+        run.measure("ticket", sum(len(s.tokens) + run.reader.extra_tokens(s) for s in run.prompts.prompts))
         yield run.prefilled()
         by_crit: dict[int, list[PromptSpec]] = {}
         for spec in run.prompts.prompts:
@@ -102,8 +103,7 @@ class Serial:
 
     def run(self, run: Run, kv: Resident) -> Iterator[ScoreEvent]:
         prompts = run.prompts
-        kv.ensure_prefix(run)
-        run.tokens.evaluated = (run.tokens.prefix - run.tokens.prefix_cached) + run.tokens.tails
+        kv.ensure_prefix(run)  # counts tokens.evaluated (Run.plan)
         yield run.prefilled()
         saved = kv.native.state_get(0) if self.restore else None
         p = len(prompts.prefix)
@@ -155,7 +155,7 @@ class Fanout:
             rest = prompts.prefix[have:]
             kept = have < len(prompts.prefix) or have > len(prompts.stable)
             run.timing.prefill_ms = (time.perf_counter() - t0) * 1000
-        run.tokens.evaluated = (run.tokens.prefix - run.tokens.prefix_cached) + run.tokens.tails
+        run.plan()
         for g, group in enumerate(self.groups(run, kv)):
             run.check()
             self.batch(run, kv, group, rest if g == 0 else ())
@@ -205,7 +205,7 @@ class Fanout:
         if rest:
             pieces.insert(0, Seq("rest", 0, p - len(rest), rest, also=tuple(range(1, k))))
         try:
-            out = n.decode(pieces, should_stop=run.stop)
+            out = n.decode(pieces, should_stop=run.stop, progress=run.progress)
         finally:
             for j in range(1, k):
                 n.seq_rm(j, -1, -1)

@@ -5,6 +5,11 @@ while it encodes one string, so a megabyte in one call would still stall the
 UI for most of a second. Text is therefore encoded in whitespace-bounded
 chunks (the count matches the whole-text count: Qwen's pre-tokenizer splits
 before a space anyway), which lets the UI thread run between chunks.
+
+With a loaded engine the count also says what scoring will cost: the tokens the
+ticket's decode evaluates (the ticket cut to its budget, its block and every
+criterion's tail) and, at the rate the engine measured on its last decodes
+(:class:`~triage.scoring.speed.Speed`), about how many seconds that takes.
 """
 
 from __future__ import annotations
@@ -16,15 +21,16 @@ from dataclasses import dataclass
 from triage.domain.pack import Pack
 from triage.scoring.options import DEFAULT_READOUT
 from triage.scoring.prompt import PromptBuilder, PromptFormat
+from triage.scoring.speed import Speed
 from triage.scoring.tokenizer import Tokenizer
 
 CHUNK_CHARS = 16_384
 QWEN3_FORMAT = PromptFormat("chat", think=True)  # the product model's format, for estimates before it loads
-SLACK = 4  # the prompt builder keeps this many tokens spare (see PromptBuilder._fit)
 
-# Budgets per builder (the engine keeps one builder per pack), and Qwen3 builders per pack.
-_budgets: weakref.WeakKeyDictionary[PromptBuilder, dict[tuple[str, int], int]] = weakref.WeakKeyDictionary()
+# Qwen3 builders per pack and readout, for estimates before the model loads.
 _qwen3_builders: dict[tuple[str, str], PromptBuilder] = {}
+# Per builder and option orders: the tokens a ticket's decode evaluates besides the ticket's own.
+_overheads: weakref.WeakKeyDictionary[PromptBuilder, dict[str, int]] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,8 @@ class TokenCount:
     budget: int
     n_ctx: int
     estimated: bool
+    decode_tokens: int = 0  # what scoring it evaluates (stable block resident): the cut ticket, its block, the tails
+    seconds: float | None = None  # at the engine's measured rate (None: no engine, or nothing measured yet)
 
     @property
     def over(self) -> bool:
@@ -65,18 +73,22 @@ def count_tokens(tok: Tokenizer, text: str, cancelled: Callable[[], bool] = lamb
     return total
 
 
-def ticket_budget(builder: PromptBuilder, orders: list[list[tuple[int, ...]]], n_ctx: int) -> int:
-    """Tokens a ticket may have before the builder shortens it (pack overhead taken off ``n_ctx``).
+def ticket_budget(builder: PromptBuilder, n_ctx: int) -> int:
+    """Tokens a ticket may have before the builder shortens it: the ticket budget, or less when
+    ``n_ctx`` leaves less (:meth:`~triage.scoring.prompt.PromptBuilder.ticket_room`, the builder's own cut)."""
+    return builder.ticket_room(n_ctx)
 
-    Measured on a one-character ticket with the builder itself, so the
-    overhead is the real one for this pack, format and tokenizer.
-    """
-    known = _budgets.setdefault(builder, {})
-    key = (repr(orders), n_ctx)
+
+def decode_overhead(builder: PromptBuilder, orders: list[list[tuple[int, ...]]], n_ctx: int) -> int:
+    """Tokens a ticket's decode evaluates besides the ticket's own (stable block resident): the ticket
+    block's own text and every prompt's tail, measured on a one-character ticket with the builder itself."""
+    known = _overheads.setdefault(builder, {})
+    key = f"{orders!r}@{n_ctx}"
     if key not in known:
         probe = builder.build("x", orders, n_ctx=n_ctx)
-        longest = max(len(p.tokens) for p in probe.prompts)
-        known[key] = n_ctx - (longest - probe.ticket_tokens) - builder.answer_room - SLACK
+        known[key] = (
+            len(probe.prefix) - len(probe.stable) - probe.ticket_tokens + sum(len(probe.tail(s)) for s in probe.prompts)
+        )
     return known[key]
 
 
@@ -89,6 +101,7 @@ def count_ticket(
     n_ctx: int,
     cancelled: Callable[[], bool] = lambda: False,
     readout: str = DEFAULT_READOUT,
+    speed: Speed | None = None,
 ) -> TokenCount | None:
     """Count a cleaned ticket with the engine's builder, or estimate with Qwen3's tokenizer.
 
@@ -100,6 +113,7 @@ def count_ticket(
         n_ctx: the context size (the engine's, or the configured one).
         cancelled: polled between chunks.
         readout: ``label`` or ``letter`` (for the estimate's prompt, before the model loads).
+        speed: the loaded engine's measured rate, for :attr:`TokenCount.seconds`.
     """
     estimated = builder is None
     if builder is None:
@@ -113,4 +127,6 @@ def count_ticket(
     n = count_tokens(builder.tok, text, cancelled)
     if n is None:
         return None
-    return TokenCount(n, ticket_budget(builder, orders, n_ctx), n_ctx, estimated)
+    budget = ticket_budget(builder, n_ctx)
+    work = min(n, budget) + decode_overhead(builder, orders, n_ctx)
+    return TokenCount(n, budget, n_ctx, estimated, work, speed.seconds(work) if speed is not None else None)

@@ -20,7 +20,8 @@ from triage.scoring.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
     from triage.domain.ticket import Ticket
-    from triage.scoring.engine import ScoreEvent, ScoreOptions
+    from triage.scoring.engine import Progress, ScoreEvent, ScoreOptions
+    from triage.scoring.speed import Speed
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,7 @@ class ScoringEngine(Protocol):
     name: str
     stand_in: bool
     tokenizer: Tokenizer
+    speed: Speed  # tokens per second measured over its last scores (the app's "about N s")
 
     @property
     def n_ctx(self) -> int: ...
@@ -47,6 +49,7 @@ class ScoringEngine(Protocol):
         options: ScoreOptions | None = None,
         *,
         cancel: Callable[[], bool] | None = None,
+        progress: Callable[[Progress], None] | None = None,
     ) -> Iterator[ScoreEvent]: ...
 
     def close(self) -> None: ...

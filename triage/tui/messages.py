@@ -58,6 +58,7 @@ class TokensCounted(Message):
         budget: tokens the ticket may have before it is shortened.
         n_ctx: the context size the budget is for.
         estimated: counted with Qwen3's tokenizer because the model is not loaded yet.
+        seconds: about how long scoring it takes at the engine's measured rate (None: not known yet).
     """
 
     stamp: float
@@ -65,6 +66,7 @@ class TokensCounted(Message):
     budget: int
     n_ctx: int
     estimated: bool
+    seconds: float | None = None
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, TokensCounted)
@@ -78,6 +80,22 @@ class TicketPrefilled(Message):
     tokens: Tokens
     prefill_ms: float
     criteria: int
+
+
+@dataclass
+class DecodeProgressed(Message):
+    """How far the engine's decode has got (:class:`triage.scoring.run.Progress`), told while it runs.
+
+    ``phase``: ``stable`` (the pack's stable block, once) or ``ticket``; ``done`` of ``total`` tokens.
+    """
+
+    submission: int
+    phase: str
+    done: int
+    total: int
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, DecodeProgressed) and message.submission == self.submission
 
 
 @dataclass

@@ -41,8 +41,20 @@ class Submission:
     decided: int = 0
     tokens: Tokens | None = None
     prefill_ms: float | None = None
+    progress_from: tuple[str, float, int] | None = None  # (phase, when, tokens done) at its first progress
     _owner: str = ""  # "worker" once claimed, "screen" once abandoned
     _owner_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def time_left(self, phase: str, done: int, total: int, now: float) -> float | None:
+        """Seconds the decode still needs at the pace it has kept since this phase's first progress (None:
+        too early to tell)."""
+        if self.progress_from is None or self.progress_from[0] != phase:
+            self.progress_from = (phase, now, done)
+            return None
+        _, t0, d0 = self.progress_from
+        if done <= d0 or now <= t0:
+            return None
+        return (total - done) * (now - t0) / (done - d0)
 
     def claim(self) -> bool:
         """The worker starts scoring: True unless the screen abandoned the submission first."""

@@ -44,6 +44,7 @@ from triage.store.history import History, SavedScore
 from triage.tui.engine_host import EngineHost
 from triage.tui.messages import (
     CriterionDecided,
+    DecodeProgressed,
     HeadLearned,
     ModelLoaded,
     ModelLoadFailed,
@@ -61,7 +62,7 @@ from triage.tui.widgets.decisions import DecisionsPanel
 from triage.tui.widgets.key_footer import KeyFooter
 from triage.tui.widgets.model_status import ModelState, ModelStatus
 from triage.tui.widgets.notice_bar import NoticeBar
-from triage.tui.widgets.score_summary import PRODUCT_MODEL, ScoreSummary
+from triage.tui.widgets.score_summary import PRODUCT_MODEL, ScoreSummary, about_seconds
 from triage.tui.widgets.thread_view import ThreadView
 from triage.tui.widgets.ticket_input import TicketInput
 
@@ -372,6 +373,7 @@ class MainScreen(Screen[None]):
         orders = [debias.orders_for(len(c.options), effective_orderings(readout, orderings)) for c in pack.criteria]
         try:
             with self.host.borrow() as engine:  # kept open while we tokenize, even beside a running score
+                speed = getattr(engine, "speed", None)  # the engine's measured rate: "about N s"
                 if engine is not None:
                     builder, n_ctx = engine.builder(pack, readout), engine.n_ctx
                 else:
@@ -384,25 +386,28 @@ class MainScreen(Screen[None]):
                     n_ctx=n_ctx,
                     cancelled=lambda: worker.is_cancelled,
                     readout=readout,
+                    speed=speed,
                 )
         except TriageError as exc:  # e.g. the pack alone does not fit n_ctx
             log.warning("token count failed: %s", exc.message)
             return
         if counted is not None:
-            self.post_message(TokensCounted(stamp, counted.tokens, counted.budget, counted.n_ctx, counted.estimated))
+            self.post_message(
+                TokensCounted(stamp, counted.tokens, counted.budget, counted.n_ctx, counted.estimated, counted.seconds)
+            )
 
     def on_tokens_counted(self, msg: TokensCounted) -> None:
         if msg.stamp != self._count_stamp:
             return
         approx = "≈" if msg.estimated else ""
+        when = f" · {about_seconds(msg.seconds)}" if msg.seconds is not None else ""
         if msg.tokens > msg.budget:
             what = "the thread will be compacted" if self.composing else "the middle will be cut"
             self.ticket.border_subtitle = (
-                f"[$warning]⚠ {approx}{msg.tokens:,} tokens: over the {msg.budget:,} that fit (ctx {msg.n_ctx}); "
-                f"{what}[/]"
+                f"[$warning]⚠ {approx}{msg.tokens:,} tokens: over the {msg.budget:,}-token budget; {what}[/]{when}"
             )
         else:
-            self.ticket.border_subtitle = f"{approx}{msg.tokens:,} tokens [dim]of {msg.budget:,}[/dim]"
+            self.ticket.border_subtitle = f"{approx}{msg.tokens:,} tokens [dim]of {msg.budget:,}[/dim]{when}"
 
     # -- scoring ----------------------------------------------------------------------
     def on_ticket_pasted(self, _msg: TicketPasted) -> None:
@@ -528,7 +533,7 @@ class MainScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="score", exit_on_error=False)
     def _score(self, sub: Submission) -> None:
-        from triage.scoring.engine import CriterionScored, Prefilled, TicketScored
+        from triage.scoring.engine import CriterionScored, Prefilled, Progress, TicketScored
 
         worker = get_current_worker()
 
@@ -548,8 +553,12 @@ class MainScreen(Screen[None]):
                 )
                 fits = self._stored_fits(engine, sub.pack, options)
                 keep = sub.readout == "label" and sub.score_id is not None  # what a head reads, for learning later
+
+                def progress(p: Progress) -> None:  # from inside a decode: only post
+                    self.post_message(DecodeProgressed(sub.id, p.phase, p.done, p.total))
+
                 for event in engine.score(
-                    sub.ticket, sub.pack, options, cancel=stop, features=keep, **fits.engine_kwargs()
+                    sub.ticket, sub.pack, options, cancel=stop, features=keep, progress=progress, **fits.engine_kwargs()
                 ):
                     if isinstance(event, Prefilled):
                         self.post_message(TicketPrefilled(sub.id, event.tokens, event.prefill_ms, event.criteria))
@@ -592,6 +601,13 @@ class MainScreen(Screen[None]):
 
     def _is_current(self, submission: int) -> bool:
         return self.current is not None and self.current.id == submission
+
+    def on_decode_progressed(self, msg: DecodeProgressed) -> None:
+        sub = self._subs.get(msg.submission)
+        if sub is None or not self._is_current(msg.submission) or sub.tokens is not None or sub.cancel.is_set():
+            return  # stale, or past the prefill (the criteria line says the rest), or being cancelled
+        left = sub.time_left(msg.phase, msg.done, msg.total, time.monotonic())
+        self.summary.progress(sub.ticket.id, msg.phase, msg.done, msg.total, left)
 
     def on_ticket_prefilled(self, msg: TicketPrefilled) -> None:
         sub = self._subs.get(msg.submission)

@@ -13,9 +13,28 @@ from triage.domain.result import TicketResult, Tokens, readout_words
 PRODUCT_MODEL = "Qwen3-0.6B"
 
 
+BAR_CELLS = 24
+PHASES = {"stable": "preparing the pack (once)", "ticket": "reading the ticket"}
+
+
 def _ms(ms: float) -> str:
     """A duration as people read it: ms below 10 s, then seconds with one decimal."""
     return f"{ms:.0f} ms" if ms < 10_000 else f"{ms / 1000:.1f} s"
+
+
+def about_seconds(seconds: float) -> str:
+    """An expected duration, as rough as it is: ``under 1 s``, ``about 3 s``, ``about 2 min``."""
+    if seconds < 1:
+        return "under 1 s"
+    if seconds < 90:
+        return f"about {seconds:.0f} s"
+    return f"about {seconds / 60:.0f} min"
+
+
+def bar(share: float, cells: int = BAR_CELLS) -> str:
+    """A text progress bar of ``cells`` cells, ``share`` (0-1) of them full."""
+    full = max(0, min(cells, round(share * cells)))
+    return f"[$accent]{'━' * full}[/][dim]{'─' * (cells - full)}[/dim]"
 
 
 class ScoreSummary(Static):
@@ -105,6 +124,15 @@ class ScoreSummary(Static):
         self.update(
             f"ticket [b]{escape(ticket_id)}[/b] · prefill {_ms(prefill_ms or 0)} · prefix {tokens.prefix} tok, "
             f"{tokens.prefix_cached} cached · [$accent]{done}/{total} criteria…[/]  [dim]esc cancels[/dim]"
+        )
+
+    def progress(self, ticket_id: str, phase: str, done: int, total: int, left: float | None = None) -> None:
+        """The decode is under way: a bar of the tokens done, and the time left when it can be told."""
+        share = min(1.0, done / total) if total else 1.0
+        rest = f" · {about_seconds(left)} left" if left is not None else ""
+        self.update(
+            f"ticket [b]{escape(ticket_id)}[/b] · [$accent]{PHASES.get(phase, phase)}[/] {bar(share)} "
+            f"{share:.0%} · {done:,} of {total:,} tokens{rest}  [dim]esc cancels[/dim]"
         )
 
     def cancelling(self, ticket_id: str) -> None:
