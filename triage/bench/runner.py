@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triage.bench.machine import CpuSnapshot, cpu_snapshot, load_average
+from triage.settings import DEFAULTS
 from triage.bench.workload import (
     ENGINE_MODE,
     HEAD_READ,
@@ -62,7 +63,7 @@ class EngineSpec:
     name: str
     sha256: str | None = None
     stand_in: bool = True
-    n_ctx: int = 4096
+    n_ctx: int = DEFAULTS.n_ctx
     threads: int | None = None
     prompt_style: str = "auto"
 

@@ -60,7 +60,9 @@ class FitRequest:
         config: dict[str, Any] | None = None,
     ) -> FitRequest:
         """A request from a command's flags; ``calibration`` falls back to the config's ``calibration`` key."""
-        return cls(head, no_head, calibration or (config or {}).get("calibration"), no_calibration)
+        from triage.settings import Settings
+
+        return cls(head, no_head, calibration or Settings.of(config or {}).calibration, no_calibration)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from triage.serve.app import ServeSettings, create_app
-from triage.serve.worker import EngineWorker, fit_policy
+from triage.serve.worker import DEFAULT_QUEUE_LIMIT, EngineWorker, fit_policy
 
 
 def free_port() -> int:
@@ -27,7 +27,12 @@ def free_port() -> int:
 
 @contextmanager
 def serving(
-    engine: Any, settings: ServeSettings, *, queue_limit: int = 16, fits: Any = None, timeout: float = 30.0
+    engine: Any,
+    settings: ServeSettings,
+    *,
+    queue_limit: int = DEFAULT_QUEUE_LIMIT,
+    fits: Any = None,
+    timeout: float = 30.0,
 ) -> Iterator[tuple[str, EngineWorker]]:
     """Serve ``engine`` (not closed at the end) on a free port; yields the base URL and the worker.
 
