@@ -26,10 +26,11 @@ from triage.domain.result import CriterionResult
 from triage.domain.ticket import Ticket
 from triage.errors import TriageError
 from triage.scoring.options import ScoreOptions
+from triage.settings import DEFAULTS
 
 log = logging.getLogger("triage.serve")
 
-DEFAULT_QUEUE_LIMIT = 16
+DEFAULT_QUEUE_LIMIT = DEFAULTS.serve_queue_limit
 TERMINAL = ("result", "error")
 
 
@@ -128,7 +129,7 @@ class EngineWorker:
         *,
         queue_limit: int = DEFAULT_QUEUE_LIMIT,
         history_path: Path | None = None,
-        keep_features: int = 5000,
+        keep_features: int = DEFAULTS.keep_features,
         owns_engine: bool = True,
     ) -> None:
         if queue_limit < 1:
