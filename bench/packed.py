@@ -42,6 +42,9 @@ def read(path: str, n: int) -> list[Any]:
     return out
 
 
+PACK_TOKENS = 512  # tokens per packed decode: one llama.cpp micro-batch
+
+
 def run_set(engine: Any, pack: Any, tickets: list[Any], budget: int, chunk: int) -> dict[str, Any]:
     import numpy as np
 
@@ -90,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--long", required=True, help="JSON Lines of long tickets")
     p.add_argument("--n-short", type=int, default=200)
     p.add_argument("--n-long", type=int, default=50)
-    p.add_argument("--pack-tokens", type=int, default=None, help="budget (default 512, one micro-batch)")
+    p.add_argument(
+        "--pack-tokens", type=int, default=PACK_TOKENS, help=f"budget (default {PACK_TOKENS}, one micro-batch)"
+    )
     p.add_argument("--chunk", type=int, default=10, help="tickets per interleaved chunk")
     p.add_argument("--json", dest="json_path", default=None)
     args = p.parse_args(argv)
@@ -99,9 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     from triage.domain.pack import default_pack
     from triage.model.resolve import resolve_model
     from triage.scoring.engine import Engine
-    from triage.scoring.options import PACK_TOKENS_SUGGESTED
 
-    budget = PACK_TOKENS_SUGGESTED if args.pack_tokens is None else args.pack_tokens
+    budget = args.pack_tokens
     ref = resolve_model(args.model)
     base_rss = rss_mib()
     engine = Engine.from_ref(ref, threads=args.threads, thread_cache_mib=0)

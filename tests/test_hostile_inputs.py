@@ -204,7 +204,7 @@ CASES = [
     ),
     Case(
         "n-ctx-rounded-up",
-        ["score", "--n-ctx", "300", "--format", "json", "--orderings", "none"],
+        ["score", "--n-ctx", "300", "--format", "json"],
         code=0,
         stderr_has=["300 asked for", "512 tokens are used"],
     ),
@@ -245,7 +245,7 @@ CASES = [
     # 3. Escape sequences in ticket ids reach the terminal in the table and in error lines.
     Case(
         "escapes-in-jsonl-ids",
-        ["score", "{tmp}/esc.jsonl", "--format", "table", "--orderings", "none"],
+        ["score", "{tmp}/esc.jsonl", "--format", "table"],
         stdin=None,
         code=1,
         stderr_has=["line 2: ticket b is empty", "line 3 (id c)"],
@@ -254,7 +254,7 @@ CASES = [
     ),
     Case(
         "escapes-in-id-option",
-        ["score", "--id", HOSTILE_ID, "--format", "table", "--orderings", "none"],
+        ["score", "--id", HOSTILE_ID, "--format", "table"],
         code=0,
         check=no_terminal_escapes,
     ),
@@ -311,7 +311,7 @@ CASES = [
     ),
     Case(
         "model-changed-score",
-        ["score", "--model", "smollm2-135m", "--orderings", "none"],
+        ["score", "--model", "smollm2-135m"],
         code=1,
         stderr_has=["sha256", "triage model pull smollm2-135m"],
         stdout_empty=True,
@@ -352,7 +352,7 @@ CASES = [
     Case("not-a-gguf", ["score", "--model", "{tmp}/labels.jsonl"], code=2, stderr_has=["not a GGUF"]),
     Case(
         "damaged-stable-cache",
-        ["score", "--orderings", "none", "--format", "json"],
+        ["score", "--format", "json"],
         code=0,
         prepare=damaged_stable_cache,
     ),
@@ -486,8 +486,6 @@ def test_interrupt_keeps_every_record_already_written(
         "1",
         "--pack",
         str(tmp_path / "mini.toml"),
-        "--orderings",
-        "none",
     ] + (["--format", fmt] if fmt else [])
     proc = subprocess.Popen(
         args,

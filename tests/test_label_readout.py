@@ -262,7 +262,10 @@ def test_label_calibration_round_trip(smollm2_path: Path, tmp_path: Path, capsys
     cal._option_ids = {"mood": ["unhappy", "happy"]}
     want = np.exp(cal.apply("mood", lp))
     assert np.allclose([o["probability"] for o in done["criteria"][0]["options"]], want, atol=1e-9)
-    # The letter readout does not pick up a label calibration.
-    assert main(["score", str(ticket), *model, "--format", "json", "--readout", "letter"]) == 0
-    out = capsys.readouterr()
-    assert json.loads(out.out)["calibration"] is None
+    # The letter readout (what eval and bench compare) does not pick up a label calibration.
+    from triage.scoring.fit import choose_fits
+    from triage.scoring.loader import load_engine
+
+    with load_engine(str(smollm2_path), n_ctx=512, lazy=True) as eng:
+        assert choose_fits(eng, load_pack(pack), ScoreOptions()).calibration is not None
+        assert choose_fits(eng, load_pack(pack), ScoreOptions(readout="letter")).calibration is None

@@ -115,8 +115,6 @@ def test_a_node_lost_mid_run_loses_no_ticket_and_writes_none_twice(
         "smollm2-135m",
         "--pack",
         str(pack),
-        "--mode",
-        "fanout",
         "--threads",
         "1",
         "--n-ctx",

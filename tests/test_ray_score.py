@@ -39,7 +39,7 @@ options = [ { id = "billing", label = "Billing" }, { id = "credit", label = "Cre
             { id = "other", label = "Other" } ]
 """
 # The options of every Ray run here and of the plain run it is compared with.
-OPTIONS = ["--mode", "fanout", "--orderings", "cyclic", "--threads", "1"]
+OPTIONS = ["--threads", "1"]
 
 
 @pytest.fixture()
@@ -127,8 +127,8 @@ def test_the_command_line_becomes_a_plain_job_checked_before_any_cluster(pack: P
             str(src),
             "--pack",
             str(pack),
-            "--readout",
-            "letter",
+            "--criteria",
+            "topic",
             "--no-head",
             "--workers",
             "3",
@@ -136,9 +136,9 @@ def test_the_command_line_becomes_a_plain_job_checked_before_any_cluster(pack: P
             str(tmp_path / "o.jsonl"),
         ]
     )
-    job = ray_job(args, config={"prior": True, "mode": "serial"})
+    job = ray_job(args, config={})
     assert isinstance(job, RayJob) and (job.address, job.source) == ("local", str(src))
-    assert job.options == ScoreOptions(mode="serial", readout="letter", prior=True)  # flag, then config, then default
+    assert job.options == ScoreOptions(criteria=("topic",))  # triage score's options: the product's, --criteria
     assert job.fits == FitRequest(no_head=True) and (job.workers, job.threads, job.batch_size) == (3, 1, None)
     with pytest.raises(InputError, match="--workers must be at least 1"):
         RayJob(str(src), job.pack, job.options, workers=0)
@@ -146,8 +146,9 @@ def test_the_command_line_becomes_a_plain_job_checked_before_any_cluster(pack: P
         RayJob(str(src), job.pack, job.options, resume=True)
     with pytest.raises(InputError, match="not a Ray address"):
         ray_job(build_parser().parse_args(["score", str(src), "--ray", "nowhere"]), config={})
-    with pytest.raises(Exception, match=r"config \S+config\.toml: mode = 'sideways': unknown mode"):
-        ray_job(args, config={"mode": "sideways"})
+    with pytest.raises(SystemExit) as removed:  # the research flags left `triage score`, --ray included
+        build_parser().parse_args(["score", "--ray", str(src), "--readout", "letter"])
+    assert removed.value.code == 2
 
 
 def test_resume_cuts_a_half_written_last_line(tmp_path: Path) -> None:
@@ -445,7 +446,7 @@ def test_ray_applies_the_stored_learned_head_like_triage_score(
     head_mod.write_head(head, head_mod.heads_dir() / head_mod.stored_name(sha, mini.hash, fmt))
     src = tmp_path / "in.jsonl"
     src.write_text("\n".join(DATA.read_text(encoding="utf-8").splitlines()[:6]) + "\n", encoding="utf-8")
-    common = ["--model", str(smollm2_path), "--pack", str(pack), "--mode", "fanout", "--threads", "1", "--n-ctx", "512"]
+    common = ["--model", str(smollm2_path), "--pack", str(pack), "--threads", "1", "--n-ctx", "512"]
     assert main(["score", str(src), *common, "--format", "jsonl"]) == 0
     plain = results([json.loads(line) for line in capsys.readouterr().out.splitlines()])
     out = tmp_path / "out.jsonl"

@@ -88,8 +88,6 @@ def test_jsonl_bad_line_is_reported_and_others_scored(
             str(pack),
             "--format",
             "jsonl",
-            "--orderings",
-            "none",
         ],
     )
     assert code == 1
@@ -154,7 +152,7 @@ def test_stored_calibration_is_applied_and_a_mismatch_refused(
     from triage.scoring.calibrate import calibrations_dir, stored_name
 
     sha, pack_hash = cached_sha256(smollm2_path), load_pack(pack).hash
-    base = ["score", "--model", str(smollm2_path), "--pack", str(pack), "--format", "json", "--orderings", "none"]
+    base = ["score", "--model", str(smollm2_path), "--pack", str(pack), "--format", "json"]
     code, out, _ = run(monkeypatch, capsys, [*base, "--no-calibration"], b"Refund me now")
     plain = json.loads(out)
     calibrations_dir().mkdir(parents=True, exist_ok=True)
@@ -210,7 +208,7 @@ def test_jsonl_input_streams_records_and_json_is_a_closed_array(
 ) -> None:
     f = tmp_path / "t.jsonl"
     f.write_text('{"id": "a", "text": "Where is my parcel?"}\n{"id": "b", "text": "Refund!"}\n', encoding="utf-8")
-    base = ["score", str(f), "--model", str(smollm2_path), "--pack", str(pack), "--orderings", "none", "--threads", "1"]
+    base = ["score", str(f), "--model", str(smollm2_path), "--pack", str(pack), "--threads", "1"]
     code, out, err = run(monkeypatch, capsys, base, None)  # stdout is not a terminal: jsonl for JSONL input
     assert code == 0, err
     assert [json.loads(line)["ticket_id"] for line in out.splitlines()] == ["a", "b"]
@@ -220,7 +218,7 @@ def test_jsonl_input_streams_records_and_json_is_a_closed_array(
     code, out, err = run(
         monkeypatch,
         capsys,
-        ["score", "--model", str(smollm2_path), "--pack", str(pack), "--orderings", "none", "--threads", "1"],
+        ["score", "--model", str(smollm2_path), "--pack", str(pack), "--threads", "1"],
         b"Refund!",
     )
     assert code == 0 and json.loads(out)["schema"] == "triage.result/3"  # one plain-text ticket: one object

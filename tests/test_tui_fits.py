@@ -1,4 +1,5 @@
-"""The app reads its score options with the CLI's resolver and picks fits with the CLI's policy, and says so."""
+"""The app scores as the CLI does (``ScoreOptions()``) and picks fits with the CLI's policy, and says so;
+a removed config key is named in the notice band with its line."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from fake_engine import FakeEngine, FakeFactory, fake_app, wait_until
 from textual import events
 
 from triage.scoring.calibrate import Calibration, CriterionCalibration, calibrations_dir, stored_name, write_calibration
-from triage.store.config import config_path, load_config
+from triage.store.config import config_path, load_config, retired_notes
 
 TICKET = "I was charged twice for my order and nobody answers my emails."
 
@@ -28,18 +29,19 @@ async def score(app, pilot) -> None:  # type: ignore[no-untyped-def]
     await wait_until(pilot, lambda: app.main.result is not None, what="the score")
 
 
-async def test_a_bad_config_value_is_shown_with_its_line_and_the_default_is_used() -> None:
-    path = write_config('theme = "nord"\nreadout = "letters"\n')
-    app = fake_app(config=load_config())
+async def test_a_removed_config_key_is_shown_with_its_line_and_ignored() -> None:
+    path = write_config('theme = "nord"\nreadout = "letter"\nmode = "serial"\n')
+    config = load_config()
+    assert config == {"theme": "nord"}  # the removed keys are not read
+    app = fake_app(config=config, config_notes=tuple(retired_notes()))
     async with app.run_test() as pilot:
         main = app.main
         await wait_until(pilot, lambda: main.notices.has("config"), what="the config notice")
         text = main.notices.text
-        assert f'config {path} line 2: readout = "letters": unknown readout' in text
-        assert "using the default 'label'" in text
-        assert main.readout == "label"
+        assert f"config file {path} line 2: readout was removed: triage reads options by name" in text
+        assert f"config file {path} line 3: mode was removed" in text
         await score(app, pilot)
-        assert main.result is not None and main.result.readout == "label"
+        assert main.result is not None and (main.result.readout, main.result.mode) == ("label", "fanout")
 
 
 async def test_the_app_applies_the_stored_calibration_by_the_cli_policy_and_says_why_not() -> None:
@@ -63,10 +65,17 @@ async def test_the_app_applies_the_stored_calibration_by_the_cli_policy_and_says
         await score(app, pilot)
         assert app.main.result is not None and app.main.result.calibration == stored.name
         assert not app.main.notices.has("calibration")
-    write_config("prior = true\n")  # now the options differ from the fit's: passed over, and said why
+    write_config("prior = true\n")  # a removed key: the app still scores without the prior, with the calibration
     app = fake_app(FakeFactory(FakeEngine()), config=load_config())
     async with app.run_test() as pilot:
         await score(app, pilot)
-        assert app.main.result is not None and app.main.result.calibration is None and app.main.result.prior is True
+        assert app.main.result is not None and app.main.result.calibration == stored.name
+        assert app.main.result.prior is False
+    with_prior = Calibration(cal.model_sha256, cal.pack_hash, cal.prompt_format, "none", True, cal.criteria)
+    write_calibration(with_prior, calibrations_dir() / key)  # fitted for eval's --prior: passed over, and said why
+    app = fake_app(FakeFactory(FakeEngine()), config={})
+    async with app.run_test() as pilot:
+        await score(app, pilot)
+        assert app.main.result is not None and app.main.result.calibration is None
         await wait_until(pilot, lambda: app.main.notices.has("calibration"), what="the calibration notice")
-        assert "fitted without the prior, scoring with it" in app.main.notices.text
+        assert "fitted with the prior, scoring without it" in app.main.notices.text

@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             from triage.tui.launch import run_app
 
             return run_app(args)
+        _config_notes()
         return int(run(args) or 0)
     except TriageError as exc:
         from triage.domain.ticket import printable
@@ -80,6 +81,15 @@ def main(argv: list[str] | None = None) -> int:
         return signals.exit_code()
     except BrokenPipeError:
         return 0
+
+
+def _config_notes() -> None:
+    """One line on stderr per removed key the config file still holds (the app shows them in its notice band)."""
+    from triage.domain.ticket import printable
+    from triage.store.config import retired_notes
+
+    for note in retired_notes():
+        print(f"triage: note: {printable(note)}", file=sys.stderr)
 
 
 def _fatal_signals_say_where() -> None:

@@ -32,7 +32,7 @@ from triage.backlog.rows import BacklogRow, read_rows, thread_blocks
 from triage.backlog.worker import ModelIdentity, NodeModelError, ScorerConfig, cores, probe, scorer_class
 from triage.errors import InputError, TriageError
 from triage.scoring.fit import FitRequest
-from triage.scoring.options import DEFAULT_PACK_TOKENS, ScoreOptions
+from triage.scoring.options import ScoreOptions
 
 DEFAULT_BATCH = 16
 _ADDRESS = re.compile(r"^(auto|local|ray://.+|[\w.-]+:\d+)$")
@@ -71,7 +71,7 @@ class RayJob:
     Attributes:
         source: the input: a JSON Lines or Parquet file, a folder or a glob.
         pack: the criteria pack.
-        options: the score options, resolved (flags, config, defaults).
+        options: the score options: ``ScoreOptions()``, the product's, with ``--criteria``.
         fits: the explicit head and calibration requests; the policy runs once the nodes
             have reported the model (:func:`triage.scoring.fit.choose_fits`).
         address: ``local`` (start a cluster), ``auto``, ``ray://HOST:10001`` or ``HOST:PORT``.
@@ -80,7 +80,6 @@ class RayJob:
         prompt_style: ``auto``, ``chat`` or ``plain``.
         n_ctx: the context size asked for, or None for the config's / the default.
         threads: llama.cpp threads per worker.
-        pack_tokens: tokens per packed decode on a worker (0: one ticket per decode).
         workers: scoring actors, or None for the cluster's CPUs / threads.
         batch_size: tickets per batch, or None (see :func:`score_backlog`).
         resume: skip the tickets ``output`` already holds for this run's signature.
@@ -98,7 +97,6 @@ class RayJob:
     prompt_style: str = "auto"
     n_ctx: int | None = None
     threads: int = 1
-    pack_tokens: int = DEFAULT_PACK_TOKENS
     workers: int | None = None
     batch_size: int | None = None
     resume: bool = False
@@ -183,7 +181,6 @@ def _run(job: RayJob, on_batch: OnBatch | None) -> int:
             job.threads,
             job.prompt_style,
             head,
-            job.pack_tokens,
         )
         summary = score_backlog(
             ray,
@@ -264,8 +261,9 @@ def model_spec(requested: str | None, config: dict[str, Any]) -> tuple[str, str 
 
     from triage.model.catalog import load_catalog
     from triage.model.resolve import ENV_VAR, cached_sha256, resolve_model
+    from triage.settings import Settings
 
-    spec = requested or os.environ.get(ENV_VAR) or config.get("model")
+    spec = requested or os.environ.get(ENV_VAR) or Settings.of(config).model
     catalog = load_catalog()
     if not spec:
         ref = resolve_model(None, config=config)  # the driver's default model, by the usual order

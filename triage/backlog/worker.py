@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from triage.errors import TriageError
-from triage.scoring.options import DEFAULT_PACK_TOKENS, ScoreOptions
+from triage.scoring.options import ScoreOptions
 
 PROBE_N_CTX = 512  # enough to read the prompt format; the probe scores nothing
 
@@ -150,13 +150,12 @@ class ScorerConfig:
     model: str  # catalog name or path
     expected_sha256: str
     pack: Any  # triage.domain.pack.Pack
-    options: ScoreOptions  # passed through unchanged
+    options: ScoreOptions  # passed through unchanged: ``triage score``'s (the product's, with --criteria)
     calibration: Any  # triage.scoring.calibrate.Calibration or None
     n_ctx: int | None
     threads: int
     prompt_style: str
     head: Any = None  # triage.scoring.head.Head or None
-    pack_tokens: int = DEFAULT_PACK_TOKENS  # tokens per packed decode (0: one ticket per decode)
 
 
 class TicketScorer:
@@ -187,7 +186,7 @@ class TicketScorer:
         )  # computed (or restored) once; stays resident between tickets
 
     def __call__(self, batch: Any) -> dict[str, list[Any]]:
-        """Score one batch (a ``pyarrow.Table``), in order, several tickets per decode (packed)."""
+        """Score one batch (a ``pyarrow.Table``), in order, one ticket per decode as ``triage score`` does."""
         import json
 
         from triage.domain.ticket import make_ticket
@@ -204,9 +203,7 @@ class TicketScorer:
                 made.append((row, exc))
         tickets = [t for _, t in made if not isinstance(t, TriageError)]
         scored = iter(
-            self.engine.score_many(
-                tickets, cfg.pack, cfg.options, calibration=cfg.calibration, head=cfg.head, budget=cfg.pack_tokens
-            )
+            self.engine.score_many(tickets, cfg.pack, cfg.options, calibration=cfg.calibration, head=cfg.head)
         )
         records = []
         for row, ticket in made:

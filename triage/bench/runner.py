@@ -46,6 +46,7 @@ from triage.bench.workload import (
     BenchTicket,
     Workload,
 )
+from triage.settings import DEFAULTS
 
 if TYPE_CHECKING:
     from triage.domain.pack import Pack
@@ -64,7 +65,7 @@ class EngineSpec:
     name: str
     sha256: str | None = None
     stand_in: bool = True
-    n_ctx: int = 4096
+    n_ctx: int = DEFAULTS.n_ctx
     threads: int | None = None
     prompt_style: str = "auto"
 

@@ -15,9 +15,12 @@ DESCRIPTION = (
 Score labelled tickets (JSON Lines: {"id", "text", "labels": {criterion: option}})
 with every cyclic option ordering and fit, per criterion, a temperature T and a
 bias per option on the combined log-probs: p = softmax(logp / T + b). The fit is
-regularised toward T = 1, b = 0 (L2 on log T and on b). With --prior it sits on
-the prior-corrected log-probs; with --orderings none on the pack-order readout
-alone (for `triage score --orderings none`: one tail per criterion).
+regularised toward T = 1, b = 0 (L2 on log T and on b). By default it is fitted
+for what triage scores with: options read by name, no prior. --readout letter,
+--orderings and --prior fit for the alternatives `triage eval` compares (with
+--prior on the prior-corrected log-probs; with --readout letter --orderings none
+on the letters in pack order alone); `triage score` and the app never apply
+those.
 
 A criterion with fewer than --min-per-option gold labels for some option is
 refused and named (or, with --rare-options freeze, fitted with those options'
@@ -27,7 +30,8 @@ saved fit then uses all rows.
 
 The file records the model sha256, pack hash and prompt format; it is written
 to -o and also stored in the user data dir (calibrations/), from where `triage
-score`, the TUI and `triage eval` apply it when all three match. Readouts are
+score`, the app and `triage eval` apply it when all three match and it was
+fitted for the options they score with. Readouts are
 shared with `triage eval`'s cache: tickets it scored are not scored again.
 
 examples:
@@ -58,22 +62,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--prior",
         action="store_true",
-        default=None,
-        help="fit on cyclic+prior log-probs (score must then run with --prior; default: the config's prior)",
+        help="fit on prior-corrected log-probs, for `triage eval --prior` (triage's scoring applies no prior)",
     )
     p.add_argument(
         "--readout",
         choices=READOUTS,
-        default=None,
-        help="fit for the label readout (options by name) or the letter readout "
-        f"(default: the config's readout, else {DEFAULT_READOUT})",
+        default=DEFAULT_READOUT,
+        help=f"fit for the label readout (options by name, default {DEFAULT_READOUT}: what triage scores with) "
+        "or the letter readout (for `triage eval --readout letter`)",
     )
     p.add_argument(
         "--orderings",
         choices=ORDERINGS,
-        default=None,
-        help="letter readout: fit for scoring with every rotation (cyclic) or the pack order only "
-        f"(default: the config's orderings, else {DEFAULT_ORDERINGS})",
+        default=DEFAULT_ORDERINGS,
+        help="with --readout letter: fit for every rotation (cyclic) or the pack order only "
+        f"(default {DEFAULT_ORDERINGS})",
     )
     p.add_argument("--limit", type=int, metavar="N", help="fit on the first N usable rows only")
     add_prompt_option(p)
@@ -116,8 +119,7 @@ def run(args: argparse.Namespace) -> int:
     from triage.evaluation.session import load_for, report_bad, report_consoles, save_fit, score_sets
     from triage.evaluation.variants import readings
     from triage.scoring import calibrate as cal_mod
-    from triage.scoring.options import score_options
-    from triage.store.config import load_config
+    from triage.scoring.options import ScoreOptions
 
     out, err = report_consoles()
     if not args.output and args.no_store:
@@ -126,8 +128,8 @@ def run(args: argparse.Namespace) -> int:
         from triage.store.outputs import check_output, check_writable
 
         check_writable(check_output(args.output, inputs=[args.train], force=args.force, what="calibration"))
-    # The options `triage score` will run with: the fit is made on the log-probs it will be applied to.
-    options = score_options({"readout": args.readout, "orderings": args.orderings, "prior": args.prior}, load_config())
+    # The fit is made on the log-probs of these options (the product's by default: `triage score` applies it).
+    options = ScoreOptions(readout=args.readout, orderings=args.orderings, prior=args.prior)
     readout, orderings, prior = options.readout, options.effective_orderings, options.prior
     if prior and readout == "letter" and orderings == "none":
         raise InputError("--prior is fitted on cyclic log-probs; leave it out with --orderings none")

@@ -25,8 +25,8 @@ are read from that one pass:
   calibrated    a temperature and option biases fitted on --train (or --split)
                 over cyclic (--prior: cyclic+prior), or a stored calibration
                 that matches the model, pack and prompt format
-  raw+calibrated  the same fit over the pack-order readout alone (what
-                `score --orderings none` with a calibration would give)
+  raw+calibrated  the same fit over the pack-order readout alone (the letter
+                readout in pack order only, with a calibration)
   learned       a learned head (what `triage learn` fits: logistic regression
                 on the answer position's hidden-state features and the option
                 log-probs), fitted on --train; label readout only (numpy
@@ -96,15 +96,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--readout",
         choices=READOUTS,
-        default=None,
-        help="read options by name (label: one tail per criterion) or by letter in every rotation "
-        f"(default: the config's readout, else {DEFAULT_READOUT})",
+        default=DEFAULT_READOUT,
+        help=f"read options by name (label, default {DEFAULT_READOUT}: what triage scores with, one tail per "
+        "criterion) or by letter in every rotation (letter: to compare, as `triage bench` does)",
     )
     p.add_argument(
         "--prior",
         action="store_true",
-        default=None,
-        help="fit the calibration on prior-corrected log-probs (cyclic+prior for letters; default: the config's prior)",
+        help="fit the calibration on prior-corrected log-probs (cyclic+prior for letters); triage's scoring "
+        "applies no prior, so this measures it",
     )
     p.add_argument("--calibration", metavar="CAL.json", help="apply this calibration file (without --train)")
     p.add_argument("--no-calibration", action="store_true", help="do not apply a stored calibration automatically")
@@ -141,8 +141,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="WHERE",
         help=(
             "where the learned variant reads each ticket: tail (each criterion's question, default) or "
-            "shared (one short cue after the ticket for every criterion: fewer tokens; shared:answer, "
-            "shared:about, shared:end name the cues). With a shared position the zero-shot and calibrated "
+            "shared (one short cue after the ticket for every criterion: fewer tokens; shared:answer and "
+            "shared:end name the cues). With a shared position the zero-shot and calibrated "
             "variants are read at the cue too, where no question was asked: compare their rows from a tail "
             "run. Default with --head: where that head was fitted"
         ),
@@ -198,13 +198,10 @@ def run(args: argparse.Namespace) -> int:
     from triage.evaluation.session import load_for, report_bad, report_consoles, score_sets
     from triage.scoring.calibrate import MIN_PER_OPTION
     from triage.scoring.fit import FitRequest, choose_fits
-    from triage.scoring.options import ScoreOptions, score_options
-    from triage.store.config import load_config
+    from triage.scoring.options import ScoreOptions
 
     out, err = report_consoles()
-    # The readout and prior as `triage score` would read them: flags, then the config, then the defaults.
-    resolved = score_options({"readout": args.readout, "prior": args.prior}, load_config())
-    readout, prior = resolved.readout, resolved.prior
+    readout, prior = args.readout, args.prior  # the product's unless asked: label, no prior
     if args.head and (args.train or args.split):
         raise InputError(
             "--head evaluates a learned head; leave out --train/--split (eval then fits its own), or leave out --head"

@@ -144,7 +144,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=(
             "where the head reads each ticket: tail (each criterion's own question, default) or shared (one "
             "short cue after the ticket read by every learned criterion, so a ticket costs its own tokens and a "
-            "handful; shared:answer, shared:about, shared:end name the cues), or auto: fit both and keep the "
+            "handful; shared:answer and shared:end name the cues), or auto: fit both and keep the "
             "shared position unless it cross-validates worse (scores every ticket twice). The head records it and "
             "is applied only there; the history's kept features are tail ones, so with shared its tickets are "
             "scored again"
@@ -443,14 +443,11 @@ def run(args: argparse.Namespace) -> int:
         ),
     )
     if not args.no_store:  # what `triage score` will now apply, by the same policy
-        from dataclasses import replace
-
         from triage.scoring.fit import choose_fits
-        from triage.scoring.options import resolve_options
-        from triage.store.config import load_config
+        from triage.scoring.options import ScoreOptions
 
-        resolved = resolve_options(None, load_config(), fallback=True)  # the options `triage score` runs with
-        fits = choose_fits(engine, pack, replace(resolved.options, criteria=only), FitRequest(no_calibration=True))
+        product = ScoreOptions(criteria=only)  # the options `triage score` runs with
+        fits = choose_fits(engine, pack, product, FitRequest(no_calibration=True))
         for note in fits.notes:
             lead = "`triage score` with this model and pack: " if note.applied else "note: "
             err.print(f"triage: {lead}{printable(note.text)}", markup=False)

@@ -21,11 +21,12 @@ Score one ticket (from FILE or stdin), or many from JSON Lines, against a
 criteria pack. Each ticket prints as one object of the triage.result/3 schema
 (docs/schema.md).
 
-Options are read by name (--readout label, the default): the probability of
-each option is the model's probability of its answer word, one short tail per
-criterion, all tails in one batch (--mode fanout, the default). --readout
-letter shows the options as A/B/C instead (with --orderings cyclic, every
-rotation).
+Options are read by name: the probability of each option is the model's
+probability of its answer word, one short tail per criterion, all tails in one
+batch, each ticket in its own decode; a learned head is read where it was
+fitted. That is the only way triage scores (the app and `triage serve` too);
+`triage bench` and `triage eval` measure the alternatives (options as
+letters, serial and full decodes).
 
 Input: plain text is one ticket. JSON Lines (one {"id": ..., "text": ...}
 object per line) is detected from a .jsonl name or a first line that is such an
@@ -73,68 +74,24 @@ Needs the ray extra: pip install 'triage[ray]'.
 examples:
   echo "I was charged twice, refund me now" | triage score
   echo "Where is my parcel?" | triage score --criteria urgency,queue
-  triage score tickets.jsonl --format jsonl --mode fanout > out.jsonl
+  triage score tickets.jsonl --format jsonl > out.jsonl
   triage score backlog/ --ray --output scored.jsonl --resume
   triage score tickets.jsonl --server http://127.0.0.1:8787 > out.jsonl"""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from triage.commands._flags import add_model_options, add_prompt_option
-    from triage.scoring.options import (
-        DEFAULT_MODE,
-        DEFAULT_ORDERINGS,
-        DEFAULT_READOUT,
-        DEFAULT_STRATEGY,
-        MODES,
-        ORDERINGS,
-        READOUTS,
-        STRATEGIES,
-    )
+    from triage.commands._flags import add_model_options, add_prompt_option, add_removed_flags, add_setting
 
     p.add_argument("file", nargs="?", metavar="FILE", help="ticket text or JSONL file (default: stdin; - for stdin)")
     add_model_options(p)
-    p.add_argument("--pack", metavar="PATH", help="criteria pack TOML (default: the built-in support pack)")
-    p.add_argument(
-        "--mode",
-        choices=MODES,
-        default=None,
-        help=f"how to evaluate (default: the config's mode, else {DEFAULT_MODE}: all tails in one batch)",
-    )
-    p.add_argument(
-        "--strategy",
-        choices=STRATEGIES,
-        default=None,
-        help=f"serial mode's way back to the prefix (default {DEFAULT_STRATEGY})",
-    )
-    p.add_argument(
-        "--readout",
-        choices=READOUTS,
-        default=None,
-        help=f"read options by name (label, default {DEFAULT_READOUT}: one tail per criterion) or by letter A/B/C",
-    )
-    p.add_argument(
-        "--orderings",
-        choices=ORDERINGS,
-        default=None,
-        help=f"letter readout: ask options in pack order only, or in every rotation (default {DEFAULT_ORDERINGS})",
-    )
+    add_setting(p, "pack", metavar="PATH")
     p.add_argument(
         "--criteria",
         metavar="ID,ID",
         help="score only these criteria of the pack, by id (default: all); in serial mode the numbers are those "
         "of a whole-pack run, in fanout (one batch) they drift from it (docs/engine.md: up to 0.094 on smollm2)",
     )
-    p.add_argument(
-        "--prior", action="store_true", default=None, help="divide out the content-free prior (an 'N/A' ticket)"
-    )
-    p.add_argument(
-        "--calibration",
-        metavar="CAL.json",
-        help=(
-            "apply this calibration file (default: the stored one "
-            "fitted for this model, pack and prompt format, if any)"
-        ),
-    )
+    add_setting(p, "calibration", metavar="CAL.json")
     p.add_argument("--no-calibration", action="store_true", help="do not apply any calibration")
     p.add_argument(
         "--head",
@@ -170,17 +127,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--history-file", metavar="PATH", help="with --history: this history file (default: the user data dir's)"
     )
-    p.add_argument(
-        "--pack-tokens",
-        type=int,
-        metavar="N",
-        default=None,
-        help=(
-            "many tickets (JSON Lines, an export, --ray): put several tickets' fanout into one decode of up to N "
-            "tokens, e.g. 512 (default 0, or pack_tokens in the config: one ticket per decode). Packed numbers "
-            "drift from one ticket's own decode (docs/engine.md), so a head learned from them reads other numbers"
-        ),
-    )
+    add_removed_flags(p)
     remote = p.add_argument_group("on a running `triage serve` (docs/serve.md)")
     remote.add_argument(
         "--server",
@@ -435,12 +382,12 @@ def _say(line: str) -> None:
     print(printable(line), file=sys.stderr)
 
 
-def options_of(args: argparse.Namespace, config: dict[str, Any], pack: Any) -> Any:
-    """The :class:`~triage.scoring.options.ScoreOptions` of these arguments and config: one place for
-    ``triage score`` and ``--ray``, so both always score with the same options."""
-    from triage.scoring.options import score_options
+def options_of(args: argparse.Namespace, pack: Any) -> Any:
+    """The :class:`~triage.scoring.options.ScoreOptions` of these arguments: the product's, with ``--criteria``
+    checked against ``pack``. One place for ``triage score`` and ``--ray``, so both score alike."""
+    from triage.scoring.options import ScoreOptions, parse_criteria
 
-    return score_options(vars(args), config, pack=pack)
+    return ScoreOptions(criteria=parse_criteria(args.criteria, pack))
 
 
 def fit_request(args: argparse.Namespace, config: dict[str, Any]) -> Any:
@@ -462,26 +409,6 @@ def say_fit_notes(fits: Any) -> None:
         _say(f"triage: {'' if note.applied else 'note: '}{note.text}")
 
 
-def pack_tokens(args: argparse.Namespace, config: dict[str, Any]) -> int:
-    """Tokens per packed decode: ``--pack-tokens``, then the config's ``pack_tokens``, then the default.
-
-    Raises:
-        InputError: a negative value (named with where it came from).
-    """
-    from triage.scoring.options import DEFAULT_PACK_TOKENS
-    from triage.store.config import config_path
-
-    if args.pack_tokens is not None:
-        value, origin = args.pack_tokens, f"--pack-tokens {args.pack_tokens}"
-    elif "pack_tokens" in config:
-        value, origin = config["pack_tokens"], f"config {config_path()}: pack_tokens = {config['pack_tokens']!r}"
-    else:
-        return DEFAULT_PACK_TOKENS
-    if value < 0:
-        raise InputError(f"{origin} must be 0 (one ticket per decode) or more tokens")
-    return int(value)
-
-
 def ray_job(args: argparse.Namespace, config: dict[str, Any] | None = None) -> Any:
     """The :class:`~triage.backlog.ray_score.RayJob` of ``triage score ... --ray [ADDRESS]``.
 
@@ -494,6 +421,7 @@ def ray_job(args: argparse.Namespace, config: dict[str, Any] | None = None) -> A
     from triage.backlog.worker import default_threads
     from triage.domain.pack import resolve_pack
     from triage.intake.columns import ColumnMap
+    from triage.settings import Settings
     from triage.store.config import load_config
 
     address, source = parse_address(args.ray, args.file)
@@ -503,11 +431,11 @@ def ray_job(args: argparse.Namespace, config: dict[str, Any] | None = None) -> A
             hint="leave out --format; name the output with --output (.parquet for Parquet)",
         )
     config = load_config() if config is None else config
-    pack = resolve_pack(args.pack or config.get("pack"))
+    pack = resolve_pack(args.pack or Settings.of(config).pack)
     return RayJob(
         source=source,
         pack=pack,
-        options=options_of(args, config, pack),
+        options=options_of(args, pack),
         fits=fit_request(args, config),
         address=address,
         output=Path(args.output).expanduser() if args.output else None,
@@ -515,7 +443,6 @@ def ray_job(args: argparse.Namespace, config: dict[str, Any] | None = None) -> A
         prompt_style=args.prompt,
         n_ctx=args.n_ctx,
         threads=default_threads() if args.threads is None else args.threads,
-        pack_tokens=pack_tokens(args, config),
         workers=args.workers,
         batch_size=args.batch_size,
         resume=args.resume,
@@ -532,6 +459,7 @@ def run(args: argparse.Namespace) -> int:
     from triage.commands._remote import server_of
     from triage.domain.pack import resolve_pack
     from triage.domain.ticket import make_ticket
+    from triage.settings import Settings
     from triage.store.config import load_config
 
     server = server_of(args)  # --server (or TRIAGE_SERVER): no model is loaded here
@@ -563,8 +491,8 @@ def run(args: argparse.Namespace) -> int:
     if not rows:
         raise InputError("the input holds no tickets")
     if server is None:  # on a server, the server's pack and config decide (--pack is checked against it)
-        pack = resolve_pack(args.pack or config.get("pack"))
-        options = options_of(args, config, pack)
+        pack = resolve_pack(args.pack or Settings.of(config).pack)
+        options = options_of(args, pack)
     streamed = rows[0].line is not None  # JSON Lines input: records are written as tickets finish
     fmt = args.format or ("table" if sys.stdout.isatty() else "jsonl" if streamed else "json")
     # Check every ticket before loading the model, so a bad single ticket fails fast.
@@ -657,11 +585,8 @@ def _score_all(
             _say(f"triage: error: {row.error}")
             yield {"ticket_id": row.ticket_id, "line": row.line, "error": row.error}
 
-    budget = pack_tokens(args, config) if len(tickets) > 1 else 0
     with engine:
-        scored = engine.score_many(
-            feed(), pack, options, features=history is not None, budget=budget, **fits.engine_kwargs()
-        )
+        scored = engine.score_many(feed(), pack, options, features=history is not None, **fits.engine_kwargs())
         for ticket, done in scored:
             for record in bad_rows_before(ticket):
                 failed += 1
@@ -701,10 +626,11 @@ def _open_history(args: argparse.Namespace, config: dict[str, Any]) -> Any:
         return None
     from pathlib import Path
 
+    from triage.settings import Settings
     from triage.store.keep import ScoreKeeper
 
     keeper = ScoreKeeper.open(
-        Path(args.history_file) if args.history_file else None, keep=int(config.get("keep_features", 5000))
+        Path(args.history_file) if args.history_file else None, keep=Settings.of(config).keep_features
     )
     if keeper.history.notice:  # a damaged history moved aside: both files named
         _say(f"triage: note: {keeper.history.notice}")

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from triage.errors import InputError
+from triage.settings import SETTINGS
 
 NAME = "serve"
 ORDER = 15
@@ -16,18 +17,18 @@ DESCRIPTION = """\
 Load the model once and answer HTTP requests on it, one ticket at a time, first
 come first served (docs/serve.md):
 
-  POST /v1/score    {"id", "text"} and optional "pack", "criteria", "readout",
-                    "mode", "orderings", "prior", "history": the triage.result/3
-                    JSON `triage score` prints; with Accept: text/event-stream,
-                    events queued, prefilled, one criterion per criterion, result
+  POST /v1/score    {"id", "text"} and optional "pack", "criteria", "history":
+                    the triage.result/3 JSON `triage score` prints; with Accept:
+                    text/event-stream, events queued, prefilled, one criterion
+                    per criterion, result
   POST /v1/label    {"id", "labels": {criterion: option}}: as `triage label` does
   GET  /v1/tickets  the history's newest tickets, each with its latest result and labels
   GET  /v1/health   model, packs, head and calibration, hit rate, queue
   GET  /openapi.json
   GET  /            a web page: paste a ticket, watch the cards fill in
 
-Options resolve as for `triage score` (the request's fields, then the config
-file, then the defaults), and the stored head and calibration are chosen by the
+Every request is scored as `triage score` scores (options read by name, all
+tails in one batch), and the stored head and calibration are chosen by the
 same policy, so the numbers are those `triage score` prints.
 
 Safe by default: it listens on 127.0.0.1 only. Any other --host needs --token
@@ -53,22 +54,22 @@ DEFAULT_PORT = 8787
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from triage.commands._flags import add_model_options, add_prompt_option
+    from triage.commands._flags import add_model_options, add_prompt_option, add_removed_flags, add_setting
     from triage.serve.limits import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS
     from triage.serve.requests import DEFAULT_MAX_TICKET_BYTES
-    from triage.serve.worker import DEFAULT_QUEUE_LIMIT
 
     p.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs --token)"
     )
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     add_model_options(p)
-    p.add_argument(
-        "--pack",
+    add_setting(
+        p,
+        "pack",
         metavar="PATH",
         action="append",
         help="a criteria pack requests may name (by its name); repeat for more; the first is the default "
-        "(default: the config's pack, else the built-in support pack)",
+        f"(default: the config's pack, else {SETTINGS['pack'].unset})",
     )
     add_prompt_option(p)
     p.add_argument(
@@ -82,14 +83,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="ORIGIN",
         help="let pages of this one origin call the API (CORS), e.g. https://example.zendesk.com",
     )
-    p.add_argument(
-        "--queue-limit",
-        type=int,
-        metavar="N",
-        default=None,
-        help=f"requests that may wait for the engine; more get 503 (default: config serve_queue_limit, "
-        f"else {DEFAULT_QUEUE_LIMIT})",
-    )
+    add_setting(p, "serve_queue_limit", type=int, metavar="N", default=None)
     p.add_argument(
         "--max-ticket-bytes",
         type=int,
@@ -128,6 +122,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-head", action="store_true", help="do not apply any learned head")
     p.add_argument("--no-calibration", action="store_true", help="do not apply any calibration")
+    add_removed_flags(p)
 
 
 def check_origin(value: str) -> str:
@@ -177,14 +172,15 @@ def settings_of(args: argparse.Namespace, config: dict[str, Any]) -> Any:
 
     Raises:
         InputError: another host without a token, a bad port or limit, a pack that cannot be read, two packs
-            of one name, a bad score option in the config.
+            of one name.
     """
     from pathlib import Path
 
     from triage.domain.pack import resolve_pack
-    from triage.scoring.options import resolve_options
     from triage.serve.app import LOOPBACK, ServeSettings
     from triage.serve.requests import DEFAULT_MAX_TICKET_BYTES
+    from triage.settings import Settings
+    from triage.store.config import config_source
 
     token = args.token if args.token is not None else os.environ.get("TRIAGE_SERVE_TOKEN") or None
     if token is not None and (len(token) < 8 or not token.isprintable() or " " in token):
@@ -204,26 +200,22 @@ def settings_of(args: argparse.Namespace, config: dict[str, Any]) -> Any:
         value = getattr(args, name)
         if not 0 < value <= 3600:
             raise InputError(f"--{name.replace('_', '-')} must be a number of seconds above 0 (at most 3600)")
-    paths = args.pack or [config.get("pack")]
+    wanted = Settings.of(config)
+    paths = args.pack or [wanted.pack]
     packs: dict[str, Any] = {}
     for path in paths:
         pack = resolve_pack(path)
         if pack.name in packs:
             raise InputError(f"two packs are named {pack.name!r}", hint="requests name packs by name; rename one")
         packs[pack.name] = pack
-    resolve_options({}, config)  # a bad score option in the config stops the server before the model loads
-    limit = args.queue_limit if args.queue_limit is not None else config.get("serve_queue_limit", None)
-    from triage.serve.worker import DEFAULT_QUEUE_LIMIT
-
-    queue_limit = _positive(
-        limit if limit is not None else DEFAULT_QUEUE_LIMIT,
-        "--queue-limit" if args.queue_limit is not None else "config serve_queue_limit",
-    )
+    if args.queue_limit is not None:
+        queue_limit = _positive(args.queue_limit, "--queue-limit")
+    else:
+        queue_limit = _positive(wanted.serve_queue_limit, config_source("serve_queue_limit", wanted.serve_queue_limit))
     max_ticket = _positive(args.max_ticket_bytes or DEFAULT_MAX_TICKET_BYTES, "--max-ticket-bytes")
     _positive(args.max_connections, "--max-connections")
     settings = ServeSettings(
         packs=packs,
-        config=dict(config),
         host=args.host,
         port=args.port,
         token=token,
@@ -280,9 +272,11 @@ def run(args: argparse.Namespace) -> int:
         )
     from triage.scoring.fit import FitRequest
     from triage.scoring.loader import load_engine
-    from triage.serve.app import create_app, worker_default_options
+    from triage.scoring.options import ScoreOptions
+    from triage.serve.app import create_app
     from triage.serve.server import Gate, bind, build_server, connection_cap
     from triage.serve.worker import EngineWorker, fit_policy
+    from triage.settings import Settings
     from triage.store.config import load_config
 
     config = load_config()
@@ -310,18 +304,17 @@ def run(args: argparse.Namespace) -> int:
 
         fit_starter(engine, settings.default_pack, request)  # before "serving": the first answers are the starter's
         fits = fit_policy(engine, request)
-        options = worker_default_options(settings)
-        for note in fits(settings.default_pack, options).notes:
+        for note in fits(settings.default_pack, ScoreOptions()).notes:  # every request's options (but its criteria)
             _say(f"triage: {'' if note.applied else 'note: '}{note.text}")
         for pack in settings.packs.values():
-            engine.hold_stable(pack, options.readout)  # computed (or restored) now, not on the first request
-        engine.hold_stable(settings.default_pack, options.readout)  # the default's stays resident
+            engine.hold_stable(pack)  # computed (or restored) now, not on the first request
+        engine.hold_stable(settings.default_pack)  # the default's stays resident
         worker = EngineWorker(
             engine,
             fits,
             queue_limit=queue_limit,
             history_path=settings.history_path,
-            keep_features=int(config.get("keep_features", 5000)),
+            keep_features=Settings.of(config).keep_features,
         )
         worker.start()
         app = create_app(worker, settings)

@@ -34,6 +34,7 @@ from triage import signals
 from triage.errors import InputError, TriageError
 from triage.model.progress import DecodeMeter, Report
 from triage.model.seq import Seq
+from triage.settings import DEFAULTS
 
 __all__ = [
     "Cancelled",
@@ -123,7 +124,7 @@ def check_n_ctx(n_ctx: object, origin: str = "n_ctx") -> int:
         raise InputError(
             f"{origin}: a context of {n_ctx} tokens is too small; the smallest "
             f"is {MIN_N_CTX} (llama.cpp sizes contexts in steps of {CTX_STEP})",
-            hint=f"use {MIN_N_CTX} or more, e.g. 1024 (eval's default) or 4096 (score's)",
+            hint=f"use {MIN_N_CTX} or more, e.g. 1024 (eval's default) or {DEFAULTS.n_ctx} (score's)",
         )
     return n_ctx
 
@@ -318,7 +319,7 @@ class NativeModel(_Vocabulary):
         self,
         path: str | Path,
         *,
-        n_ctx: int = 4096,
+        n_ctx: int = DEFAULTS.n_ctx,
         n_batch: int = 1024,
         n_threads: int | None = None,
         n_seq_max: int = N_SEQ_MAX,

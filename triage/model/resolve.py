@@ -27,6 +27,7 @@ from triage.model.catalog import Catalog, CatalogEntry, load_catalog
 from triage.model.digest import sha256_file
 from triage.model.gguf import GGUFInfo, read_gguf_info
 from triage.model.modelstore import inspect_installed, pull_command, verify_installed
+from triage.settings import Settings
 from triage.store.files import write_text_atomic
 from triage.store.paths import user_dirs
 
@@ -146,11 +147,11 @@ def resolve_model(requested: str | None = None, *, config: dict[str, Any] | None
         from triage.store.config import load_config
 
         config = load_config()
-    configured = config.get("model")
+    configured = Settings.of(config).model
     if isinstance(configured, str) and configured:
-        from triage.store.config import config_path
+        from triage.store.config import config_source
 
-        return _from_spec(configured, f"config {config_path()}: model = {configured!r}", catalog)
+        return _from_spec(configured, config_source("model", configured), catalog)
 
     default = catalog.entries[catalog.default]
     if inspect_installed(default).present:

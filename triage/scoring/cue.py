@@ -39,8 +39,7 @@ SHARED_KIND = "shared"  # what a result's ``readout`` says of a criterion read a
 # prompt's fixed suffix (close the user turn, open the assistant's, ``Answer:``) follows it.
 CUES: dict[str, tuple[str, bool]] = {
     "answer": ("", True),  # the answer position of a tail, with no question: ticket, then ``Answer:``
-    "about": ("Question: What is this ticket about?", True),  # one generic question for every criterion
-    "end": ("", False),  # the ticket block's own last token: no cue at all
+    "end": ("", False),  # the ticket block's own last token: no cue at all (measured worse: docs/quality.md)
 }
 DEFAULT_CUE = "answer"  # chosen by measurement: docs/quality.md, "The shared read position"
 READS = (TAIL, *(f"shared:{c}" for c in CUES))

@@ -5,15 +5,20 @@ in their short tails (the criterion's question, and for letters its options in o
 order). The engine builds them with the one prompt builder and then hands one
 :class:`~triage.scoring.run.Run` to one schedule, chosen once per score:
 
-* how the prompts are decoded: :mod:`triage.scoring.schedule` (``fanout``, the default;
-  ``serial``; ``full``; bench's ``split`` is passed in as a schedule);
-* how a criterion is read: :mod:`triage.scoring.readout` (``label``, the default, or
-  ``letter``), a strategy that owns its prompt lines, orders, validation and reader;
+* how the prompts are decoded: :mod:`triage.scoring.schedule` (``fanout``, the product;
+  ``serial`` and ``full``, which bench times against it; bench's ``split`` is passed in
+  as a schedule);
+* how a criterion is read: :mod:`triage.scoring.readout` (``label``, the product, or
+  ``letter``, which bench and eval compare), a strategy that owns its prompt lines, orders,
+  validation and reader;
 * how a criterion is decided: :mod:`triage.scoring.decide` (head, else calibration,
   else zero-shot);
 * what stays in the cache between tickets: :mod:`triage.scoring.resident` (with the
-  stable store of :mod:`triage.scoring.prefix`); the content-free prior:
-  :mod:`triage.scoring.prior`.
+  stable store of :mod:`triage.scoring.prefix`); the content-free prior (eval's and
+  calibrate's ``--prior``): :mod:`triage.scoring.prior`.
+
+The product scores with ``ScoreOptions()`` (:mod:`triage.scoring.options`); every other
+option is reached only through this API.
 
 One engine owns the llama.cpp context, which is not thread-safe: calls are serialised
 by a lock. A caller's ``cancel()`` is checked between decodes and, through llama.cpp's
@@ -52,6 +57,7 @@ from triage.scoring.run import CriterionScored, Prefilled, Progress, RawReadouts
 from triage.scoring.schedule import Schedule, schedule_for
 from triage.scoring.speed import Speed
 from triage.scoring.tokenizer import NativeTokenizer
+from triage.settings import DEFAULTS
 
 __all__ = [  # re-exported: callers import the events, options and defaults from here
     "DEFAULT_MODE",
@@ -68,7 +74,7 @@ __all__ = [  # re-exported: callers import the events, options and defaults from
     "TicketScored",
 ]
 
-DEFAULT_N_CTX = 4096
+DEFAULT_N_CTX = DEFAULTS.n_ctx
 
 
 class Engine:
@@ -258,10 +264,12 @@ class Engine:
         features: bool = False,
         budget: int = DEFAULT_BUDGET,
     ) -> Iterator[tuple[Ticket, TicketScored | TriageError]]:
-        """Score a backlog's tickets, several in one decode (:mod:`triage.scoring.packed`), in input order.
+        """Score a backlog's tickets in input order: one by one, or (``budget`` > 0) several in one decode.
 
-        Only ``fanout`` packs; other modes, a ticket whose thread state is kept, and
-        ``budget`` 0 score one by one, as :meth:`score` does. Yields ``(ticket, done)``
+        The product (``triage score``, the Ray workers) leaves ``budget`` at 0: each ticket is
+        scored as :meth:`score` does. ``budget`` N packs up to N tokens of fanout into one decode
+        (:mod:`triage.scoring.packed`; bench/packed.py measures it); other modes and a ticket whose
+        thread state is kept are scored alone even then. Yields ``(ticket, done)``
         per ticket as soon as its pack is decoded, where ``done`` is the
         :class:`TicketScored` or the :class:`TriageError` that stopped that ticket (the
         others still score).

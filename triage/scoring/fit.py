@@ -68,9 +68,11 @@ class FitRequest:
         config: dict[str, Any] | None = None,
     ) -> FitRequest:
         """A request from a command's flags; ``calibration`` falls back to the config's ``calibration`` key,
-        ``starter`` is the config's ``starter`` key (default on)."""
+        ``starter`` is the config's ``starter`` key (default on; TRIAGE_STARTER overrides it)."""
+        from triage.settings import Settings
+
         config = config or {}
-        return cls(head, no_head, calibration or config.get("calibration"), no_calibration, starter_on(config))
+        return cls(head, no_head, calibration or Settings.of(config).calibration, no_calibration, starter_on(config))
 
 
 @dataclass(frozen=True)

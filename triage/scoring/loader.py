@@ -10,8 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 from triage.model.native import FLASH_ATTN
-from triage.scoring.engine import DEFAULT_N_CTX, Engine
+from triage.scoring.engine import Engine
 from triage.scoring.prefix import StableCache
+from triage.settings import DEFAULTS
 from triage.store.config import load_config
 
 
@@ -27,19 +28,19 @@ def engine_settings(
         InputError: a context below the smallest llama.cpp makes, or threads outside 1..2×cores.
     """
     from triage.model.native import check_n_ctx, check_threads
-    from triage.store.config import config_path
+    from triage.store.config import config_source
 
     config = load_config() if config is None else config
     if n_ctx is not None:
         n_ctx = check_n_ctx(n_ctx, f"--n-ctx {n_ctx}")
     elif "n_ctx" in config:
-        n_ctx = check_n_ctx(config["n_ctx"], f"config {config_path()}: n_ctx = {config['n_ctx']!r}")
+        n_ctx = check_n_ctx(config["n_ctx"], config_source("n_ctx", config["n_ctx"]))
     else:
-        n_ctx = DEFAULT_N_CTX
+        n_ctx = DEFAULTS.n_ctx
     if threads is not None:
         threads = check_threads(threads, f"--threads {threads}")
     elif "threads" in config:
-        threads = check_threads(config["threads"], f"config {config_path()}: threads = {config['threads']!r}")
+        threads = check_threads(config["threads"], config_source("threads", config["threads"]))
     settings: dict[str, Any] = {"n_ctx": n_ctx, "threads": threads}
     if "thread_cache_mib" in config:
         mib = config["thread_cache_mib"]
@@ -47,7 +48,7 @@ def engine_settings(
             from triage.errors import InputError
 
             raise InputError(
-                f"config {config_path()}: thread_cache_mib = {mib!r} must be a whole number of MiB from 0 to 1048576",
+                f"{config_source('thread_cache_mib', mib)}: must be a whole number of MiB from 0 to 1048576",
                 hint="0 keeps no thread state; leave it out to use as much as the context's KV cache",
             )
         settings["thread_cache_mib"] = mib
@@ -68,7 +69,7 @@ def load_engine(
 
     Args:
         requested: ``--model`` (a catalog name or a path), or None for the default order.
-        n_ctx: context size; default from config, else 4096.
+        n_ctx: context size; default from config, else :attr:`triage.settings.Settings.n_ctx`.
         threads: CPU threads; default from config, else all cores.
         prompt_style: ``auto``, ``chat`` or ``plain``.
         persist_stable: keep the stable block's KV state in the user cache dir.

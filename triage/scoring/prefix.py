@@ -25,6 +25,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
+from triage.settings import DEFAULTS, Settings
 from triage.store.files import write_text_atomic
 
 log = logging.getLogger(__name__)
@@ -32,8 +33,8 @@ log = logging.getLogger(__name__)
 MAGIC = b"TRIAGEKV"
 FORMAT = 1
 _HEAD = struct.Struct("<8sIHI32sQ32s")  # magic, format, key length, n tokens, tokens sha, payload size, payload sha
-DEFAULT_MAX_MB = 512
-DEFAULT_TTL_DAYS = 14.0
+DEFAULT_MAX_MB = DEFAULTS.stable_cache_mb
+DEFAULT_TTL_DAYS = DEFAULTS.stable_cache_ttl_days
 MEMORY_ENTRIES = 4
 
 
@@ -111,8 +112,8 @@ class StableCache:
             config = load_config()
         except Exception:  # a bad config file must not disable scoring; the CLI reports it elsewhere
             config = {}
-        mb = int(config.get("stable_cache_mb", DEFAULT_MAX_MB))
-        days = float(config.get("stable_cache_ttl_days", DEFAULT_TTL_DAYS))
+        settings = Settings.of(config)
+        mb, days = int(settings.stable_cache_mb), float(settings.stable_cache_ttl_days)
         return cls(user_dirs().cache / "stable", max_bytes=mb << 20, ttl_s=days * 86400)
 
     def path(self, key: str) -> Path:

@@ -12,8 +12,8 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from triage.domain.pack import Pack
 from triage.errors import TriageError
+from triage.scoring.options import ScoreOptions
 from triage.serve.requests import (
     DEFAULT_MAX_TICKET_BYTES,
     Invalid,
@@ -74,7 +75,6 @@ class ServeSettings:
 
     Attributes:
         packs: the packs requests may name (by ``Pack.name``); the first is the default.
-        config: the user's config (score options resolve: request fields, then this, then defaults).
         host, port: where it listens (checked against the ``Host`` header on loopback, against DNS rebinding).
         token: the bearer token every API request needs (None: none, only on loopback).
         allow_origin: the one origin allowed cross-origin requests (None: no CORS headers at all).
@@ -83,7 +83,6 @@ class ServeSettings:
     """
 
     packs: dict[str, Pack]
-    config: Mapping[str, Any] = field(default_factory=dict)
     host: str = "127.0.0.1"
     port: int = 8787
     token: str | None = None
@@ -294,14 +293,14 @@ BODY_ERRORS = (TooLarge, Malformed, Invalid, TimedOut, ClientGone)
 
 
 def prepare(req: ScoreRequest, settings: ServeSettings, loop: asyncio.AbstractEventLoop) -> Job:
-    """The job of a checked request: its pack, its options (the one resolver) and its ticket.
+    """The job of a checked request: its pack, its options (``ScoreOptions()``, as `triage score`) and its ticket.
 
     Raises:
         Invalid: an unknown pack or criterion, a ticket with nothing to score.
     """
     from triage.domain.ticket import make_ticket
     from triage.errors import InputError
-    from triage.scoring.options import resolve_options
+    from triage.scoring.options import parse_criteria
 
     if req.pack is None:
         pack = settings.default_pack
@@ -313,13 +312,11 @@ def prepare(req: ScoreRequest, settings: ServeSettings, loop: asyncio.AbstractEv
             f"no pack named {req.pack!r} on this server",
             hint=f"its packs: {', '.join(settings.packs)} (start it with --pack FILE for more)",
         )
-    flags = req.flags()
-    if req.criteria is not None:
-        flags["criteria"] = ",".join(req.criteria)  # checked against the pack by the resolver
     try:
-        options = resolve_options(flags, settings.config, pack=pack).options
+        criteria = parse_criteria(",".join(req.criteria), pack, "criteria") if req.criteria is not None else None
     except TriageError as exc:
-        raise Invalid("criteria" if req.criteria is not None else "body", exc.message, hint=exc.hint) from None
+        raise Invalid("criteria", exc.message, hint=exc.hint) from None
+    options = ScoreOptions(criteria=criteria)
     try:
         ticket = make_ticket(req.text, req.id, req.messages)
     except InputError as exc:
@@ -602,7 +599,7 @@ def recent_tickets(history_path: Path | None, limit: int) -> dict[str, Any]:
 def health_of(worker: EngineWorker, settings: ServeSettings) -> dict[str, Any]:
     """``GET /v1/health``: the model, the packs, what decides (head, calibration), the hit rate, the queue."""
     engine = worker.engine
-    fits = worker.fits(settings.default_pack, worker_default_options(settings))
+    fits = worker.fits(settings.default_pack, ScoreOptions())
     return {
         "status": "ok",
         "model": engine.model_info,
@@ -625,10 +622,3 @@ def health_of(worker: EngineWorker, settings: ServeSettings) -> dict[str, Any]:
         "max_ticket_bytes": settings.max_ticket_bytes,
         **worker.stats.as_dict(),
     }
-
-
-def worker_default_options(settings: ServeSettings) -> Any:
-    """The options a request with no option fields is scored with (the config's, else the defaults)."""
-    from triage.scoring.options import resolve_options
-
-    return resolve_options({}, settings.config).options

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from triage import __version__
-from triage.scoring.options import MODES, ORDERINGS, READOUTS
 
 
 def _json(schema: str) -> dict[str, Any]:
@@ -61,10 +60,6 @@ def openapi(settings: Any) -> dict[str, Any]:
                 "oneOf": [{"type": "array", "items": {"type": "string"}, "minItems": 1}, {"type": "string"}],
                 "description": "score only these criteria of the pack (ids; or one comma-separated string)",
             },
-            "readout": {"type": "string", "enum": list(READOUTS)},
-            "mode": {"type": "string", "enum": list(MODES)},
-            "orderings": {"type": "string", "enum": list(ORDERINGS)},
-            "prior": {"type": "boolean"},
             "history": {
                 "type": "boolean",
                 "description": "keep the ticket and its result in the history, "

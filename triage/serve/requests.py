@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from triage.scoring.options import MODES, ORDERINGS, READOUTS
+from triage.settings import RETIRED
 
 DEFAULT_MAX_TICKET_BYTES = 64 << 10  # 64 KiB of UTF-8: far more than a context of 4,096 tokens holds
 MAX_ID_CHARS = 200
@@ -72,28 +72,17 @@ class TooLarge(Exception):
 
 @dataclass(frozen=True)
 class ScoreRequest:
-    """``POST /v1/score``: one ticket and how to score it (None: the server's config, else the default)."""
+    """``POST /v1/score``: one ticket, its pack and criteria (None: the server's default pack, every criterion).
+
+    It is scored as ``triage score`` scores: ``ScoreOptions()``, options read by name.
+    """
 
     id: str | None
     text: str | None
     pack: str | None = None
     messages: list[Any] | None = None  # a thread: [{"role", "text"}, ...] (checked by make_ticket)
     criteria: tuple[str, ...] | None = None
-    readout: str | None = None
-    mode: str | None = None
-    orderings: str | None = None
-    prior: bool | None = None
     history: bool | None = None
-
-    def flags(self) -> dict[str, Any]:
-        """The fields :func:`triage.scoring.options.resolve_options` reads, as a command line gives them."""
-        return {
-            "mode": self.mode,
-            "readout": self.readout,
-            "orderings": self.orderings,
-            "prior": self.prior,
-            "criteria": self.criteria,
-        }
 
 
 @dataclass(frozen=True)
@@ -104,11 +93,12 @@ class LabelRequest:
     labels: dict[str, str]
 
 
-SCORE_FIELDS = ("id", "text", "messages", "pack", "criteria", "readout", "mode", "orderings", "prior", "history")
+SCORE_FIELDS = ("id", "text", "messages", "pack", "criteria", "history")
+REMOVED_FIELDS = ("readout", "mode", "orderings", "prior")  # answered 422 with what replaced them
 LABEL_FIELDS = ("id", "labels")
 
 
-def _object(body: object, fields: tuple[str, ...]) -> Mapping[str, Any]:
+def _object(body: object, fields: tuple[str, ...], removed: tuple[str, ...] = ()) -> Mapping[str, Any]:
     if not isinstance(body, Mapping):
         raise Invalid(
             "body",
@@ -116,6 +106,9 @@ def _object(body: object, fields: tuple[str, ...]) -> Mapping[str, Any]:
             hint='e.g. {"id": "T-1", "text": "..."}',
         )
     for key in body:
+        if key in removed:
+            hint = f"leave it out; the fields: {', '.join(fields)}"
+            raise Invalid(str(key), f"field {key!r} was removed: {RETIRED[key]}", hint=hint)
         if key not in fields:
             raise Invalid(str(key), f"unknown field {str(key)!r}", hint=f"the fields: {', '.join(fields)}")
     return body
@@ -137,15 +130,6 @@ def _ticket_id(body: Mapping[str, Any], *, required: bool) -> str | None:
     return text
 
 
-def _choice(body: Mapping[str, Any], key: str, choices: tuple[str, ...]) -> str | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str) or value not in choices:
-        raise Invalid(key, f"field {key!r}: unknown {key} {value!r}", hint=f"use one of {', '.join(choices)}")
-    return value
-
-
 def _flag(body: Mapping[str, Any], key: str) -> bool | None:
     value = body.get(key)
     if value is None or isinstance(value, bool):
@@ -157,10 +141,10 @@ def parse_score(body: object, *, max_ticket_bytes: int = DEFAULT_MAX_TICKET_BYTE
     """A ``/v1/score`` body, checked.
 
     Raises:
-        Invalid: a missing, unknown or ill-typed field (named).
+        Invalid: a missing, unknown, removed (``readout``, ``mode``, ...) or ill-typed field (named).
         TooLarge: a text of more than ``max_ticket_bytes`` bytes of UTF-8.
     """
-    body = _object(body, SCORE_FIELDS)
+    body = _object(body, SCORE_FIELDS, REMOVED_FIELDS)
     text, messages = body.get("text"), body.get("messages")
     if text is not None and messages is not None:
         raise Invalid("messages", "give 'text' or 'messages', not both (a thread's text is its messages)")
@@ -200,10 +184,6 @@ def parse_score(body: object, *, max_ticket_bytes: int = DEFAULT_MAX_TICKET_BYTE
         messages=messages,
         pack=pack,
         criteria=criteria,
-        readout=_choice(body, "readout", READOUTS),
-        mode=_choice(body, "mode", MODES),
-        orderings=_choice(body, "orderings", ORDERINGS),
-        prior=_flag(body, "prior"),
         history=_flag(body, "history"),
     )
 

@@ -28,12 +28,13 @@ from triage.domain.result import CriterionResult
 from triage.domain.ticket import Ticket
 from triage.errors import TriageError
 from triage.scoring.options import ScoreOptions
+from triage.settings import DEFAULTS
 
 log = logging.getLogger("triage.serve")
 
-# Requests that may wait for the engine. 64 absorbs a burst of 50 at once (a page's session re-sent, a
-# helpdesk backfill); each waiting request holds its ticket and a few KiB of bookkeeping (docs/serve.md).
-DEFAULT_QUEUE_LIMIT = 64
+# Requests that may wait for the engine: absorbs a burst of 50 at once (a page's session re-sent, a helpdesk
+# backfill); each waiting request holds its ticket and a few KiB of bookkeeping (docs/serve.md).
+DEFAULT_QUEUE_LIMIT = DEFAULTS.serve_queue_limit
 TERMINAL = ("result", "error")
 STOPPING = {
     "status": 503,
@@ -157,7 +158,7 @@ class EngineWorker:
         *,
         queue_limit: int = DEFAULT_QUEUE_LIMIT,
         history_path: Path | None = None,
-        keep_features: int = 5000,
+        keep_features: int = DEFAULTS.keep_features,
         owns_engine: bool = True,
     ) -> None:
         if queue_limit < 1:

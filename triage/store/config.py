@@ -1,44 +1,29 @@
-"""The user's config file: a flat TOML table of defaults.
+"""The user's config file: a flat TOML table of the settings in :mod:`triage.settings`.
 
-Known keys: ``model``, ``pack``, ``theme``, ``n_ctx``, ``threads``, ``mode``,
-``orderings``, ``readout``, ``prior``, ``auto_score`` and the others in
-:data:`KNOWN_KEYS`. A config file that cannot be read is never overwritten: it
-is set aside as ``config.toml.bad-<time>`` before a new one is written, so nothing the user wrote is lost.
+Checked when read, against :class:`~triage.settings.Settings`: a key that is no setting is an
+error naming the file and its line (a typo would otherwise be ignored without a word), and so is
+a value of the wrong type. A key that was removed (:data:`triage.settings.RETIRED`: ``readout``,
+``mode``, ``prior``, ...) is no error: it is left out of what is read, and :func:`retired_notes`
+gives one line per such key naming the file, the line and what replaced it (the CLI prints them
+on stderr, the app shows them in its notice band).
+
+A config file that cannot be read is never overwritten: it is set aside as
+``config.toml.bad-<time>`` before a new one is written, so nothing the user wrote is lost.
 """
 
 from __future__ import annotations
 
+import difflib
+import re
 import time
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from triage.errors import TriageError
+from triage.settings import RETIRED, SETTINGS, retired_message
 from triage.store.files import write_text_atomic
 from triage.store.paths import user_dirs
-
-KNOWN_KEYS: dict[str, type | tuple[type, ...]] = {
-    "model": str,
-    "pack": str,
-    "theme": str,
-    "n_ctx": int,
-    "threads": int,
-    "mode": str,
-    "orderings": str,
-    "readout": str,
-    "prior": bool,
-    "auto_score": bool,
-    "calibration": str,
-    "stable_cache_mb": int,
-    "stable_cache_ttl_days": (int, float),
-    "strategy": str,
-    "keep_features": int,
-    "auto_learn": bool,
-    "auto_learn_every": int,
-    "thread_cache_mib": int,  # recently scored tickets' KV state (threads); default: the context's KV size
-    "pack_tokens": int,  # triage score on many tickets: tokens per packed decode (0: one ticket per decode)
-    "serve_queue_limit": int,  # triage serve: requests that may wait for the engine
-}
 
 
 class ConfigError(TriageError):
@@ -50,35 +35,106 @@ def config_path() -> Path:
     return user_dirs().config_file
 
 
-def load_config(path: Path | None = None) -> dict[str, Any]:
-    """Read the config file; a missing file is an empty config.
+def key_line(text: str, key: str) -> tuple[int, str] | None:
+    """``(line number, line)`` of ``key``'s first ``key = ...`` line in ``text`` (a flat table), or None.
+
+    tomllib gives no line numbers; a flat table writes one key a line, so a scan finds it. A
+    quoted key (``"mode" = ...``) is found too.
+    """
+    pattern = re.compile(rf"""^\s*(?:{re.escape(key)}|"{re.escape(key)}"|'{re.escape(key)}')\s*=""")
+    for n, line in enumerate(text.splitlines(), 1):
+        if pattern.match(line):
+            return n, line.strip()
+    return None
+
+
+def config_source(key: str, value: object, path: Path | None = None) -> str:
+    """Where a config value came from, as a message names it: ``config /path line 3: n_ctx = 100``."""
+    path = path or config_path()
+    try:
+        found = key_line(path.read_text(encoding="utf-8"), key)
+    except (OSError, UnicodeDecodeError):
+        found = None
+    if found is None:
+        return f"config {path}: {key} = {value!r}"
+    return f"config {path} line {found[0]}: {found[1]}"
+
+
+def _where(path: Path, text: str, key: str) -> str:
+    found = key_line(text, key)
+    return f"config file {path}" + (f" line {found[0]}" if found else "")
+
+
+def _read(path: Path) -> tuple[dict[str, Any], str] | None:
+    """The file's table and text, checked against the settings (None: no file).
 
     Raises:
-        ConfigError: the file is not TOML, or a known key has the wrong type.
+        ConfigError: not TOML, a key that is no setting, a value of the wrong type.
     """
-    path = path or config_path()
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        return {}
+        return None
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
+        data = tomllib.loads(text)
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(
             f"config file {path} is not valid TOML: {exc}",
             hint="fix the file, or delete it to start from the defaults",
         ) from exc
     for key, value in data.items():
-        want = KNOWN_KEYS.get(key)
-        if want is not None and (not isinstance(value, want) or (want is int and isinstance(value, bool))):
-            kind = "number" if isinstance(want, tuple) else want.__name__
+        if key in RETIRED:
+            continue
+        setting = SETTINGS.get(key)
+        if setting is None:
+            near = difflib.get_close_matches(key, SETTINGS, n=1)
             raise ConfigError(
-                f"config file {path}: key {key!r} should be a {kind}, got {value!r}",
+                f"{_where(path, text, key)}: unknown key {key!r}" + (f" (did you mean {near[0]!r}?)" if near else ""),
+                hint=f"the keys: {', '.join(SETTINGS)} (docs/config.md); delete the line or fix its name",
+            )
+        if not setting.accepts(value):
+            raise ConfigError(
+                f"{_where(path, text, key)}: key {key!r} should be {setting.kind}, got {value!r}",
                 hint="fix the value, or delete the line to use the default",
             )
-    return data
+    return data, text
+
+
+def load_config(path: Path | None = None) -> dict[str, Any]:
+    """The config file's settings, checked; a missing file is an empty config.
+
+    Removed keys are left out (:func:`retired_notes` says so).
+
+    Raises:
+        ConfigError: the file is not TOML, a key is no setting, or a value has the wrong type.
+    """
+    got = _read(path or config_path())
+    if got is None:
+        return {}
+    return {k: v for k, v in got[0].items() if k not in RETIRED}
+
+
+def retired_notes(path: Path | None = None) -> list[str]:
+    """One note per removed key the config file still holds, naming the file, the line and what replaced it.
+
+    An unreadable or invalid file has no notes (:func:`load_config` reports it).
+    """
+    path = path or config_path()
+    try:
+        got = _read(path)
+    except ConfigError:
+        return []
+    if got is None:
+        return []
+    data, text = got
+    return [
+        f"{_where(path, text, key)}: {retired_message(key)}; the line is ignored, delete it"
+        for key in data
+        if key in RETIRED
+    ]
 
 
 def _toml_value(value: Any) -> str:
@@ -93,17 +149,19 @@ def _toml_value(value: Any) -> str:
 def save_config(updates: dict[str, Any], path: Path | None = None) -> Path:
     """Merge ``updates`` into the config file, atomically.
 
-    A config file that does not parse is renamed aside first, never lost.
+    A config file that does not parse is renamed aside first, never lost. Removed keys the
+    file still holds are written back as they were (they are the user's lines).
     """
     path = path or config_path()
     try:
-        current = load_config(path)
+        got = _read(path)
+        current = dict(got[0]) if got is not None else {}
     except ConfigError:
         current = {}
         if path.exists():
             path.rename(path.with_name(f"{path.name}.bad-{time.strftime('%Y%m%d-%H%M%S')}"))
     current.update(updates)
-    lines = ["# triage settings; see `triage --help`.\n"]
+    lines = ["# triage settings (docs/config.md).\n"]
     for key in sorted(current):
         value = current[key]
         if isinstance(value, dict | list):

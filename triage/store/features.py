@@ -25,9 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from triage.settings import DEFAULTS
 from triage.store.history import History
 
-DEFAULT_KEEP = 5000
+DEFAULT_KEEP = DEFAULTS.keep_features
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from textual.screen import Screen
 from textual.theme import Theme
 
 from triage.domain.pack import Pack, resolve_pack
+from triage.settings import DEFAULTS
 from triage.store.history import History
 from triage.store.paths import user_dirs
 from triage.tui.commands import app_commands
@@ -26,7 +27,6 @@ from triage.tui.options import UIOptions
 from triage.tui.screens.main import MainScreen
 
 log = logging.getLogger(__name__)
-DEFAULT_THEME = "textual-dark"
 
 
 class TriageApp(App[None]):
@@ -70,12 +70,12 @@ class TriageApp(App[None]):
         return self._main
 
     def on_mount(self) -> None:
-        wanted = self.options.theme or self.options.config.get("theme") or DEFAULT_THEME
-        self.theme = wanted if wanted in self.available_themes else DEFAULT_THEME
+        wanted = self.options.theme or self.options.settings.theme
+        self.theme = wanted if wanted in self.available_themes else DEFAULTS.theme
         self.theme_changed_signal.subscribe(self, self._theme_changed)
 
     def _theme_changed(self, theme: Theme) -> None:
-        if not self.options.remember_theme or self.options.config.get("theme") == theme.name:
+        if not self.options.remember_theme or self.options.settings.theme == theme.name:
             return
         from triage.errors import TriageError
         from triage.store.config import save_config
@@ -190,5 +190,5 @@ def make_app(
     """
     options = options or UIOptions()
     factory = engine_factory or default_engine_factory(options.n_ctx, options.threads)
-    active = pack or resolve_pack(options.pack or options.config.get("pack"))
+    active = pack or resolve_pack(options.pack or options.settings.pack)
     return TriageApp(options, engine_factory=factory, history=(history or History.open)(), pack=active)

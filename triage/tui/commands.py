@@ -1,4 +1,4 @@
-"""The command palette's app commands (ctrl+p): pack, model, debiasing, export, clear…
+"""The command palette's app commands (ctrl+p): pack, model, export, clear, learn, auto-score…
 
 The app imports this module; this module never imports the app. What it needs
 from the app is :class:`PaletteApp`, a protocol, so the import graph is
@@ -53,19 +53,6 @@ def app_commands(app: PaletteApp, main: MainScreen) -> Iterator[SystemCommand]:
     )
     now = main.status.model if main.model_state == "ready" else main.model_state
     yield SystemCommand("Switch model", f"Load another model (now {now})", lambda: choose_model(app, main))
-    other_readout = "letter" if main.readout == "label" else "label"
-    yield SystemCommand(
-        "Switch readout",
-        f"Readout {main.readout} → {other_readout}: read options by name (one tail per criterion), or as letters A/B/C",
-        main.action_switch_readout,
-    )
-    if main.readout == "letter":
-        other = "none" if main.orderings == "cyclic" else "cyclic"
-        yield SystemCommand(
-            "Toggle debiasing",
-            f"Orderings {main.orderings} → {other}: ask the letters in every rotation, or in pack order only",
-            main.action_toggle_debias,
-        )
     yield SystemCommand(
         "Export JSON", "Write the decisions as triage.result/3 JSON (F3)", lambda: main.action_export("json")
     )
@@ -112,7 +99,7 @@ def known_packs(app: PaletteApp) -> list[tuple[str, Path | None]]:
     from triage.store.paths import user_dirs
 
     found: list[tuple[str, Path | None]] = [("support (built-in)", None)]
-    start = app.options.pack or app.options.config.get("pack")
+    start = app.options.pack or app.options.settings.pack
     if start:
         found.append((f"{Path(start).name} (from start-up)", Path(start)))
     folder = user_dirs().config / "packs"

@@ -48,14 +48,15 @@ def run_app(args: argparse.Namespace) -> int:
         TriageError: the config file or the pack cannot be read (the CLI prints it).
     """
     from triage.model import modelstore
-    from triage.store.config import load_config
+    from triage.store.config import load_config, retired_notes
     from triage.tui.app import make_app
     from triage.tui.options import UIOptions
 
     config = load_config()
+    notes = tuple(retired_notes())
     log_path = route_logging()
     modelstore.PIP_OUTPUT_TO_TERMINAL = False  # pip's progress bar would draw over the screen
-    app = make_app(UIOptions.from_args(args, config))
+    app = make_app(UIOptions.from_args(args, config, notes))
     logging.getLogger("triage").info("app starting (log %s)", log_path)
     app.run()
     return app.return_code or 0

@@ -1,4 +1,7 @@
-"""What the app is started with: the CLI's options, the config file, and switches for tests."""
+"""What the app is started with: the CLI's options, the config file, and switches for tests.
+
+The app scores as ``triage score`` does (``ScoreOptions()``): no readout, mode or orderings to choose.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
-from triage.scoring.options import ResolvedOptions, resolve_options
+from triage.settings import Settings
 
 
 @dataclass
@@ -19,6 +22,8 @@ class UIOptions:
         n_ctx: ``--n-ctx``, or None for the config / default.
         threads: ``--threads``, or None.
         config: the user's config (``load_config()``), read once at start.
+        config_notes: the config file's removed keys, each named with its line
+            (:func:`triage.store.config.retired_notes`), for the notice band.
         theme: a fixed theme (tests, snapshots); None uses the config's theme.
         remember_theme: save a theme the user picks to the config file.
         cursor_blink: off in tests so snapshots are stable.
@@ -31,15 +36,17 @@ class UIOptions:
     n_ctx: int | None = None
     threads: int | None = None
     config: dict[str, Any] = field(default_factory=dict)
+    config_notes: tuple[str, ...] = ()
     theme: str | None = None
     remember_theme: bool = True
     cursor_blink: bool = True
     animate: bool = True
     preload_tokenizer: bool = True
-    _scoring: ResolvedOptions | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace, config: dict[str, Any]) -> UIOptions:
+    def from_args(
+        cls, args: argparse.Namespace, config: dict[str, Any], config_notes: tuple[str, ...] = ()
+    ) -> UIOptions:
         """From the ``triage`` command line (no subcommand) and the config file."""
         return cls(
             model=getattr(args, "model", None),
@@ -47,35 +54,15 @@ class UIOptions:
             n_ctx=getattr(args, "n_ctx", None),
             threads=getattr(args, "threads", None),
             config=dict(config),
+            config_notes=tuple(config_notes),
         )
+
+    @property
+    def settings(self) -> Settings:
+        """The config's settings over the defaults (:class:`triage.settings.Settings`)."""
+        return Settings.of(self.config)
 
     @property
     def auto_score(self) -> bool:
         """Score as soon as a ticket is pasted (config key ``auto_score``)."""
-        return bool(self.config.get("auto_score", False))
-
-    @property
-    def scoring(self) -> ResolvedOptions:
-        """The score options of the config file, by the one resolver the CLI uses.
-
-        A bad config value does not stop the app: the default is used instead and
-        :attr:`ResolvedOptions.problems` names the file, the line and what was used, for a notice.
-        """
-        if self._scoring is None:
-            self._scoring = resolve_options(None, self.config, fallback=True)
-        return self._scoring
-
-    @property
-    def readout(self) -> str:
-        """How options are read: ``label`` (by name, the default) or ``letter`` (config key ``readout``)."""
-        return self.scoring.options.readout
-
-    @property
-    def orderings(self) -> str:
-        """Letter readout: ``cyclic`` (every rotation, the default) or ``none`` (config key ``orderings``)."""
-        return self.scoring.options.orderings
-
-    @property
-    def mode(self) -> str:
-        """Engine mode: ``fanout`` (the fastest measured) unless the config says otherwise."""
-        return self.scoring.options.mode
+        return self.settings.auto_score

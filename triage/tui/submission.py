@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from triage.domain.pack import Pack
 from triage.domain.result import Tokens
 from triage.domain.ticket import Ticket
-from triage.scoring.options import DEFAULT_READOUT
+from triage.scoring.options import ScoreOptions
 
 
 @dataclass
@@ -29,9 +29,7 @@ class Submission:
     id: int
     ticket: Ticket
     pack: Pack
-    mode: str
-    orderings: str
-    readout: str = DEFAULT_READOUT
+    options: ScoreOptions = field(default_factory=ScoreOptions)  # the product's, as `triage score`
     submitted_at: float = field(default_factory=time.monotonic)
     ticket_row: int | None = None  # history rows, None when history could not be written
     score_id: int | None = None

@@ -26,7 +26,7 @@ KEYS = [
     ("F10", "The same as an internal note"),
     ("ctrl+t", "Timeline: how each criterion's choice and confidence moved over the thread's messages"),
     ("ctrl+l", "Clear the ticket"),
-    ("ctrl+p", "Command palette: switch pack, model or readout (by name / letters), export, theme…"),
+    ("ctrl+p", "Command palette: switch pack or model, export, learn now, auto-score, theme…"),
     ("ctrl+q", "Quit"),
 ]
 

@@ -24,7 +24,6 @@ import logging
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -39,7 +38,7 @@ from triage.domain.pack import Pack
 from triage.domain.result import TicketResult
 from triage.domain.ticket import Ticket, clean_text, make_ticket
 from triage.errors import InputError, TriageError
-from triage.scoring.options import ScoreOptions, effective_orderings
+from triage.scoring.options import ScoreOptions
 from triage.store.history import History, SavedScore
 from triage.tui.engine_host import EngineHost
 from triage.tui.messages import (
@@ -71,7 +70,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-AUTO_LEARN_EVERY = 20  # labels between two background re-fits (config auto_learn_every)
 REPLY_KEYS = {"customer": "F8", "agent": "F9", "note": "F10"}
 REPLY_WORDS = {"customer": "customer reply", "agent": "agent reply", "note": "internal note"}
 
@@ -124,8 +122,6 @@ class MainScreen(Screen[None]):
         self.history = history
         self.options = options
         self.pack = pack
-        self.orderings = options.orderings
-        self.readout = options.readout
         self.auto_score = options.auto_score
         self.model_state: ModelState = "loading"
         self.current: Submission | None = None
@@ -186,9 +182,8 @@ class MainScreen(Screen[None]):
         self.ticket.focus()
         if self.history.notice:
             self.notices.put("history", self.history.notice, "warning")
-        problems = self.options.scoring.problems  # bad config values: the defaults are used, and said so
-        if problems:
-            self.notices.put("config", " · ".join(problems), "warning")
+        if self.options.config_notes:  # removed config keys: ignored, and said so with their lines
+            self.notices.put("config", " · ".join(self.options.config_notes), "warning")
         self.load_model(self.options.model)
         if self.options.preload_tokenizer:
             self._preload_tokenizer()
@@ -196,7 +191,8 @@ class MainScreen(Screen[None]):
     def _show_settings(self) -> None:
         from triage.domain.result import readout_words
 
-        self.status.settings(self.pack, readout_words(self.readout, self.orderings), self.auto_score)
+        product = ScoreOptions()  # how every ticket is read: by name
+        self.status.settings(self.pack, readout_words(product.readout, product.effective_orderings), self.auto_score)
 
     # -- model ------------------------------------------------------------------------
     def load_model(self, requested: str | None) -> None:
@@ -360,22 +356,23 @@ class MainScreen(Screen[None]):
             return
         if len(text) > 100_000:
             self.ticket.border_subtitle = "[dim]counting tokens…[/dim]"
-        self._count(text, stamp, self.pack, self.orderings, self.readout)
+        self._count(text, stamp, self.pack)
 
     @work(thread=True, exclusive=True, group="count", exit_on_error=False)
-    def _count(self, text: str, stamp: float, pack: Pack, orderings: str, readout: str) -> None:
+    def _count(self, text: str, stamp: float, pack: Pack) -> None:
         from triage.domain.ticket import clean_text
         from triage.scoring import debias
         from triage.scoring.loader import engine_settings
         from triage.tui.counting import count_ticket
 
         worker = get_current_worker()
-        orders = [debias.orders_for(len(c.options), effective_orderings(readout, orderings)) for c in pack.criteria]
+        orderings = ScoreOptions().effective_orderings
+        orders = [debias.orders_for(len(c.options), orderings) for c in pack.criteria]
         try:
             with self.host.borrow() as engine:  # kept open while we tokenize, even beside a running score
                 speed = getattr(engine, "speed", None)  # the engine's measured rate: "about N s"
                 if engine is not None:
-                    builder, n_ctx = engine.builder(pack, readout), engine.n_ctx
+                    builder, n_ctx = engine.builder(pack), engine.n_ctx
                 else:
                     builder, n_ctx = None, engine_settings(self.options.n_ctx, None, self.options.config)["n_ctx"]
                 counted = count_ticket(
@@ -385,7 +382,6 @@ class MainScreen(Screen[None]):
                     builder=builder,
                     n_ctx=n_ctx,
                     cancelled=lambda: worker.is_cancelled,
-                    readout=readout,
                     speed=speed,
                 )
         except TriageError as exc:  # e.g. the pack alone does not fit n_ctx
@@ -498,7 +494,7 @@ class MainScreen(Screen[None]):
             return False
         self._supersede()
         self._seq += 1
-        sub = Submission(self._seq, ticket, self.pack, self.options.mode, self.orderings, self.readout)
+        sub = Submission(self._seq, ticket, self.pack)
         # saved now, in its own transaction: a crash keeps the ticket (and a thread's new message)
         sub.ticket_row = self._record(self.history.save_ticket, ticket, row=row)
         self.open_ticket, self.open_row = ticket, sub.ticket_row
@@ -525,7 +521,7 @@ class MainScreen(Screen[None]):
                 sub.ticket_row,
                 model=engine.model_info,
                 pack=pack,
-                orderings=effective_orderings(sub.readout, sub.orderings),
+                orderings=sub.options.effective_orderings,
                 messages=len(sub.ticket.thread),
             )
         self.summary.scoring(sub.ticket.id)
@@ -547,12 +543,9 @@ class MainScreen(Screen[None]):
                 engine = self.host.engine
                 if engine is None:
                     raise TriageError("no model is loaded")
-                # The config's options (prior, strategy), with what this screen switched (mode, readout, orderings).
-                options = replace(
-                    self.options.scoring.options, mode=sub.mode, orderings=sub.orderings, readout=sub.readout
-                )
+                options = sub.options  # what `triage score` scores with
                 fits = self._stored_fits(engine, sub.pack, options)
-                keep = sub.readout == "label" and sub.score_id is not None  # what a head reads, for learning later
+                keep = sub.score_id is not None  # what a head reads, for learning later
 
                 def progress(p: Progress) -> None:  # from inside a decode: only post
                     self.post_message(DecodeProgressed(sub.id, p.phase, p.done, p.total))
@@ -801,15 +794,16 @@ class MainScreen(Screen[None]):
         from triage.store import features as feat
 
         ident = feat.Identity(result.model.get("sha256", ""), result.prompt_format, result.pack.get("hash", ""))
-        keep = self.options.config.get("keep_features", feat.DEFAULT_KEEP)
+        keep = self.options.settings.keep_features
         self._record(feat.save, self.history, score_id, ident, kept, keep=keep)
 
     @property
     def auto_learn_every(self) -> int | None:
         """Re-fit after this many new labels (config ``auto_learn``, ``auto_learn_every``), or None when off."""
-        if not self.options.config.get("auto_learn", True):
+        settings = self.options.settings
+        if not settings.auto_learn:
             return None
-        return max(1, int(self.options.config.get("auto_learn_every", AUTO_LEARN_EVERY)))
+        return max(1, int(settings.auto_learn_every))
 
     def action_learn(self) -> None:
         """Re-fit the learned head from the history's labels now, in the background."""
@@ -998,30 +992,6 @@ class MainScreen(Screen[None]):
         self._request_count()
         self.notify(f"Pack {pack.name} v{pack.version}: {len(pack.criteria)} criteria.", markup=False)
         self.refresh_bindings()
-
-    def action_switch_readout(self) -> None:
-        """Read options by name (label) or by letter (A/B/C); remembered for this session."""
-        self.readout = "letter" if self.readout == "label" else "label"
-        self._show_settings()
-        self._request_count()
-        what = (
-            "options read by name, one short tail per criterion"
-            if self.readout == "label"
-            else f"options as letters A/B/C ({'every rotation' if self.orderings == 'cyclic' else 'pack order only'})"
-        )
-        self.notify(f"Readout {self.readout}: {what}. Takes effect on the next score.")
-
-    def action_toggle_debias(self) -> None:
-        """Switch orderings between cyclic (every rotation) and none (pack order only)."""
-        self.orderings = "none" if self.orderings == "cyclic" else "cyclic"
-        self._show_settings()
-        self._request_count()
-        what = (
-            "every rotation of the options (slower, less position bias)"
-            if self.orderings == "cyclic"
-            else "options in pack order only (faster)"
-        )
-        self.notify(f"Debiasing {self.orderings}: {what}.")
 
     def action_toggle_auto_score(self) -> None:
         """Score as soon as a ticket is pasted (remembered in the config)."""
