@@ -103,7 +103,7 @@ def test_flag_help_reads_the_defaults_from_the_settings(monkeypatch: pytest.Monk
 
     score, serve = helps("score"), helps("serve")
     assert score["--n-ctx"] == SETTINGS["n_ctx"].help() and "else 4096)" in score["--n-ctx"]
-    assert serve["--queue-limit"] == SETTINGS["serve_queue_limit"].help() and "else 16)" in serve["--queue-limit"]
+    assert serve["--queue-limit"] == SETTINGS["serve_queue_limit"].help() and "else 64)" in serve["--queue-limit"]
     assert score["--calibration"].startswith(SETTINGS["calibration"].description)
     assert helps("eval")["--n-ctx"].endswith("(default 1024)")  # eval's own default
     monkeypatch.setitem(SETTINGS, "n_ctx", dataclasses.replace(SETTINGS["n_ctx"], default=2048))
@@ -119,7 +119,7 @@ RESTATED = {
     "stable_cache_mb": r"(?i)(cache|_mb\b).*\b512\b",
     "stable_cache_ttl_days": r"(?i)(ttl|days).*\b14(\.0)?\b",
     "auto_learn_every": r"(?i)auto.?learn.*\b20\b",
-    "serve_queue_limit": r"(?i)queue.*\b16\b",
+    "serve_queue_limit": r"(?i)queue.*\b64\b",
 }
 
 
