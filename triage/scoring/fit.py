@@ -211,8 +211,9 @@ def starter_on(config: dict[str, Any] | None = None) -> bool:
     ``TRIAGE_STARTER=0`` (or ``off``) in the environment turns it off as the config key does."""
     import os
 
+    from triage.settings import Settings
+
     env = os.environ.get("TRIAGE_STARTER")
     if env is not None and env.strip():
         return env.strip().lower() not in ("0", "off", "false", "no")
-    value = (config or {}).get("starter", True)
-    return value is not False
+    return Settings.of(config or {}).starter
