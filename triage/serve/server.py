@@ -114,7 +114,7 @@ class Gate:
                 return False
             self.evicted += 1
             victim.close_with(
-                503 if victim.received else 0,  # an idle keep-alive connection has nothing to answer
+                503 if victim.owes_answer else 0,
                 "Service Unavailable",
                 "this connection sent no whole request, and the server was at its limit of open connections",
                 "send the whole request at once",
@@ -165,7 +165,7 @@ class Gate:
         """At shutdown: close every connection that holds no whole request (nothing to answer on it)."""
         for conn in list(self.open):
             if conn.incomplete:
-                status = 503 if conn.received or conn.phase == "body" else 0  # idle: nothing to answer
+                status = 503 if conn.owes_answer else 0
                 conn.close_with(status, "Service Unavailable", "the server is stopping", "send it again later")
 
 
@@ -183,7 +183,15 @@ class GuardedH11(H11Protocol):
         self.received = 0  # bytes of the request not yet whole
         self.phase = "head"  # head: waiting for (the rest of) the headers; body; busy: a whole request
         self.lingering = False
+        self.answered_one = False  # a response went out on it: with nothing since, it is an idle keep-alive
         self._cycle_seen: Any = None
+
+    @property
+    def owes_answer(self) -> bool:
+        """Whether closing it needs an answer: all but an idle keep-alive connection. A new connection that
+        sent nothing yet may have bytes in the kernel not yet read: closed bare, the kernel would reset it
+        and the client would see no answer at all."""
+        return self.received > 0 or self.phase == "body" or not self.answered_one
 
     @property
     def incomplete(self) -> bool:
@@ -215,6 +223,7 @@ class GuardedH11(H11Protocol):
         self._follow()
 
     def on_response_complete(self) -> None:
+        self.answered_one = True
         super().on_response_complete()
         if self.cycle is self._cycle_seen and not self.transport.is_closing():  # no pipelined request started
             self.phase, self.since, self.received = "head", time.monotonic(), 0
