@@ -106,10 +106,12 @@ def test_score_serve_eval_and_learn_read_the_same_part_of_a_long_ticket(
             with serving(engine, ServeSettings(packs={pack.name: pack})) as (base, _):
                 u = urlsplit(base)
                 conn = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
-                conn.request("POST", "/v1/score", json.dumps({"id": "T-1", "text": text}).encode(), {})
+                body = json.dumps({"id": "T-1", "text": text}).encode()
+                conn.request("POST", "/v1/score", body, {"Content-Type": "application/json"})
                 response = conn.getresponse()
                 served = json.loads(response.read())
                 conn.close()
+                assert response.status == 200, served
     assert cut.chars > 0 and app.tokens.ticket == cut.tokens <= TICKET_TOKENS
     shortened = [w for w in app.warnings if w.startswith("ticket shortened")]
     assert shortened == [w for w in cut.warnings if w.startswith("ticket shortened")]

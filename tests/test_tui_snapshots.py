@@ -89,7 +89,9 @@ async def _ready(app: TriageApp, pilot: Any) -> None:
 async def _pasted(app: TriageApp, pilot: Any) -> None:
     await _ready(app, pilot)
     app.post_message(events.Paste(TICKET))
-    await wait_until(pilot, lambda: "tokens" in str(app.main.ticket.border_subtitle), what="the token count")
+    await wait_until(
+        pilot, lambda: "tokens" in str(app.main.ticket.border_subtitle), timeout=30, what="the token count"
+    )
 
 
 def test_empty(snap_compare: Any) -> None:

@@ -2,11 +2,11 @@
 
 llama.cpp runs one ``llama_decode`` call as micro-batches of at most ``n_ubatch`` tokens, taken in
 order (a unified KV cache splits a batch simply), each through one compute graph whose node count
-does not depend on how many tokens it holds (measured: 516 nodes on smollm2-135m for 1 token and
-for 512; one fewer for a micro-batch without outputs). Its CPU backend asks the abort callback once
-per node. So counting those calls says which micro-batch runs and how far through its layers it
-is: tokens done, at the granularity of a graph node, while the batch shapes, and so the numbers,
-stay exactly those of an unwatched decode.
+does not depend on how many tokens it holds (measured on smollm2-135m: 515-516 nodes for 1, 50,
+300 or 512 tokens, twice that for 513-1,024). Its CPU backend asks the abort callback once per
+node. So counting those calls says which micro-batch runs and how far through its layers it is:
+tokens done, at the granularity of a graph node, while the batch shapes, and so the numbers, stay
+exactly those of an unwatched decode.
 
 The node count is learned from a finished call (calls / micro-batches); :class:`DecodeMeter`
 reports nothing inside a call until it knows it (:class:`~triage.model.native.NativeModel`
@@ -50,7 +50,7 @@ class DecodeMeter:
         self._calls += 1
         if self._report is None or self.nodes is None:
             return
-        done = self._base + self.within()
+        done = min(self._base + self.within(), self._total - 1)  # all of it is said once, by done()
         step = max(1, self._total // 100)
         if done >= self._shown + step:
             self._shown = done

@@ -41,7 +41,8 @@ class Progress:
 
     ``phase`` is ``stable`` while the pack's stable block is computed (once per pack and model,
     when it is neither resident nor stored) and ``ticket`` for the rest: the ticket's tokens and
-    the tails, ``total`` being the tokens this score evaluates (``Tokens.evaluated``).
+    the tails, ``total`` being the tokens this score evaluates (``Tokens.evaluated``, less a
+    stable block computed in it).
     """
 
     phase: str
@@ -145,9 +146,11 @@ class Run:
 
     def plan(self) -> Callable[[int, int], None] | None:
         """The ticket's tokens and tails are known (after the prefix's cached part is): count them as
-        ``tokens.evaluated`` and start the ``ticket`` phase."""
+        ``tokens.evaluated`` and start the ``ticket`` phase (those tokens, but a stable block computed
+        in this score: that was the ``stable`` phase)."""
         self.tokens.evaluated = (self.tokens.prefix - self.tokens.prefix_cached) + self.tokens.tails
-        return self.measure("ticket", self.tokens.evaluated)
+        computed = self.tokens.stable - self.tokens.stable_cached if self.stable_ready else 0
+        return self.measure("ticket", self.tokens.evaluated - computed)
 
     @property
     def chosen(self) -> list[int]:
