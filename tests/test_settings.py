@@ -59,8 +59,14 @@ def test_a_value_of_the_wrong_type_is_named_with_its_line() -> None:
     path = write_config('theme = "nord"\nkeep_features = "many"\n')
     with pytest.raises(ConfigError) as caught:
         load_config()
-    assert caught.value.message == f"config file {path} line 2: key 'keep_features' should be a whole number, got 'many'"
-    for text, kind in (("auto_learn = 1", "true or false"), ("n_ctx = true", "a whole number"), ("pack = 3", "a string")):
+    assert (
+        caught.value.message == f"config file {path} line 2: key 'keep_features' should be a whole number, got 'many'"
+    )
+    for text, kind in (
+        ("auto_learn = 1", "true or false"),
+        ("n_ctx = true", "a whole number"),
+        ("pack = 3", "a string"),
+    ):
         write_config(text + "\n")
         with pytest.raises(ConfigError, match=f"should be {kind}"):
             load_config()

@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triage.bench.machine import CpuSnapshot, cpu_snapshot, load_average
-from triage.settings import DEFAULTS
 from triage.bench.workload import (
     ENGINE_MODE,
     HEAD_READ,
@@ -45,6 +44,7 @@ from triage.bench.workload import (
     BenchTicket,
     Workload,
 )
+from triage.settings import DEFAULTS
 
 if TYPE_CHECKING:
     from triage.domain.pack import Pack
