@@ -4,14 +4,14 @@ A ticket is scored once with every cyclic ordering; each variant is a different
 reading of those same readouts:
 
 * ``raw``: the pack (identity) ordering's readout alone, as if scored with
-  ``--orderings none``.
+  ``orderings="none"``.
 * ``cyclic``: all rotations combined (geometric mean, :func:`triage.scoring.debias.combine`).
 * ``cyclic+prior``: ``cyclic`` with the content-free prior divided out
   (the prior is the same combination for an "N/A" ticket, as :meth:`Engine.prior`).
 * ``calibrated``: a fitted :class:`~triage.scoring.calibrate.Calibration` on top of
   ``cyclic`` (or ``cyclic+prior`` when it was fitted with the prior).
 * ``raw+calibrated``: a calibration fitted on ``raw`` (what scoring with
-  ``--orderings none`` and a calibration would give, at one tail per criterion).
+  ``orderings="none"`` and a calibration would give, at one tail per criterion).
 """
 
 from __future__ import annotations
