@@ -21,6 +21,10 @@ from triage.store.paths import user_dirs
 # ray, the head, the nodes and the driver of every test cluster use 127.0.0.1, never the machine's
 # interface address. Test traffic stays on loopback.
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+# The built-in pack's starter head is fitted on a model's first use (triage.evaluation.starter): off for every
+# process the tests start, module- and session-scoped fixtures' servers included (they start before any
+# function-scoped fixture runs); tests/test_starter.py turns it on in its own subprocesses.
+os.environ["TRIAGE_STARTER"] = "0"
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 _REAL_MODELS = user_dirs().models  # resolved at import, before any TRIAGE_HOME override
