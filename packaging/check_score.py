@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULT_PY = ROOT / "triage" / "scoring" / "result.py"
+RESULT_PY = ROOT / "triage" / "domain" / "result.py"
 
 
 def result_schema(source: Path = RESULT_PY) -> str:

@@ -27,7 +27,7 @@ class ServedFake(FakeEngine):
         super().__init__(**kw)
         self.stable_held: list[tuple[str, str]] = []
 
-    def hold_stable(self, pack: Any, readout: str) -> None:
+    def hold_stable(self, pack: Any, readout: str = "shared:answer") -> None:
         self.stable_held.append((pack.name, readout))
 
 

@@ -116,13 +116,16 @@ def test_serial_and_fanout_match_split_with_whole_answers(engine: Engine, pack: 
         ]
     fanout = engine.score_ticket(ticket, pack, ScoreOptions(mode="fanout"))
     full = engine.score_ticket(ticket, pack, ScoreOptions(mode="full"))
-    for other in (fanout, full):
+    # fanout (the product) is held to 0.05; full (bench's baseline: each prompt in one pass from an empty
+    # cache) to 0.1: one pass instead of three picks other kernels, measured up to 0.066 here and 0.080 on a
+    # thread (docs/engine.md, "Exactness").
+    for other, tol in ((fanout, 0.05), (full, 0.1)):
         diff = max(
             abs(a.probability - b.probability)
             for c, d in zip(other.criteria, split.criteria, strict=True)
             for a, b in zip(c.options, d.options, strict=True)
         )
-        assert diff < 0.05
+        assert diff < tol, (other.criteria[0].readout, diff)
     # Teacher forcing costs the answers' extra tokens, counted in the tails.
     plan = engine.answer_plans(pack)[0]
     assert serial.tokens.tails == sum(c.tail_tokens for c in serial.criteria)

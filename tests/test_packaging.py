@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import configparser
+import fnmatch
 import importlib.util
 import json
 import os
@@ -122,7 +123,18 @@ def test_assets_ship_as_package_data() -> None:
         "qwen3-tokenizer.json.gz",
     ):
         assert (ASSETS / name).is_file(), name
-        assert any(Path(name).match(g) for g in globs), f"{name} matches no package-data glob"
+    # Every file under assets/, the starter set's folder included: setuptools' globs match a whole path
+    # part by part ("*.jsonl" does not reach starter/support.jsonl), so the check does too.
+    shipped = [p for p in ASSETS.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".py"]
+    assert len(shipped) > 10
+
+    def covered(rel: tuple[str, ...], glob: str) -> bool:
+        parts = tuple(glob.split("/"))
+        return len(parts) == len(rel) and all(fnmatch.fnmatchcase(a, b) for a, b in zip(rel, parts, strict=True))
+
+    for path in shipped:
+        rel = path.relative_to(ASSETS).parts
+        assert any(covered(rel, g) for g in globs), f"assets/{'/'.join(rel)} matches no package-data glob"
     assert "pyinstaller" in " ".join(data["project"]["optional-dependencies"]["packaging"]).lower()
 
 

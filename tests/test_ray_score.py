@@ -116,7 +116,7 @@ def test_the_command_line_becomes_a_plain_job_checked_before_any_cluster(pack: P
     from triage.backlog.ray_score import RayJob
     from triage.commands.score import ray_job
     from triage.errors import InputError
-    from triage.scoring.fit import FitRequest
+    from triage.scoring.fit import FitRequest, starter_on
 
     src = tmp_path / "in.jsonl"
     src.write_text(DATA.read_text(encoding="utf-8"), encoding="utf-8")
@@ -139,7 +139,12 @@ def test_the_command_line_becomes_a_plain_job_checked_before_any_cluster(pack: P
     job = ray_job(args, config={})
     assert isinstance(job, RayJob) and (job.address, job.source) == ("local", str(src))
     assert job.options == ScoreOptions(criteria=("topic",))  # triage score's options: the product's, --criteria
-    assert job.fits == FitRequest(no_head=True) and (job.workers, job.threads, job.batch_size) == (3, 1, None)
+    # the starter setting as the config and TRIAGE_STARTER give it (tests/conftest.py turns it off)
+    assert job.fits == FitRequest(no_head=True, starter=starter_on({})) and (
+        job.workers,
+        job.threads,
+        job.batch_size,
+    ) == (3, 1, None)
     with pytest.raises(InputError, match="--workers must be at least 1"):
         RayJob(str(src), job.pack, job.options, workers=0)
     with pytest.raises(InputError, match="--resume needs --output"):

@@ -374,8 +374,20 @@ def test_a_locked_history_answers_409(tmp_path: Path) -> None:
 
 
 def test_a_damaged_history_moved_aside_is_said_at_start_up_naming_both_files(triage_home: Path, tmp_path: Path) -> None:
+    """A triage history whose pages fail SQLite's check (its header and schema stay) is moved aside; a file
+    that is not a triage history at all is refused and left as it is (the next test)."""
+    from triage.store.history import History
+
     path = tmp_path / "history.sqlite3"
-    path.write_bytes(b"this is not a database " * 200)
+    History.open_writable(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # everything in the main file
+    conn.close()
+    data = bytearray(path.read_bytes())
+    page = int.from_bytes(data[16:18], "big")
+    data[page * 2 : page * 5] = b"\xa5" * (page * 3)  # b-tree pages trashed; SQLite's header and triage's schema stay
+    path.write_bytes(bytes(data))
+    damaged = bytes(data)
     served = Served(triage_home, "--history", "--history-file", str(path))
     try:
         served.wait_serving()
@@ -383,10 +395,36 @@ def test_a_damaged_history_moved_aside_is_said_at_start_up_naming_both_files(tri
         code = served.stop()
     assert code == 143
     moved = [p for p in tmp_path.iterdir() if p.name.startswith("history.sqlite3.bad-")]
-    assert len(moved) == 1 and moved[0].read_bytes().startswith(b"this is not a database")
+    assert len(moved) == 1 and moved[0].read_bytes() == damaged
     line = next(x for x in served.stderr.splitlines() if "damaged" in x)
     assert str(path) in line and str(moved[0]) in line and "new, empty history" in line
     assert served.stderr.index(line) < served.stderr.index("triage: serving")
+
+
+def test_a_file_that_is_not_a_history_stops_serve_at_start_up_and_is_left_as_it_is(
+    triage_home: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "history.sqlite3"
+    path.write_bytes(b"this is not a database " * 200)
+    before = path.read_bytes()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "tests" / "serve_fake.py"),
+            "--port",
+            str(free_port()),
+            "--history-file",
+            str(path),
+        ],
+        env={**os.environ, "TRIAGE_HOME": str(triage_home), "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert f"{path} is not a triage history" in proc.stderr and "triage: serving" not in proc.stderr
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["history.sqlite3"]
 
 
 # -- issue 34: the queue -----------------------------------------------------------------------------

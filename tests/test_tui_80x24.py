@@ -34,10 +34,11 @@ async def footer_whole(app: TriageApp, pilot: Any, *must: str) -> list[str]:
     """Check the main screen's footer now: every key it holds is on its row, whole, and ``must`` are among them."""
 
     def drawn() -> bool:  # the footer re-composes (and is drawn) a moment after the bindings change
+        labels = footer_labels(app)
         row = screen_lines(app)[-1]
-        return bool(footer_labels(app)) and all(label in row for label in footer_labels(app))
+        return bool(labels) and all(m in labels for m in must) and all(label in row for label in labels)
 
-    await wait_until(pilot, drawn, what=f"the footer's keys whole on its row: {footer_labels(app)}")
+    await wait_until(pilot, drawn, what=f"the footer's keys whole on its row, {must} among them")
     footer = app.main.query_one(KeyFooter)
     labels = footer_labels(app)
     assert footer.virtual_size.width <= footer.size.width == 80, labels  # nothing runs past the edge

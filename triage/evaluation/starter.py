@@ -172,12 +172,12 @@ def ensure(
 
     if not needs_fit(engine, pack, request):
         return False
-    n = len(starter_rows(pack))
-    say(
-        f"fitting the starter head for {engine.name} on triage's {n} example tickets (once per model; "
-        "TRIAGE_STARTER=0 or `starter = false` in the config turns it off)"
-    )
     try:
+        n = len(starter_rows(pack))
+        say(
+            f"fitting the starter head for {engine.name} on triage's {n} example tickets (once per model; "
+            "TRIAGE_STARTER=0 or `starter = false` in the config turns it off)"
+        )
         head, seconds = fit_and_store(engine, pack, progress=progress)
     except (TriageError, OSError) as exc:
         say(f"the starter head could not be fitted ({getattr(exc, 'message', None) or exc}); scoring zero-shot")
