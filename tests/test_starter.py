@@ -159,6 +159,9 @@ def test_first_use_fits_the_starter_once_and_its_decisions_say_starter(starter_h
     assert code == 0, err
     assert err.count("fitting the starter head for") == 1
     assert "starter head fitted in" in err
+    # progress off a terminal: learn's plain lines (rows done, rows/s, time left), ending with the whole count
+    n = len(starter.starter_rows(default_pack()))
+    assert f"triage: starter head: scoring {n} row(s)" in err and f"starter head: scored {n}/{n} rows in" in err, err
     stored = list((starter_home / "data" / "heads" / "starter").glob("*.npz"))
     assert len(stored) == 1
     covered = set(read_head(stored[0]).criteria)  # a criterion whose fit lost to zero-shot is left out of it

@@ -7,23 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    Task,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-from rich.text import Text
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-
-class _Rate(ProgressColumn):
-    def render(self, task: Task) -> Text:
-        speed = task.completed / task.elapsed if task.finished and task.elapsed else task.speed
-        return Text(f"{speed:.2f} tickets/s" if speed else "– tickets/s")
+from triage.evaluation.progress import RateColumn
 
 
 class BacklogProgress:
@@ -36,7 +22,7 @@ class BacklogProgress:
             TextColumn("scoring"),
             BarColumn(),
             MofNCompleteColumn(),
-            _Rate(),
+            RateColumn("tickets"),
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),

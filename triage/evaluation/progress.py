@@ -35,11 +35,15 @@ STEPS = 10  # and a line at each tenth of the rows
 
 
 class RateColumn(ProgressColumn):
-    """Rows per second (over the whole run once it is done)."""
+    """Rows (or ``unit``) per second (over the whole run once it is done)."""
+
+    def __init__(self, unit: str = "rows") -> None:
+        super().__init__()
+        self.unit = unit
 
     def render(self, task: Task) -> Text:
         speed = task.completed / task.elapsed if task.finished and task.elapsed else task.speed
-        return Text(f"{speed:.2f} rows/s" if speed else "– rows/s")
+        return Text(f"{speed:.2f} {self.unit}/s" if speed else f"– {self.unit}/s")
 
 
 def progress_columns() -> tuple[Any, ...]:
