@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from triage.bench.workload import SPLIT
+from triage.scoring.options import DEFAULT_MODE  # the mode score and the app use
 
-DEFAULT_MODE = "fanout"  # triage.scoring.options.DEFAULT_MODE, the mode score and the app use
 MODE_WORDS = {
     "fanout": "every question in one batch, triage's default",
     "serial_truncate": "one question after another",
