@@ -406,12 +406,12 @@ def _cost_and_raw(run: BenchRun, readout_ms: float | None) -> tuple[dict[str, An
     samples = run.samples
     tails = [p for p in run.probe if p.kind == "tail"]
     probe_fit = _try_fit([p.tokens for p in tails], [p.ms for p in tails])
-    by_mode: dict[str, Any] = {}
+    fits: dict[str, Any] = {}
     for m in (*REUSE_MODES, "serial_long"):
         pts = tail_points(samples, m)
         if pts:
             fit = _try_fit([x for x, _ in pts], [y for _, y in pts])
-            by_mode[m] = _fit_dict(
+            fits[m] = _fit_dict(
                 fit,
                 per_tail_ms_median=clean(median([y for _, y in pts]), 3),
                 tail_tokens_median=clean(median([x for x, _ in pts]), 2),
@@ -444,7 +444,7 @@ def _cost_and_raw(run: BenchRun, readout_ms: float | None) -> tuple[dict[str, An
                 "fit at the same length: readout, logits copy, Python"
             ),
             "readout_ms": clean(readout_ms, 3) if readout_ms is not None else None,
-            "by_mode": by_mode,
+            "by_mode": fits,
             "seed_onnx": SEED_ONNX,
         }
     )
