@@ -46,15 +46,16 @@ def slower_or_faster_time(time_ratio: float | None, than: str = "") -> str:
 
 
 def extra(cost: float | None) -> str:
-    """A ratio of times near 1 (1.021) as what it adds: "2.1% more time", or "no measurable time"."""
+    """A ratio of times near 1 (1.021) as what it adds, to be followed by "than ...": "2.1% more time",
+    "no more time" (within 0.5%), or "no more time (measured 3.0% less: noise)"."""
     if cost is None:
         return "?"
     delta = 100 * (cost - 1)
     if abs(delta) < 0.5:
-        return "no measurable time"
+        return "no more time"
     if delta > 0:
         return f"{delta:.1f}% more time"
-    return f"no measurable time (measured {-delta:.1f}% less: noise)"
+    return f"no more time (measured {-delta:.1f}% less: noise)"
 
 
 def _ms(v: float | None) -> str:
@@ -98,7 +99,7 @@ def plain_summary(report: dict[str, Any]) -> list[str]:
             )
     cost = (report.get("learned") or {}).get("cost_vs_fanout")
     if cost is not None:
-        out.append(f"A learned head on every question takes {extra(cost)} than without one.")
+        out.append(f"A learned head on every question costs {extra(cost)} than without one.")
     shared = (report.get("shared_read") or {}).get("by_kind") or {}
     said = [f"{times(1 / v['ratio'])} on {k} tickets" for k, v in shared.items() if v.get("ratio")]
     if said:

@@ -125,7 +125,7 @@ def figures_table(report: dict[str, Any]) -> Table:
     if learned.get("cost_vs_fanout") is not None:
         t.add_row(
             "learned head",
-            "fanout with a head on every criterion takes "
+            "fanout with a head on every criterion costs "
             f"{extra(learned['cost_vs_fanout'])} than fanout (per ticket, median); "
             f"applying it: {_f(learned.get('apply_ms_per_criterion'), '{:.3f}')} ms a criterion",
         )
