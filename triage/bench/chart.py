@@ -368,7 +368,8 @@ def chart_from_report(report: dict[str, Any]) -> str:
     said = plain_summary(report)[:2]  # the headline: a warm ticket's time, and against full
     subtitle = [
         " ".join(said) if said else report.get("summary", ""),
-        f"{len(wl.get('tickets', []))} tickets{' (quick)' if wl.get('quick') else ''}, "
+        f"{len(wl.get('tickets', []))} ticket{'' if len(wl.get('tickets', [])) == 1 else 's'}"
+        f"{' (quick)' if wl.get('quick') else ''}, "
         f"{machine.get('threads', '?')} thread{'' if machine.get('threads') == 1 else 's'} on "
         f"{machine.get('cores', '?')} cores ({machine.get('cpu_model', '?')}), load {load[0]} at start"
         + (f", other processes {other:.0%} of the CPU during the run" if other is not None else "")
