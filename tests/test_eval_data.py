@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -145,6 +146,54 @@ def test_cache_writes_wait_in_memory_are_read_back_and_committed_together_and_on
         cache.put_features(key, "t6", "logits-image/1", {"other": np.ones(2, dtype=np.float32)})
         both = cache.get_features(key, "t6", "logits-image/1", ["mood", "other"])
         assert both is not None and set(both) == {"mood", "other"}
+
+
+def test_batched_commits_leave_the_same_rows_and_values_as_one_commit_per_row(tmp_path: Path) -> None:
+    """Learn's scoring stores each row's outcome and features; committed together or one at a time, the file
+    ends with the same rows holding the same values (a row stored twice keeps its last value either way)."""
+    import sqlite3
+
+    key = CacheKey("m" * 64, "packhash", "triage-prompt/1:chat", 1024, "none@fanout")
+    rng = np.random.default_rng(7)
+
+    def row(i: int) -> tuple[Outcome, dict[str, np.ndarray]]:
+        lp = np.log(rng.dirichlet([1.0, 1.0]))
+        out = Outcome({"mood": [((0, 1), lp, 0.9)]}, [f"w{i}"] if i % 3 == 0 else [], 10.0 + i)
+        return out, {"mood": rng.standard_normal(8).astype(np.float32)}
+
+    rows = [row(i) for i in range(12)]
+    rows.append(row(99))  # ticket t4 stored again with other values: the last write wins
+
+    def store(path: Path, every: float) -> int:
+        with ReadoutCache(path, commit_every_s=every) as cache:
+            for i, (out, feats) in enumerate(rows):
+                name = f"t{4 if i == 12 else i}"
+                cache.put(key, name, out)
+                cache.put_features(key, name, "logits-image/1", feats)
+        return cache.commits  # closing commits what is left
+
+    def dump(path: Path) -> tuple[list[Any], list[Any]]:
+        with sqlite3.connect(path) as db:  # every column but the time written
+            outcomes = db.execute(
+                "SELECT model, pack, prompt, n_ctx, orderings, ticket, value FROM outcome ORDER BY ticket"
+            )
+            features = db.execute(
+                "SELECT model, pack, prompt, n_ctx, orderings, ticket, criterion, kind, value FROM features"
+                " ORDER BY ticket, criterion, kind"
+            )
+            return outcomes.fetchall(), features.fetchall()
+
+    one_each, batched = tmp_path / "one.sqlite3", tmp_path / "batched.sqlite3"
+    assert store(one_each, 0) == 2 * len(rows)  # two commits a row, as learn stored before
+    assert store(batched, 3600) == 1  # all of them in one, on close
+    assert dump(batched) == dump(one_each)
+    outcomes, features = dump(batched)
+    assert len(outcomes) == len(features) == 12
+    with ReadoutCache(batched) as cache:  # and read back as they were stored
+        got = cache.get(key, "t4", ("logits-image/1", ["mood"]))
+        assert got is not None and got.features is not None
+        np.testing.assert_array_equal(got.readouts["mood"][0][1], rows[12][0].readouts["mood"][0][1])
+        np.testing.assert_array_equal(got.features["mood"], rows[12][1]["mood"])
 
 
 @pytest.mark.parametrize("damage", ["not a database", "torn pages"])

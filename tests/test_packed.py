@@ -100,3 +100,36 @@ def test_a_ticket_that_cannot_be_scored_does_not_stop_the_others(smollm2_path: P
         assert all(isinstance(d, TriageError) and "nope" in d.message for _, d in got)
         fine = list(eng.score_many(tickets, pack))
         assert all(isinstance(d, TicketScored) and d.result.complete for _, d in fine)
+
+
+@pytest.mark.parametrize("read", ["tail", "shared:answer"])
+def test_packed_tickets_read_at_either_position_match_their_own_decode(
+    smollm2_path: Path, pack: Any, read: str
+) -> None:
+    """``score_many(..., read=...)`` (bench/learn_throughput.py's packed way): fewer decodes than tickets, and each
+    ticket's readouts and features as its own decode at that position gives them, within the packed tolerance."""
+    tickets = [make_ticket(t, f"R{i}") for i, t in enumerate([*TICKETS, *MORE])]
+    with Engine(smollm2_path, name="smollm2-135m", n_ctx=2048, thread_cache_mib=0) as eng:
+        opts = ScoreOptions()
+        alone = [eng.readouts_and_features(t, pack, opts, read=None if read == "tail" else read) for t in tickets]
+        calls = 0
+        real = eng.native.decode
+
+        def counted(*a: Any, **kw: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            return real(*a, **kw)
+
+        eng.native.decode = counted  # type: ignore[method-assign]
+        try:
+            got = list(eng.score_many(tickets, pack, opts, features=True, budget=512, read=read))
+        finally:
+            eng.native.decode = real  # type: ignore[method-assign]
+    assert 0 < calls < len(tickets)
+    ids = [c.id for c in pack.criteria]
+    for (ticket, done), (_, raw, feats) in zip(got, alone, strict=True):
+        assert isinstance(done, TicketScored), ticket.id
+        assert set(done.features) == set(ids) and all(done.features[c].shape == feats[c].shape for c in ids)
+        for cid in ids:
+            pa, pb = np.exp(raw[cid][0][1]), np.exp(done.readouts[cid][0][1])
+            assert np.max(np.abs(pa - pb)) < PACKED_TOL

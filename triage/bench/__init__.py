@@ -3,7 +3,9 @@
 Modules: :mod:`~triage.bench.workload` (tickets, packs, modes),
 :mod:`~triage.bench.runner` (the interleaved schedule and the measurements),
 :mod:`~triage.bench.stats` (medians, spread, least squares),
-:mod:`~triage.bench.report` (figures and JSON), :mod:`~triage.bench.chart` (SVG),
+:mod:`~triage.bench.report` (figures and JSON) with :mod:`~triage.bench.samples`,
+:mod:`~triage.bench.drift` and :mod:`~triage.bench.caches`, :mod:`~triage.bench.summary`
+(the plain summary and the words of ratios), :mod:`~triage.bench.chart` (SVG),
 :mod:`~triage.bench.terminal` (Rich summary), :mod:`~triage.bench.machine`
 (CPU, flags, load). Nothing here is imported by ``triage --help``.
 """

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from triage.bench.report import criteria_subset
+from triage.bench.summary import criteria_subset, plain_summary, times
 from triage.bench.workload import SHOWN_MODES
 
 W, H = 980, 590
@@ -116,6 +116,19 @@ def _t(
     )
 
 
+def text_width(s: str, size: float) -> float:
+    """A generous estimate of ``s``'s width in px at font ``size`` (sans-serif averages about 0.55 em a
+    character; 0.6 leaves room), so that a label placed by it is never clipped."""
+    return 0.6 * size * len(s)
+
+
+def wrap(s: str, size: float, width: float) -> list[str]:
+    """``s`` as lines no wider than ``width`` px at font ``size`` (by :func:`text_width`)."""
+    import textwrap
+
+    return textwrap.wrap(s, max(10, int(width / (0.6 * size)))) if s else []
+
+
 def _nice_step(span: float, ticks: int = 5) -> float:
     raw = span / max(ticks, 1)
     mag = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1
@@ -129,12 +142,19 @@ def _ms(v: float) -> str:
     return f"{v / 1000:.1f} s" if v >= 1000 else f"{v:.0f} ms"
 
 
+def _note(b: Bar) -> str:
+    """What a bar says beside it: the median ticket, and how much faster (or slower) than full."""
+    return _ms(b.total) + (f" · {times(b.speedup)}" if b.speedup and b.mode != "full" else "")
+
+
 def _bars_panel(bars: Sequence[Bar], x0: float, y0: float, w: float, h: float) -> list[str]:
     out = [_t(x0, y0 - 14, "Where a ticket's time goes (median ticket)", size=15, weight="600")]
     if not bars:
         return out
-    label_w = 128
-    gx, gw = x0 + label_w, w - label_w - 70
+    # the labels' column fits the longest label; the bars and their notes share what is left
+    label_w = max(128.0, max(text_width(b.label or MODE_LABELS.get(b.mode, b.mode), 12) for b in bars) + 10)
+    note_w = max(text_width(_note(b), 11) for b in bars) + 8
+    gx, gw = x0 + label_w, max(40.0, w - label_w - note_w)
     vmax = max(b.total for b in bars) or 1.0
     row = min(44.0, h / len(bars))
     bh = row * 0.58
@@ -153,8 +173,7 @@ def _bars_panel(bars: Sequence[Bar], x0: float, y0: float, w: float, h: float) -
                 f'fill="{COLORS[part]}"><title>{escape(f"{part}: {_ms(v)}")}</title></rect>'
             )
             x += pw
-        note = _ms(b.total) + (f" · {b.speedup:.1f}× faster" if b.speedup and b.mode != "full" else "")
-        out.append(_t(x + 6, y + bh * 0.72, note, size=11, fill="#444"))
+        out.append(_t(x + 6, y + bh * 0.72, _note(b), size=11, fill="#444"))
         out.append("</g>")
     ly = y0 + 22 + len(bars) * row
     for part, label in (
@@ -262,18 +281,21 @@ def render_svg(
     subtitle: str | Sequence[str] = "",
     note: str = "",
 ) -> str:
-    """The whole chart as an SVG document."""
+    """The whole chart as an SVG document; the subtitle is wrapped to the chart's width, and the panels
+    move down (the chart grows) by the lines it takes beyond two."""
+    sub = [s for line in ([subtitle] if isinstance(subtitle, str) else subtitle) for s in wrap(line, 12, W - 48)]
+    down = 16 * max(0, len(sub) - 2)
+    h = H + down
     parts = [
         '<?xml version="1.0" encoding="UTF-8"?>',
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" {FONT}>',
-        f'<rect width="{W}" height="{H}" fill="#ffffff"/>',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{h}" viewBox="0 0 {W} {h}" {FONT}>',
+        f'<rect width="{W}" height="{h}" fill="#ffffff"/>',
         _t(24, 30, title, size=17, weight="700"),
     ]
-    for i, line in enumerate([subtitle] if isinstance(subtitle, str) else subtitle):
-        if line:
-            parts.append(_t(24, 52 + 16 * i, line, size=12, fill="#555"))
-    parts += _bars_panel(bars, 24, 110, 440, 290)
-    parts += _scatter_panel(scatters, lines, 580, 110, 370, 290, note)
+    for i, line in enumerate(sub):
+        parts.append(_t(24, 52 + 16 * i, line, size=12, fill="#555"))
+    parts += _bars_panel(bars, 24, 110 + down, 440, 290)
+    parts += _scatter_panel(scatters, lines, 580, 110 + down, 370, 290, note)
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
 
@@ -343,9 +365,11 @@ def chart_from_report(report: dict[str, Any]) -> str:
     )
     load = machine.get("load_avg_start") or ["?"]
     other = machine.get("other_cpu_share")
+    said = plain_summary(report)[:2]  # the headline: a warm ticket's time, and against full
     subtitle = [
-        report.get("summary", ""),
-        f"{len(wl.get('tickets', []))} tickets{' (quick)' if wl.get('quick') else ''}, "
+        " ".join(said) if said else report.get("summary", ""),
+        f"{len(wl.get('tickets', []))} ticket{'' if len(wl.get('tickets', [])) == 1 else 's'}"
+        f"{' (quick)' if wl.get('quick') else ''}, "
         f"{machine.get('threads', '?')} thread{'' if machine.get('threads') == 1 else 's'} on "
         f"{machine.get('cores', '?')} cores ({machine.get('cpu_model', '?')}), load {load[0]} at start"
         + (f", other processes {other:.0%} of the CPU during the run" if other is not None else "")

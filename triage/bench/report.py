@@ -1,4 +1,4 @@
-"""Turn a :class:`BenchRun` into the figures: the JSON report and its plain-language summary.
+"""Turn a :class:`BenchRun` into the figures: the JSON report (its words: :mod:`triage.bench.summary`).
 
 Definitions (also in bench/README.md):
 
@@ -23,50 +23,28 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from triage.bench.caches import cache_report
+from triage.bench.drift import drift_report
 from triage.bench.machine import BUSY_OTHER_SHARE, cores, is_busy, machine_info, other_cpu_share
+from triage.bench.samples import by_mode, first, per_ticket_ms
 from triage.bench.stats import LinearFit, clean, linear_fit, median, ratio, spread, token_bound
-from triage.bench.workload import LEARNED_MODE, LETTER_MODE, REUSE_MODES, SHARED_MODE, SHARED_READ, SPLIT
+from triage.bench.summary import summary_line, where_time_goes
+from triage.bench.workload import (
+    LEARNED_MODE,
+    LETTER_MODE,
+    REUSE_MODES,
+    SERIAL_MODES,
+    SHARED_MODE,
+    SHARED_READ,
+    SPLIT,
+)
 from triage.store.files import write_json_atomic
 
 if TYPE_CHECKING:
     from triage.bench.runner import BenchRun, Sample
-    from triage.domain.result import TicketResult
 
 SCHEMA = "triage.bench/1"
 SEED_ONNX = {"fixed_ms": 28.4, "per_token_ms": 3.23, "what": "the seed design's ONNX Runtime tails on a CPU"}
-SERIAL_MODES = ("serial_truncate", "serial_restore")
-
-
-def _by(samples: Iterable[Sample], mode: str) -> list[Sample]:
-    return [s for s in samples if s.mode == mode]
-
-
-def _probs(result: TicketResult) -> dict[tuple[str, str], float]:
-    return {(c.id, o.id): o.probability for c in result.criteria for o in c.options}
-
-
-def _common(a: TicketResult, b: TicketResult) -> set[str]:
-    common = {c.id for c in a.criteria} & {c.id for c in b.criteria}
-    if not common:
-        raise ValueError("results share no criteria")
-    return common
-
-
-def max_abs_prob_diff(a: TicketResult, b: TicketResult) -> float:
-    """Largest |Δp| between two results of the same ticket and pack, over the criteria both scored."""
-    common = _common(a, b)
-    pa = {k: v for k, v in _probs(a).items() if k[0] in common}
-    pb = {k: v for k, v in _probs(b).items() if k[0] in common}
-    if pa.keys() != pb.keys():
-        raise ValueError("results are for different options")
-    return max(abs(pa[k] - pb[k]) for k in pa)
-
-
-def choice_flips(a: TicketResult, b: TicketResult) -> int:
-    """Criteria (of those both scored) whose chosen option differs between two results."""
-    common = _common(a, b)
-    cb = {c.id: c.choice for c in b.criteria}
-    return sum(c.choice != cb[c.id] for c in a.criteria if c.id in common)
 
 
 def _mode_summary(samples: list[Sample]) -> dict[str, Any]:
@@ -97,21 +75,6 @@ def _mode_summary(samples: list[Sample]) -> dict[str, Any]:
     }
 
 
-def _per_ticket_ms(samples: list[Sample]) -> dict[str, dict[str, float]]:
-    """{mode: {ticket id: median total ms over repeats}}."""
-    acc: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for s in samples:
-        acc[s.mode][s.ticket.id].append(s.result.timing.total_ms)
-    return {m: {t: median(v) for t, v in d.items()} for m, d in acc.items()}
-
-
-def _first(samples: list[Sample], mode: str, ticket_id: str) -> TicketResult | None:
-    for s in samples:
-        if s.mode == mode and s.ticket.id == ticket_id and s.rep == 0:
-            return s.result
-    return None
-
-
 def _fit_dict(fit: LinearFit | None, **extra: Any) -> dict[str, Any] | None:
     if fit is None:
         return None
@@ -137,7 +100,7 @@ def tail_points(samples: list[Sample], mode: str) -> list[tuple[float, float]]:
     """(tokens, ms) of one average tail per (ticket, criterion): tail totals / orderings."""
     return [
         (c.tail_tokens / c.orderings, c.tail_ms / c.orderings)
-        for s in _by(samples, mode)
+        for s in by_mode(samples, mode)
         for c in s.result.criteria
         if c.orderings
     ]
@@ -215,10 +178,10 @@ def build_report(run: BenchRun, *, wait: dict[str, Any] | None = None) -> dict[s
     report["pack_hash"] = wl.pack.hash
 
     # -- per mode ---------------------------------------------------------------------
-    report["modes"] = {m: _mode_summary(_by(samples, m)) for m in modes if _by(samples, m)}
+    report["modes"] = {m: _mode_summary(by_mode(samples, m)) for m in modes if by_mode(samples, m)}
 
     # -- per ticket, speed-ups and the token bound --------------------------------------
-    ms = _per_ticket_ms(samples)
+    ms = per_ticket_ms(samples)
     per_ticket: list[dict[str, Any]] = []
     speedups: dict[str, list[float]] = defaultdict(list)
     closeness: dict[str, list[float]] = defaultdict(list)
@@ -227,7 +190,7 @@ def build_report(run: BenchRun, *, wait: dict[str, Any] | None = None) -> dict[s
     bounds_resident: list[float] = []
     tot_full_tokens = tot_reuse_tokens = tot_resident_tokens = 0
     for t in wl.tickets:
-        full = _first(samples, "full", t.id)
+        full = first(samples, "full", t.id)
         if full is None:
             continue
         tok = full.tokens
@@ -298,10 +261,10 @@ def build_report(run: BenchRun, *, wait: dict[str, Any] | None = None) -> dict[s
     report["shared_read"] = _shared_cost(run, ms)
 
     # -- drift -------------------------------------------------------------------------------
-    report["drift"] = _drift(run)
+    report["drift"] = drift_report(run)
 
     # -- cache and stable cache ----------------------------------------------------------------
-    report["cache"], report["stable_cache"] = _caches(run)
+    report["cache"], report["stable_cache"] = cache_report(run)
 
     # -- footprint -------------------------------------------------------------------------------
     report["footprint"] = {
@@ -321,7 +284,7 @@ def build_report(run: BenchRun, *, wait: dict[str, Any] | None = None) -> dict[s
         "engine_tails": {
             m: [[clean(x, 2), clean(y, 3)] for x, y in tail_points(samples, m)]
             for m in (*REUSE_MODES, "serial_long")
-            if _by(samples, m)
+            if by_mode(samples, m)
         },
     }
     report["elapsed_s"] = clean(run.elapsed_s, 1)
@@ -443,12 +406,12 @@ def _cost_and_raw(run: BenchRun, readout_ms: float | None) -> tuple[dict[str, An
     samples = run.samples
     tails = [p for p in run.probe if p.kind == "tail"]
     probe_fit = _try_fit([p.tokens for p in tails], [p.ms for p in tails])
-    by_mode: dict[str, Any] = {}
+    fits: dict[str, Any] = {}
     for m in (*REUSE_MODES, "serial_long"):
         pts = tail_points(samples, m)
         if pts:
             fit = _try_fit([x for x, _ in pts], [y for _, y in pts])
-            by_mode[m] = _fit_dict(
+            fits[m] = _fit_dict(
                 fit,
                 per_tail_ms_median=clean(median([y for _, y in pts]), 3),
                 tail_tokens_median=clean(median([x for x, _ in pts]), 2),
@@ -481,7 +444,7 @@ def _cost_and_raw(run: BenchRun, readout_ms: float | None) -> tuple[dict[str, An
                 "fit at the same length: readout, logits copy, Python"
             ),
             "readout_ms": clean(readout_ms, 3) if readout_ms is not None else None,
-            "by_mode": by_mode,
+            "by_mode": fits,
             "seed_onnx": SEED_ONNX,
         }
     )
@@ -519,7 +482,7 @@ def _cost_and_raw(run: BenchRun, readout_ms: float | None) -> tuple[dict[str, An
                 if near and y > 0:
                     vals.append((1000 * x / y) / (1000 * near[0] / near[1]))
             ratios[m] = clean(median(vals), 3)
-    fo = _by(samples, "fanout")
+    fo = by_mode(samples, "fanout")
     if fo and fanout_fresh:
         ref = raw["fanout_batch"]["fresh_tokens_per_s"]
         vals = [
@@ -532,199 +495,6 @@ def _cost_and_raw(run: BenchRun, readout_ms: float | None) -> tuple[dict[str, An
         "at its whole batch); below 1 = attention over the prefix plus per-tail overhead"
     )
     return cost, raw
-
-
-def _drift(run: BenchRun) -> dict[str, Any]:
-    samples = run.samples
-    pairs = {
-        "vs_full": [(m, "full") for m in SERIAL_MODES],
-        "same_split": [(m, SPLIT) for m in SERIAL_MODES],
-        "fanout_vs_full": [("fanout", "full")],
-        "fanout_vs_split": [("fanout", SPLIT)],
-        "restore_vs_truncate": [("serial_restore", "serial_truncate")],
-    }
-    out: dict[str, Any] = {}
-    for name, mode_pairs in pairs.items():
-        worst: float | None = None
-        flips = 0
-        compared = 0
-        for a_mode, b_mode in mode_pairs:
-            for t in run.workload.tickets:
-                a, b = _first(samples, a_mode, t.id), _first(samples, b_mode, t.id)
-                if a is None or b is None:
-                    continue
-                d = max_abs_prob_diff(a, b)
-                worst = d if worst is None else max(worst, d)
-                flips += choice_flips(a, b)
-                compared += 1
-        out[f"max_abs_prob_{name}"] = clean(worst, 9) if worst is not None else None
-        out[f"choice_flips_{name}"] = flips
-        out[f"compared_{name}"] = compared
-    out["note"] = (
-        "same_split compares serial with mode split (same batch boundaries, no reuse): it must be 0. "
-        "vs_full compares with whole-prompt evaluation, whose other batch shapes round differently."
-    )
-    return out
-
-
-def _session(results: list[TicketResult]) -> dict[str, Any]:
-    cached = sum(r.tokens.prefix_cached for r in results)
-    total = sum(r.tokens.total_input for r in results)
-    return {
-        "hit_rate": clean(ratio(cached, total), 4),
-        "cached_tokens": cached,
-        "input_tokens": total,
-        "per_ticket": [
-            {
-                "id": r.ticket_id,
-                "ms": clean(r.timing.total_ms, 1),
-                "stable_ms": clean(r.timing.stable_ms, 1),
-                "prefix_cached": r.tokens.prefix_cached,
-                "input_tokens": r.tokens.total_input,
-                "hit_rate": clean(r.tokens.hit_rate, 4),
-            }
-            for r in results
-        ],
-    }
-
-
-def _caches(run: BenchRun) -> tuple[dict[str, Any], dict[str, Any]]:
-    stable: dict[str, Any] = {}
-    for label in dict.fromkeys(s.pack_label for s in run.stable):
-        cold = next((s for s in run.stable if s.pack_label == label and s.phase == "cold"), None)
-        warm = next((s for s in run.stable if s.pack_label == label and s.phase == "warm"), None)
-        entry: dict[str, Any] = {"stable_tokens": run.stable_tokens.get(label)}
-        if cold and cold.results:
-            first = cold.results[0]
-            entry.update(
-                {
-                    "cold_first_ticket_ms": clean(first.timing.total_ms, 1),
-                    "cold_stable_prefill_ms": clean(first.timing.stable_ms, 1),
-                    "cold_load_ms": clean(cold.load_ms, 1),
-                    "state_file_bytes": cold.file_bytes,
-                    "session": _session(cold.results),
-                }
-            )
-        if warm and warm.results:
-            first = warm.results[0]
-            entry.update(
-                {
-                    "warm_first_ticket_ms": clean(first.timing.total_ms, 1),
-                    "warm_stable_cached": first.tokens.stable_cached,
-                    "warm_load_ms": clean(warm.load_ms, 1),
-                    "warm_cache_stats": warm.cache_stats,
-                }
-            )
-        if "cold_first_ticket_ms" in entry and "warm_first_ticket_ms" in entry:
-            entry["warm_saves_ms"] = clean(entry["cold_first_ticket_ms"] - entry["warm_first_ticket_ms"], 1)
-            entry["warm_vs_cold"] = clean(ratio(entry["warm_first_ticket_ms"], entry["cold_first_ticket_ms"]), 3)
-        entry["ticket"] = cold.results[0].ticket_id if cold and cold.results else None
-        stable[label] = entry
-    short = _by(run.samples, "serial_truncate")
-    long_ = _by(run.samples, "serial_long")
-    if short and long_:
-        s_ms = median([s.result.timing.total_ms for s in short])
-        l_ms = median([s.result.timing.total_ms for s in long_])
-        ms = _per_ticket_ms(run.samples)
-        paired = [
-            ms["serial_long"][t] / ms["serial_truncate"][t]
-            for t in ms["serial_long"]
-            if t in ms.get("serial_truncate", {})
-        ]
-        stable["long_vs_short"] = {
-            "short_ms_median": clean(s_ms, 1),
-            "long_ms_median": clean(l_ms, 1),
-            "ratio": clean(ratio(l_ms, s_ms), 3),
-            "paired_ratio_median": clean(median(paired), 3),
-            "short_stable_tokens": run.stable_tokens.get("default"),
-            "long_stable_tokens": run.stable_tokens.get("long"),
-            "what": (
-                "serial/truncate per-ticket ms with the stable block "
-                "resident: default pack vs assets/long-stable-pack.toml"
-            ),
-        }
-    steady = [s.result.tokens.hit_rate for s in short]
-    default_session = stable.get("default", {}).get("session")
-    cache = {
-        "hit_rate": default_session["hit_rate"] if default_session else clean(median(steady), 4),
-        "hit_rate_what": (
-            "cached input tokens / input tokens over the cold-start session (default "
-            "pack): the first ticket pays the stable block, later ones find it resident"
-            if default_session
-            else "cached input tokens / input tokens per ticket with the stable block "
-            "resident (serial/truncate, median): no cold-start session was run (--quick)"
-        ),
-        "hit_rate_over": "cold_session" if default_session else "steady",
-        "hit_rate_steady_median": clean(median(steady), 4),
-        "hit_rate_steady_long_median": clean(median([s.result.tokens.hit_rate for s in long_]), 4) if long_ else None,
-        "per_ticket": default_session["per_ticket"] if default_session else [],
-        "stable_prefill_ms": {k: clean(v, 1) for k, v in run.stable_prefill_ms.items()},
-        "stable_tokens": dict(run.stable_tokens),
-        "stable_what": (
-            "the warm-up's prefill of each pack's stable block on a "
-            "fresh engine: paid once per pack, model and prompt format"
-        ),
-    }
-    return cache, stable
-
-
-# -- words ------------------------------------------------------------------------------
-
-
-def _x(v: Any) -> str:
-    return "?" if v is None else f"{v:.1f}×"
-
-
-def summary_line(report: dict[str, Any]) -> str:
-    """One plain sentence with the headline figures."""
-    n = report["workload"]["pack"]["criteria"]
-    sp = report["speedup"]
-    line = (
-        f"prefix reuse makes a typical {n}-criterion ticket {_x(sp.get('serial_vs_full'))} faster in serial mode "
-        f"and {_x(sp.get('fanout_vs_full'))} in fanout (token bound {_x(report.get('token_bound'))}, "
-        f"{_x(report.get('token_bound_resident'))} with the stable block resident)"
-    )
-    rd = report.get("readout") or {}
-    fan = (rd.get("speedup_vs_letter_serial") or {}).get("fanout")
-    if fan is not None:
-        line += (
-            f"; {rd.get('readout')}/fanout is {_x(fan)} faster than letters in every rotation, serial, "
-            f"at {_x((rd.get('vs_raw') or {}).get('fanout'))} llama.cpp's raw time for its tokens"
-        )
-    cost = (report.get("learned") or {}).get("cost_vs_fanout")
-    if cost is not None:
-        line += f"; a learned head on every criterion costs {_x(cost)} fanout's time"
-    return line
-
-
-def where_time_goes(report: dict[str, Any]) -> dict[str, str]:
-    """A sentence per mode on where its median ticket spends time."""
-    out: dict[str, str] = {}
-    for m, d in report["modes"].items():
-        if not d:
-            continue
-        total = d["ticket_ms_median"] or 0.0
-        if m in ("full", SPLIT):
-            out[m] = (
-                f"{d['tails_ms_median']:.0f} of {total:.0f} ms evaluating {d['tokens_evaluated_median']:.0f} tokens "
-                "of whole prompts (every prompt re-reads the stable block and the "
-                f"ticket); {d['other_ms_median']:.0f} ms building prompts and reading out"
-            )
-        else:
-            out[m] = (
-                f"{d['prefill_ms_median']:.0f} ms prefilling the ticket once, {d['tails_ms_median']:.0f} ms on tails, "
-                f"{d['other_ms_median']:.0f} ms other (prompt building, "
-                f"readout{', saving the prefix state' if m == 'serial_restore' else ''}) "
-                f"of {total:.0f} ms"
-            )
-    return out
-
-
-def criteria_subset(report: dict[str, Any], mode: str) -> int | None:
-    """How many criteria ``mode`` scored when it scored fewer than the pack has (split may), else None."""
-    k = (report.get("modes", {}).get(mode) or {}).get("criteria_scored")
-    n = report.get("workload", {}).get("pack", {}).get("criteria")
-    return k if k and n and k < n else None
 
 
 def write_json(report: dict[str, Any], path: Path) -> None:

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from triage.bench.report import criteria_subset
+from triage.bench.summary import criteria_subset, extra, plain_summary, slower_or_faster_time, times
 from triage.bench.workload import SHOWN_MODES as ORDER
 
 SHORT = {
@@ -34,10 +34,10 @@ def _f(v: Any, fmt: str = "{:.0f}", none: str = "–") -> str:
 
 
 def modes_table(report: dict[str, Any]) -> Table:
-    """Per mode: ticket ms (median, IQR), per-criterion ms, tokens, where time goes, speed-up."""
-    t = Table(title="Per mode (median over tickets; ms)", title_justify="left", header_style="bold")
-    for col in ("mode", "ticket", "IQR", "criterion", "tokens", "prefill", "tails", "other", "vs full", "of bound"):
-        t.add_column(col, justify="left" if col == "mode" else "right", no_wrap=True)
+    """Per mode: the median ticket's ms, its spread, and how much faster than full (and than the ideal)."""
+    t = Table(title="Time per ticket (median over tickets)", title_justify="left", header_style="bold")
+    for col in ("mode", "ms", "spread", "vs full", "of ideal"):
+        t.add_column(col, justify="left" if col == "mode" else "right", no_wrap=col != "mode")
     modes, sp, closeness = report["modes"], report["speedup"], report.get("bound_ratio", {})
     for m in ORDER:
         d = modes.get(m)
@@ -48,13 +48,28 @@ def modes_table(report: dict[str, Any]) -> Table:
             _label(report, m),
             _f(d["ticket_ms_median"]),
             _f(spread.get("iqr_pct"), "±{:.0f}%") if spread.get("n", 0) > 1 else "–",
-            _f(d["criterion_ms_median"], "{:.1f}"),
+            "–" if m == "full" or sp.get(f"{m}_vs_full") is None else times(sp[f"{m}_vs_full"]),
+            _f(closeness.get(m), "{:.0%}"),
+        )
+    return t
+
+
+def time_goes_table(report: dict[str, Any]) -> Table:
+    """Per mode: where the median ticket's ms go, and the tokens it evaluated."""
+    t = Table(title="Where a ticket's time goes (median, ms)", title_justify="left", header_style="bold")
+    for col in ("mode", "tokens", "prefill", "tails", "other", "per crit."):
+        t.add_column(col, justify="left" if col == "mode" else "right", no_wrap=col != "mode")
+    for m in ORDER:
+        d = report["modes"].get(m)
+        if not d:
+            continue
+        t.add_row(
+            _label(report, m),
             _f(d["tokens_evaluated_median"]),
             _f(d["prefill_ms_median"]),
             _f(d["tails_ms_median"]),
             _f(d["other_ms_median"]),
-            "1.0×" if m == "full" else _f(sp.get(f"{m}_vs_full"), "{:.2f}×"),
-            _f(closeness.get(m), "{:.0%}"),
+            _f(d["criterion_ms_median"], "{:.1f}"),
         )
     return t
 
@@ -66,10 +81,10 @@ def figures_table(report: dict[str, Any]) -> Table:
     t.add_column("value")
     cf, raw, drift = report["cost_fit"], report["raw_throughput"], report["drift"]
     t.add_row(
-        "token bound",
+        "ideal speed-up",
         f"{_f(report.get('token_bound'), '{:.2f}×')} per ticket "
-        f"(median), {_f(report.get('token_bound_resident'), '{:.2f}×')} "
-        "with the stable block resident (what is timed; 'of bound' above); "
+        f"(median) if time followed tokens, {_f(report.get('token_bound_resident'), '{:.2f}×')} "
+        "with the stable block resident (what is timed; 'of ideal' above); "
         f"whole set {_f(report['aggregate'].get('token_bound'), '{:.2f}×')}",
     )
     t.add_row(
@@ -77,16 +92,18 @@ def figures_table(report: dict[str, Any]) -> Table:
         f"{_f(cf.get('fixed_ms'), '{:.1f}')} ms + {_f(cf.get('per_token_ms'), '{:.2f}')} "
         f"ms/token, R² {_f(cf.get('r2'), '{:.3f}')} "
         f"(seed ONNX: {cf['seed_onnx']['fixed_ms']} + {cf['seed_onnx']['per_token_ms']}/token); "
-        f"engine overhead {_f(cf.get('engine_overhead_ms_per_tail'), '{:.1f}')} ms/tail",
+        f"triage's own time beyond llama.cpp {_f(cf.get('engine_overhead_ms_per_tail'), '{:.1f}')} ms a tail"
+        " (near 0 or below: noise)",
     )
     sizes = raw.get("sizes", [])
     if sizes:
         t.add_row(
             "raw llama.cpp",
-            ", ".join(f"{s['tokens']} tok {_f(s['fresh_tokens_per_s'])}/s" for s in sizes)
+            "fresh text, tokens/s: "
+            + ", ".join(f"{s['tokens']} tokens {_f(s['fresh_tokens_per_s'])}/s" for s in sizes)
             + (
-                f"; fanout batch {_f(raw['fanout_batch']['tokens'])} "
-                f"tok {_f(raw['fanout_batch']['fresh_tokens_per_s'])}/s"
+                f"; fanout's batch ({_f(raw['fanout_batch']['tokens'])} "
+                f"tokens) {_f(raw['fanout_batch']['fresh_tokens_per_s'])}/s"
                 if raw.get("fanout_batch")
                 else ""
             ),
@@ -95,21 +112,21 @@ def figures_table(report: dict[str, Any]) -> Table:
     if rd.get("speedup_vs_letter_serial"):
         t.add_row(
             f"{rd.get('readout')} vs letters",
-            "; ".join(f"{SHORT.get(k, k)} {_f(v, '{:.2f}×')} faster" for k, v in rd["speedup_vs_letter_serial"].items())
+            "; ".join(f"{SHORT.get(k, k)} {times(v)}" for k, v in rd["speedup_vs_letter_serial"].items())
             + " than letter/cyclic/serial (per ticket, median)",
         )
     if rd.get("vs_raw"):
         t.add_row(
             "vs raw, same tokens",
-            ", ".join(f"{SHORT.get(k, k)} {_f(v, '{:.2f}×')}" for k, v in rd["vs_raw"].items())
-            + " llama.cpp's time to decode the tokens the mode evaluated (1.0 = the physical limit)",
+            ", ".join(f"{SHORT.get(k, k)} {slower_or_faster_time(v)}" for k, v in rd["vs_raw"].items())
+            + " than llama.cpp alone decoding the tokens the mode evaluated (its raw speed: the machine's limit)",
         )
     learned = report.get("learned") or {}
     if learned.get("cost_vs_fanout") is not None:
         t.add_row(
             "learned head",
-            "fanout with a head on every criterion takes "
-            f"{_f(learned['cost_vs_fanout'], '{:.3f}×')} fanout's time (per ticket, median); "
+            "fanout with a head on every criterion costs "
+            f"{extra(learned['cost_vs_fanout'])} than fanout (per ticket, median); "
             f"applying it: {_f(learned.get('apply_ms_per_criterion'), '{:.3f}')} ms a criterion",
         )
     shared = (report.get("shared_read") or {}).get("by_kind") or {}
@@ -118,7 +135,8 @@ def figures_table(report: dict[str, Any]) -> Table:
             "shared read",
             "every criterion learned, read at one cue after the ticket: "
             + "; ".join(
-                f"{k} {_f(v.get('ratio'), '{:.2f}×')} the tails' time, {_f(v.get('shared_tokens'), '{:.0f}')} tokens"
+                f"{k} {slower_or_faster_time(v.get('ratio'))} than at the tails,"
+                f" {_f(v.get('shared_tokens'), '{:.0f}')} tokens"
                 f" (ticket block {_f(v.get('ticket_block_tokens'), '{:.0f}')}"
                 f" + at most {v.get('tokens_over_ticket_block_max')})"
                 for k, v in shared.items()
@@ -126,18 +144,23 @@ def figures_table(report: dict[str, Any]) -> Table:
         )
     ratios = raw.get("tails_vs_raw", {})
     if ratios:
-        t.add_row("tails vs raw tok/s", ", ".join(f"{SHORT.get(k, k)} {_f(v, '{:.2f}')}" for k, v in ratios.items()))
+        t.add_row(
+            "tails vs raw",
+            ", ".join(f"{SHORT.get(k, k)} {times(v)}" for k, v in ratios.items())
+            + " than llama.cpp alone on fresh text of the same size",
+        )
     t.add_row(
         "drift vs full",
-        f"max |Δp| {_f(drift.get('max_abs_prob_vs_full'), '{:.4f}')} (serial), "
+        f"largest probability change {_f(drift.get('max_abs_prob_vs_full'), '{:.4f}')} (serial), "
         f"{_f(drift.get('max_abs_prob_fanout_vs_full'), '{:.4f}')} (fanout); "
-        f"{drift.get('choice_flips_vs_full', 0)} choice flips",
+        f"{drift.get('choice_flips_vs_full', 0)} answers changed",
     )
     same = drift.get("max_abs_prob_same_split")
     t.add_row(
         "drift vs same split",
         Text(
-            f"max |Δp| {_f(same, '{:g}')} over {drift.get('compared_same_split', 0)} comparisons (must be 0)",
+            f"largest probability change {_f(same, '{:g}')} over {drift.get('compared_same_split', 0)} comparisons"
+            " (must be 0)",
             style="green" if same == 0 else "bold red",
         ),
     )
@@ -168,7 +191,8 @@ def figures_table(report: dict[str, Any]) -> Table:
         if label == "long_vs_short":
             t.add_row(
                 "long vs short stable",
-                f"{_f(d['long_ms_median'])} vs {_f(d['short_ms_median'])} ms per ticket ({_f(d['ratio'], '{:.2f}×')}); "
+                f"{_f(d['long_ms_median'])} vs {_f(d['short_ms_median'])} ms per ticket"
+                f" ({slower_or_faster_time(d['ratio'])} with the long one); "
                 f"stable {d['long_stable_tokens']} vs {d['short_stable_tokens']} tokens",
             )
         elif "cold_first_ticket_ms" in d:
@@ -192,32 +216,38 @@ def figures_table(report: dict[str, Any]) -> Table:
     return t
 
 
-def bar_chart(report: dict[str, Any], width: int = 36) -> Table:
-    """Median ticket ms per mode as bars."""
-    t = Table(show_header=False, box=None, padding=(0, 1), title="Median ticket", title_justify="left")
-    t.add_column("mode")
-    t.add_column("bar")
-    t.add_column("ms", justify="right")
+def bar_chart(report: dict[str, Any], width: int = 80) -> Table:
+    """Median ticket ms per mode as bars, the whole chart within ``width`` columns."""
+    t = Table(show_header=False, box=None, padding=(0, 1), title="Median ticket (ms)", title_justify="left")
+    t.add_column("mode", no_wrap=True)
+    t.add_column("bar", no_wrap=True)
+    t.add_column("ms", justify="right", no_wrap=True)
     modes = report["modes"]
-    vmax = max((d["ticket_ms_median"] or 0) for d in modes.values() if d) or 1
-    for m in ORDER:
-        d = modes.get(m)
-        if not d:
-            continue
-        n = max(1, round(width * (d["ticket_ms_median"] or 0) / vmax))
-        t.add_row(
-            _label(report, m), Text("█" * n, style="cyan" if m != "full" else "magenta"), _f(d["ticket_ms_median"])
-        )
+    shown = [m for m in ORDER if modes.get(m)]
+    labels = {m: _label(report, m) for m in shown}
+    values = {m: _f(modes[m]["ticket_ms_median"]) for m in shown}
+    # what the label and ms columns take, with their padding (one column each side of each)
+    taken = max((len(v) for v in labels.values()), default=0) + max((len(v) for v in values.values()), default=0) + 6
+    bar_w = max(4, min(36, width - taken))
+    vmax = max((modes[m]["ticket_ms_median"] or 0) for m in shown) if shown else 0
+    for m in shown:
+        n = max(1, round(bar_w * (modes[m]["ticket_ms_median"] or 0) / (vmax or 1)))
+        t.add_row(labels[m], Text("█" * n, style="cyan" if m != "full" else "magenta"), values[m])
     return t
 
 
 def print_summary(report: dict[str, Any], console: Console) -> None:
-    """Everything a person reads at the end of a run."""
+    """Everything a person reads at the end of a run: the plain summary first, then the detail."""
+    console.print(Text("Summary", style="bold underline"))
+    for line in plain_summary(report):
+        console.print(Text(f"• {line}"))
+    console.print()
+    console.print(Text('Detail (bench/README.md, "Glossary", says what each term means)', style="bold underline"))
     console.print(modes_table(report))
-    console.print(bar_chart(report))
+    console.print(time_goes_table(report))
+    console.print(bar_chart(report, console.width))
     console.print(figures_table(report))
     for n in report["machine"].get("notes", []):
         console.print(f"[dim]note: {n}[/]")
     for w in report["machine"].get("warnings", []):
         console.print(f"[bold yellow]warning:[/] {w}")
-    console.print(Text(report["summary"], style="bold"))

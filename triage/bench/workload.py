@@ -42,6 +42,7 @@ MODE_KEYS = (
     "letter_serial",
     "serial_long",
 )
+SERIAL_MODES = ("serial_truncate", "serial_restore")  # the two serial strategies
 SPLIT = "split"  # the exactness reference; also timed, but only on some tickets
 SHOWN_MODES = (*MODE_KEYS, SPLIT)  # every mode a report can hold, in the order tables and charts show them
 REUSE_MODES = ("serial_truncate", "serial_restore", "fanout", "fanout_learned", "shared_learned", "letter_serial")

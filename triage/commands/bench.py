@@ -25,6 +25,11 @@ after a warm-up, and report medians and spread:
   serial_long      serial_truncate with a pack whose stable block is ~3x longer
   split            serial's token split without reuse (exactness reference)
 
+The report opens with a plain summary from the run's own figures (how long a
+warm ticket takes, how many times faster than scoring each question whole, and
+against llama.cpp's raw speed on the same tokens), then the detail;
+bench/README.md's "Glossary" defines every term it prints.
+
 Reuse modes start each ticket as a session does between tickets: the pack's
 stable block resident, the ticket new. Figures: per-ticket and per-criterion
 ms, tokens evaluated, speed-up over full against the token bound, a tail cost

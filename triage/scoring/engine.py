@@ -263,6 +263,7 @@ class Engine:
         head: Head | None = None,
         features: bool = False,
         budget: int = DEFAULT_BUDGET,
+        read: str | None = None,
     ) -> Iterator[tuple[Ticket, TicketScored | TriageError]]:
         """Score a backlog's tickets in input order: one by one, or (``budget`` > 0) several in one decode.
 
@@ -272,13 +273,14 @@ class Engine:
         thread state is kept are scored alone even then. Yields ``(ticket, done)``
         per ticket as soon as its pack is decoded, where ``done`` is the
         :class:`TicketScored` or the :class:`TriageError` that stopped that ticket (the
-        others still score).
+        others still score). ``read``: as :meth:`score`'s (bench/learn_throughput.py packs at the
+        shared read position).
         """
         options = options or ScoreOptions()
         prior = self.prior(pack, options) if options.prior else None
         decider = Decider(pack, self.tokenizer, prior, calibration, head)
         key = self.stable_key(pack, options.readout)
-        how = (decider, features, None)
+        how = (decider, features, check_read(read) if read else None)
         pending: list[tuple[Ticket, Run]] = []
         pending_tokens = 0
 

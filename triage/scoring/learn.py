@@ -303,7 +303,8 @@ def fit_criterion(
             f"zero-shot's {zero:.3f} on the same rows"
         )
         if best[2] >= zero - margin:  # within what n rows can tell apart: kept, and said
-            out.warnings.append(msg + f" (by less than {margin:.3f}, the noise of {len(yk)} rows; kept)")
+            kept = "; kept" if refuse_worse else ""  # else the caller's verdict says what becomes of it
+            out.warnings.append(msg + f" (by less than {margin:.3f}, the noise of {len(yk)} rows{kept})")
         elif force:
             out.warnings.append(msg + "; kept (--force)")
             out.worse = msg + f" by more than {margin:.3f}"
