@@ -433,6 +433,7 @@ def test_ray_applies_the_stored_learned_head_like_triage_score(
     import numpy as np
 
     from triage.domain.pack import load_pack
+    from triage.scoring import fitstore, head_file
     from triage.scoring import head as head_mod
     from triage.scoring.engine import Engine
 
@@ -448,7 +449,7 @@ def test_ray_applies_the_stored_learned_head_like_triage_score(
         np.zeros(3),
     )
     head = head_mod.Head(sha, mini.hash, fmt, vocab, width, {"topic": topic}, name="mini head")
-    head_mod.write_head(head, head_mod.heads_dir() / head_mod.stored_name(sha, mini.hash, fmt))
+    head_file.write_head(head, fitstore.heads_dir() / fitstore.head_name(sha, mini.hash, fmt))
     src = tmp_path / "in.jsonl"
     src.write_text("\n".join(DATA.read_text(encoding="utf-8").splitlines()[:6]) + "\n", encoding="utf-8")
     common = ["--model", str(smollm2_path), "--pack", str(pack), "--threads", "1", "--n-ctx", "512"]

@@ -44,8 +44,8 @@ from triage.model.digest import sha256_file
 from triage.model.native import FLASH_ATTN, Cancelled, NativeModel
 from triage.scoring.cue import check_read, shared_read
 from triage.scoring.decide import Calibration, Decider
+from triage.scoring.fitstore import check_head
 from triage.scoring.head import Head, feature_ids
-from triage.scoring.head import check_match as check_head
 from triage.scoring.memory import ThreadStates
 from triage.scoring.options import DEFAULT_MODE, DEFAULT_READOUT, ScoreOptions
 from triage.scoring.packed import DEFAULT_BUDGET, Decoded, Packed, cost, packs

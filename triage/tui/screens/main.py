@@ -280,10 +280,10 @@ class MainScreen(Screen[None]):
         engine = self.host.engine
         if engine is None:
             return
-        from triage.scoring.head import heads_dir, stored_name
+        from triage.scoring.fitstore import head_name, heads_dir
         from triage.store import labels as lab
 
-        path = heads_dir() / stored_name(engine.sha256, self.pack.hash, engine.format_for("label").id)
+        path = heads_dir() / head_name(engine.sha256, self.pack.hash, engine.format_for("label").id)
         try:
             since = path.stat().st_mtime
         except OSError:
