@@ -245,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
     if args.history_file and not args.history:
         raise InputError("--history-file works only with --history")
     if args.output:  # now, not after the scoring and the fit
-        from triage.store.history import history_path
+        from triage.store.history_open import history_path
         from triage.store.outputs import check_output, check_writable
 
         read = [*args.labelled] + (

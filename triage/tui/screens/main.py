@@ -725,7 +725,7 @@ class MainScreen(Screen[None]):
     # -- history, export, clipboard ---------------------------------------------------
     def _record(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
         """Write to history; a failure is shown, never fatal (scoring goes on)."""
-        from triage.store.history import HistoryFault
+        from triage.store.history_faults import HistoryFault
 
         try:
             return fn(*args, **kwargs)
