@@ -207,19 +207,19 @@ def test_a_node_pulls_a_missing_catalog_model_once_and_checks_it(
     monkeypatch: pytest.MonkeyPatch, smollm2_path: Path
 ) -> None:
     from triage.backlog.worker import NodeModelError, ensure_model
-    from triage.model import modelstore
+    from triage.model import installed, modelstore
 
     pulls: list[str] = []
 
     def fake_pull(entry: Any) -> None:  # stands in for the download: installs the file with its sidecar
         pulls.append(entry.name)
-        modelstore.models_dir().mkdir(parents=True, exist_ok=True)
-        modelstore.model_file(entry.name).symlink_to(smollm2_path)
-        modelstore._write_sidecar(entry, smollm2_path.stat().st_size, entry.sha256, "catalog")
+        installed.models_dir().mkdir(parents=True, exist_ok=True)
+        installed.model_file(entry.name).symlink_to(smollm2_path)
+        installed.write_sidecar(entry, smollm2_path.stat().st_size, entry.sha256, "catalog")
 
     monkeypatch.setattr(modelstore, "pull", fake_pull)
     ref = ensure_model("smollm2-135m", None)
-    assert pulls == ["smollm2-135m"] and ref.path == modelstore.model_file("smollm2-135m")
+    assert pulls == ["smollm2-135m"] and ref.path == installed.model_file("smollm2-135m")
     assert ensure_model("smollm2-135m", ref.sha256).sha256 == ref.sha256 and pulls == [
         "smollm2-135m"
     ]  # installed: no second pull

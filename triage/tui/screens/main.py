@@ -299,7 +299,7 @@ class MainScreen(Screen[None]):
             return "Stand-in model: " + " ".join(msg.notices)
         try:
             from triage.model.catalog import load_catalog
-            from triage.model.modelstore import pull_command
+            from triage.model.installed import pull_command
 
             hint = f"; get it with `{pull_command(load_catalog().default)}`"
         except Exception:
