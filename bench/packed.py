@@ -48,6 +48,7 @@ PACK_TOKENS = 512  # tokens per packed decode: one llama.cpp micro-batch
 def run_set(engine: Any, pack: Any, tickets: list[Any], budget: int, chunk: int) -> dict[str, Any]:
     import numpy as np
 
+    from triage.bench.packed import score_packed
     from triage.errors import TriageError
 
     times = {"alone": 0.0, "packed": 0.0}
@@ -59,7 +60,7 @@ def run_set(engine: Any, pack: Any, tickets: list[Any], budget: int, chunk: int)
             (("alone", 0), ("packed", budget)) if (i // chunk) % 2 == 0 else (("packed", budget), ("alone", 0))
         ):
             t0 = time.perf_counter()
-            for t, done in engine.score_many(part, pack, budget=b):
+            for t, done in score_packed(engine, part, pack, budget=b):
                 if isinstance(done, TriageError):
                     raise done
                 results[mode][t.id] = done.result

@@ -11,6 +11,7 @@ import pytest
 from triage.domain.pack import parse_pack
 from triage.evaluation.calibrating import fit_calibration, fit_criterion
 from triage.scoring import calibrate as cal_mod
+from triage.scoring import fitstore
 from triage.scoring.calibrate import apply_vector_scaling, fit_vector_scaling
 
 PACK = parse_pack(
@@ -112,17 +113,17 @@ def test_store_find_and_refuse_mismatch(tmp_path: Path) -> None:
         model_sha256="a" * 64,
         prompt_format="triage-prompt/1:chat",
     )
-    assert cal_mod.find_calibration("a" * 64, PACK.hash, "triage-prompt/1:chat") is None
-    stored = cal_mod.store_calibration(cal)
-    assert stored.parent == cal_mod.calibrations_dir()
-    assert cal_mod.find_calibration("a" * 64, PACK.hash, "triage-prompt/1:chat") == stored
-    assert cal_mod.find_calibration("b" * 64, PACK.hash, "triage-prompt/1:chat") is None
-    assert cal_mod.find_calibration("a" * 64, PACK.hash, "triage-prompt/1:plain") is None
+    assert fitstore.find_calibration("a" * 64, PACK.hash, "triage-prompt/1:chat") is None
+    stored = fitstore.store_calibration(cal)
+    assert stored.parent == fitstore.calibrations_dir()
+    assert fitstore.find_calibration("a" * 64, PACK.hash, "triage-prompt/1:chat") == stored
+    assert fitstore.find_calibration("b" * 64, PACK.hash, "triage-prompt/1:chat") is None
+    assert fitstore.find_calibration("a" * 64, PACK.hash, "triage-prompt/1:plain") is None
     # A copy under another name is found too; a broken file is passed over.
     other = stored.with_name("mine.json")
     stored.rename(other)
     (stored.parent / "broken.json").write_text("{not json")
-    assert cal_mod.find_calibration("a" * 64, PACK.hash, "triage-prompt/1:chat") == other
+    assert fitstore.find_calibration("a" * 64, PACK.hash, "triage-prompt/1:chat") == other
     back = cal_mod.read_calibration(other)
     assert back.criteria["mood"].temperature == pytest.approx(cal.criteria["mood"].temperature)
     assert json.loads(other.read_text())["report"]["criteria"][0]["criterion"] == "mood"
@@ -134,8 +135,8 @@ def test_store_find_and_refuse_mismatch(tmp_path: Path) -> None:
             return type("F", (), {"id": f"triage-prompt/1:chat/{kind}"})()
 
     with pytest.raises(cal_mod.InputError, match="fitted for another setup: model sha256"):
-        cal_mod.load_calibration(other, engine=FakeEngine(), pack=PACK)
-    assert cal_mod.auto_calibration(FakeEngine(), PACK) is None
+        fitstore.load_calibration(other, engine=FakeEngine(), pack=PACK)
+    assert fitstore.auto_calibration(FakeEngine(), PACK) is None
     assert cal_mod.check_options(back, orderings="cyclic", prior=True) is not None
     assert cal_mod.check_options(back, orderings="cyclic", prior=False) is None
 

@@ -9,9 +9,11 @@ import pytest
 
 from triage.domain.pack import parse_pack
 from triage.errors import InputError
+from triage.scoring import fitstore, head_file
 from triage.scoring import head as head_mod
-from triage.scoring.calibrate import Calibration, CriterionCalibration, calibrations_dir, stored_name, write_calibration
+from triage.scoring.calibrate import Calibration, CriterionCalibration, write_calibration
 from triage.scoring.fit import FitRequest, choose_fits
+from triage.scoring.fitstore import calibrations_dir, stored_name
 from triage.scoring.options import ScoreOptions
 
 PACK = parse_pack(
@@ -58,8 +60,8 @@ def make_head(model: Model, *, name: str = "team head") -> head_mod.Head:
 
 
 def store(head: head_mod.Head) -> Path:
-    name = head_mod.stored_name(head.model_sha256, head.pack_hash, head.prompt_format)
-    return head_mod.write_head(head, head_mod.heads_dir() / name)
+    name = fitstore.head_name(head.model_sha256, head.pack_hash, head.prompt_format)
+    return head_file.write_head(head, fitstore.heads_dir() / name)
 
 
 def make_cal(
@@ -107,10 +109,10 @@ def test_an_explicit_bad_head_is_an_error(tmp_path: Path) -> None:
     model = Model()
     with pytest.raises(InputError, match="does not exist"):
         choose_fits(model, PACK, ScoreOptions(), FitRequest(head=str(tmp_path / "missing.npz")))
-    foreign = head_mod.write_head(make_head(Model("cd" * 32)), tmp_path / "foreign.npz")
+    foreign = head_file.write_head(make_head(Model("cd" * 32)), tmp_path / "foreign.npz")
     with pytest.raises(InputError, match="was learned for another setup"):
         choose_fits(model, PACK, ScoreOptions(), FitRequest(head=str(foreign)))
-    mine = head_mod.write_head(make_head(model), tmp_path / "mine.npz")
+    mine = head_file.write_head(make_head(model), tmp_path / "mine.npz")
     with pytest.raises(InputError, match="reads options by name"):
         choose_fits(model, PACK, ScoreOptions(readout="letter"), FitRequest(head=str(mine)))
     assert choose_fits(model, PACK, ScoreOptions(), FitRequest(head=str(mine))).head_path == str(mine)

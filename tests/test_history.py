@@ -15,7 +15,8 @@ from triage.domain.result import TicketResult
 from triage.domain.thread import Message
 from triage.domain.ticket import make_ticket
 from triage.scoring.engine import ScoreOptions
-from triage.store.history import MIGRATIONS, SCHEMA_VERSION, History
+from triage.store.history import History
+from triage.store.history_schema import MIGRATIONS, SCHEMA_VERSION
 from triage.store.paths import user_dirs
 
 TEXT = "My card was charged twice for the March invoice.\nPlease refund one of them today."

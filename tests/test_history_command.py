@@ -180,7 +180,7 @@ def test_the_label_hint_names_a_command_that_lists_the_ids(filled: dict[str, str
 def test_a_history_from_a_newer_triage_is_an_error_not_an_empty_list(capsys) -> None:
     import sqlite3
 
-    from triage.store.history import SCHEMA_VERSION
+    from triage.store.history_schema import SCHEMA_VERSION
     from triage.store.paths import user_dirs
 
     path = user_dirs().history_db

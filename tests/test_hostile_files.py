@@ -98,7 +98,9 @@ def test_a_head_worse_than_zero_shot_is_refused_unless_forced() -> None:
 
 
 def test_storing_a_head_keeps_the_one_it_replaces(tmp_path: Path) -> None:
-    from triage.scoring.head import CriterionHead, Head, heads_dir, read_head, store_head
+    from triage.scoring.fitstore import heads_dir, store_head
+    from triage.scoring.head import CriterionHead, Head
+    from triage.scoring.head_file import read_head
 
     def head(bias: float) -> Head:
         crit = CriterionHead(["a", "b"], ["a", "b"], np.zeros((2, 6)), np.array([bias, -bias]), {"n": 2})

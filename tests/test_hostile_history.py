@@ -28,7 +28,8 @@ from test_hostile_inputs import assert_clean, triage
 from triage.domain.pack import default_pack
 from triage.domain.ticket import make_ticket
 from triage.store import labels as lab
-from triage.store.history import SCHEMA_VERSION, History
+from triage.store.history import History
+from triage.store.history_schema import SCHEMA_VERSION
 
 TEXTS = {
     "T-1": "My card was charged twice for the March invoice. Please refund one of them today.",
@@ -576,7 +577,8 @@ def test_a_text_kept_under_one_id_can_be_labelled_under_each_id_it_was_scored_wi
 def test_check_history_for_a_server_says_what_was_moved_and_raises_a_locked_kind(
     tmp_path: Path, hist: tuple[Path, int]
 ) -> None:
-    from triage.store.history import HistoryFault, HistoryLocked, NotAHistory, check_history
+    from triage.store.history import check_history
+    from triage.store.history_faults import HistoryFault, HistoryLocked, NotAHistory
 
     path, _ = hist
     assert check_history(path) is None

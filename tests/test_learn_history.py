@@ -15,7 +15,7 @@ import pytest
 from test_learn import MIXED, labelled_rows
 
 from triage.cli import main
-from triage.scoring.head import read_head
+from triage.scoring.head_file import read_head
 
 pytestmark = pytest.mark.model
 

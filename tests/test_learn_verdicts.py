@@ -24,6 +24,7 @@ from rich.console import Console
 from triage.domain.pack import parse_pack
 from triage.evaluation.progress import PlainProgress, duration
 from triage.evaluation.verdict import mark, verdict, verdicts
+from triage.scoring import fitstore, head_file
 from triage.scoring import head as head_mod
 from triage.scoring.fit import choose_fits
 from triage.scoring.learn import LearnOutcome
@@ -249,8 +250,8 @@ def _head(held: tuple[str, ...]) -> head_mod.Head:
 
 
 def test_the_verdict_is_kept_in_the_head_file_and_read_back(tmp_path: Path) -> None:
-    path = head_mod.write_head(_head(("mood",)), tmp_path / "team.npz")
-    back = head_mod.read_head(path)
+    path = head_file.write_head(_head(("mood",)), tmp_path / "team.npz")
+    back = head_file.read_head(path)
     assert back.has("mood") and not back.covers("mood") and back.covers("topic")
     assert back.held_back() == {"mood": "not better than zero-shot on 60 held-out rows, 0.300 against 0.500"}
     [topic, mood] = json.loads(str(np.load(path)["meta"]))["criteria"]
@@ -261,12 +262,12 @@ def test_the_verdict_is_kept_in_the_head_file_and_read_back(tmp_path: Path) -> N
     old = _head(())
     for h in old.criteria.values():
         h.info.clear()
-    assert head_mod.read_head(head_mod.write_head(old, tmp_path / "old.npz")).covers("mood")
+    assert head_file.read_head(head_file.write_head(old, tmp_path / "old.npz")).covers("mood")
 
 
 def _store(head: head_mod.Head) -> None:
-    name = head_mod.stored_name(head.model_sha256, head.pack_hash, head.prompt_format)
-    head_mod.write_head(head, head_mod.heads_dir() / name)
+    name = fitstore.head_name(head.model_sha256, head.pack_hash, head.prompt_format)
+    head_file.write_head(head, fitstore.heads_dir() / name)
 
 
 def test_the_fit_policy_applies_only_what_the_verdict_applied_and_names_the_rest() -> None:
@@ -371,7 +372,7 @@ def test_learn_says_a_verdict_per_criterion_first_and_stores_but_does_not_apply_
     learned_run: dict[str, object],
 ) -> None:
     out = str(learned_run["out"]).splitlines()
-    head = head_mod.read_head(learned_run["head"])  # type: ignore[arg-type]
+    head = head_file.read_head(learned_run["head"])  # type: ignore[arg-type]
     report = head.report["holdout"]
     # The first two lines are the verdicts, one per criterion, before any figure of the fit or table.
     assert [line.split(":")[0] for line in out[:2]] == ["topic", "mood"]
@@ -402,7 +403,7 @@ def test_a_held_back_criterion_scores_exactly_as_zero_shot(
     from triage.domain.pack import load_pack
     from triage.scoring.engine import Engine
 
-    head = head_mod.read_head(learned_run["head"])  # type: ignore[arg-type]
+    head = head_file.read_head(learned_run["head"])  # type: ignore[arg-type]
     pack = load_pack(Path(str(learned_run["work"])) / "mixed.toml")
     ticket = "My parcel never arrived and I am furious about it."
     with Engine(smollm2_path, name="smollm2-135m", n_ctx=512, threads=1) as eng:
@@ -435,7 +436,7 @@ def test_learn_apply_applies_every_criterion_and_says_so(learned_run: dict[str, 
     code, out, err = _learn(Path(str(learned_run["home"])), work, smollm2_path, "-o", str(work / "all.npz"), "--apply")
     assert code == 0, err
     assert "cache: 30 hit(s), 0 scored" in err  # the same rows: nothing scored again
-    head = head_mod.read_head(work / "all.npz")
+    head = head_file.read_head(work / "all.npz")
     assert head.covers("topic") and head.covers("mood") and head.held_back() == {}
     mood = next(line for line in out.splitlines() if line.startswith("mood: "))
     assert mood.endswith(": applied anyway (--apply)")

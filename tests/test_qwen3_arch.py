@@ -21,7 +21,9 @@ from triage.bench.split import Split
 from triage.domain.pack import Pack, load_pack
 from triage.domain.result import TicketResult
 from triage.scoring.engine import Engine, ScoreOptions
-from triage.scoring.head import CriterionHead, Head, check_match, feature_ids, load_head, write_head
+from triage.scoring.fitstore import check_head, load_head
+from triage.scoring.head import CriterionHead, Head, feature_ids
+from triage.scoring.head_file import write_head
 from triage.scoring.prefix import StableCache
 from triage.scoring.prompt import END_THINK, IM_END, IM_START, THINK
 from triage.scoring.tokenizer import qwen3_tokenizer
@@ -225,10 +227,10 @@ def _head(engine: Engine, pack: Pack, n_embd: int) -> Head:
 def test_a_learned_head_is_checked_against_the_models_width(engine: Engine, pack: Pack, tmp_path: Path) -> None:
     head = _head(engine, pack, SHAPE.width)
     assert head.n_features == 2 * SHAPE.width
-    assert check_match(head, engine=engine, pack=pack) is None
+    assert check_head(head, engine=engine, pack=pack) is None
     loaded = load_head(write_head(head, tmp_path / "h.npz"), engine=engine, pack=pack)
     result = engine.score_ticket("Where is my refund?", pack, head=loaded)
     assert [c.source for c in result.criteria] == ["learned", "learned"]
     wide = _head(engine, pack, 1024)  # Qwen3-0.6B's width: features of another model
-    why = check_match(wide, engine=engine, pack=pack)
+    why = check_head(wide, engine=engine, pack=pack)
     assert why is not None and "width 1024" in why and f"{SHAPE.width}" in why

@@ -207,19 +207,19 @@ def test_a_node_pulls_a_missing_catalog_model_once_and_checks_it(
     monkeypatch: pytest.MonkeyPatch, smollm2_path: Path
 ) -> None:
     from triage.backlog.worker import NodeModelError, ensure_model
-    from triage.model import modelstore
+    from triage.model import installed, modelstore
 
     pulls: list[str] = []
 
     def fake_pull(entry: Any) -> None:  # stands in for the download: installs the file with its sidecar
         pulls.append(entry.name)
-        modelstore.models_dir().mkdir(parents=True, exist_ok=True)
-        modelstore.model_file(entry.name).symlink_to(smollm2_path)
-        modelstore._write_sidecar(entry, smollm2_path.stat().st_size, entry.sha256, "catalog")
+        installed.models_dir().mkdir(parents=True, exist_ok=True)
+        installed.model_file(entry.name).symlink_to(smollm2_path)
+        installed.write_sidecar(entry, smollm2_path.stat().st_size, entry.sha256, "catalog")
 
     monkeypatch.setattr(modelstore, "pull", fake_pull)
     ref = ensure_model("smollm2-135m", None)
-    assert pulls == ["smollm2-135m"] and ref.path == modelstore.model_file("smollm2-135m")
+    assert pulls == ["smollm2-135m"] and ref.path == installed.model_file("smollm2-135m")
     assert ensure_model("smollm2-135m", ref.sha256).sha256 == ref.sha256 and pulls == [
         "smollm2-135m"
     ]  # installed: no second pull
@@ -433,6 +433,7 @@ def test_ray_applies_the_stored_learned_head_like_triage_score(
     import numpy as np
 
     from triage.domain.pack import load_pack
+    from triage.scoring import fitstore, head_file
     from triage.scoring import head as head_mod
     from triage.scoring.engine import Engine
 
@@ -448,7 +449,7 @@ def test_ray_applies_the_stored_learned_head_like_triage_score(
         np.zeros(3),
     )
     head = head_mod.Head(sha, mini.hash, fmt, vocab, width, {"topic": topic}, name="mini head")
-    head_mod.write_head(head, head_mod.heads_dir() / head_mod.stored_name(sha, mini.hash, fmt))
+    head_file.write_head(head, fitstore.heads_dir() / fitstore.head_name(sha, mini.hash, fmt))
     src = tmp_path / "in.jsonl"
     src.write_text("\n".join(DATA.read_text(encoding="utf-8").splitlines()[:6]) + "\n", encoding="utf-8")
     common = ["--model", str(smollm2_path), "--pack", str(pack), "--threads", "1", "--n-ctx", "512"]

@@ -149,7 +149,7 @@ def test_stored_calibration_is_applied_and_a_mismatch_refused(
 ) -> None:
     from triage.domain.pack import load_pack
     from triage.model.resolve import cached_sha256
-    from triage.scoring.calibrate import calibrations_dir, stored_name
+    from triage.scoring.fitstore import calibrations_dir, stored_name
 
     sha, pack_hash = cached_sha256(smollm2_path), load_pack(pack).hash
     base = ["score", "--model", str(smollm2_path), "--pack", str(pack), "--format", "json"]

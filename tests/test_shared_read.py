@@ -23,7 +23,8 @@ from triage.domain.pack import Pack, parse_pack
 from triage.errors import InputError, TriageError
 from triage.scoring.cue import CUES, TAIL, check_read
 from triage.scoring.engine import Engine, ScoreOptions
-from triage.scoring.head import check_match, read_head, write_head
+from triage.scoring.fitstore import check_head
+from triage.scoring.head_file import read_head, write_head
 
 PACK = """
 [pack]
@@ -151,7 +152,7 @@ def test_a_head_is_refused_at_the_other_position(smollm2_engine: Engine, pack: P
         eng.score_ticket(TICKETS[0], pack, ScoreOptions(), head=tail, read="shared")
     with pytest.raises(TriageError, match="shared:end"):
         eng.score_ticket(TICKETS[0], pack, ScoreOptions(), head=shared, read="shared:end")
-    assert check_match(shared, engine=eng, pack=pack) is None
+    assert check_head(shared, engine=eng, pack=pack) is None
     with pytest.raises(TriageError, match="label readout"):
         eng.score_ticket(TICKETS[0], pack, ScoreOptions(readout="letter"), read="shared")
 
@@ -170,7 +171,7 @@ def test_a_head_for_other_attention_kernels_is_refused(smollm2_engine: Engine, p
     eng = smollm2_engine
     assert eng.native.attention == "flash"  # the default: what every head so far was computed with
     plain = random_head(eng, pack, TAIL, attention="plain")
-    assert "plain attention, this engine runs flash" in (check_match(plain, engine=eng, pack=pack) or "")
+    assert "plain attention, this engine runs flash" in (check_head(plain, engine=eng, pack=pack) or "")
     # the file keeps both; a file written before they were recorded reads as tail and flash
     path = write_head(random_head(eng, pack, "shared:end", attention="plain"), tmp_path / "h.npz")
     back = read_head(path)

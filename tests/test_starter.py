@@ -20,7 +20,7 @@ from triage.assets_path import asset
 from triage.domain.pack import default_pack
 from triage.evaluation import starter
 from triage.evaluation.data import read_labelled
-from triage.scoring.head import read_head
+from triage.scoring.head_file import read_head
 from triage.scoring.logistic import fit_logistic
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -90,7 +90,8 @@ def ensure_model(spec: str, expected_sha256: str | None) -> Any:
             (the message names this node).
     """
     from triage.model.catalog import load_catalog
-    from triage.model.modelstore import inspect_installed, models_dir, pull
+    from triage.model.installed import inspect_installed, models_dir
+    from triage.model.modelstore import pull
     from triage.model.resolve import cached_sha256, resolve_model
 
     node = node_name()

@@ -119,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
     from triage.evaluation.session import load_for, report_bad, report_consoles, save_fit, score_sets
     from triage.evaluation.variants import readings
     from triage.scoring import calibrate as cal_mod
+    from triage.scoring import fitstore
     from triage.scoring.options import ScoreOptions
 
     out, err = report_consoles()
@@ -201,6 +202,6 @@ def run(args: argparse.Namespace) -> int:
         output=args.output,
         no_store=args.no_store,
         write=cal_mod.write_calibration,
-        store=cal_mod.store_calibration,
+        store=fitstore.store_calibration,
     )
     return 1 if any(o.refused for o in outcomes) else 0

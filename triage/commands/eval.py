@@ -244,8 +244,7 @@ def run(args: argparse.Namespace) -> int:
     train_limit = args.train_limit if args.train_limit is not None else args.limit
     train = train.limit(train_limit) if train is not None else None
 
-    from triage.scoring.cue import TAIL, check_read
-    from triage.scoring.head import describe_read
+    from triage.scoring.cue import TAIL, check_read, describe_read
 
     engine = load_for(  # the weights only if a ticket is not in the cache already (triage.scoring.lazy)
         err, model=args.model, n_ctx=args.n_ctx, threads=args.threads, prompt_style=args.prompt, lazy=True

@@ -132,7 +132,8 @@ def _file_rows(path: Path) -> Iterator[LabelRow]:
 
 def _export(history_file: str | None, target: str, *, force: bool) -> int:
     from triage.store import labels as lab
-    from triage.store.history import History, history_path
+    from triage.store.history import History
+    from triage.store.history_open import history_path
     from triage.store.outputs import check_output, write_output
 
     source = history_path(Path(history_file) if history_file else None)

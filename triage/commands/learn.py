@@ -214,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
     from triage.evaluation import starter
     from triage.evaluation.runner import fit_inputs
     from triage.evaluation.session import load_for, report_bad, report_consoles, save_fit
-    from triage.scoring import head as head_mod
+    from triage.scoring import fitstore, head_file
     from triage.scoring import learn as learn_mod
     from triage.scoring.fit import FitRequest, starter_on
     from triage.scoring.options import parse_criteria
@@ -223,10 +223,10 @@ def run(args: argparse.Namespace) -> int:
     out, err = report_consoles()
     if not args.output and args.no_store:
         raise InputError("with --no-store, give -o HEAD.npz: the head would go nowhere")
-    if args.output and Path(args.output).suffix != head_mod.SUFFIX:
+    if args.output and Path(args.output).suffix != head_file.SUFFIX:
         raise InputError(
-            f"a head file ends in {head_mod.SUFFIX}, got {args.output}",
-            hint=f"e.g. -o {Path(args.output).with_suffix(head_mod.SUFFIX).name}",
+            f"a head file ends in {head_file.SUFFIX}, got {args.output}",
+            hint=f"e.g. -o {Path(args.output).with_suffix(head_file.SUFFIX).name}",
         )
     if args.min_per_option is not None and args.min_per_option < 2:
         raise InputError(f"--min-per-option must be at least 2, got {args.min_per_option}")
@@ -245,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
     if args.history_file and not args.history:
         raise InputError("--history-file works only with --history")
     if args.output:  # now, not after the scoring and the fit
-        from triage.store.history import history_path
+        from triage.store.history_open import history_path
         from triage.store.outputs import check_output, check_writable
 
         read = [*args.labelled] + (
@@ -431,8 +431,8 @@ def run(args: argparse.Namespace) -> int:
         out,
         output=args.output,
         no_store=args.no_store,
-        write=head_mod.write_head,
-        store=head_mod.store_head,
+        write=head_file.write_head,
+        store=fitstore.store_head,
         applied=(
             "not applied: every criterion it learned is stored, not applied (--apply applies them)"
             if held_back and len(held_back) == len(head.criteria)

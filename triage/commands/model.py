@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
 def model_rows() -> list[dict[str, Any]]:
     """One dict per catalog entry: catalog facts plus its installed state."""
     from triage.model.catalog import load_catalog
-    from triage.model.modelstore import inspect_installed
+    from triage.model.installed import inspect_installed
 
     catalog = load_catalog()
     rows = []
@@ -111,7 +111,7 @@ def _list(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from triage.model.modelstore import models_dir
+    from triage.model.installed import models_dir
 
     table = Table(
         title=f"Models in {models_dir()}",
@@ -148,7 +148,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 class _RichProgress:
-    """Draws :class:`triage.model.modelstore.Progress` events on stderr with Rich."""
+    """Draws :class:`triage.model.installed.Progress` events on stderr with Rich."""
 
     def __init__(self) -> None:
         from rich.console import Console
@@ -225,7 +225,7 @@ def _verify(args: argparse.Namespace) -> int:
     from triage.domain.ticket import printable
     from triage.errors import InputError
     from triage.model.catalog import load_catalog
-    from triage.model.modelstore import VerifyMismatch, inspect_installed, model_file, verify_installed
+    from triage.model.installed import VerifyMismatch, inspect_installed, model_file, verify_installed
 
     catalog = load_catalog()
     if args.name and args.name not in catalog.entries:
@@ -281,7 +281,7 @@ def _verify_file(path: Any, catalog: Any) -> int:
 def _path(args: argparse.Namespace) -> int:
     from triage.errors import TriageError
     from triage.model.catalog import get_entry
-    from triage.model.modelstore import inspect_installed, pull_command, verify_installed
+    from triage.model.installed import inspect_installed, pull_command, verify_installed
 
     entry = get_entry(args.name)  # unknown name: InputError listing the known ones
     inst = inspect_installed(entry)

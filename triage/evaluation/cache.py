@@ -45,7 +45,7 @@ import numpy as np
 
 from triage.errors import TriageError
 from triage.store.files import move_aside
-from triage.store.history import describe_error, is_busy
+from triage.store.history_faults import describe_error, is_busy
 from triage.store.paths import user_dirs
 
 log = logging.getLogger(__name__)

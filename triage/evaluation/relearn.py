@@ -91,7 +91,7 @@ def learn_from_history(path: Path, engine: Any, pack: Any, *, store: bool = True
         return Relearned(None, n, why, notes)
     head.report.update({"history": True, "rows": len(rows)})
     if store:
-        from triage.scoring.head import store_head
+        from triage.scoring.fitstore import store_head
 
         store_head(head)
     return Relearned(head, n, None, notes + [w for o in outcomes for w in o.warnings])

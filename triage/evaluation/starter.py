@@ -127,7 +127,7 @@ def fit_and_store(engine: Any, pack: Pack, *, progress: Progress | None = None) 
     store it; returns (head, seconds)."""
     from triage.evaluation.cache import ReadoutCache
     from triage.evaluation.runner import Scorer, score_rows
-    from triage.scoring.head import store_starter_head
+    from triage.scoring.fitstore import store_starter_head
 
     t0 = time.perf_counter()
     rows = starter_rows(pack)
@@ -152,11 +152,11 @@ def needs_fit(engine: Any, pack: Pack, request: Any) -> bool:
     """Whether the starter head must be fitted before scoring: the ``starter`` setting is on, no head was asked
     for or refused, the pack is the built-in one, and neither a head of the team's nor a starter head is stored
     for this model, pack and prompt format."""
-    from triage.scoring.head import heads_dir, stored_name, stored_starter
+    from triage.scoring.fitstore import head_name, heads_dir, stored_starter
 
     if not getattr(request, "starter", True) or request.head or request.no_head or not is_builtin(pack):
         return False
-    team = heads_dir() / stored_name(engine.sha256, pack.hash, engine.format_for("label").id)
+    team = heads_dir() / head_name(engine.sha256, pack.hash, engine.format_for("label").id)
     return not team.is_file() and stored_starter(engine, pack) is None
 
 

@@ -26,7 +26,7 @@ from triage.errors import InputError, TriageError
 from triage.model.catalog import Catalog, CatalogEntry, load_catalog
 from triage.model.digest import sha256_file
 from triage.model.gguf import GGUFInfo, read_gguf_info
-from triage.model.modelstore import inspect_installed, pull_command, verify_installed
+from triage.model.installed import inspect_installed, pull_command, verify_installed
 from triage.settings import Settings
 from triage.store.files import write_text_atomic
 from triage.store.paths import user_dirs

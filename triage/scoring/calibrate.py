@@ -1,25 +1,23 @@
-"""Calibration files: per-criterion temperature and option biases on top of debiased log-probs.
+"""Calibrations: per-criterion temperature and option biases on top of debiased log-probs.
 
-The file records the model sha256, pack hash and prompt-format version it was
-fitted for; it is applied only where all three match, and refused with a clear
-message otherwise. Fitting lives in :mod:`triage.evaluation.calibrating` (``triage calibrate``).
+The file (JSON, :func:`read_calibration` / :func:`write_calibration`) records the model sha256,
+pack hash and prompt-format version it was fitted for; it is applied only where all three match.
+Fitting a pack's calibration lives in :mod:`triage.evaluation.calibrating` (``triage calibrate``).
 
 Fitting is vector scaling in log space: per criterion, ``z = logp / T + b`` and
 ``p = softmax(z)``, with ``T = exp(u)``. The objective is the training NLL plus
 ``l2_bias * |b|^2 + l2_log_t * u^2`` (a Gaussian prior toward T = 1, b = 0),
 minimised by damped Newton steps on the few parameters: numpy only.
 
-Fitted files are stored in ``user_dirs().data / "calibrations"`` under a name
-made of the three keys; :func:`find_calibration` finds the one that matches,
-and :func:`auto_calibration` loads it for an engine and pack.
+Where fitted files are stored, whether one fits a setup, and which one a setup gets is
+:mod:`triage.scoring.fitstore`.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,12 +27,9 @@ import numpy as np
 from triage.bounded import Bounded, loads_json, read_bounded
 from triage.errors import InputError
 from triage.scoring.debias import log_normalize
-from triage.scoring.options import DEFAULT_READOUT
-from triage.store.files import set_aside, write_json_atomic
-from triage.store.paths import user_dirs
+from triage.store.files import write_json_atomic
 
 SCHEMA = "triage.calibration/1"
-log = logging.getLogger(__name__)
 MIN_PER_OPTION = 5  # fewer gold labels than this for any option: refuse the criterion
 HOLDOUT_FRACTION = 0.25
 HOLDOUT_SALT = "triage-holdout/1"  # not the dev/train split's salt: a different quarter
@@ -158,36 +153,6 @@ def _finite(value: Any, *, positive: bool = False) -> float:
     if not math.isfinite(number) or (positive and number <= 0):
         raise ValueError(f"{value!r} is not a {'positive ' if positive else ''}finite number")
     return number
-
-
-def check_match(cal: Any, *, model_sha256: str, pack_hash: str, prompt_format: str) -> str | None:
-    """Why ``cal`` (a calibration, or anything keyed the same way: a learned head) does not fit this
-    model, pack and prompt format, or None when it does."""
-    problems = []
-    if cal.model_sha256 != model_sha256:
-        problems.append(f"model sha256 {cal.model_sha256[:12]}… ≠ running model {model_sha256[:12]}…")
-    if cal.pack_hash != pack_hash:
-        problems.append(f"pack hash {cal.pack_hash} ≠ {pack_hash}")
-    if cal.prompt_format != prompt_format:
-        problems.append(f"prompt format {cal.prompt_format} ≠ {prompt_format}")
-    return "; ".join(problems) or None
-
-
-def load_calibration(path: str | Path, *, engine: Any, pack: Any, readout: str = DEFAULT_READOUT) -> Calibration:
-    """Read a calibration file and check that it was fitted for this engine, pack and readout.
-
-    Raises:
-        InputError: the file does not match (naming what differs), or cannot be read.
-    """
-    cal = read_calibration(path)
-    why = check_match(cal, model_sha256=engine.sha256, pack_hash=pack.hash, prompt_format=engine.format_for(readout).id)
-    if why:
-        raise InputError(
-            f"calibration {path} was fitted for another setup: {why}",
-            hint="re-run `triage calibrate` for this model and pack, or leave out --calibration",
-        )
-    cal._option_ids = {c.id: [o.id for o in c.options] for c in pack.criteria}
-    return cal
 
 
 # -- fitting ----------------------------------------------------------------------------
@@ -325,85 +290,9 @@ def apply_vector_scaling(logprobs: np.ndarray, temperature: float, bias: np.ndar
     return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
 
 
-# -- storing and finding ---------------------------------------------------------------
-
-
-def calibrations_dir() -> Path:
-    """Where fitted calibrations are kept: ``user_dirs().data / "calibrations"``."""
-    return user_dirs().data / "calibrations"
-
-
-def stored_name(model_sha256: str, pack_hash: str, prompt_format: str, *, suffix: str = ".json") -> str:
-    """The file name a calibration (or, with its suffix, a learned head) for these three keys is stored under."""
-    fmt = prompt_format.replace("/", "_").replace(":", "_").replace("+", "_")
-    return f"{model_sha256[:16]}-{pack_hash}-{fmt}{suffix}"
-
-
 def write_calibration(cal: Calibration, path: str | Path) -> Path:
     """Write ``cal`` as JSON, atomically; NaN (a report on a tiny holdout) as null."""
     return write_json_atomic(path, cal.to_dict())
-
-
-def store_calibration(cal: Calibration) -> Path:
-    """Save ``cal`` in :func:`calibrations_dir` under :func:`stored_name`; the one it replaces is kept as ``.prev``."""
-    import shutil
-
-    path = calibrations_dir() / stored_name(cal.model_sha256, cal.pack_hash, cal.prompt_format)
-    if path.exists():
-        shutil.copy2(path, path.with_name(path.name + ".prev"))
-    return write_calibration(cal, path)
-
-
-def find_calibration(
-    model_sha256: str, pack_hash: str, prompt_format: str, notice: Callable[[str], None] | None = None
-) -> Path | None:
-    """The stored calibration fitted for exactly this model, pack and prompt format, or None.
-
-    Looks first for the file :func:`store_calibration` writes, then at any other
-    ``*.json`` in :func:`calibrations_dir` (newest first) whose three keys match.
-    A damaged file there is moved aside (``NAME.bad-TIME``), said in one line to
-    ``notice`` (and the log), and passed over: it must not cost every score.
-    """
-    folder = calibrations_dir()
-    if not folder.is_dir():
-        return None
-    preferred = folder / stored_name(model_sha256, pack_hash, prompt_format)
-    others = sorted((p for p in folder.glob("*.json") if p != preferred), key=_mtime, reverse=True)
-    for path in ([preferred] if preferred.is_file() else []) + others:
-        try:
-            cal = read_calibration(path)
-        except DamagedCalibration as exc:
-            line = set_aside(path, "stored calibration", exc.message)
-            log.warning("%s", line)
-            if notice is not None:
-                notice(line)
-            continue
-        except InputError:
-            continue
-        if check_match(cal, model_sha256=model_sha256, pack_hash=pack_hash, prompt_format=prompt_format) is None:
-            return path
-    return None
-
-
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:
-        return 0.0
-
-
-def auto_calibration(
-    engine: Any, pack: Any, readout: str = DEFAULT_READOUT, notice: Callable[[str], None] | None = None
-) -> Calibration | None:
-    """The stored calibration for this engine, pack and readout, loaded and checked, or None.
-
-    What ``triage score`` and the TUI call when no ``--calibration`` is given.
-    The caller should score with ``cal.orderings`` and ``cal.prior`` (see
-    :func:`check_options`), since the fit was made on those log-probs. ``notice``
-    hears of a damaged stored file that was moved aside.
-    """
-    path = find_calibration(engine.sha256, pack.hash, engine.format_for(readout).id, notice)
-    return load_calibration(path, engine=engine, pack=pack, readout=readout) if path else None
 
 
 def check_options(cal: Calibration, *, orderings: str, prior: bool) -> str | None:

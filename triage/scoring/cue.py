@@ -205,3 +205,8 @@ def shared_read(
     if carrier is None:
         return prompts, reader
     return prompts, SharedReader.for_run(reader, shared, carrier)
+
+
+def describe_read(read: str) -> str:
+    """A read position in words, for messages."""
+    return "each criterion's own question (tail)" if read == TAIL else f"the shared read position ({read})"

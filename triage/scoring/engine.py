@@ -2,8 +2,9 @@
 
 A ticket's prompts share a long prefix (stable block + ticket block) and differ only
 in their short tails (the criterion's question, and for letters its options in one
-order). The engine builds them with the one prompt builder and then hands one
-:class:`~triage.scoring.run.Run` to one schedule, chosen once per score:
+order). The engine builds them with the one prompt builder into one
+:class:`~triage.scoring.run.Run` (:mod:`triage.scoring.start`) and hands it to one schedule,
+chosen once per score:
 
 * how the prompts are decoded: :mod:`triage.scoring.schedule` (``fanout``, the product;
   ``serial`` and ``full``, which bench times against it; bench's ``split`` is passed in
@@ -21,7 +22,8 @@ The product scores with ``ScoreOptions()`` (:mod:`triage.scoring.options`); ever
 option is reached only through this API.
 
 One engine owns the llama.cpp context, which is not thread-safe: calls are serialised
-by a lock. A caller's ``cancel()`` is checked between decodes and, through llama.cpp's
+by :attr:`Engine.lock` (bench's packed decodes, :mod:`triage.bench.packed`, hold it for a
+backlog). A caller's ``cancel()`` is checked between decodes and, through llama.cpp's
 abort callback, inside one; a cancelled score leaves the cache clean.
 """
 
@@ -30,25 +32,22 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from triage.domain.pack import Pack
-from triage.domain.result import TicketResult, Tokens
+from triage.domain.result import TicketResult
 from triage.domain.ticket import Ticket, make_ticket
 from triage.errors import TriageError
 from triage.model.digest import sha256_file
 from triage.model.native import FLASH_ATTN, Cancelled, NativeModel
-from triage.scoring.cue import check_read, shared_read
+from triage.scoring.cue import check_read
 from triage.scoring.decide import Calibration, Decider
 from triage.scoring.head import Head, feature_ids
-from triage.scoring.head import check_match as check_head
 from triage.scoring.memory import ThreadStates
 from triage.scoring.options import DEFAULT_MODE, DEFAULT_READOUT, ScoreOptions
-from triage.scoring.packed import DEFAULT_BUDGET, Decoded, Packed, cost, packs
 from triage.scoring.prior import PRIOR_TEXT, Prior, Priors
 from triage.scoring.prompt import PromptBuilder, PromptFormat, detect_format
 from triage.scoring.readout import AnswerPlan, LabelReader, Reader
@@ -56,6 +55,7 @@ from triage.scoring.resident import Resident, StableStore
 from triage.scoring.run import CriterionScored, Prefilled, Progress, RawReadouts, Run, ScoreEvent, TicketScored
 from triage.scoring.schedule import Schedule, schedule_for
 from triage.scoring.speed import Speed
+from triage.scoring.start import start_run
 from triage.scoring.tokenizer import NativeTokenizer
 from triage.settings import DEFAULTS
 
@@ -121,7 +121,7 @@ class Engine:
         self.tokenizer = NativeTokenizer(self.native)
         self.chat_template = self.native.meta("tokenizer.chat_template")
         self.fmt: PromptFormat = detect_format(self.chat_template, self.tokenizer, prompt_style)
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()  # held while a score uses the context (bench's packed decodes hold it too)
         self._builders: dict[tuple[str, str], tuple[PromptBuilder, Reader]] = {}
         self.feature_ids = feature_ids(self.native.n_vocab, self.native.n_embd)
         self.memory = ThreadStates(None if thread_cache_mib is None else int(thread_cache_mib) << 20)
@@ -165,13 +165,14 @@ class Engine:
             TriageError: the pack cannot be read this way with this model (a letter
                 that is not one token; answers that cannot be told apart).
         """
-        return self._prepared(pack, kind)[0]
+        return self.prepared(pack, kind)[0]
 
     def reader(self, pack: Pack, kind: str = DEFAULT_READOUT) -> Reader:
         """How ``pack``'s tails are decoded and read with readout ``kind`` on this model (checked once)."""
-        return self._prepared(pack, kind)[1]
+        return self.prepared(pack, kind)[1]
 
-    def _prepared(self, pack: Pack, kind: str) -> tuple[PromptBuilder, Reader]:
+    def prepared(self, pack: Pack, kind: str) -> tuple[PromptBuilder, Reader]:
+        """:meth:`builder` and :meth:`reader` together, built and checked once per pack and readout."""
         got = self._builders.get((pack.hash, kind))
         if got is None:
             b = PromptBuilder(pack, self.format_for(kind), self.tokenizer)
@@ -247,8 +248,8 @@ class Engine:
             ticket = make_ticket(ticket)
         prior = self.prior(pack, options) if options.prior else None
         decider = Decider(pack, self.tokenizer, prior, calibration, head)
-        with self._lock:
-            run = self._start(ticket, pack, options, (decider, features, check_read(read) if read else None))
+        with self.lock:
+            run = start_run(self, ticket, pack, options, (decider, features, check_read(read) if read else None))
             run.stop = cancel
             run.on_progress = progress
             yield from self._run(run, ticket, (pack, options), schedule)
@@ -262,76 +263,33 @@ class Engine:
         calibration: Calibration | None = None,
         head: Head | None = None,
         features: bool = False,
-        budget: int = DEFAULT_BUDGET,
-        read: str | None = None,
     ) -> Iterator[tuple[Ticket, TicketScored | TriageError]]:
-        """Score a backlog's tickets in input order: one by one, or (``budget`` > 0) several in one decode.
+        """Score a backlog's tickets one by one in input order, each as :meth:`score` does.
 
-        The product (``triage score``, the Ray workers) leaves ``budget`` at 0: each ticket is
-        scored as :meth:`score` does. ``budget`` N packs up to N tokens of fanout into one decode
-        (:mod:`triage.scoring.packed`; bench/packed.py measures it); other modes and a ticket whose
-        thread state is kept are scored alone even then. Yields ``(ticket, done)``
-        per ticket as soon as its pack is decoded, where ``done`` is the
-        :class:`TicketScored` or the :class:`TriageError` that stopped that ticket (the
-        others still score). ``read``: as :meth:`score`'s (bench/learn_throughput.py packs at the
-        shared read position).
+        Yields ``(ticket, done)`` per ticket, where ``done`` is the :class:`TicketScored` or the
+        :class:`TriageError` that stopped that ticket (the others still score). What ``triage score``
+        and the Ray workers run; several tickets in one decode is bench's instrument
+        (:func:`triage.bench.packed.score_packed`).
         """
         options = options or ScoreOptions()
         prior = self.prior(pack, options) if options.prior else None
-        decider = Decider(pack, self.tokenizer, prior, calibration, head)
-        key = self.stable_key(pack, options.readout)
-        how = (decider, features, check_read(read) if read else None)
-        pending: list[tuple[Ticket, Run]] = []
-        pending_tokens = 0
-
-        def flush() -> Iterator[tuple[Ticket, TicketScored | TriageError]]:
-            nonlocal pending_tokens
-            runs = list(pending)
-            pending.clear()
-            pending_tokens = 0
-            failed: set[int] = set()
-            for group in packs([r for _, r in runs], self.resident, budget):
-                try:
-                    Packed(group).decode(self.resident)
-                except TriageError:  # the pack did not go through: each of its tickets alone
-                    failed |= {id(r) for r in group}
-            for ticket, run in runs:
-                if id(run) in failed:
-                    yield ticket, self._alone(ticket, pack, options, how)
-                else:
-                    yield ticket, self._final(run, ticket, (pack, options), Decoded())
-
-        with self._lock:
+        how = (Decider(pack, self.tokenizer, prior, calibration, head), features, None)
+        with self.lock:
             for ticket in tickets:
-                if any(t.id == ticket.id for t, _ in pending):  # a thread's next turn: after the turn before
-                    yield from flush()
-                if options.mode != "fanout" or budget <= 0 or self.memory.get(ticket.id, key) is not None:
-                    yield from flush()
-                    yield ticket, self._alone(ticket, pack, options, how)
-                    continue
-                try:
-                    run = self._start(ticket, pack, options, how)
-                except TriageError as exc:
-                    yield ticket, exc
-                    continue
-                tokens = cost(run)[0]
-                if pending and pending_tokens + tokens > budget:
-                    yield from flush()
-                pending.append((ticket, run))
-                pending_tokens += tokens
-            yield from flush()
+                yield ticket, self.score_alone(ticket, pack, options, how)
 
-    def _alone(
+    def score_alone(
         self, ticket: Ticket, pack: Pack, options: ScoreOptions, how: tuple[Decider, bool, str | None]
     ) -> TicketScored | TriageError:
-        """Score one ticket as :meth:`score` does; its :class:`TriageError` is returned, not raised."""
+        """Score one ticket as :meth:`score` does, with :attr:`lock` held; its :class:`TriageError` is returned,
+        not raised."""
         try:
-            run = self._start(ticket, pack, options, how)
-            return self._final(run, ticket, (pack, options), schedule_for(options))
+            run = start_run(self, ticket, pack, options, how)
+            return self.finish(run, ticket, (pack, options), schedule_for(options))
         except TriageError as exc:
             return exc
 
-    def _final(self, run: Run, ticket: Ticket, what: tuple[Pack, ScoreOptions], schedule: Schedule) -> TicketScored:
+    def finish(self, run: Run, ticket: Ticket, what: tuple[Pack, ScoreOptions], schedule: Schedule) -> TicketScored:
         """Run ``schedule`` on ``run`` and return only its final :class:`TicketScored`."""
         return next(e for e in self._run(run, ticket, what, schedule) if isinstance(e, TicketScored))
 
@@ -379,17 +337,17 @@ class Engine:
         from the stable store, else computes it (and stores it). Returns the ms
         spent computing it (0 when it was resident or restored).
         """
-        with self._lock:
+        with self.lock:
             return self.resident.hold(self.builder(pack, kind).stable_tokens, self.stable_key(pack, kind)) or 0.0
 
     def clear(self) -> None:
         """Empty the cache: the next ticket computes (or restores) its stable block again."""
-        with self._lock:
+        with self.lock:
             self.resident.drop()
 
     def forget(self, ticket_id: str | None = None) -> None:
         """Drop the kept state of ``ticket_id`` (None: of every ticket); its next score reads it whole."""
-        with self._lock:
+        with self.lock:
             if ticket_id is None:
                 self.memory.clear()
             else:
@@ -403,46 +361,6 @@ class Engine:
                 final = event
         assert final is not None
         return final
-
-    def _start(self, ticket: Ticket, pack: Pack, options: ScoreOptions, how: tuple[Decider, bool, str | None]) -> Run:
-        """The run context of one score: prompts, reader, token counts, the stable-change note."""
-        decider, want_features, read = how
-        kind = options.readout
-        builder, reader = self._prepared(pack, kind)
-        orders = [builder.readout.orders(len(c.options), options.effective_orderings) for c in pack.criteria]
-        prompts = builder.build(ticket.text, orders, n_ctx=self.n_ctx, messages=ticket.messages)
-        if options.criteria is not None:
-            chosen = pack.criterion_indices(options.criteria)
-            prompts = replace(prompts, prompts=[s for s in prompts.prompts if s.criterion in chosen])
-        head = decider.head if reader.takes_head else None  # a head reads options by name
-        if head is not None and (why := check_head(head, engine=self, pack=pack, readout=kind, read=read)):
-            raise TriageError(f"the learned head {head.name} does not fit: {why}")
-        # the features cost a gather: only when a head or the caller reads them
-        reader = reader.with_features(self.feature_ids if head is not None or want_features else None)
-        prompts, reader = shared_read(prompts, reader, (builder, pack, head), read)
-        store = self.resident.store
-        run = Run(
-            prompts,
-            reader,
-            replace(decider, head=head),
-            None,
-            self.stable_key(pack, kind),
-            stable_note=store.note_change(self.stable_parts(pack, kind)) if store is not None else None,
-            ticket_id=ticket.id,
-            messages=ticket.thread,
-        )
-        run.reuse.messages, run.reuse.dropped = len(ticket.thread), prompts.dropped
-        run.tokens = Tokens(
-            prefix=len(prompts.prefix),
-            stable=len(prompts.stable),
-            ticket=prompts.ticket_tokens,
-            tails=sum(len(prompts.tail(s)) + reader.extra_tokens(s) for s in prompts.prompts),
-            full_prompts=prompts.full_tokens,
-        )
-        run.warnings = list(prompts.warnings)
-        if read is None:  # a shared head's features go back only to a caller that asked for that position
-            run.unreturned = getattr(reader, "shared", frozenset())
-        return run
 
     def _run(
         self, run: Run, ticket: Ticket, what: tuple[Pack, ScoreOptions], schedule: Schedule
@@ -466,27 +384,8 @@ class Engine:
         if complete:  # the measured rate: the stable block apart (its tokens are not the ticket's)
             self.speed.record(len(run.prompts.stable), run.timing.stable_ms)
             self.speed.record(run.tokens.evaluated, run.timing.total_ms - run.timing.stable_ms)
-        head = run.decider.head
-        applied = head is not None and any(head.covers(pack.criteria[ci].id) for ci in run.chosen)
-        final = TicketResult(
-            ticket_id=ticket.id,
-            ticket_sha256=ticket.sha256,
-            model=self.model_info,
-            pack={"name": pack.name, "version": pack.version, "hash": pack.hash},
-            prompt_format=self.format_for(options.readout).id,
-            mode=schedule.name,
-            orderings=options.effective_orderings,
-            readout=options.readout,
-            prior=options.prior,
-            criteria=[run.results[ci] for ci in sorted(run.results)],
-            timing=run.timing,
-            tokens=run.tokens,
-            warnings=run.warnings,
-            calibration=run.decider.calibration.name if run.decider.calibration is not None else None,
-            head=head.name if applied and head is not None else None,
-            complete=complete,
-            created_at=time.time(),
-            thread=run.reuse,
+        final = run.ticket_result(
+            ticket, pack, options, (self.model_info, self.format_for(options.readout).id, schedule.name), complete
         )
         raw, feats = run.raw([c.id for c in pack.criteria])
         yield TicketScored(final, raw, feats)

@@ -130,8 +130,8 @@ def choose_fits(
         InputError: an explicit file that cannot be read or does not fit the model, pack,
             readout or options (the message names the file and what differs).
     """
-    from triage.scoring.calibrate import auto_calibration, check_options, load_calibration
-    from triage.scoring.head import auto_head, load_head
+    from triage.scoring.calibrate import check_options
+    from triage.scoring.fitstore import auto_calibration, auto_head, load_calibration, load_head
 
     request = request or FitRequest()
     notes: list[FitNote] = []

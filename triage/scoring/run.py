@@ -2,21 +2,26 @@
 
 A :class:`Run` carries everything one score needs and gathers: the ticket's prompts,
 the reader, the token counts and timing, the cancel check, and each criterion's raw
-readouts as they come in. Schedules (:mod:`triage.scoring.schedule`) fill it; the
-engine turns it into the :class:`TicketScored` event at the end.
+readouts as they come in. Schedules (:mod:`triage.scoring.schedule`) fill it; at the end
+it makes the ticket's result (:meth:`Run.ticket_result`), which the engine yields as :class:`TicketScored`.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from triage.domain.pack import Pack
 from triage.domain.result import CriterionResult, ThreadInfo, TicketResult, Timing, Tokens
 from triage.domain.thread import Message
+from triage.domain.ticket import Ticket
 from triage.model.native import Cancelled
 from triage.scoring.decide import Decider
+from triage.scoring.options import ScoreOptions
 from triage.scoring.prompt import TicketPrompts
 from triage.scoring.prompt_spec import PromptSpec
 from triage.scoring.readout import Reader, Readout, Readouts
@@ -178,6 +183,45 @@ class Run:
     def prefilled(self) -> Prefilled:
         """The event saying the prefix is in."""
         return Prefilled(self.prompts, self.tokens, self.timing.prefill_ms, len(self.chosen))
+
+    def count_tokens(self) -> Tokens:
+        """The token counts known before decoding: prefix, stable block, ticket, tails, whole prompts."""
+        prompts = self.prompts
+        return Tokens(
+            prefix=len(prompts.prefix),
+            stable=len(prompts.stable),
+            ticket=prompts.ticket_tokens,
+            tails=sum(len(prompts.tail(s)) + self.reader.extra_tokens(s) for s in prompts.prompts),
+            full_prompts=prompts.full_tokens,
+        )
+
+    def ticket_result(
+        self, ticket: Ticket, pack: Pack, options: ScoreOptions, how: tuple[dict[str, Any], str, str], complete: bool
+    ) -> TicketResult:
+        """The final result of this run; ``how`` is the model's info, the prompt format id and the schedule's name."""
+        model, prompt_format, mode = how
+        head = self.decider.head
+        applied = head is not None and any(head.covers(pack.criteria[ci].id) for ci in self.chosen)
+        return TicketResult(
+            ticket_id=ticket.id,
+            ticket_sha256=ticket.sha256,
+            model=model,
+            pack={"name": pack.name, "version": pack.version, "hash": pack.hash},
+            prompt_format=prompt_format,
+            mode=mode,
+            orderings=options.effective_orderings,
+            readout=options.readout,
+            prior=options.prior,
+            criteria=[self.results[ci] for ci in sorted(self.results)],
+            timing=self.timing,
+            tokens=self.tokens,
+            warnings=self.warnings,
+            calibration=self.decider.calibration.name if self.decider.calibration is not None else None,
+            head=head.name if applied and head is not None else None,
+            complete=complete,
+            created_at=time.time(),
+            thread=self.reuse,
+        )
 
     def raw(self, ids: list[str]) -> tuple[RawReadouts, dict[str, np.ndarray]]:
         """Per criterion id (``ids[ci]``) the raw readouts and, when gathered, the features."""

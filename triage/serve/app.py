@@ -41,6 +41,7 @@ from triage.serve.requests import (
     parse_label,
     parse_score,
 )
+from triage.serve.tickets import recent_tickets, record_labels
 from triage.serve.worker import TERMINAL, EngineWorker, Job, QueueFull, Stopping, history_error, history_locked
 
 log = logging.getLogger("triage.serve")
@@ -442,7 +443,7 @@ def create_app(worker: EngineWorker, settings: ServeSettings) -> Starlette:
         except BODY_ERRORS as exc:
             return body_error(exc)
         try:
-            stored = await run_in_threadpool(_record, settings.history_path, req.id, req.labels)
+            stored = await run_in_threadpool(record_labels, settings.history_path, req.id, req.labels)
         except Invalid as exc:
             return error(422, exc.message, field_name=exc.field, hint=exc.hint)
         except (TriageError, sqlite3.OperationalError) as exc:
@@ -524,76 +525,6 @@ def create_app(worker: EngineWorker, settings: ServeSettings) -> Starlette:
         middleware=middleware,
         exception_handlers={HTTPException: http_error, Exception: bad_request},
     )
-
-
-def _record(history_path: Path | None, ticket_id: str, labels: dict[str, str]) -> list[dict[str, Any]]:
-    """Record labels as ``triage label`` does (origin ``serve``); the same checks and errors.
-
-    Raises:
-        Invalid: an unknown ticket (field ``id``), criterion or option (field ``labels``).
-        TriageError: the history cannot be written.
-    """
-    from triage.errors import InputError
-    from triage.store import labels as lab
-    from triage.store.history import History
-
-    history = History.open_writable(history_path)
-    with history:
-        try:
-            scored = lab.find_ticket(history, ticket_id)
-        except InputError as exc:
-            raise Invalid("id", exc.message, hint=exc.hint) from None
-        answers = [lab.Answer(c, o) for c, o in labels.items()]
-        try:
-            stored = lab.record(history, scored, answers, origin="serve")
-        except InputError as exc:
-            raise Invalid("labels", exc.message, hint=exc.hint) from None
-    return [
-        {"criterion": s.criterion, "option": s.option, "kind": s.kind, "shown_option": s.shown_option} for s in stored
-    ]
-
-
-def recent_tickets(history_path: Path | None, limit: int) -> dict[str, Any]:
-    """``GET /v1/tickets``: the history's newest tickets (by their last change), each with its messages, the
-    status of its newest score, its newest finished result and its labels now.
-
-    Raises:
-        TriageError: the history cannot be used (a newer schema; locked when it was opened).
-        sqlite3.OperationalError: it is locked.
-    """
-    from triage.errors import InputError
-    from triage.store import labels as lab
-    from triage.store.history import History
-
-    history = History.open(history_path)
-    if history.path is None:
-        history.close()
-        raise TriageError(f"the history cannot be read: {history.notice}")
-    with history:
-        rows = history.conn.execute(
-            "SELECT id FROM tickets ORDER BY updated_at DESC, id DESC LIMIT ?", (limit,)
-        ).fetchall()
-        out = []
-        for (row,) in rows:
-            saved = history.load_ticket(int(row))
-            try:
-                result = lab.scored_ticket(history, int(row)).result.to_dict()
-            except InputError:  # never scored to the end
-                result = None
-            out.append(
-                {
-                    "id": saved.ticket_id,
-                    "text": saved.text,
-                    "messages": [{"role": m.role, "text": m.text} for m in saved.messages] if saved.is_thread else None,
-                    "status": saved.status,
-                    "result": result,
-                    "labels": {
-                        c: {"option": a.option, "kind": a.kind, "shown_option": a.shown_option, "origin": a.origin}
-                        for c, a in lab.current(history, int(row)).items()
-                    },
-                }
-            )
-    return {"history": str(history.path), "tickets": out}
 
 
 def health_of(worker: EngineWorker, settings: ServeSettings) -> dict[str, Any]:

@@ -355,7 +355,7 @@ class EngineWorker:
 
 def history_locked(exc: BaseException) -> bool:
     """Whether a SQLite error means another connection holds the history (busy or locked): HTTP 409."""
-    from triage.store.history import is_busy
+    from triage.store.history_faults import is_busy
 
     return isinstance(exc, sqlite3.OperationalError) and (is_busy(exc) or "locked" in str(exc).lower())
 

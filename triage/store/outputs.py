@@ -18,7 +18,7 @@ Every command that writes a file the user named (``-o``, ``--save-split``, ``--e
 * an existing file is replaced only with ``--force`` (the app asks), atomically.
 
 The history's path goes through the same classification (:func:`path_kind`;
-:func:`triage.store.history.check_history_path`): only a real triage history is used.
+:func:`triage.store.history_open.check_history_path`): only a real triage history is used.
 
 :func:`replace_keeping_backup` replaces a stored artifact (a learned head, a
 calibration) atomically and keeps the one it replaced as ``NAME.prev``, so a

@@ -138,7 +138,7 @@ def choose_pack(app: PaletteApp, main: MainScreen) -> None:
 def choose_model(app: PaletteApp, main: MainScreen) -> None:
     """A palette of installed models, plus "a .gguf file…"."""
     from triage.model.catalog import load_catalog
-    from triage.model.modelstore import inspect_installed
+    from triage.model.installed import inspect_installed
 
     commands = []
     catalog = load_catalog()

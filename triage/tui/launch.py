@@ -47,7 +47,7 @@ def run_app(args: argparse.Namespace) -> int:
     Raises:
         TriageError: the config file or the pack cannot be read (the CLI prints it).
     """
-    from triage.model import modelstore
+    from triage.model import download
     from triage.store.config import load_config, retired_notes
     from triage.tui.app import make_app
     from triage.tui.options import UIOptions
@@ -55,7 +55,7 @@ def run_app(args: argparse.Namespace) -> int:
     config = load_config()
     notes = tuple(retired_notes())
     log_path = route_logging()
-    modelstore.PIP_OUTPUT_TO_TERMINAL = False  # pip's progress bar would draw over the screen
+    download.PIP_OUTPUT_TO_TERMINAL = False  # pip's progress bar would draw over the screen
     app = make_app(UIOptions.from_args(args, config, notes))
     logging.getLogger("triage").info("app starting (log %s)", log_path)
     app.run()

@@ -1,7 +1,7 @@
 """Packed backlog decodes: several tickets' fanout in one ``llama_decode`` (a measuring instrument).
 
-Not the product: ``triage score`` and the Ray workers score one ticket per decode (budget 0).
-``Engine.score_many(..., budget=N)`` keeps it measurable (bench/packed.py, tests/test_packed.py).
+Not the product: ``triage score`` and the Ray workers score one ticket per decode
+(``Engine.score_many``). :func:`score_packed` keeps it measurable (bench/packed.py, tests/test_packed.py).
 
 A backlog scores one ticket after another, and one ticket's fanout decode holds about a
 hundred tokens for a short ticket (its own tokens and one tail per criterion): a small
@@ -24,15 +24,94 @@ score (threads, :mod:`triage.scoring.memory`) and dropped from the cache.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
+from triage.domain.pack import Pack
+from triage.domain.ticket import Ticket
+from triage.errors import TriageError
 from triage.model.seq import Seq
+from triage.scoring.cue import check_read
+from triage.scoring.decide import Calibration, Decider
+from triage.scoring.head import Head
+from triage.scoring.options import ScoreOptions
 from triage.scoring.resident import Resident
-from triage.scoring.run import Run, ScoreEvent
+from triage.scoring.run import Run, ScoreEvent, TicketScored
+from triage.scoring.start import start_run
+
+if TYPE_CHECKING:
+    from triage.scoring.engine import Engine
 
 # 0: one ticket per decode, what the product runs (a head is fitted on one-per-decode numbers, and a
 # packed ticket's drift from them: docs/engine.md). Only bench/packed.py and the tests ask for more (512).
 DEFAULT_BUDGET = 0
+
+
+def score_packed(
+    engine: Engine,
+    tickets: Iterable[Ticket],
+    pack: Pack,
+    options: ScoreOptions | None = None,
+    *,
+    calibration: Calibration | None = None,
+    head: Head | None = None,
+    features: bool = False,
+    budget: int = DEFAULT_BUDGET,
+    read: str | None = None,
+) -> Iterator[tuple[Ticket, TicketScored | TriageError]]:
+    """:meth:`Engine.score_many <triage.scoring.engine.Engine.score_many>` with up to ``budget`` tokens of
+    fanout packed into one decode (0: one ticket per decode, as ``score_many``).
+
+    Other modes and a ticket whose thread state is kept are scored alone even then. Yields
+    ``(ticket, done)`` per ticket, in input order, as soon as its pack is decoded, where ``done`` is
+    the :class:`TicketScored` or the :class:`TriageError` that stopped that ticket (the others still
+    score). ``read``: as :meth:`Engine.score`'s (bench/learn_throughput.py packs at the shared read
+    position).
+    """
+    options = options or ScoreOptions()
+    prior = engine.prior(pack, options) if options.prior else None
+    decider = Decider(pack, engine.tokenizer, prior, calibration, head)
+    key = engine.stable_key(pack, options.readout)
+    how = (decider, features, check_read(read) if read else None)
+    pending: list[tuple[Ticket, Run]] = []
+    pending_tokens = 0
+
+    def flush() -> Iterator[tuple[Ticket, TicketScored | TriageError]]:
+        nonlocal pending_tokens
+        runs = list(pending)
+        pending.clear()
+        pending_tokens = 0
+        failed: set[int] = set()
+        for group in packs([r for _, r in runs], engine.resident, budget):
+            try:
+                Packed(group).decode(engine.resident)
+            except TriageError:  # the pack did not go through: each of its tickets alone
+                failed |= {id(r) for r in group}
+        for ticket, run in runs:
+            if id(run) in failed:
+                yield ticket, engine.score_alone(ticket, pack, options, how)
+            else:
+                yield ticket, engine.finish(run, ticket, (pack, options), Decoded())
+
+    with engine.lock:
+        for ticket in tickets:
+            if any(t.id == ticket.id for t, _ in pending):  # a thread's next turn: after the turn before
+                yield from flush()
+            if options.mode != "fanout" or budget <= 0 or engine.memory.get(ticket.id, key) is not None:
+                yield from flush()
+                yield ticket, engine.score_alone(ticket, pack, options, how)
+                continue
+            try:
+                run = start_run(engine, ticket, pack, options, how)
+            except TriageError as exc:
+                yield ticket, exc
+                continue
+            tokens = cost(run)[0]
+            if pending and pending_tokens + tokens > budget:
+                yield from flush()
+            pending.append((ticket, run))
+            pending_tokens += tokens
+        yield from flush()
 
 
 def cost(run: Run) -> tuple[int, int]:
@@ -64,7 +143,7 @@ def packs(runs: list[Run], kv: Resident, budget: int) -> list[list[Run]]:
 class Packed:
     """Decodes a pack of runs (each with only its stable block in the cache) in one batch.
 
-    Used through :meth:`triage.scoring.engine.Engine.score_many`; each run then goes
+    Used through :func:`score_packed`; each run then goes
     through :class:`Decoded`, which only yields the events of what was read here.
     """
 

@@ -1,0 +1,270 @@
+"""The fit files' store: where learned heads and calibrations are kept, whether one fits a setup,
+and which one a setup gets.
+
+Both kinds of fit are keyed by the model's sha256, the pack's hash and the prompt format; a file is
+applied only where all three match (:func:`check_keys`, and for a head its widths, read position,
+attention and options: :func:`check_head`). They are stored in ``user_dirs().data`` under
+``heads/`` and ``calibrations/``, under a name made of the keys (:func:`stored_name`); the starter
+head (:mod:`triage.evaluation.starter`) under ``heads/starter/``. :func:`auto_head` and
+:func:`auto_calibration` find the stored fit for an engine and pack; a damaged stored file is
+moved aside (``NAME.bad-TIME``) and passed over.
+
+The files' formats are :mod:`triage.scoring.head_file` and :mod:`triage.scoring.calibrate`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from triage.errors import InputError
+from triage.scoring.calibrate import Calibration, DamagedCalibration, read_calibration, write_calibration
+from triage.scoring.cue import describe_read
+from triage.scoring.head import Head
+from triage.scoring.head_file import SUFFIX, DamagedHead, read_head, write_head
+from triage.scoring.options import DEFAULT_READOUT
+from triage.store.files import set_aside
+from triage.store.paths import user_dirs
+
+log = logging.getLogger(__name__)
+
+
+def check_keys(fit: Any, *, model_sha256: str, pack_hash: str, prompt_format: str) -> str | None:
+    """Why ``fit`` (a calibration or a learned head) does not fit this
+    model, pack and prompt format, or None when it does."""
+    problems = []
+    if fit.model_sha256 != model_sha256:
+        problems.append(f"model sha256 {fit.model_sha256[:12]}… ≠ running model {model_sha256[:12]}…")
+    if fit.pack_hash != pack_hash:
+        problems.append(f"pack hash {fit.pack_hash} ≠ {pack_hash}")
+    if fit.prompt_format != prompt_format:
+        problems.append(f"prompt format {fit.prompt_format} ≠ {prompt_format}")
+    return "; ".join(problems) or None
+
+
+def calibrations_dir() -> Path:
+    """Where fitted calibrations are kept: ``user_dirs().data / "calibrations"``."""
+    return user_dirs().data / "calibrations"
+
+
+def stored_name(model_sha256: str, pack_hash: str, prompt_format: str, *, suffix: str = ".json") -> str:
+    """The file name a calibration (or, with its suffix, a learned head) for these three keys is stored under."""
+    fmt = prompt_format.replace("/", "_").replace(":", "_").replace("+", "_")
+    return f"{model_sha256[:16]}-{pack_hash}-{fmt}{suffix}"
+
+
+def head_name(model_sha256: str, pack_hash: str, prompt_format: str) -> str:
+    """The file name a head for these keys is stored under (a calibration's, with the head file's suffix)."""
+    return stored_name(model_sha256, pack_hash, prompt_format, suffix=SUFFIX)
+
+
+def store_calibration(cal: Calibration) -> Path:
+    """Save ``cal`` in :func:`calibrations_dir` under :func:`stored_name`; the one it replaces is kept as ``.prev``."""
+    import shutil
+
+    path = calibrations_dir() / stored_name(cal.model_sha256, cal.pack_hash, cal.prompt_format)
+    if path.exists():
+        shutil.copy2(path, path.with_name(path.name + ".prev"))
+    return write_calibration(cal, path)
+
+
+def find_calibration(
+    model_sha256: str, pack_hash: str, prompt_format: str, notice: Callable[[str], None] | None = None
+) -> Path | None:
+    """The stored calibration fitted for exactly this model, pack and prompt format, or None.
+
+    Looks first for the file :func:`store_calibration` writes, then at any other
+    ``*.json`` in :func:`calibrations_dir` (newest first) whose three keys match.
+    A damaged file there is moved aside (``NAME.bad-TIME``), said in one line to
+    ``notice`` (and the log), and passed over: it must not cost every score.
+    """
+    folder = calibrations_dir()
+    if not folder.is_dir():
+        return None
+    preferred = folder / stored_name(model_sha256, pack_hash, prompt_format)
+    others = sorted((p for p in folder.glob("*.json") if p != preferred), key=_mtime, reverse=True)
+    for path in ([preferred] if preferred.is_file() else []) + others:
+        try:
+            cal = read_calibration(path)
+        except DamagedCalibration as exc:
+            line = set_aside(path, "stored calibration", exc.message)
+            log.warning("%s", line)
+            if notice is not None:
+                notice(line)
+            continue
+        except InputError:
+            continue
+        if check_keys(cal, model_sha256=model_sha256, pack_hash=pack_hash, prompt_format=prompt_format) is None:
+            return path
+    return None
+
+
+def auto_calibration(
+    engine: Any, pack: Any, readout: str = DEFAULT_READOUT, notice: Callable[[str], None] | None = None
+) -> Calibration | None:
+    """The stored calibration for this engine, pack and readout, loaded and checked, or None.
+
+    What ``triage score`` and the TUI call when no ``--calibration`` is given.
+    The caller should score with ``cal.orderings`` and ``cal.prior`` (see
+    :func:`check_options`), since the fit was made on those log-probs. ``notice``
+    hears of a damaged stored file that was moved aside.
+    """
+    path = find_calibration(engine.sha256, pack.hash, engine.format_for(readout).id, notice)
+    return load_calibration(path, engine=engine, pack=pack, readout=readout) if path else None
+
+
+def load_calibration(path: str | Path, *, engine: Any, pack: Any, readout: str = DEFAULT_READOUT) -> Calibration:
+    """Read a calibration file and check that it was fitted for this engine, pack and readout.
+
+    Raises:
+        InputError: the file does not match (naming what differs), or cannot be read.
+    """
+    cal = read_calibration(path)
+    why = check_keys(cal, model_sha256=engine.sha256, pack_hash=pack.hash, prompt_format=engine.format_for(readout).id)
+    if why:
+        raise InputError(
+            f"calibration {path} was fitted for another setup: {why}",
+            hint="re-run `triage calibrate` for this model and pack, or leave out --calibration",
+        )
+    cal._option_ids = {c.id: [o.id for o in c.options] for c in pack.criteria}
+    return cal
+
+
+def check_head(head: Head, *, engine: Any, pack: Any, readout: str = "label", read: str | None = None) -> str | None:
+    """Why ``head`` does not fit this engine, pack and readout, or None when it does.
+
+    ``read``: the read position the features will come from (None: wherever the head reads).
+    """
+    keys = check_keys(
+        head, model_sha256=engine.sha256, pack_hash=pack.hash, prompt_format=engine.format_for(readout).id
+    )
+    problems = [keys] if keys else []
+    native = getattr(engine, "native", None)
+    if native is not None and (head.n_vocab, head.n_embd) != (native.n_vocab, native.n_embd):
+        problems.append(
+            f"features for vocabulary {head.n_vocab} × width {head.n_embd} "
+            f"≠ the model's {native.n_vocab} × {native.n_embd}"
+        )
+    if read is not None and read != head.read:
+        problems.append(
+            f"it was fitted on {describe_read(head.read)}, and these features are read at {describe_read(read)}"
+        )
+    attention = getattr(native, "attention", None)
+    if isinstance(attention, str) and attention != head.attention:
+        problems.append(f"its features were computed with {head.attention} attention, this engine runs {attention}")
+    if not problems:  # same pack hash: the options must match too
+        by_id = {c.id: [o.id for o in c.options] for c in pack.criteria}
+        for cid, h in head.criteria.items():
+            if by_id.get(cid) != h.options:
+                problems.append(f"criterion {cid!r} has options {h.options}, the pack {by_id.get(cid)}")
+    return "; ".join(problems) or None
+
+
+def load_head(path: str | Path, *, engine: Any, pack: Any, readout: str = "label") -> Head:
+    """Read a head file and check that it was fitted for this engine, pack and readout.
+
+    Raises:
+        InputError: it does not match (naming what differs), or cannot be read.
+    """
+    native = getattr(engine, "native", None)
+    head = read_head(path, shape=(native.n_vocab, native.n_embd) if native is not None else None)
+    why = check_head(head, engine=engine, pack=pack, readout=readout)
+    if why:
+        raise InputError(
+            f"head {path} was learned for another setup: {why}",
+            hint="run `triage learn` for this model and pack, or leave out --head",
+        )
+    return head
+
+
+def heads_dir() -> Path:
+    """Where learned heads are kept: ``user_dirs().data / "heads"``."""
+    return user_dirs().data / "heads"
+
+
+def store_head(head: Head) -> Path:
+    """Save ``head`` in :func:`heads_dir` under :func:`stored_name`; the one it replaces is kept as ``.prev``."""
+    return write_head(head, heads_dir() / head_name(head.model_sha256, head.pack_hash, head.prompt_format), backup=True)
+
+
+def starter_path(model_sha256: str, pack_hash: str, prompt_format: str) -> Path:
+    """Where the starter head for these keys is stored: ``heads/starter/``, apart from the team's heads."""
+    return heads_dir() / "starter" / head_name(model_sha256, pack_hash, prompt_format)
+
+
+def store_starter_head(head: Head) -> Path:
+    """Save a starter head (:mod:`triage.evaluation.starter`) under :func:`starter_path`."""
+    return write_head(head, starter_path(head.model_sha256, head.pack_hash, head.prompt_format))
+
+
+def stored_starter(engine: Any, pack: Any) -> Path | None:
+    """The stored starter head's file for this engine and pack, when there is one."""
+    path = starter_path(engine.sha256, pack.hash, engine.format_for("label").id)
+    return path if path.is_file() else None
+
+
+@dataclass
+class Found:
+    """What :func:`auto_head` found: the head to apply, or why a stored one was not applied."""
+
+    head: Head | None = None
+    skipped: str | None = None  # a one-line reason, for the user
+    path: Path | None = None  # the file the head was read from
+
+
+def auto_head(engine: Any, pack: Any, readout: str = "label", *, starter: bool = False) -> Found:
+    """The stored head for this engine, pack and readout, loaded and checked.
+
+    What ``triage score`` and the app call when no ``--head`` is given. The file
+    stored under this setup's name is applied when it loads and matches; without one, and with
+    ``starter``, the stored starter head for this setup (:func:`stored_starter`). When
+    there is none, a stored head learned for the same pack with another model or
+    prompt format is not applied, and :attr:`Found.skipped` says why. A damaged
+    stored head is moved aside (``NAME.bad-TIME``, named in :attr:`Found.skipped`)
+    and scoring goes on without it.
+    """
+    if readout != "label":
+        return Found()
+    folder = heads_dir()
+    path = folder / head_name(engine.sha256, pack.hash, engine.format_for(readout).id)
+    if path.is_file():
+        try:
+            return Found(load_head(path, engine=engine, pack=pack, readout=readout), path=path)
+        except DamagedHead as exc:  # never again: one bad file must not cost every score a warning
+            return Found(None, set_aside(path, "stored learned head", exc.message))
+        except InputError as exc:
+            return Found(None, f"learned head not applied: {exc.message}")
+    spath = stored_starter(engine, pack) if starter else None
+    if spath is not None:  # no head of the team's: the built-in pack's starter head (triage.evaluation.starter)
+        try:
+            return Found(load_head(spath, engine=engine, pack=pack, readout=readout), path=spath)
+        except DamagedHead as exc:
+            return Found(None, set_aside(spath, "stored starter head", exc.message))
+        except InputError as exc:
+            return Found(None, f"starter head not applied: {exc.message}")
+    if not folder.is_dir():
+        return Found()
+    notes = []
+    for other in sorted(folder.glob(f"*-{pack.hash}-*{SUFFIX}"), key=_mtime, reverse=True):
+        try:
+            head = read_head(other)
+        except DamagedHead as exc:
+            notes.append(set_aside(other, "stored learned head", exc.message))
+            continue
+        except InputError:
+            continue
+        why = check_head(head, engine=engine, pack=pack, readout=readout)
+        if why:
+            notes.append(f"learned head {other.name} not applied: it was learned for another setup ({why})")
+            break
+    return Found(None, "; ".join(notes) or None)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0

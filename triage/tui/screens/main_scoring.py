@@ -1,0 +1,360 @@
+"""The main screen's scoring: submitting the open ticket, replies to it, the score worker and its events.
+
+Every submission has an id. Messages of a submission that is no longer current update history but
+never the screen, so stale results cannot overwrite newer ones. A new submit cancels the old
+(``score``: one exclusive worker per submission); Esc cancels.
+
+Mixed into :class:`~triage.tui.screens.main.MainScreen`, whose state (``host``, ``history``, ``pack``, the
+submissions) it works on; Textual finds its message handlers and actions through the screen's MRO.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from textual import work
+from textual.worker import get_current_worker
+
+from triage.domain.pack import Pack
+from triage.domain.ticket import Ticket, clean_text, make_ticket
+from triage.errors import InputError, TriageError
+from triage.scoring.options import ScoreOptions
+from triage.tui.messages import (
+    CriterionDecided,
+    DecodeProgressed,
+    ScoreFailed,
+    TicketDecided,
+    TicketPasted,
+    TicketPrefilled,
+)
+from triage.tui.submission import Submission
+
+if TYPE_CHECKING:
+    from triage.scoring.fit import Fits, ModelIdentity
+
+REPLY_KEYS = {"customer": "F8", "agent": "F9", "note": "F10"}
+REPLY_WORDS = {"customer": "customer reply", "agent": "agent reply", "note": "internal note"}
+log = logging.getLogger(__name__)
+
+
+class ScoringPart:
+    """The main screen's submissions, replies and the score worker."""
+
+    # -- scoring ----------------------------------------------------------------------
+    def on_ticket_pasted(self, _msg: TicketPasted) -> None:
+        if self.auto_score:
+            self.action_score()
+        else:
+            self._mark_previous()
+
+    def action_score(self) -> None:
+        """Score the ticket in the box (a running score is cancelled first).
+
+        With a thread open and nothing typed in the editor, the thread is scored again;
+        text in the editor is a new ticket.
+        """
+        text = self.ticket.ticket_text
+        if self.composing and self.open_ticket is not None and not text.strip():
+            self._submit(self.open_ticket, self.open_row)
+            return
+        try:
+            ticket = make_ticket(text)
+        except InputError as exc:
+            self.notify(exc.message, severity="warning", markup=False)
+            return
+        if self.model_state == "failed":
+            self.notify("No model is loaded; see the message at the top.", severity="error")
+            return
+        self._close_thread()
+        self._submit(ticket, None)
+
+    def action_reply(self, role: str) -> None:
+        """Add the editor's text to the open ticket as its next message (``role``), then score it again.
+
+        The ticket keeps its id, so the engine reuses what it kept of the ticket's last
+        score; the reply is saved into the ticket's history row before scoring starts.
+        Pressed while the editor still holds the scored ticket unchanged, the box turns
+        to the thread and the editor empties for the reply. Text typed under the
+        scored ticket (the ticket kept above it) is the reply.
+        """
+        key, what = REPLY_KEYS[role], REPLY_WORDS[role]
+        base = self.open_ticket
+        if base is None:
+            self.notify(f"Score a ticket first (F5); {key} adds an {what} to the ticket on screen.", severity="warning")
+            return
+        if self.model_state == "failed":
+            self.notify("No model is loaded; see the message at the top.", severity="error")
+            return
+        text = clean_text(self.ticket.ticket_text)
+        if not self.composing:  # the editor holds the (plain) ticket on screen
+            if not text or text == base.text:
+                self._open_thread(base, scored=len(base.thread))
+                self.notify(f"Type or paste the {what} in the box, then press {key} to add it and score again.")
+                return
+            if text.startswith(base.text):
+                text = text[len(base.text) :].strip()
+        if not text:
+            self.notify(f"Type or paste the {what} in the box first, then press {key}.", severity="warning")
+            return
+        messages = [{"role": m.role, "text": m.text} for m in base.thread] + [{"role": role, "text": text}]
+        try:
+            ticket = make_ticket(None, base.id, messages)
+        except InputError as exc:
+            self.notify(exc.message, severity="warning", markup=False)
+            return
+        if self._submit(ticket, self.open_row):
+            self._open_thread(ticket, scored=len(base.thread))
+
+    def _open_thread(self, ticket: Ticket, *, scored: int | None = None) -> None:
+        """Show ``ticket``'s messages above the editor, which is emptied for the next message and gets the focus
+        (the reply is typed there; typed on a card, its letters and digits would answer the card)."""
+        self.composing = True
+        self.thread_view.show(ticket.id, ticket.thread, scored)
+        self.ticket.replying = True
+        self.ticket.set_ticket("")
+        self.ticket.focus()
+        self._request_count()
+
+    def _close_thread(self) -> None:
+        """The box is a plain editor again (a new ticket, or cleared)."""
+        if self.composing:
+            self.composing = False
+            self.thread_view.hide()
+        self.ticket.replying = False
+
+    def _submit(self, ticket: Ticket, row: int | None) -> bool:
+        """Save ``ticket`` (into ``row``, a thread's) and score it; False when no model can score it."""
+        if self.model_state == "failed":
+            self.notify("No model is loaded; see the message at the top.", severity="error")
+            return False
+        self._supersede()
+        self._seq += 1
+        sub = Submission(self._seq, ticket, self.pack)
+        # saved now, in its own transaction: a crash keeps the ticket (and a thread's new message)
+        sub.ticket_row = self._record(self.history.save_ticket, ticket, row=row)
+        self.open_ticket, self.open_row = ticket, sub.ticket_row
+        self.current = sub
+        self._subs[sub.id] = sub
+        self.result = self.result_text = None
+        self.result_rows = (None, None)
+        self.decisions.begin(self.pack, model_ready=self.model_state == "ready")
+        if self.model_state == "ready":
+            self._start(sub)
+        else:
+            self.pending = sub
+            self.summary.queued(ticket.id)
+        self.refresh_bindings()
+        return True
+
+    def _start(self, sub: Submission) -> None:
+        engine = self.host.engine
+        sub.started = True
+        if sub.ticket_row is not None and engine is not None:
+            pack = {"name": sub.pack.name, "version": sub.pack.version, "hash": sub.pack.hash}
+            sub.score_id = self._record(
+                self.history.start_score,
+                sub.ticket_row,
+                model=engine.model_info,
+                pack=pack,
+                orderings=sub.options.effective_orderings,
+                messages=len(sub.ticket.thread),
+            )
+        self.summary.scoring(sub.ticket.id)
+        self._score(sub)
+
+    @work(thread=True, exclusive=True, group="score", exit_on_error=False)
+    def _score(self, sub: Submission) -> None:
+        from triage.scoring.engine import CriterionScored, Prefilled, Progress, TicketScored
+
+        worker = get_current_worker()
+
+        def stop() -> bool:
+            return sub.cancel.is_set() or worker.is_cancelled
+
+        try:
+            with self.host.lock:  # llama.cpp is not thread-safe: one user at a time
+                if not sub.claim():
+                    return  # superseded or cancelled before its turn: the screen ended its history row
+                engine = self.host.engine
+                if engine is None:
+                    raise TriageError("no model is loaded")
+                options = sub.options  # what `triage score` scores with
+                fits = self._stored_fits(engine, sub.pack, options)
+                keep = sub.score_id is not None  # what a head reads, for learning later
+
+                def progress(p: Progress) -> None:  # from inside a decode: only post
+                    self.post_message(DecodeProgressed(sub.id, p.phase, p.done, p.total))
+
+                for event in engine.score(
+                    sub.ticket, sub.pack, options, cancel=stop, features=keep, progress=progress, **fits.engine_kwargs()
+                ):
+                    if isinstance(event, Prefilled):
+                        self.post_message(TicketPrefilled(sub.id, event.tokens, event.prefill_ms, event.criteria))
+                    elif isinstance(event, CriterionScored):
+                        self.post_message(CriterionDecided(sub.id, event.result))
+                    elif isinstance(event, TicketScored):
+                        from triage.store.features import from_scored
+
+                        kept = from_scored(event.readouts, event.features) if keep and event.result.complete else {}
+                        self.post_message(TicketDecided(sub.id, event.result, kept))
+        except TriageError as exc:
+            self.post_message(ScoreFailed(sub.id, exc.message))
+        except Exception as exc:
+            log.exception("scoring ticket %s failed", sub.ticket.id)
+            self.post_message(ScoreFailed(sub.id, f"{type(exc).__name__}: {exc}"))
+
+    def _stored_fits(self, engine: ModelIdentity, pack: Pack, options: ScoreOptions) -> Fits:
+        """What decides beside the readout: the learned head and calibration, by the one fit policy.
+
+        The config's ``calibration`` is asked for as the CLI asks for it; when it does not fit,
+        the notice says why and the ticket is scored without it. A stored head or calibration
+        that is passed over (learned for another model, other options, damaged) is named in a
+        notice, with why.
+        """
+        from triage.scoring.fit import FitRequest, choose_fits
+
+        refused = None
+        try:
+            fits = choose_fits(engine, pack, options, FitRequest.of(config=self.options.config))
+        except InputError as exc:  # the config's calibration file: it must not stop scoring
+            refused = f"{exc.message}; scoring without it"
+            fits = choose_fits(engine, pack, options, FitRequest(no_calibration=True))
+        for about in ("head", "calibration"):
+            said = fits.passed_over(about) + ([refused] if refused and about == "calibration" else [])
+            if said:
+                self.app.call_from_thread(self.notices.put, about, " ".join(said), "warning")
+            else:
+                self.app.call_from_thread(self.notices.drop, about)
+        return fits
+
+    def _is_current(self, submission: int) -> bool:
+        return self.current is not None and self.current.id == submission
+
+    def on_decode_progressed(self, msg: DecodeProgressed) -> None:
+        sub = self._subs.get(msg.submission)
+        if sub is None or not self._is_current(msg.submission) or sub.tokens is not None or sub.cancel.is_set():
+            return  # stale, or past the prefill (the criteria line says the rest), or being cancelled
+        left = sub.time_left(msg.phase, msg.done, msg.total, time.monotonic())
+        self.summary.progress(sub.ticket.id, msg.phase, msg.done, msg.total, left)
+
+    def on_ticket_prefilled(self, msg: TicketPrefilled) -> None:
+        sub = self._subs.get(msg.submission)
+        if sub is None or not self._is_current(msg.submission):
+            return
+        sub.tokens, sub.prefill_ms = msg.tokens, msg.prefill_ms
+        self.decisions.prefilled()
+        self.summary.scoring(sub.ticket.id, msg.tokens, msg.prefill_ms, 0, msg.criteria)
+
+    def on_criterion_decided(self, msg: CriterionDecided) -> None:
+        sub = self._subs.get(msg.submission)
+        if sub is None or not self._is_current(msg.submission):
+            return
+        sub.decided += 1
+        self.decisions.decided(msg.result)
+        self.summary.scoring(sub.ticket.id, sub.tokens, sub.prefill_ms, sub.decided, len(sub.pack.criteria))
+
+    def on_ticket_decided(self, msg: TicketDecided) -> None:
+        sub = self._subs.pop(msg.submission, None)
+        if sub is None:
+            return
+        sub.finished = True
+        if sub.score_id is not None:  # history records every result, stale ones too
+            self._record(self.history.finish_score, sub.score_id, msg.result)
+            if msg.kept:
+                self._keep_features(sub.score_id, msg.result, msg.kept)
+        if not self._is_current(msg.submission):
+            return
+        self.result, self.result_text = msg.result, sub.ticket.text
+        self.result_rows = (sub.ticket_row, sub.score_id)
+        self.decisions.finish(msg.result)
+        self._show_labels()
+        self.summary.show(msg.result)
+        if self.composing and self.open_ticket is not None:
+            self.thread_view.show(self.open_ticket.id, self.open_ticket.thread, msg.result.thread.messages)
+        self._mark_previous()  # the box may have been given another ticket while this one was scored
+        if not msg.result.complete:
+            self.notify(
+                f"Scoring cancelled: {len(msg.result.criteria)} of {len(sub.pack.criteria)} criteria were done.",
+                severity="warning",
+            )
+        self.refresh_bindings()
+
+    def on_score_failed(self, msg: ScoreFailed) -> None:
+        sub = self._subs.pop(msg.submission, None)
+        if sub is None:
+            return
+        sub.finished = True
+        if sub.score_id is not None:
+            self._record(self.history.fail_score, sub.score_id, msg.message)
+        if not self._is_current(msg.submission):
+            return
+        self.decisions.failed()
+        self.summary.failed(sub.ticket.id, msg.message)
+        self.notify(f"Scoring failed: {msg.message}", severity="error", timeout=10, markup=False)
+        self.refresh_bindings()
+
+    def action_cancel(self) -> None:
+        """Stop the running score; the engine stops between tails."""
+        sub = self.current
+        if sub is None or sub.finished:
+            return
+        if not sub.started:
+            self.pending = None
+            sub.finished = True
+            self._subs.pop(sub.id, None)
+            self.decisions.cancelled()
+            self.summary.idle()
+            self.notify("Cancelled before scoring started.")
+        else:
+            sub.cancel.set()
+            self.workers.cancel_group(self, "score")
+            if self._abandon(sub):  # its worker had not begun: nothing will come back
+                self.decisions.cancelled()
+                self.summary.idle()
+                self.notify("Cancelled before scoring started.")
+            else:
+                self.summary.cancelling(sub.ticket.id)
+        self.refresh_bindings()
+
+    def _supersede(self) -> None:
+        """Cancel whatever is running or waiting; its result will be ignored."""
+        sub = self.current
+        if sub is not None and not sub.finished:
+            sub.cancel.set()
+            if not sub.started:
+                self.pending = None
+                sub.finished = True
+                self._subs.pop(sub.id, None)
+            else:
+                self._abandon(sub)
+
+    def _abandon(self, sub: Submission) -> bool:
+        """End a started submission whose worker has not begun scoring (True), as cancelled in history.
+
+        False: its worker is scoring it and will post the (cancelled) result itself.
+        """
+        if not sub.abandon():
+            return False
+        sub.finished = True
+        self._subs.pop(sub.id, None)
+        if sub.score_id is not None:
+            self._record(self.history.cancel_score, sub.score_id)
+        return True
+
+    @property
+    def scoring(self) -> bool:
+        """A submission is running or waiting for the model."""
+        return self.current is not None and not self.current.finished
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel":
+            return True if self.scoring else None
+        if action in ("export", "copy_summary", "label"):
+            return True if self.result is not None else None
+        if action == "reply":  # hidden until there is a ticket to reply to
+            return True if self.open_ticket is not None else False
+        if action == "timeline":
+            return True if self.open_row is not None and self.result is not None else False
+        return True
