@@ -99,7 +99,6 @@ def main(argv: list[str] | None = None) -> int:
     from triage.scoring.options import ScoreOptions
     from triage.serve.app import ServeSettings
     from triage.serve.local import serving
-    from triage.serve.worker import fit_policy
 
     load0 = os.getloadavg()[0]
     tickets = load_tickets(args.tickets, max(args.n, 1))
@@ -117,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     engine_ms: list[float] = []
     want: dict[str, dict[tuple[str, str], float]] = {}
     mismatches = 0
-    with serving(engine, settings, queue_limit=max(16, args.clients * 2), fits=fit_policy(engine)) as (base, worker):
+    with serving(engine, settings, queue_limit=max(16, args.clients * 2)) as (base, worker):
         client = Client(base)
         for tid, text in tickets[:3]:
             client.score("warm-" + tid, text)

@@ -25,6 +25,7 @@ from triage.domain.pack import Pack
 from triage.domain.result import CriterionResult, OptionScore, ThreadInfo, TicketResult, Timing, Tokens
 from triage.domain.thread import Message
 from triage.domain.ticket import Ticket, make_ticket
+from triage.errors import TriageError
 from triage.scoring.engine import CriterionScored, Prefilled, ScoreEvent, ScoreOptions, TicketScored
 from triage.scoring.memory import common_length, first_edit
 from triage.scoring.options import DEFAULT_READOUT
@@ -233,6 +234,18 @@ class FakeEngine:
                     thread=thread,
                 )
             )
+
+    def score_many(
+        self, tickets: Any, pack: Pack, options: ScoreOptions | None = None, **kw: Any
+    ) -> Iterator[tuple[Ticket, TicketScored | TriageError]]:
+        """As the engine: one ticket at a time in input order, ``(ticket, final event)``; a ticket whose text holds
+        ``FAIL`` gets the :class:`TriageError` that stops it (the others still score)."""
+        for ticket in tickets:
+            if "FAIL" in ticket.text:
+                yield ticket, TriageError(f"ticket {ticket.id} could not be scored")
+                continue
+            final = [e for e in self.score(ticket, pack, options, **kw) if isinstance(e, TicketScored)]
+            yield ticket, final[-1]
 
     def _prefill(self, total: int, stop: Callable[[], bool], progress: Callable[[Progress], None] | None) -> bool:
         """Tell ``progress`` the prefill's steps (holding where asked); False when cancelled meanwhile."""

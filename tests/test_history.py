@@ -297,17 +297,18 @@ def test_a_schema_3_history_gains_messages_and_keeps_its_tickets(tmp_path: Path)
 
 
 def test_score_history_keeps_a_returning_thread_in_one_row() -> None:
-    from triage.store.keep import ScoreKeeper
+    from triage.session import Session
 
     engine, pack = FakeEngine(), default_pack()
-    keeper = ScoreKeeper.open()
+    session = Session(engine)
     try:
         rows = []
         for k in (2, 3):
             ticket = make_ticket(None, "T-7", THREAD[:k])
-            keeping = keeper.begin(ticket, engine, pack, ScoreOptions())
-            rows.append(keeping.ticket_row)
-            assert keeper.history.scored_messages(keeping.score_id) == k
-        assert rows[0] == rows[1] and len(keeper.history.thread(rows[0])) == 3
+            scoring = session.begin(ticket, pack, ScoreOptions())
+            rows.append(scoring.ticket_row)
+            assert scoring.score_id is not None
+            assert session.history.scored_messages(scoring.score_id) == k
+        assert rows[0] == rows[1] and len(session.history.thread(rows[0])) == 3
     finally:
-        keeper.close()
+        session.close()

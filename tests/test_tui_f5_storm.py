@@ -41,7 +41,7 @@ async def test_f5_twenty_times_fast_leaves_no_unfinished_history_row() -> None:
         assert len(entries) == 20
         assert sorted({e.status for e in entries}) == ["cancelled", "done"]
         assert sum(e.status == "done" for e in entries) == 1  # the last press's
-        assert main.current is not None and main.current.finished and not main._subs
+        assert main.current is not None and main.current.finished and not main.desk.subs
         assert len(engine.scored) < 20  # a press superseded before its turn is never scored at all
 
 

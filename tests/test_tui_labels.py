@@ -195,13 +195,13 @@ async def test_the_auto_refit_counts_labels_of_earlier_sessions() -> None:
     app = fake_app(FakeFactory(FakeEngine()), config=config)
     async with app.run_test(size=(100, 40)) as pilot:
         await _scored(app, pilot)
-        assert app.main._labels_since_fit == 0  # a fresh history
+        assert app.main.desk.labels_since_fit == 0  # a fresh history
         await pilot.press("f6", "enter", "enter")  # two confirmations
-        await wait_until(pilot, lambda: app.main._labels_since_fit == 2, what="two labels counted")
+        await wait_until(pilot, lambda: app.main.desk.labels_since_fit == 2, what="two labels counted")
     app2 = fake_app(FakeFactory(FakeEngine()), config=config)
     async with app2.run_test(size=(100, 40)) as pilot:
         await _scored(app2, pilot)
-        assert app2.main._labels_since_fit == 2  # the earlier session's labels count
+        assert app2.main.desk.labels_since_fit == 2  # the earlier session's labels count
         learned: list[str] = []
         app2.main.action_learn = lambda: learned.append("re-fit")  # type: ignore[method-assign]
         await pilot.press("f6", "enter")  # the third label

@@ -185,6 +185,11 @@ class TicketScorer:
         self.engine.hold_stable(
             config.pack, config.options.readout
         )  # computed (or restored) once; stays resident between tickets
+        from triage.scoring.fit import Fits
+        from triage.session import Session
+
+        # The driver chose the fits for the nodes' model; nothing is kept in a history on a node.
+        self.session = Session(self.engine, fits=Fits(head=config.head, calibration=config.calibration))
 
     def __call__(self, batch: Any) -> dict[str, list[Any]]:
         """Score one batch (a ``pyarrow.Table``), in order, one ticket per decode as ``triage score`` does."""
@@ -203,12 +208,10 @@ class TicketScorer:
             except TriageError as exc:  # the driver checked every row; a bad one still gets its record
                 made.append((row, exc))
         tickets = [t for _, t in made if not isinstance(t, TriageError)]
-        scored = iter(
-            self.engine.score_many(tickets, cfg.pack, cfg.options, calibration=cfg.calibration, head=cfg.head)
-        )
+        scored = iter(self.session.score_many(tickets, cfg.pack, cfg.options))
         records = []
         for row, ticket in made:
-            done = ticket if isinstance(ticket, TriageError) else next(scored)[1]
+            done = ticket if isinstance(ticket, TriageError) else next(scored)[2]
             if isinstance(done, TriageError):
                 record = {"ticket_id": row["ticket_id"], "line": row["line"], "error": done.message}
                 if not isinstance(ticket, TriageError):

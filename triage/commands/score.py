@@ -433,23 +433,23 @@ def _score_all(
         notice=lambda m: _say(f"triage: {m}"),
     )
     from triage.commands._starter import fit_starter
-    from triage.scoring.fit import choose_fits
+    from triage.session import Session
+    from triage.settings import Settings
 
     request = fit_request(args, config)
+    session = Session(engine, request=request, history=history, keep_features=Settings.of(config).keep_features)
+    keep = history is not None
     fit_starter(engine, pack, request)  # the built-in pack's first use with this model: its starter head
-    fits = choose_fits(engine, pack, options, request)
+    fits = session.fits(pack, options)
     say_fit_notes(fits)
     failed = 0
     kept = 0
-    waiting: deque[tuple[Row, Any, Any]] = deque()  # rows in input order, each with its ticket and keeper
+    waiting: deque[tuple[Row, Any]] = deque()  # rows in input order, each with its ticket
 
     def feed() -> Iterator[Any]:
-        """The tickets to score, each saved in the history (--history) as the engine takes it."""
+        """The tickets to score (the session keeps each in the history, --history, as the engine takes it)."""
         for row, ticket in tickets:
-            keeper = None
-            if ticket is not None and history is not None:
-                keeper = history.begin(ticket, engine, pack, options)
-            waiting.append((row, ticket, keeper))
+            waiting.append((row, ticket))
             if ticket is not None:
                 yield ticket
 
@@ -461,22 +461,18 @@ def _score_all(
             yield {"ticket_id": row.ticket_id, "line": row.line, "error": row.error}
 
     with engine:
-        scored = engine.score_many(feed(), pack, options, features=history is not None, **fits.engine_kwargs())
-        for ticket, done in scored:
+        for ticket, scoring, done in session.score_many(feed(), pack, options, keep=keep, fits=fits):
             for record in bad_rows_before(ticket):
                 failed += 1
                 writer.write(record)
-            row, _, keeper = waiting.popleft()
+            row, _ = waiting.popleft()
             if isinstance(done, TriageError):
                 failed += 1
-                if keeper is not None:
-                    keeper.failed(done.message)
                 _say(f"triage: error: ticket {ticket.id}: {done.message}")
                 record = {"ticket_id": ticket.id, "line": row.line, "error": done.message}
             else:
                 result = done.result
-                if keeper is not None:
-                    kept += keeper.finished(done)
+                kept += scoring.kept
                 for w in result.warnings:
                     _say(f"triage: warning: ticket {ticket.id}: {w}")
                 record = result.to_dict()
@@ -494,19 +490,16 @@ def _score_all(
 
 
 def _open_history(args: argparse.Namespace, config: dict[str, Any]) -> Any:
-    """The history to keep scores in (``--history``), or None."""
+    """The history to keep scores in (``--history``), opened for writing, or None."""
     if not args.history:
         if args.history_file:
             raise InputError("--history-file works only with --history")
         return None
     from pathlib import Path
 
-    from triage.settings import Settings
-    from triage.store.keep import ScoreKeeper
+    from triage.store.history import History
 
-    keeper = ScoreKeeper.open(
-        Path(args.history_file) if args.history_file else None, keep=Settings.of(config).keep_features
-    )
-    if keeper.history.notice:  # a damaged history moved aside: both files named
-        _say(f"triage: note: {keeper.history.notice}")
-    return keeper
+    history = History.open_writable(Path(args.history_file) if args.history_file else None)
+    if history.notice:  # a damaged history moved aside: both files named
+        _say(f"triage: note: {history.notice}")
+    return history

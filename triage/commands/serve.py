@@ -275,7 +275,8 @@ def run(args: argparse.Namespace) -> int:
     from triage.scoring.options import ScoreOptions
     from triage.serve.app import create_app
     from triage.serve.server import Gate, bind, build_server, connection_cap
-    from triage.serve.worker import EngineWorker, fit_policy
+    from triage.serve.worker import EngineWorker
+    from triage.session import Session
     from triage.settings import Settings
     from triage.store.config import load_config
 
@@ -303,19 +304,15 @@ def run(args: argparse.Namespace) -> int:
         from triage.commands._starter import fit_starter
 
         fit_starter(engine, settings.default_pack, request)  # before "serving": the first answers are the starter's
-        fits = fit_policy(engine, request)
-        for note in fits(settings.default_pack, ScoreOptions()).notes:  # every request's options (but its criteria)
+        session = Session(
+            engine, request=request, history_path=settings.history_path, keep_features=Settings.of(config).keep_features
+        )
+        for note in session.fits(settings.default_pack, ScoreOptions()).notes:  # every request's options (not criteria)
             _say(f"triage: {'' if note.applied else 'note: '}{note.text}")
         for pack in settings.packs.values():
             engine.hold_stable(pack)  # computed (or restored) now, not on the first request
         engine.hold_stable(settings.default_pack)  # the default's stays resident
-        worker = EngineWorker(
-            engine,
-            fits,
-            queue_limit=queue_limit,
-            history_path=settings.history_path,
-            keep_features=Settings.of(config).keep_features,
-        )
+        worker = EngineWorker(session, queue_limit=queue_limit)
         worker.start()
         app = create_app(worker, settings)
         handler = logging.StreamHandler(sys.stderr)

@@ -530,7 +530,7 @@ def create_app(worker: EngineWorker, settings: ServeSettings) -> Starlette:
 def health_of(worker: EngineWorker, settings: ServeSettings) -> dict[str, Any]:
     """``GET /v1/health``: the model, the packs, what decides (head, calibration), the hit rate, the queue."""
     engine = worker.engine
-    fits = worker.fits(settings.default_pack, ScoreOptions())
+    fits = worker.session.fits(settings.default_pack, ScoreOptions())
     return {
         "status": "ok",
         "model": engine.model_info,

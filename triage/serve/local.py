@@ -17,7 +17,8 @@ from typing import Any
 
 from triage.serve.app import ServeSettings, create_app
 from triage.serve.server import DEFAULT_MAX_CONNECTIONS, Gate, bind, build_server
-from triage.serve.worker import DEFAULT_QUEUE_LIMIT, EngineWorker, fit_policy
+from triage.serve.worker import DEFAULT_QUEUE_LIMIT, EngineWorker
+from triage.session import Session
 
 
 def free_port() -> int:
@@ -33,7 +34,6 @@ def serving(
     settings: ServeSettings,
     *,
     queue_limit: int = DEFAULT_QUEUE_LIMIT,
-    fits: Any = None,
     timeout: float = 30.0,
     gate: Gate | None = None,
 ) -> Iterator[tuple[str, EngineWorker]]:
@@ -47,13 +47,8 @@ def serving(
     sock = bind("127.0.0.1", 0)
     settings = replace(settings, port=sock.getsockname()[1], host="127.0.0.1")
     gate = gate or Gate(max_connections=DEFAULT_MAX_CONNECTIONS, body_timeout=settings.body_timeout)
-    worker = EngineWorker(
-        engine,
-        fits or fit_policy(engine),
-        queue_limit=queue_limit,
-        history_path=settings.history_path,
-        owns_engine=False,
-    )
+    session = Session(engine, history_path=settings.history_path)  # the fit policy with no explicit file
+    worker = EngineWorker(session, queue_limit=queue_limit, owns_engine=False)
     worker.start()
     server = build_server(create_app(worker, settings), worker, gate, lifespan="off")
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="triage-serve-test", daemon=True)

@@ -20,7 +20,6 @@ import threading
 import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from triage.domain.pack import Pack
@@ -28,6 +27,7 @@ from triage.domain.result import CriterionResult
 from triage.domain.ticket import Ticket
 from triage.errors import TriageError
 from triage.scoring.options import ScoreOptions
+from triage.session import Session
 from triage.settings import DEFAULTS
 
 log = logging.getLogger("triage.serve")
@@ -144,37 +144,25 @@ class EngineWorker:
     """Owns the engine and scores queued jobs one at a time on its own thread.
 
     Args:
-        engine: the loaded :class:`~triage.scoring.engine.Engine` (closed by :meth:`stop` when ``owns_engine``).
-        fits: ``fits(pack, options)``: the head and calibration to apply (the one fit policy).
+        session: the :class:`~triage.session.Session` every job is scored and kept through: its engine (closed
+            by :meth:`stop` when ``owns_engine``), the fit policy (asked again for every job, so a head or
+            calibration stored while the server runs is applied from the next request on) and the history
+            (opened in the engine thread on the first job with ``keep``).
         queue_limit: the most requests that may wait (the one being scored is not counted).
-        history_path: the history file jobs with ``keep`` are kept in (None: the user data dir's).
-        keep_features: how many scores' head inputs the history keeps (config ``keep_features``).
     """
 
-    def __init__(
-        self,
-        engine: Any,
-        fits: Any,
-        *,
-        queue_limit: int = DEFAULT_QUEUE_LIMIT,
-        history_path: Path | None = None,
-        keep_features: int = DEFAULTS.keep_features,
-        owns_engine: bool = True,
-    ) -> None:
+    def __init__(self, session: Session, *, queue_limit: int = DEFAULT_QUEUE_LIMIT, owns_engine: bool = True) -> None:
         if queue_limit < 1:
             raise ValueError("queue_limit must be at least 1")
-        self.engine = engine
-        self.fits = fits
+        self.session = session
+        self.engine = session.engine
         self.queue_limit = queue_limit
-        self.history_path = history_path
-        self.keep_features = keep_features
         self.owns_engine = owns_engine
         self.stats = Stats()
         self._waiting: deque[Job] = deque()
         self._cond = threading.Condition()
         self._running: Job | None = None
         self._stopping = False
-        self._keeper: Any = None
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="triage-engine", daemon=True)
 
@@ -263,27 +251,20 @@ class EngineWorker:
             finally:
                 with self._cond:
                     self._running = None
-        if self._keeper is not None:
-            self._keeper.close()
-
-    def _keeper_open(self) -> Any:
-        if self._keeper is None:
-            from triage.store.keep import ScoreKeeper
-
-            self._keeper = ScoreKeeper.open(self.history_path, keep=self.keep_features)
-        return self._keeper
+        self.session.close()  # the history, opened in this thread
 
     def _score(self, job: Job) -> None:
         from triage.scoring.engine import CriterionScored, Prefilled, TicketScored
 
+        session = self.session
         try:
-            fits = self.fits(job.pack, job.options)
+            fits = session.fits(job.pack, job.options)
         except TriageError as exc:
             self.stats.failed += 1
             job.emit("error", {"status": 422, "error": exc.message, "hint": exc.hint})
             return
         try:
-            keeping = self._keeper_open().begin(job.ticket, self.engine, job.pack, job.options) if job.keep else None
+            scoring = session.begin(job.ticket, job.pack, job.options, keep=job.keep)
         except (TriageError, sqlite3.OperationalError) as exc:
             if isinstance(exc, sqlite3.OperationalError) and not history_locked(exc):
                 raise
@@ -294,14 +275,7 @@ class EngineWorker:
         t0 = time.perf_counter()
         job.started = time.monotonic()
         try:
-            for event in self.engine.score(
-                job.ticket,
-                job.pack,
-                job.options,
-                cancel=job.cancelled.is_set,
-                features=keeping is not None,
-                **fits.engine_kwargs(),
-            ):
+            for event in session.events(scoring, fits=fits, cancel=job.cancelled.is_set):
                 if isinstance(event, Prefilled):
                     job.emit(
                         "prefilled",
@@ -318,20 +292,17 @@ class EngineWorker:
                     final = event
         except TriageError as exc:
             self.stats.failed += 1
-            if keeping is not None:
-                _quietly(keeping.failed, exc.message)
+            _quietly(session.fail, scoring, exc.message)
             job.emit("error", {"status": 422, "error": exc.message, "hint": exc.hint})
             return
-        except BaseException:
-            if keeping is not None:  # an unexpected failure: the row says so, never "running"
-                _quietly(keeping.failed, "internal error while scoring; see the server's log")
+        except BaseException:  # an unexpected failure: the row says so, never "running"
+            _quietly(session.fail, scoring, "internal error while scoring; see the server's log")
             raise
         assert final is not None
         result = final.result
         if not result.complete:
             self.stats.cancelled += 1
-            if keeping is not None:
-                _quietly(keeping.keeper.history.cancel_score, keeping.score_id)  # never left "running"
+            _quietly(session.cancel, scoring)  # never left "running"
             job.emit("error", job.cancel_error)
             return
         self.stats.served += 1
@@ -341,13 +312,13 @@ class EngineWorker:
         self.stats.stable_cached += tok.stable_cached
         self.stats.input_tokens += tok.total_input
         self.stats.prefix_cached += tok.prefix_cached
-        if keeping is not None:
+        if scoring.kept:
             try:
-                keeping.finished(final)
+                session.finish(scoring, result, session.head_inputs(final))
             except sqlite3.OperationalError as exc:
                 if not history_locked(exc):
                     raise
-                _quietly(keeping.failed, "the history was locked when the result was to be kept")
+                _quietly(session.fail, scoring, "the history was locked when the result was to be kept")
                 job.emit("error", history_error(exc, scored=True))
                 return
         job.emit("result", result.to_dict())
@@ -379,17 +350,3 @@ def _quietly(call: Any, *args: Any) -> None:
         call(*args)
     except (sqlite3.Error, TriageError) as exc:
         log.warning("could not record the end of a score in the history: %s", exc)
-
-
-def fit_policy(engine: Any, request: Any = None) -> Any:
-    """``fits(pack, options)``: the one fit policy (:func:`~triage.scoring.fit.choose_fits`) for each request.
-
-    It is asked again for every job, so a head or calibration stored while the server runs
-    (``triage learn``, ``triage calibrate``) is applied from the next request on.
-    """
-    from triage.scoring.fit import choose_fits
-
-    def fits(pack: Pack, options: ScoreOptions) -> Any:
-        return choose_fits(engine, pack, options, request)
-
-    return fits

@@ -25,9 +25,7 @@ overwrite newer ones.
 from __future__ import annotations
 
 import logging
-import sqlite3
-from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import Protocol
 
 from textual import events
 from textual.app import ComposeResult
@@ -41,6 +39,7 @@ from triage.domain.ticket import Ticket, make_ticket
 from triage.errors import InputError, TriageError
 from triage.scoring.options import ScoreOptions
 from triage.store.history import History, SavedScore
+from triage.tui.desk import Desk
 from triage.tui.engine_host import EngineHost
 from triage.tui.messages import ModelLoadFailed
 from triage.tui.options import UIOptions
@@ -57,7 +56,6 @@ from triage.tui.widgets.thread_view import ThreadView
 from triage.tui.widgets.ticket_input import TicketInput
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
 class ModelUnavailableHook(Protocol):
@@ -110,17 +108,14 @@ class MainScreen(ModelPart, ScoringPart, LabelsPart, Screen[None]):
         self.pack = pack
         self.auto_score = options.auto_score
         self.model_state: ModelState = "loading"
-        self.current: Submission | None = None
-        self.pending: Submission | None = None  # submitted before the model was up
+        # submissions, their history rows, labels and the re-fit count: no Textual there
+        self.desk = Desk(history, options.config, on_fault=self._history_fault)
         self.result: TicketResult | None = None  # the result on screen
         self.result_text: str | None = None  # its ticket text (for Markdown export)
         self.result_rows: tuple[int | None, int | None] = (None, None)  # its ticket row and score id in history
         self.open_ticket: Ticket | None = None  # the ticket on screen (submitted or reopened): replies go to it
         self.open_row: int | None = None  # its history row
         self.composing = False  # the box shows the open thread; the editor takes its next message
-        self._labels_since_fit = 0  # labels for this pack since its stored head was learned (across restarts)
-        self._subs: dict[int, Submission] = {}
-        self._seq = 0
         self._count_stamp = 0.0
         self._load_seq = 0
 
@@ -181,21 +176,19 @@ class MainScreen(ModelPart, ScoringPart, LabelsPart, Screen[None]):
         self.status.settings(self.pack, readout_words(product.readout, product.effective_orderings), self.auto_score)
 
     # -- history, export, clipboard ---------------------------------------------------
-    def _record(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
-        """Write to history; a failure is shown, never fatal (scoring goes on)."""
-        from triage.store.history_faults import HistoryFault
+    def _history_fault(self, line: str) -> None:
+        """A history write failed (the desk logged it): said, never fatal (scoring goes on)."""
+        self.notify(line, severity="error", timeout=10, markup=False)
 
-        try:
-            return fn(*args, **kwargs)
-        except (sqlite3.Error, HistoryFault) as exc:  # locked, read-only, a full disk: said, never fatal
-            log.exception("history write failed")
-            self.notify(f"Could not save to history: {exc}", severity="error", timeout=10, markup=False)
-            return None
+    @property
+    def current(self) -> Submission | None:
+        """The submission on screen (the desk's)."""
+        return self.desk.current
 
     def reopen(self, saved: SavedScore) -> None:
         """Show a ticket from history with its decisions."""
-        self._supersede()
-        self.current = None
+        self.desk.supersede()
+        self.desk.current = None
         self.open_row = saved.ticket_row
         if saved.is_thread:  # the whole thread, so that more replies can be added
             messages = [{"role": m.role, "text": m.text} for m in saved.messages]
@@ -252,7 +245,7 @@ class MainScreen(ModelPart, ScoringPart, LabelsPart, Screen[None]):
         """Empty the ticket box and the cards."""
         if self.scoring:
             self.action_cancel()
-        self.current = None
+        self.desk.current = None
         self.open_ticket, self.open_row = None, None
         self._close_thread()
         self.ticket.set_ticket("")
@@ -290,19 +283,11 @@ class MainScreen(ModelPart, ScoringPart, LabelsPart, Screen[None]):
         self.notify(f"Auto-score after paste {'on' if self.auto_score else 'off'}.")
 
     def end_unfinished(self) -> None:
-        """The app is closing: a score still open ends as cancelled in history.
-
-        Its worker's (cancelled) result is a message that no screen will read any more;
-        without this its row would say "unfinished" for ever.
-        """
-        for sub in list(self._subs.values()):
-            if sub.started and not sub.finished and sub.score_id is not None:
-                self.history.cancel_score(sub.score_id)
-            sub.finished = True
-        self._subs.clear()
+        """The app is closing: a score still open ends as cancelled in history (:meth:`Desk.end_unfinished`)."""
+        self.desk.end_unfinished()
 
     def stop_all(self) -> None:
         """Cancel running work (the app is closing)."""
-        self._supersede()
+        self.desk.supersede()
         self.workers.cancel_group(self, "score")
         self.workers.cancel_group(self, "count")

@@ -1,6 +1,6 @@
 """The main screen's labels and learning: agents' answers on the cards, re-fitting the head, exports.
 
-An answer on a criterion card is recorded in the history (with the features the score kept);
+An answer on a criterion card is recorded in the history by the desk (:mod:`triage.tui.desk`);
 every ``auto_learn_every`` labels (or F-key "learn") the head is fitted again in a thread worker
 (``learn``). The labels view, the timeline, exports and the clipboard copy live here too.
 
@@ -18,7 +18,6 @@ from typing import Any
 from textual import work
 
 from triage.domain.pack import Pack
-from triage.domain.result import TicketResult
 from triage.errors import InputError, TriageError
 from triage.tui.messages import HeadLearned
 from triage.tui.widgets.criterion_card import CriterionCard
@@ -30,21 +29,6 @@ class LabelsPart:
     """The main screen's labels, re-fitting, timeline, exports and clipboard."""
 
     # -- labels and learning ----------------------------------------------------------
-    def _keep_features(self, score_id: int, result: TicketResult, kept: dict[str, Any]) -> None:
-        from triage.store import features as feat
-
-        ident = feat.Identity(result.model.get("sha256", ""), result.prompt_format, result.pack.get("hash", ""))
-        keep = self.options.settings.keep_features
-        self._record(feat.save, self.history, score_id, ident, kept, keep=keep)
-
-    @property
-    def auto_learn_every(self) -> int | None:
-        """Re-fit after this many new labels (config ``auto_learn``, ``auto_learn_every``), or None when off."""
-        settings = self.options.settings
-        if not settings.auto_learn:
-            return None
-        return max(1, int(settings.auto_learn_every))
-
     def action_learn(self) -> None:
         """Re-fit the learned head from the history's labels now, in the background."""
         engine = self.host.engine
@@ -54,7 +38,7 @@ class LabelsPart:
         if self.history.path is None:
             self.notify("Learning needs a history file; this session keeps history in memory only.", severity="warning")
             return
-        self._labels_since_fit = 0
+        self.desk.labels_since_fit = 0
         self.notices.put("learn", f"Learning from the history's labels for pack {self.pack.name}…", "information")
         self._relearn(engine, self.pack, self.history.path)
 
@@ -110,7 +94,7 @@ class LabelsPart:
         ticket_row = self.result_rows[0]
         if ticket_row is None or self.result is None:
             return
-        standing = self._record(standing_for, self.history, ticket_row, self.result) or {}
+        standing = self.desk.record(standing_for, self.history, ticket_row, self.result) or {}
         for card in self.decisions.cards:
             label = standing.get(card.spec.id)
             if label is not None and card.result is not None:
@@ -118,15 +102,12 @@ class LabelsPart:
 
     def on_criterion_card_answered(self, msg: CriterionCard.Answered) -> None:
         """Store the agent's answer as a label, in its own transaction, then move to the next open card."""
-        from triage.store import labels as lab
-
         msg.stop()
-        ticket_row, score_id = self.result_rows
         if self.result is None or self.result_text is None:
             msg.card.set_answer(None)
             self.notify("Wait for the score to finish, then answer.", severity="warning")
             return
-        if ticket_row is None or score_id is None:
+        if None in self.result_rows:
             msg.card.set_answer(None)
             self.notify(
                 "Label not saved: the history cannot be written (see the notice at the top).",
@@ -134,21 +115,16 @@ class LabelsPart:
                 timeout=10,
             )
             return
-        scored = lab.ScoredTicket(ticket_row, self.result.ticket_id, self.result_text, score_id, self.result)
         try:
-            stored = self._record(
-                lab.record, self.history, scored, [lab.Answer(msg.criterion, msg.option)], origin="app"
-            )
+            stored = self.desk.answer(self.result, self.result_text, self.result_rows, msg.criterion, msg.option)
         except InputError as exc:  # an answer the result does not know: never stored
             msg.card.set_answer(None)
             self.notify(exc.message, severity="error", markup=False)
             return
         if not stored:
-            msg.card.set_answer(None)  # the write failed; _record said so
+            msg.card.set_answer(None)  # the write failed; the desk said so
             return
-        self._labels_since_fit += 1
-        every = self.auto_learn_every
-        if every is not None and self._labels_since_fit >= every:
+        if self.desk.learn_due:
             self.action_learn()
         cards = [c for c in self.decisions.cards if c.result is not None]
         later = cards[cards.index(msg.card) + 1 :] if msg.card in cards else []

@@ -33,7 +33,7 @@ class ModelPart:
     # -- model ------------------------------------------------------------------------
     def load_model(self, requested: str | None) -> None:
         """Load (or switch to) a model in the background; the UI stays live."""
-        self._supersede()
+        self.desk.supersede()
         self.model_state = "loading"
         self.status.loading(requested)
         self.notices.drop("model")
@@ -79,8 +79,8 @@ class ModelPart:
         self.decisions.set_waiting()
         self._count_labels_since_fit()
         self._fit_starter(self.host.engine, self.pack)
-        if self.pending is not None:
-            sub, self.pending = self.pending, None
+        if self.desk.pending is not None:
+            sub, self.desk.pending = self.desk.pending, None
             self._start(sub)
         self._request_count()
         self.refresh_bindings()
@@ -89,13 +89,10 @@ class ModelPart:
     def _fit_starter(self, engine: Any, pack: Pack) -> None:
         """The built-in pack's starter head on this model's first use (triage.evaluation.starter), in the
         background: tickets are scored zero-shot until it is stored, then the fit policy applies it."""
-        from triage.evaluation import starter
-        from triage.scoring.fit import FitRequest
-
         if engine is None:
             return
-        request = FitRequest.of(config=self.options.config)
-        if not starter.needs_fit(engine, pack, request):
+        session = self.desk.session(engine)
+        if not session.starter_due(pack):
             return
 
         def say(line: str) -> None:
@@ -106,29 +103,14 @@ class ModelPart:
                 say(f"fitting the starter head on triage's example tickets: {done} of {total} (zero-shot until then)")
 
         try:
-            starter.ensure(engine, pack, request, say=say, progress=progress)
+            session.ensure_starter(pack, say=say, progress=progress)
         except Exception:  # the starter is a convenience: it must never take the app down
             log.exception("fitting the starter head failed")
 
     def _count_labels_since_fit(self) -> None:
-        """Start the auto re-fit's count from the labels given since this model and pack's stored head was
-        learned (its file's time; every label when there is none), so that labels of earlier sessions count."""
-        engine = self.host.engine
-        if engine is None:
-            return
-        from triage.scoring.fitstore import head_name, heads_dir
-        from triage.store import labels as lab
-
-        path = heads_dir() / head_name(engine.sha256, self.pack.hash, engine.format_for("label").id)
-        try:
-            since = path.stat().st_mtime
-        except OSError:
-            since = 0.0
-        try:
-            self._labels_since_fit = lab.count_since(self.history, self.pack.hash, since)
-        except Exception:  # the count is a convenience: a history that cannot say leaves it at 0
-            log.exception("could not count the labels since the last re-fit")
-            self._labels_since_fit = 0
+        """Start the auto re-fit's count from the labels given since the stored head was learned (the desk's)."""
+        if self.host.engine is not None:
+            self.desk.count_labels_since_fit(self.host.engine, self.pack)
 
     def _stand_in_notice(self, msg: ModelLoaded) -> str:
         if msg.notices:
@@ -154,8 +136,8 @@ class ModelPart:
             text += f"\n{msg.hint[0].upper()}{msg.hint[1:]}."
         text += "\nThen restart triage, or pick a model with ctrl+p → Switch model."
         self.notices.put("model", text.replace("..", "."), "error")
-        if self.pending is not None:
-            sub, self.pending = self.pending, None
+        if self.desk.pending is not None:
+            sub, self.desk.pending = self.desk.pending, None
             sub.finished = True
             self.decisions.failed()
             self.summary.failed(sub.ticket.id, "no model is loaded")

@@ -2,7 +2,8 @@
 
 Every submission has an id. Messages of a submission that is no longer current update history but
 never the screen, so stale results cannot overwrite newer ones. A new submit cancels the old
-(``score``: one exclusive worker per submission); Esc cancels.
+(``score``: one exclusive worker per submission); Esc cancels. What is decided and kept (the submissions,
+their history rows, the fit policy's choice) is the desk's (:mod:`triage.tui.desk`): this part shows it.
 
 Mixed into :class:`~triage.tui.screens.main.MainScreen`, whose state (``host``, ``history``, ``pack``, the
 submissions) it works on; Textual finds its message handlers and actions through the screen's MRO.
@@ -12,15 +13,12 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
 
 from textual import work
 from textual.worker import get_current_worker
 
-from triage.domain.pack import Pack
 from triage.domain.ticket import Ticket, clean_text, make_ticket
 from triage.errors import InputError, TriageError
-from triage.scoring.options import ScoreOptions
 from triage.tui.messages import (
     CriterionDecided,
     DecodeProgressed,
@@ -30,9 +28,6 @@ from triage.tui.messages import (
     TicketPrefilled,
 )
 from triage.tui.submission import Submission
-
-if TYPE_CHECKING:
-    from triage.scoring.fit import Fits, ModelIdentity
 
 REPLY_KEYS = {"customer": "F8", "agent": "F9", "note": "F10"}
 REPLY_WORDS = {"customer": "customer reply", "agent": "agent reply", "note": "internal note"}
@@ -129,44 +124,28 @@ class ScoringPart:
         if self.model_state == "failed":
             self.notify("No model is loaded; see the message at the top.", severity="error")
             return False
-        self._supersede()
-        self._seq += 1
-        sub = Submission(self._seq, ticket, self.pack)
-        # saved now, in its own transaction: a crash keeps the ticket (and a thread's new message)
-        sub.ticket_row = self._record(self.history.save_ticket, ticket, row=row)
+        sub = self.desk.submit(ticket, self.pack, row=row)  # saved now: a crash keeps the ticket
         self.open_ticket, self.open_row = ticket, sub.ticket_row
-        self.current = sub
-        self._subs[sub.id] = sub
         self.result = self.result_text = None
         self.result_rows = (None, None)
         self.decisions.begin(self.pack, model_ready=self.model_state == "ready")
         if self.model_state == "ready":
             self._start(sub)
         else:
-            self.pending = sub
+            self.desk.pending = sub
             self.summary.queued(ticket.id)
         self.refresh_bindings()
         return True
 
     def _start(self, sub: Submission) -> None:
-        engine = self.host.engine
-        sub.started = True
-        if sub.ticket_row is not None and engine is not None:
-            pack = {"name": sub.pack.name, "version": sub.pack.version, "hash": sub.pack.hash}
-            sub.score_id = self._record(
-                self.history.start_score,
-                sub.ticket_row,
-                model=engine.model_info,
-                pack=pack,
-                orderings=sub.options.effective_orderings,
-                messages=len(sub.ticket.thread),
-            )
+        self.desk.start(sub, self.host.engine)
         self.summary.scoring(sub.ticket.id)
         self._score(sub)
 
     @work(thread=True, exclusive=True, group="score", exit_on_error=False)
     def _score(self, sub: Submission) -> None:
         from triage.scoring.engine import CriterionScored, Prefilled, Progress, TicketScored
+        from triage.session import Session
 
         worker = get_current_worker()
 
@@ -176,28 +155,27 @@ class ScoringPart:
         try:
             with self.host.lock:  # llama.cpp is not thread-safe: one user at a time
                 if not sub.claim():
-                    return  # superseded or cancelled before its turn: the screen ended its history row
+                    return  # superseded or cancelled before its turn: the desk ended its history row
                 engine = self.host.engine
                 if engine is None:
                     raise TriageError("no model is loaded")
-                options = sub.options  # what `triage score` scores with
-                fits = self._stored_fits(engine, sub.pack, options)
-                keep = sub.score_id is not None  # what a head reads, for learning later
+                choice = self.desk.fits(engine, sub)
+                for about, said in choice.notices.items():
+                    if said:
+                        self.app.call_from_thread(self.notices.put, about, said, "warning")
+                    else:
+                        self.app.call_from_thread(self.notices.drop, about)
 
                 def progress(p: Progress) -> None:  # from inside a decode: only post
                     self.post_message(DecodeProgressed(sub.id, p.phase, p.done, p.total))
 
-                for event in engine.score(
-                    sub.ticket, sub.pack, options, cancel=stop, features=keep, progress=progress, **fits.engine_kwargs()
-                ):
+                for event in self.desk.events(engine, sub, choice.fits, cancel=stop, progress=progress):
                     if isinstance(event, Prefilled):
                         self.post_message(TicketPrefilled(sub.id, event.tokens, event.prefill_ms, event.criteria))
                     elif isinstance(event, CriterionScored):
                         self.post_message(CriterionDecided(sub.id, event.result))
                     elif isinstance(event, TicketScored):
-                        from triage.store.features import from_scored
-
-                        kept = from_scored(event.readouts, event.features) if keep and event.result.complete else {}
+                        kept = Session.head_inputs(event) if sub.score_id is not None else {}
                         self.post_message(TicketDecided(sub.id, event.result, kept))
         except TriageError as exc:
             self.post_message(ScoreFailed(sub.id, exc.message))
@@ -205,42 +183,18 @@ class ScoringPart:
             log.exception("scoring ticket %s failed", sub.ticket.id)
             self.post_message(ScoreFailed(sub.id, f"{type(exc).__name__}: {exc}"))
 
-    def _stored_fits(self, engine: ModelIdentity, pack: Pack, options: ScoreOptions) -> Fits:
-        """What decides beside the readout: the learned head and calibration, by the one fit policy.
-
-        The config's ``calibration`` is asked for as the CLI asks for it; when it does not fit,
-        the notice says why and the ticket is scored without it. A stored head or calibration
-        that is passed over (learned for another model, other options, damaged) is named in a
-        notice, with why.
-        """
-        from triage.scoring.fit import FitRequest, choose_fits
-
-        refused = None
-        try:
-            fits = choose_fits(engine, pack, options, FitRequest.of(config=self.options.config))
-        except InputError as exc:  # the config's calibration file: it must not stop scoring
-            refused = f"{exc.message}; scoring without it"
-            fits = choose_fits(engine, pack, options, FitRequest(no_calibration=True))
-        for about in ("head", "calibration"):
-            said = fits.passed_over(about) + ([refused] if refused and about == "calibration" else [])
-            if said:
-                self.app.call_from_thread(self.notices.put, about, " ".join(said), "warning")
-            else:
-                self.app.call_from_thread(self.notices.drop, about)
-        return fits
-
     def _is_current(self, submission: int) -> bool:
-        return self.current is not None and self.current.id == submission
+        return self.desk.is_current(submission)
 
     def on_decode_progressed(self, msg: DecodeProgressed) -> None:
-        sub = self._subs.get(msg.submission)
+        sub = self.desk.subs.get(msg.submission)
         if sub is None or not self._is_current(msg.submission) or sub.tokens is not None or sub.cancel.is_set():
             return  # stale, or past the prefill (the criteria line says the rest), or being cancelled
         left = sub.time_left(msg.phase, msg.done, msg.total, time.monotonic())
         self.summary.progress(sub.ticket.id, msg.phase, msg.done, msg.total, left)
 
     def on_ticket_prefilled(self, msg: TicketPrefilled) -> None:
-        sub = self._subs.get(msg.submission)
+        sub = self.desk.subs.get(msg.submission)
         if sub is None or not self._is_current(msg.submission):
             return
         sub.tokens, sub.prefill_ms = msg.tokens, msg.prefill_ms
@@ -248,7 +202,7 @@ class ScoringPart:
         self.summary.scoring(sub.ticket.id, msg.tokens, msg.prefill_ms, 0, msg.criteria)
 
     def on_criterion_decided(self, msg: CriterionDecided) -> None:
-        sub = self._subs.get(msg.submission)
+        sub = self.desk.subs.get(msg.submission)
         if sub is None or not self._is_current(msg.submission):
             return
         sub.decided += 1
@@ -256,14 +210,9 @@ class ScoringPart:
         self.summary.scoring(sub.ticket.id, sub.tokens, sub.prefill_ms, sub.decided, len(sub.pack.criteria))
 
     def on_ticket_decided(self, msg: TicketDecided) -> None:
-        sub = self._subs.pop(msg.submission, None)
+        sub = self.desk.decided(msg.submission, msg.result, msg.kept)  # every result is kept, stale ones too
         if sub is None:
             return
-        sub.finished = True
-        if sub.score_id is not None:  # history records every result, stale ones too
-            self._record(self.history.finish_score, sub.score_id, msg.result)
-            if msg.kept:
-                self._keep_features(sub.score_id, msg.result, msg.kept)
         if not self._is_current(msg.submission):
             return
         self.result, self.result_text = msg.result, sub.ticket.text
@@ -282,12 +231,9 @@ class ScoringPart:
         self.refresh_bindings()
 
     def on_score_failed(self, msg: ScoreFailed) -> None:
-        sub = self._subs.pop(msg.submission, None)
+        sub = self.desk.failed(msg.submission, msg.message)
         if sub is None:
             return
-        sub.finished = True
-        if sub.score_id is not None:
-            self._record(self.history.fail_score, sub.score_id, msg.message)
         if not self._is_current(msg.submission):
             return
         self.decisions.failed()
@@ -298,55 +244,23 @@ class ScoringPart:
     def action_cancel(self) -> None:
         """Stop the running score; the engine stops between tails."""
         sub = self.current
-        if sub is None or sub.finished:
+        what = self.desk.cancel()
+        if what is None or sub is None:
             return
-        if not sub.started:
-            self.pending = None
-            sub.finished = True
-            self._subs.pop(sub.id, None)
+        if sub.started:
+            self.workers.cancel_group(self, "score")
+        if what == "unstarted":  # nothing will come back
             self.decisions.cancelled()
             self.summary.idle()
             self.notify("Cancelled before scoring started.")
         else:
-            sub.cancel.set()
-            self.workers.cancel_group(self, "score")
-            if self._abandon(sub):  # its worker had not begun: nothing will come back
-                self.decisions.cancelled()
-                self.summary.idle()
-                self.notify("Cancelled before scoring started.")
-            else:
-                self.summary.cancelling(sub.ticket.id)
+            self.summary.cancelling(sub.ticket.id)
         self.refresh_bindings()
-
-    def _supersede(self) -> None:
-        """Cancel whatever is running or waiting; its result will be ignored."""
-        sub = self.current
-        if sub is not None and not sub.finished:
-            sub.cancel.set()
-            if not sub.started:
-                self.pending = None
-                sub.finished = True
-                self._subs.pop(sub.id, None)
-            else:
-                self._abandon(sub)
-
-    def _abandon(self, sub: Submission) -> bool:
-        """End a started submission whose worker has not begun scoring (True), as cancelled in history.
-
-        False: its worker is scoring it and will post the (cancelled) result itself.
-        """
-        if not sub.abandon():
-            return False
-        sub.finished = True
-        self._subs.pop(sub.id, None)
-        if sub.score_id is not None:
-            self._record(self.history.cancel_score, sub.score_id)
-        return True
 
     @property
     def scoring(self) -> bool:
         """A submission is running or waiting for the model."""
-        return self.current is not None and not self.current.finished
+        return self.desk.scoring
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "cancel":

@@ -1,0 +1,169 @@
+"""The one scoring session (triage/session.py): scoring, the fit policy and the history, for every front end.
+
+A fake engine (tests/fake_engine.py) and a real SQLite history file; the real engine's keeping of what a head
+reads is covered through ``triage score --history`` (tests/test_score_cli.py) and the app's tests.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_engine import FakeEngine
+
+from triage.domain.pack import default_pack
+from triage.domain.ticket import make_ticket
+from triage.errors import TriageError
+from triage.scoring.engine import Prefilled, TicketScored
+from triage.scoring.fit import Fits
+from triage.scoring.options import ScoreOptions
+from triage.session import Session
+from triage.store import labels as lab
+from triage.store.history import History
+
+ROOT = Path(__file__).resolve().parents[1]
+PACK = default_pack()
+
+
+def statuses(path: Path) -> list[str]:
+    with History.open(path) as h:
+        return [e.status for e in reversed(h.search())]
+
+
+def test_score_keeps_the_ticket_before_the_engine_starts_and_the_result_when_it_ends(tmp_path: Path) -> None:
+    path = tmp_path / "history.sqlite3"
+    engine = FakeEngine(hold_after=2)
+    session = Session(engine, history_path=path)
+    seen: list[str] = []
+
+    def run() -> None:
+        for event in session.score(make_ticket("My parcel never came.", "T-1"), PACK, ScoreOptions(), keep=True):
+            seen.append(type(event).__name__)
+
+    t = threading.Thread(target=run)
+    t.start()
+    assert engine.held.wait(10), "the engine never reached its hold"
+    assert statuses(path) == ["running"]  # saved, in its own transaction, while the engine works
+    engine.gate.set()
+    t.join(10)
+    assert seen[0] == "Prefilled" and seen[-1] == "TicketScored" and seen.count("CriterionScored") == len(PACK.criteria)
+    assert statuses(path) == ["done"]
+    with History.open(path) as h:
+        [entry] = h.search()
+        assert entry.ticket_id == "T-1" and h.load(entry.score_id).result is not None  # type: ignore[arg-type]
+
+
+def test_a_cancelled_score_is_kept_cancelled_never_running(tmp_path: Path) -> None:
+    path = tmp_path / "history.sqlite3"
+    engine = FakeEngine(hold_after=1)
+    session = Session(engine, history_path=path)
+    stop = threading.Event()
+    events: list[Any] = []
+
+    def run() -> None:
+        events.extend(session.score(make_ticket("Refund please"), PACK, ScoreOptions(), keep=True, cancel=stop.is_set))
+
+    t = threading.Thread(target=run)
+    t.start()
+    assert engine.held.wait(10)
+    stop.set()
+    t.join(10)
+    final = events[-1]
+    assert isinstance(final, TicketScored) and not final.result.complete
+    assert statuses(path) == ["cancelled"]
+
+
+class FailingEngine(FakeEngine):
+    """Fails after its prefill, as the real engine does on a full KV cache."""
+
+    def score(self, *args: Any, **kw: Any):  # type: ignore[no-untyped-def]
+        for event in super().score(*args, **kw):
+            yield event
+            if isinstance(event, Prefilled):
+                raise TriageError("the KV cache is full")
+
+
+def test_an_engine_error_is_kept_as_the_scores_error_then_raised(tmp_path: Path) -> None:
+    path = tmp_path / "history.sqlite3"
+    session = Session(FailingEngine(), history_path=path)
+    with pytest.raises(TriageError, match="KV cache is full"):
+        list(session.score(make_ticket("Help"), PACK, ScoreOptions(), keep=True))
+    assert statuses(path) == ["failed"]
+    with History.open(path) as h:
+        [entry] = h.search()
+        assert h.load(entry.score_id).error == "the KV cache is full"  # type: ignore[arg-type]
+
+
+def test_without_keep_nothing_is_written(tmp_path: Path) -> None:
+    path = tmp_path / "history.sqlite3"
+    session = Session(FakeEngine(), history_path=path)
+    events = list(session.score(make_ticket("Hello"), PACK, ScoreOptions()))
+    assert isinstance(events[-1], TicketScored) and not session.history_open and not path.exists()
+
+
+def test_score_many_keeps_each_ticket_and_each_failure_in_input_order(tmp_path: Path) -> None:
+    path = tmp_path / "history.sqlite3"
+    session = Session(FakeEngine(), history_path=path)
+    tickets = [make_ticket(text, f"T-{i}") for i, text in enumerate(["Late parcel", "FAIL here", "Locked out"])]
+    out = list(session.score_many(iter(tickets), PACK, ScoreOptions(), keep=True))
+    assert [t.id for t, _, _ in out] == ["T-0", "T-1", "T-2"]
+    assert [isinstance(done, TriageError) for _, _, done in out] == [False, True, False]
+    assert all(scoring.kept for _, scoring, _ in out)
+    session.close()
+    assert statuses(path) == ["done", "failed", "done"]
+
+
+def test_the_fit_policy_is_asked_again_for_every_ticket_unless_fits_are_fixed(monkeypatch: pytest.MonkeyPatch) -> None:
+    import triage.session as session_mod
+
+    asked: list[str] = []
+    real = session_mod.choose_fits
+
+    def counting(model: Any, pack: Any, options: Any, request: Any = None) -> Fits:
+        asked.append(pack.name)
+        return real(model, pack, options, request)
+
+    monkeypatch.setattr(session_mod, "choose_fits", counting)
+    session = Session(FakeEngine())
+    for text in ("one", "two"):
+        list(session.score(make_ticket(text), PACK, ScoreOptions()))
+    assert asked == [PACK.name, PACK.name]  # a head stored meanwhile is applied from the next ticket on
+    fixed = Session(FakeEngine(), fits=Fits())
+    list(fixed.score(make_ticket("three"), PACK, ScoreOptions()))
+    assert asked == [PACK.name, PACK.name]  # Ray's workers: the driver chose
+
+
+def test_a_session_without_an_engine_keeps_and_labels_but_does_not_score(tmp_path: Path) -> None:
+    path = tmp_path / "history.sqlite3"
+    scored = Session(FakeEngine(), history_path=path)
+    events = list(scored.score(make_ticket("Charged twice", "T-9"), PACK, ScoreOptions(), keep=True))
+    scored.close()
+    history = History.open_writable(path)
+    keeper = Session(None, history=history)
+    with pytest.raises(TriageError, match="no model is loaded"):
+        keeper.fits(PACK, ScoreOptions())
+    [entry] = history.search()
+    result = events[-1].result
+    crit = PACK.criteria[0]
+    target = lab.ScoredTicket(entry.ticket_row, "T-9", "Charged twice", entry.score_id, result)  # type: ignore[arg-type]
+    keeper.label(target, [lab.Answer(crit.id, crit.options[-1].id)], origin="app")
+    assert lab.current(history, entry.ticket_row)[crit.id].option == crit.options[-1].id
+    keeper.close()  # not the session's to close
+    assert history.search()
+    history.close()
+
+
+def test_only_the_session_writes_scores_to_the_history() -> None:
+    """The one place that combines scoring, the fit policy and the history (issue 32): grep-able."""
+    writes = re.compile(r"\.(start_score|finish_score|fail_score|cancel_score)\(")
+    writers = sorted(
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "triage").rglob("*.py")
+        if writes.search(p.read_text(encoding="utf-8")) and p.name != "history.py"
+    )
+    assert writers == ["triage/session.py"]
+    for front in ("commands/score.py", "serve/worker.py", "tui/desk.py", "backlog/worker.py"):
+        assert "Session" in (ROOT / "triage" / front).read_text(encoding="utf-8"), front

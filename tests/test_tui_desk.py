@@ -1,0 +1,153 @@
+"""The app's desk (triage/tui/desk.py), driven without a terminal: submissions, their history rows, labels, faults.
+
+The desk decides and keeps; the main screen shows (its own tests drive the real app through ``run_test``). Here
+a fake engine and a real SQLite history file.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from fake_engine import FakeEngine
+
+from triage.domain.pack import default_pack
+from triage.domain.ticket import make_ticket
+from triage.errors import InputError
+from triage.scoring.engine import TicketScored
+from triage.session import Session
+from triage.store import labels as lab
+from triage.store.history import History
+from triage.tui.desk import Desk
+
+PACK = default_pack()
+
+
+@pytest.fixture
+def history(tmp_path: Path):  # type: ignore[no-untyped-def]
+    h = History.open_writable(tmp_path / "history.sqlite3")
+    yield h
+    h.close()
+
+
+def desk_of(history: History, **config: object) -> tuple[Desk, list[str]]:
+    faults: list[str] = []
+    return Desk(history, dict(config), on_fault=faults.append), faults
+
+
+def run_to_end(desk: Desk, engine: FakeEngine, sub) -> TicketScored:  # type: ignore[no-untyped-def]
+    """What the screen's score worker does, on this thread: claim, the fit policy, the engine's events."""
+    assert sub.claim()
+    choice = desk.fits(engine, sub)
+    final = [e for e in desk.events(engine, sub, choice.fits, cancel=sub.cancel.is_set) if isinstance(e, TicketScored)]
+    return final[-1]
+
+
+def test_a_submission_is_saved_at_once_then_scored_and_kept(history: History) -> None:
+    desk, faults = desk_of(history)
+    engine = FakeEngine()
+    sub = desk.submit(make_ticket("My parcel is late", "T-1"), PACK)
+    [entry] = history.search()  # saved before any model is up: a crash keeps the ticket
+    assert entry.ticket_id == "T-1" and entry.score_id is None and desk.scoring and desk.is_current(sub.id)
+    desk.start(sub, engine)
+    assert sub.score_id is not None and history.search()[0].status == "running"
+    final = run_to_end(desk, engine, sub)
+    assert desk.decided(sub.id, final.result, Session.head_inputs(final)) is sub
+    assert history.search()[0].status == "done" and not desk.scoring and not faults
+    assert desk.decided(sub.id, final.result, {}) is None  # a second answer for it is unknown
+
+
+def test_a_new_submission_supersedes_one_whose_worker_never_began(history: History) -> None:
+    desk, _ = desk_of(history)
+    engine = FakeEngine()
+    first = desk.submit(make_ticket("first"), PACK)
+    desk.start(first, engine)
+    second = desk.submit(make_ticket("second"), PACK)
+    assert first.cancel.is_set() and first.finished and not first.claim()  # the desk ended it, not its worker
+    assert desk.is_current(second.id) and not desk.is_current(first.id)
+    rows = {e.preview: (e.score_id is not None, e.status) for e in history.search()}
+    assert rows["first"] == (True, "cancelled") and rows["second"][0] is False  # the second is not started yet
+
+
+def test_a_stale_result_is_kept_but_is_not_current(history: History) -> None:
+    desk, _ = desk_of(history)
+    engine = FakeEngine()
+    first = desk.submit(make_ticket("first"), PACK)
+    desk.start(first, engine)
+    assert first.claim()  # its worker began before the next submit
+    second = desk.submit(make_ticket("second"), PACK)
+    assert first.cancel.is_set() and not first.finished  # its worker posts the (cancelled) result itself
+    final = [e for e in desk.events(engine, first, desk.fits(engine, first).fits, cancel=lambda: False)][-1]
+    assert desk.decided(first.id, final.result, {}) is first and not desk.is_current(first.id)
+    assert desk.is_current(second.id)
+    assert [e.status for e in history.search() if e.preview == "first"] == ["done"]
+
+
+def test_escape_before_the_model_is_up_leaves_no_score_row(history: History) -> None:
+    desk, _ = desk_of(history)
+    sub = desk.submit(make_ticket("waiting for the model"), PACK)
+    desk.pending = sub
+    assert desk.cancel() == "unstarted" and desk.pending is None and not desk.scoring
+    assert [e.score_id for e in history.search()] == [None]
+    assert desk.cancel() is None  # nothing runs any more
+
+
+def test_escape_while_scoring_lets_the_worker_end_it(history: History) -> None:
+    desk, _ = desk_of(history)
+    engine = FakeEngine(hold_after=1)
+    sub = desk.submit(make_ticket("long one"), PACK)
+    desk.start(sub, engine)
+    assert sub.claim()
+    out: list[TicketScored] = []
+
+    def worker() -> None:
+        events = desk.events(engine, sub, desk.fits(engine, sub).fits, cancel=sub.cancel.is_set)
+        out.extend(e for e in events if isinstance(e, TicketScored))
+
+    t = threading.Thread(target=worker)
+    t.start()
+    assert engine.held.wait(10)
+    assert desk.cancel() == "cancelling"
+    t.join(10)
+    assert not out[-1].result.complete
+    desk.decided(sub.id, out[-1].result, {})
+    assert history.search()[0].status == "cancelled"
+
+
+def test_answers_are_labels_and_the_refit_comes_due(history: History) -> None:
+    desk, _ = desk_of(history, auto_learn=True, auto_learn_every=2)
+    engine = FakeEngine()
+    sub = desk.submit(make_ticket("Charged twice", "T-2"), PACK)
+    desk.start(sub, engine)
+    result = run_to_end(desk, engine, sub).result
+    desk.decided(sub.id, result, {})
+    rows = (sub.ticket_row, sub.score_id)
+    crit = PACK.criteria[0]
+    assert desk.answer(result, "Charged twice", rows, crit.id, crit.options[0].id) and not desk.learn_due
+    assert desk.answer(result, "Charged twice", rows, PACK.criteria[1].id, PACK.criteria[1].options[0].id)
+    assert desk.learn_due and desk.labels_since_fit == 2
+    assert lab.current(history, sub.ticket_row)[crit.id].option == crit.options[0].id  # type: ignore[arg-type]
+    with pytest.raises(InputError):
+        desk.answer(result, "Charged twice", rows, crit.id, "no-such-option")
+    assert desk.labels_since_fit == 2
+    assert not desk.answer(result, "Charged twice", (None, None), crit.id, crit.options[0].id)  # no history rows
+
+
+def test_a_history_that_cannot_be_written_is_said_and_scoring_goes_on(history: History) -> None:
+    desk, faults = desk_of(history)
+    engine = FakeEngine()
+    history.conn.close()  # every write now fails (sqlite3.ProgrammingError)
+    sub = desk.submit(make_ticket("still scored"), PACK)
+    assert sub.ticket_row is None and faults and faults[0].startswith("Could not save to history")
+    desk.start(sub, engine)
+    final = run_to_end(desk, engine, sub)
+    assert final.result.complete and desk.decided(sub.id, final.result, {}) is sub
+
+
+def test_the_desk_never_imports_textual() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, triage.tui.desk; print('textual' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "False\n"
