@@ -47,6 +47,10 @@ class ScoringEngine(Protocol):
         """Score one ticket, yielding ``Prefilled``, ``CriterionScored``... then ``TicketScored``."""
         ...
 
+    def score_many(self, tickets: Any, pack: Pack, options: Any = None, **kw: Any) -> Iterator[tuple[Ticket, Any]]:
+        """Score a backlog one ticket per decode: ``(ticket, TicketScored or the TriageError that stopped it)``."""
+        ...
+
     def score_ticket(self, ticket: Ticket | str, pack: Pack, options: Any = None, **kw: Any) -> TicketResult:
         """Score one ticket and return only the final result."""
         ...
@@ -61,6 +65,18 @@ class ScoringEngine(Protocol):
 
     def close(self) -> None:
         """Free the model."""
+        ...
+
+
+class AppEngine(ScoringEngine, Protocol):
+    """What the app needs beyond scoring: the tokenizer (its live token count), the prompt builder, and the
+    rate measured over the last scores (its "about N s")."""
+
+    tokenizer: Any  # triage.scoring.tokenizer.Tokenizer
+    speed: Any  # triage.scoring.speed.Speed
+
+    def builder(self, pack: Pack, kind: str = ...) -> Any:
+        """The prompt builder for ``pack`` (a :class:`~triage.scoring.prompt.PromptBuilder`)."""
         ...
 
 

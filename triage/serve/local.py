@@ -13,8 +13,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
 
+from triage.scoring.protocol import ScoringEngine
 from triage.serve.app import ServeSettings, create_app
 from triage.serve.server import DEFAULT_MAX_CONNECTIONS, Gate, bind, build_server
 from triage.serve.worker import DEFAULT_QUEUE_LIMIT, EngineWorker
@@ -30,7 +30,7 @@ def free_port() -> int:
 
 @contextmanager
 def serving(
-    engine: Any,
+    engine: ScoringEngine,
     settings: ServeSettings,
     *,
     queue_limit: int = DEFAULT_QUEUE_LIMIT,

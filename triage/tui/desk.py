@@ -32,7 +32,7 @@ from triage.tui.submission import Submission
 if TYPE_CHECKING:
     from triage.domain.result import TicketResult
     from triage.scoring.fit import Fits
-    from triage.scoring.protocol import ScoringEngine
+    from triage.scoring.protocol import AppEngine
     from triage.store.history import History
 
 log = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ class Desk:
         self._seq = 0
         self._session: Session | None = None
 
-    def session(self, engine: ScoringEngine | None = None) -> Session:
+    def session(self, engine: AppEngine | None = None) -> Session:
         """The session for ``engine`` (a new one after a model switch; None: the one there is, or one that only
         keeps), keeping scores and labels in the app's history."""
         if self._session is None or (engine is not None and self._session.engine is not engine):
@@ -115,7 +115,7 @@ class Desk:
         self.subs[sub.id] = sub
         return sub
 
-    def start(self, sub: Submission, engine: ScoringEngine | None) -> None:
+    def start(self, sub: Submission, engine: AppEngine | None) -> None:
         """The model is up: record that ``sub``'s score starts (when its ticket was saved)."""
         sub.started = True
         if sub.ticket_row is None or engine is None:
@@ -124,7 +124,7 @@ class Desk:
         scoring = self.record(session.begin, sub.ticket, sub.pack, sub.options, ticket_row=sub.ticket_row)
         sub.score_id = scoring.score_id if scoring is not None else None
 
-    def fits(self, engine: ScoringEngine, sub: Submission) -> FitChoice:
+    def fits(self, engine: AppEngine, sub: Submission) -> FitChoice:
         """The fit policy's head and calibration for ``sub`` (any thread). The config's ``calibration`` is asked for
         as the CLI asks for it; when it does not fit, the notice says why and the ticket is scored without it."""
         from triage.scoring.fit import FitRequest, choose_fits
@@ -144,7 +144,7 @@ class Desk:
 
     def events(
         self,
-        engine: ScoringEngine,
+        engine: AppEngine,
         sub: Submission,
         fits: Fits,
         *,
@@ -260,7 +260,7 @@ class Desk:
         every = self.auto_learn_every
         return every is not None and self.labels_since_fit >= every
 
-    def count_labels_since_fit(self, engine: ScoringEngine, pack: Pack) -> None:
+    def count_labels_since_fit(self, engine: AppEngine, pack: Pack) -> None:
         """Start the re-fit count from the labels given since this model and pack's stored head was learned (its
         file's time; every label when there is none), so that labels of earlier sessions count."""
         from triage.scoring.fitstore import head_name, heads_dir

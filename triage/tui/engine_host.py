@@ -12,50 +12,13 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Protocol
 
-from triage.domain.pack import Pack
-from triage.scoring.prompt import PromptBuilder
-from triage.scoring.tokenizer import Tokenizer
-
-if TYPE_CHECKING:
-    from triage.domain.ticket import Ticket
-    from triage.scoring.engine import Progress, ScoreEvent, ScoreOptions
-    from triage.scoring.speed import Speed
+from triage.scoring.protocol import AppEngine
 
 log = logging.getLogger(__name__)
 
 
-class ScoringEngine(Protocol):
-    """What the app needs from an engine (:class:`triage.scoring.engine.Engine` or a fake)."""
-
-    name: str
-    stand_in: bool
-    tokenizer: Tokenizer
-    speed: Speed  # tokens per second measured over its last scores (the app's "about N s")
-
-    @property
-    def n_ctx(self) -> int: ...
-
-    @property
-    def model_info(self) -> dict[str, Any]: ...
-
-    def builder(self, pack: Pack) -> PromptBuilder: ...
-
-    def score(
-        self,
-        ticket: Ticket | str,
-        pack: Pack,
-        options: ScoreOptions | None = None,
-        *,
-        cancel: Callable[[], bool] | None = None,
-        progress: Callable[[Progress], None] | None = None,
-    ) -> Iterator[ScoreEvent]: ...
-
-    def close(self) -> None: ...
-
-
-EngineFactory = Callable[[str | None, Callable[[str], None]], ScoringEngine]
+EngineFactory = Callable[[str | None, Callable[[str], None]], AppEngine]
 """``factory(requested_model, notice) -> engine``; raises TriageError when there is no usable model."""
 
 
@@ -63,7 +26,7 @@ def default_engine_factory(n_ctx: int | None = None, threads: int | None = None)
     """The real factory: resolve the model like the CLI does and load it (see
     :func:`triage.scoring.loader.load_engine`)."""
 
-    def load(requested: str | None, notice: Callable[[str], None]) -> ScoringEngine:
+    def load(requested: str | None, notice: Callable[[str], None]) -> AppEngine:
         from triage.scoring.loader import load_engine
 
         return load_engine(requested, n_ctx=n_ctx, threads=threads, notice=notice)
@@ -82,13 +45,13 @@ class EngineHost:
 
     def __init__(self, factory: EngineFactory) -> None:
         self.factory = factory
-        self.engine: ScoringEngine | None = None
+        self.engine: AppEngine | None = None
         self.lock = threading.Lock()
         self._readers = 0
         self._readers_done = threading.Condition()
 
     @contextmanager
-    def borrow(self) -> Iterator[ScoringEngine | None]:
+    def borrow(self) -> Iterator[AppEngine | None]:
         """The current engine (or None) for tokenizing; it stays open until the block ends."""
         with self._readers_done:
             engine = self.engine
@@ -110,7 +73,7 @@ class EngineHost:
         if old is not None:
             old.close()
 
-    def load(self, requested: str | None) -> tuple[ScoringEngine, list[str]]:
+    def load(self, requested: str | None) -> tuple[AppEngine, list[str]]:
         """Close the current engine (if any) and load another; returns it and its notices.
 
         Raises:

@@ -13,12 +13,12 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any
 
 from textual import work
 
 from triage.domain.pack import Pack
 from triage.errors import InputError, TriageError
+from triage.scoring.protocol import AppEngine
 from triage.tui.messages import HeadLearned
 from triage.tui.widgets.criterion_card import CriterionCard
 
@@ -43,7 +43,7 @@ class LabelsPart:
         self._relearn(engine, self.pack, self.history.path)
 
     @work(thread=True, exclusive=True, group="learn", exit_on_error=False)
-    def _relearn(self, engine: Any, pack: Pack, path: Path) -> None:
+    def _relearn(self, engine: AppEngine, pack: Pack, path: Path) -> None:
         from triage.evaluation.relearn import learn_from_history
 
         t0 = time.monotonic()

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 
 from textual import work
 from textual.worker import get_current_worker
@@ -21,6 +20,7 @@ from textual.worker import get_current_worker
 from triage.domain.pack import Pack
 from triage.errors import TriageError
 from triage.scoring.options import ScoreOptions
+from triage.scoring.protocol import AppEngine
 from triage.tui.messages import ModelLoaded, ModelLoadFailed, TicketEdited, TokensCounted
 from triage.tui.widgets.score_summary import PRODUCT_MODEL, about_seconds
 
@@ -86,7 +86,7 @@ class ModelPart:
         self.refresh_bindings()
 
     @work(thread=True, exclusive=True, group="starter", exit_on_error=False)
-    def _fit_starter(self, engine: Any, pack: Pack) -> None:
+    def _fit_starter(self, engine: AppEngine | None, pack: Pack) -> None:
         """The built-in pack's starter head on this model's first use (triage.evaluation.starter), in the
         background: tickets are scored zero-shot until it is stored, then the fit policy applies it."""
         if engine is None:
