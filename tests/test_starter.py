@@ -110,6 +110,36 @@ def test_a_row_weight_of_two_is_the_row_twice() -> None:
     assert not np.allclose(coef_w, coef_1, atol=1e-3), "the weights must change the fit"
 
 
+def test_the_command_lines_fit_says_how_far_it_got(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """commands/_starter.fit_starter: learn's plain progress lines off a terminal, counted from ensure's calls
+    (the real fit, with smollm2, is below)."""
+    from triage.commands._starter import fit_starter
+    from triage.evaluation import starter
+    from triage.scoring.fit import FitRequest
+
+    def ensure(engine, pack, request, *, say, progress):  # type: ignore[no-untyped-def]
+        say("fitting the starter head for fake on triage's 4 example tickets")
+        for done in range(1, 5):
+            progress(done, 4)
+        say("starter head fitted in 1 s")
+        return True
+
+    monkeypatch.setattr(starter, "needs_fit", lambda *a: True)
+    monkeypatch.setattr(starter, "ensure", ensure)
+    assert fit_starter(object(), default_pack(), FitRequest())  # type: ignore[arg-type]
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "triage: fitting the starter head for fake on triage's 4 example tickets"
+    assert err[1].startswith("triage: starter head: scoring 4 row(s); a line every ")
+    assert err[2].startswith("triage: starter head: scored 1/4 rows, the first in")
+    assert any(line.startswith("triage: starter head: scored 4/4 rows in ") for line in err)
+    assert err[-1] == "triage: starter head fitted in 1 s"
+    monkeypatch.setattr(starter, "needs_fit", lambda *a: False)
+    assert not fit_starter(object(), default_pack(), FitRequest())  # type: ignore[arg-type]
+    assert capsys.readouterr().err == ""
+
+
 # -- with a real model: the head fitted on first use, applied, said, and off when turned off ------------------
 
 TICKETS = {

@@ -4,8 +4,6 @@ lines otherwise), around :func:`triage.evaluation.starter.ensure`."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console
 
 from triage.domain.pack import Pack
@@ -26,14 +24,14 @@ def fit_starter(engine: ScoringEngine, pack: Pack, request: FitRequest) -> bool:
     if not starter.needs_fit(engine, pack, request):
         return False
     with scoring_progress(err) as bar:
-        task: list[Any] = []  # made at the first call, which gives the total
+        task = None  # made at the first call, which gives the total
+        last = 0
 
         def progress(done: int, total: int) -> None:
-            if not task:
-                task.append(bar.add_task("starter head", total=total, hits=0))
-                last[0] = 0
-            bar.update(task[0], advance=done - last[0])
-            last[0] = done
+            nonlocal task, last
+            if task is None:
+                task = bar.add_task("starter head", total=total, hits=0)
+            bar.update(task, advance=done - last)
+            last = done
 
-        last = [0]
         return starter.ensure(engine, pack, request, say=say, progress=progress)
