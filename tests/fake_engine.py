@@ -219,7 +219,7 @@ class FakeEngine:
                     model=self.model_info,
                     pack={"name": pack.name, "version": pack.version, "hash": pack.hash},
                     prompt_format=self.fmt.with_readout(options.readout).id,
-                    mode=f"serial/{options.strategy}" if options.mode == "serial" else options.mode,
+                    mode="serial/truncate" if options.mode == "serial" else options.mode,
                     orderings=options.effective_orderings,
                     readout=options.readout,
                     prior=options.prior,

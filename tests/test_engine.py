@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from triage.bench.full import Full
+from triage.bench.restore import Restore
 from triage.bench.split import Split
 from triage.domain.pack import Pack, load_pack
 from triage.domain.result import TicketResult
@@ -65,9 +67,9 @@ def probs(result: TicketResult) -> np.ndarray:
 @pytest.mark.parametrize("ticket", TICKETS)
 def test_reuse_is_bit_identical_to_the_same_split(engine: Engine, pack: Pack, ticket: str, readout: str) -> None:
     split = engine.score_ticket(ticket, pack, ScoreOptions(mode="split", readout=readout), schedule=Split())
-    for strategy in ("truncate", "restore"):
-        reused = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial", strategy=strategy, readout=readout))
-        assert np.array_equal(probs(reused), probs(split)), strategy
+    for schedule in (None, Restore()):  # serial's truncate, then bench's restore
+        reused = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial", readout=readout), schedule=schedule)
+        assert np.array_equal(probs(reused), probs(split)), reused.mode
         assert [c.coverage for c in reused.criteria] == [c.coverage for c in split.criteria]
 
 
@@ -78,7 +80,7 @@ def test_fanout_matches_serial_and_full_drift_is_reported(
 ) -> None:
     serial = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial", readout=readout))
     fanout = engine.score_ticket(ticket, pack, ScoreOptions(mode="fanout", readout=readout))
-    full = engine.score_ticket(ticket, pack, ScoreOptions(mode="full", readout=readout))
+    full = engine.score_ticket(ticket, pack, ScoreOptions(mode="full", readout=readout), schedule=Full())
     assert np.max(np.abs(probs(fanout) - probs(serial))) < FANOUT_TOL
     for f, s in zip(fanout.criteria, serial.criteria, strict=True):
         if s.margin > 2 * FANOUT_TOL:  # a near-tie may flip within the tolerance
@@ -142,7 +144,8 @@ def test_cyclic_choice_does_not_depend_on_option_order(
 
 @pytest.mark.parametrize("mode", ["fanout", "serial", "full"])
 def test_events_stream_in_order(engine: Engine, pack: Pack, mode: str) -> None:
-    events = list(engine.score(TICKETS[1], pack, ScoreOptions(mode=mode)))  # type: ignore[arg-type]
+    schedule = Full() if mode == "full" else None  # bench's baseline, passed in
+    events = list(engine.score(TICKETS[1], pack, ScoreOptions(mode=mode), schedule=schedule))  # type: ignore[arg-type]
     assert isinstance(events[0], Prefilled)
     assert [e.result.id for e in events[1:-1] if isinstance(e, CriterionScored)] == ["fruit", "mood"]
     assert isinstance(events[-1], TicketScored) and events[-1].result.complete
@@ -153,6 +156,8 @@ def test_events_stream_in_order(engine: Engine, pack: Pack, mode: str) -> None:
 def test_split_is_no_scoring_mode(engine: Engine, pack: Pack) -> None:
     with pytest.raises(TriageError, match="exactness reference"):
         engine.score_ticket(TICKETS[0], pack, ScoreOptions(mode="split"))
+    with pytest.raises(TriageError, match="bench's baseline"):
+        engine.score_ticket(TICKETS[0], pack, ScoreOptions(mode="full"))
 
 
 def test_the_default_is_what_triage_score_runs(engine: Engine, pack: Pack) -> None:

@@ -15,6 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from triage.bench.full import Full
+from triage.bench.restore import Restore
 from triage.bench.split import Split
 from triage.domain.pack import Pack, PackError, load_pack, parse_pack
 from triage.errors import TriageError
@@ -109,13 +111,13 @@ def test_shared_first_token_is_scored_by_whole_answers(engine: Engine, pack: Pac
 @pytest.mark.parametrize("ticket", TICKETS)
 def test_serial_and_fanout_match_split_with_whole_answers(engine: Engine, pack: Pack, ticket: str) -> None:
     split = engine.score_ticket(ticket, pack, ScoreOptions(mode="split"), schedule=Split())
-    for strategy in ("truncate", "restore"):
-        serial = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial", strategy=strategy))
+    for schedule in (None, Restore()):  # serial's truncate, then bench's restore
+        serial = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial"), schedule=schedule)
         assert [o.probability for c in serial.criteria for o in c.options] == [
             o.probability for c in split.criteria for o in c.options
         ]
     fanout = engine.score_ticket(ticket, pack, ScoreOptions(mode="fanout"))
-    full = engine.score_ticket(ticket, pack, ScoreOptions(mode="full"))
+    full = engine.score_ticket(ticket, pack, ScoreOptions(mode="full"), schedule=Full())
     # fanout (the product) is held to 0.05; full (bench's baseline: each prompt in one pass from an empty
     # cache) to 0.1: one pass instead of three picks other kernels, measured up to 0.066 here and 0.080 on a
     # thread (docs/engine.md, "Exactness").

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from tiny_qwen3 import TEMPLATE, Shape, write_tiny_qwen3
 
+from triage.bench.restore import Restore
 from triage.bench.split import Split
 from triage.domain.pack import Pack, load_pack
 from triage.domain.result import TicketResult
@@ -162,9 +163,9 @@ def test_plain_text_is_encoded_in_one_piece(engine: Engine) -> None:
 @pytest.mark.parametrize("ticket", ["I love the banana you sent me. Thanks!", HOSTILE[1]])
 def test_reuse_is_bit_identical_to_the_same_split(engine: Engine, pack: Pack, ticket: str, readout: str) -> None:
     split = engine.score_ticket(ticket, pack, ScoreOptions(mode="split", readout=readout), schedule=Split())
-    for strategy in ("truncate", "restore"):  # restore reloads a saved state of sequence 0
-        reused = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial", strategy=strategy, readout=readout))
-        assert np.array_equal(probs(reused), probs(split)), strategy
+    for schedule in (None, Restore()):  # truncate, then bench's restore: reloads a saved state of sequence 0
+        reused = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial", readout=readout), schedule=schedule)
+        assert np.array_equal(probs(reused), probs(split)), reused.mode
 
 
 @pytest.mark.model

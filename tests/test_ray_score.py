@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from triage.backlog.output import RunSignature, open_writer, read_existing
+from triage.backlog.output import RunSignature, open_writer, read_existing, run_file
 from triage.backlog.rows import read_rows, record_key
 from triage.cli import build_parser, main
 from triage.scoring.engine import ScoreOptions
@@ -110,6 +110,22 @@ def test_resume_refuses_an_output_scored_differently(tmp_path: Path) -> None:
         read_existing(out, signature(orderings="none"))
     with pytest.raises(Exception, match="already exists"):
         open_writer(out, signature(), resume=False)
+
+
+def test_resume_accepts_a_run_from_before_the_strategy_option_left(tmp_path: Path) -> None:
+    out = tmp_path / "out.jsonl"
+    writer = open_writer(out, signature(), resume=False)
+    writer.write([("k", {"ticket_id": None, "line": 3, "error": "line 3: not valid JSON"})])
+    writer.close()
+    run = run_file(out)
+    old = json.loads(run.read_text(encoding="utf-8"))
+    for strategy, same in (("truncate", True), ("restore", False)):  # every earlier run truncated, unless told
+        run.write_text(json.dumps({**old, "options": {**old["options"], "strategy": strategy}}), encoding="utf-8")
+        if same:
+            assert read_existing(out, signature()).keys == {record_key({"line": 3, "error": "x"})}
+        else:
+            with pytest.raises(Exception, match="option strategy: 'restore' → None"):
+                read_existing(out, signature())
 
 
 def test_the_command_line_becomes_a_plain_job_checked_before_any_cluster(pack: Path, tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from triage.bench.full import Full
 from triage.domain.pack import default_pack
 from triage.domain.thread import Message, compaction, render
 from triage.domain.ticket import make_ticket
@@ -162,7 +163,7 @@ def test_the_fifth_message_costs_its_own_tokens_and_the_tails(engines: Any, mode
     # Drift against a fresh score of the whole thread (other batch boundaries), reported.
     fresh.forget()
     whole = fresh.score_ticket(make_ticket(None, "T-1", THREAD), pack, options)
-    single = fresh.score_ticket(make_ticket(None, "T-2", THREAD), pack, ScoreOptions(mode="full"))
+    single = fresh.score_ticket(make_ticket(None, "T-2", THREAD), pack, ScoreOptions(mode="full"), schedule=Full())
     assert whole.thread.reused == 0 and whole.tokens.evaluated > 2 * len(prefixes[1]) - 2 * shared
     drift = float(np.max(np.abs(probs(whole) - probs(last))))
     drift_full = float(np.max(np.abs(probs(single) - probs(last))))

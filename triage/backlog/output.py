@@ -40,6 +40,10 @@ from triage.scoring.options import ScoreOptions
 from triage.store.files import write_json_atomic
 
 RUN_SCHEMA = "triage.backlog-run/1"
+# Options a run.json written by an earlier triage may hold that ScoreOptions no longer has, with the
+# value every such run scored with: with it, the run resumes as the same run (serial's way back to the
+# prefix left the options when its restore moved to bench, triage.bench.restore); any other value differs.
+RETIRED_OPTIONS: dict[str, Any] = {"strategy": "truncate"}
 PART_ROWS = 1000  # rows per Parquet part (and at most a minute between parts)
 PART_SECONDS = 60.0
 ERROR_COLUMNS = ("ticket_id", "line", "error", "source", "ticket_sha256")  # an error record's fields
@@ -86,9 +90,13 @@ class RunSignature:
         diffs = []
         for k, v in mine.items():
             if k == "options":
-                theirs = other.get("options") or {}
+                theirs = {
+                    o: x
+                    for o, x in (other.get("options") or {}).items()
+                    if o in v or o not in RETIRED_OPTIONS or RETIRED_OPTIONS[o] != x
+                }
                 diffs += [
-                    f"option {o}: {theirs.get(o)!r} → {v[o]!r}"
+                    f"option {o}: {theirs.get(o)!r} → {v.get(o)!r}"
                     for o in sorted(set(v) | set(theirs))
                     if theirs.get(o) != v.get(o)
                 ]

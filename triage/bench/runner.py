@@ -194,6 +194,16 @@ def _time_fresh(native: Any, filler: tuple[int, ...], size: int) -> float:
     return ms
 
 
+def _schedule(mode: str) -> Any:
+    """The schedule of bench's own that ``mode`` decodes with, made for one score, or None (the engine's)."""
+    from triage.bench.full import Full
+    from triage.bench.restore import Restore
+    from triage.bench.split import Split
+
+    own: dict[str, Callable[[], Any]] = {"full": Full, "serial_restore": Restore, SPLIT: Split}
+    return own[mode]() if mode in own else None
+
+
 Step = tuple[str, Callable[[], None]]
 
 
@@ -303,9 +313,8 @@ class BenchRunner:
     def _options(self, mode: str, orderings: str | None = None) -> Any:
         from triage.scoring.options import ScoreOptions
 
-        engine_mode, strategy = ENGINE_MODE[mode]
         kind, asked = self.wl.mode_readout(mode)
-        return ScoreOptions(mode=engine_mode, strategy=strategy, orderings=orderings or asked, readout=kind)
+        return ScoreOptions(mode=ENGINE_MODE[mode], orderings=orderings or asked, readout=kind)
 
     def _mark(self, phase: str) -> None:
         now = time.perf_counter()
@@ -348,7 +357,6 @@ class BenchRunner:
         self._mark("warm-up")
 
     def _score(self, mode: str, ticket: BenchTicket, rep: int, slot: int) -> None:
-        from triage.bench.split import Split
         from triage.scoring.debias import orders_for
 
         eng = self._main()
@@ -365,8 +373,7 @@ class BenchRunner:
         if mode == SPLIT and self.wl.split_criteria:
             options = replace(options, criteria=tuple(c.id for c in pack.criteria[: self.wl.split_criteria]))
         head = self._bench_head(eng, pack, HEAD_READ[mode]) if mode in HEAD_READ else None
-        schedule = Split() if mode == SPLIT else None  # the exactness reference lives with bench
-        result = eng.score_ticket(ticket.as_ticket(), pack, options, head=head, schedule=schedule)
+        result = eng.score_ticket(ticket.as_ticket(), pack, options, head=head, schedule=_schedule(mode))
         self.run_data.samples.append(Sample(mode, ticket, rep, slot, result))
         if ticket.id not in self.run_data.ticket_block_tokens:
             block = eng.builder(pack, kind).ticket_block_text(ticket.text)

@@ -2,18 +2,19 @@
 
 The exactness reference of bench and the tests, not a scoring mode: every prompt is
 decoded as [stable block][rest of the prefix][tail] with nothing reused, so serial
-(truncate or restore) must match it bit for bit. Pass it to ``Engine.score`` as the
-schedule (``schedule=Split()``).
+(truncate, and bench's restore) must match it bit for bit. Pass it to ``Engine.score`` as the
+schedule (``schedule=Split()``, with ``ScoreOptions(mode="split")``).
 """
 
 from __future__ import annotations
 
+from triage.bench.full import Whole
 from triage.model.seq import Seq
 from triage.scoring.prompt_spec import PromptSpec
 from triage.scoring.readout import Readout
 from triage.scoring.resident import Resident
 from triage.scoring.run import Run
-from triage.scoring.schedule import Whole, decode_one
+from triage.scoring.schedule import decode_one
 
 
 class Split(Whole):

@@ -51,16 +51,18 @@ LEARNED_MODE = "fanout_learned"
 SHARED_MODE = "shared_learned"
 SHARED_READ = "shared:answer"  # the cue the shared mode's head reads at (learn --read shared's default)
 HEAD_READ = {LEARNED_MODE: "tail", SHARED_MODE: SHARED_READ}  # the modes that apply a head, and where it reads
+# Each mode's ScoreOptions mode. full, serial_restore and split decode with a schedule of bench's own,
+# passed to the engine (triage.bench.full, .restore, .split: BenchRunner._score); the others with the engine's.
 ENGINE_MODE = {
-    "fanout_learned": ("fanout", "truncate"),
-    "shared_learned": ("fanout", "truncate"),
-    "letter_serial": ("serial", "truncate"),
-    "full": ("full", "truncate"),
-    "serial_truncate": ("serial", "truncate"),
-    "serial_restore": ("serial", "restore"),
-    "fanout": ("fanout", "truncate"),
-    "serial_long": ("serial", "truncate"),
-    "split": ("split", "truncate"),
+    "fanout_learned": "fanout",
+    "shared_learned": "fanout",
+    "letter_serial": "serial",
+    "full": "full",
+    "serial_truncate": "serial",
+    "serial_restore": "serial",
+    "fanout": "fanout",
+    "serial_long": "serial",
+    "split": "split",
 }
 
 # Tail-probe sizes: single tails of these many tokens after a real ticket prefix.

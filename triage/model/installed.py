@@ -132,72 +132,32 @@ def inspect_installed(entry: CatalogEntry) -> InstalledModel:
     except FileNotFoundError:
         return InstalledModel(entry.name, path, side, "missing")
     size = st.st_size
-    repull = "re-pull it"
+
+    def repull(state: str, problem: str, **known: Any) -> InstalledModel:
+        """The file in a state only a re-pull repairs: ``problem`` says why; the advice is added."""
+        return InstalledModel(entry.name, path, side, state, **known, problem=f"{problem}; re-pull it")
+
     try:
         record = json.loads(side.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return InstalledModel(
-            entry.name,
-            path,
-            side,
-            "no-sidecar",
-            size=size,
-            problem=f"{path} has no verification record ({side.name} is missing); {repull}",
-        )
+        return repull("no-sidecar", f"{path} has no verification record ({side.name} is missing)", size=size)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        return InstalledModel(
-            entry.name,
-            path,
-            side,
-            "bad-sidecar",
-            size=size,
-            problem=f"the verification record {side} is unreadable ({exc}); {repull}",
-        )
+        return repull("bad-sidecar", f"the verification record {side} is unreadable ({exc})", size=size)
     sha = record.get("sha256") if isinstance(record, dict) else None
     rec_size = record.get("size") if isinstance(record, dict) else None
     if not isinstance(sha, str) or not isinstance(rec_size, int):
-        return InstalledModel(
-            entry.name,
-            path,
-            side,
-            "bad-sidecar",
-            size=size,
-            problem=f"the verification record {side} lacks sha256 or size; {repull}",
-        )
+        return repull("bad-sidecar", f"the verification record {side} lacks sha256 or size", size=size)
     common = dict(size=size, sha256=sha, source=record.get("source"), pulled_at=record.get("pulled_at"))
     want = entry.size if entry.size is not None else rec_size
     if size != rec_size or size != want:
-        return InstalledModel(
-            entry.name,
-            path,
-            side,
-            "size-mismatch",
-            **common,
-            problem=(
-                f"{path} is {size:,} bytes but should be {want:,}; the file changed since it was verified; {repull}"
-            ),
-        )
+        why = f"{path} is {size:,} bytes but should be {want:,}; the file changed since it was verified"
+        return repull("size-mismatch", why, **common)
     if entry.sha256 is not None and sha != entry.sha256:
-        return InstalledModel(
-            entry.name,
-            path,
-            side,
-            "hash-mismatch",
-            **common,
-            problem=(
-                f"{path} was verified as sha256 {sha[:12]}…, but the catalog now pins {entry.sha256[:12]}…; {repull}"
-            ),
-        )
+        why = f"{path} was verified as sha256 {sha[:12]}…, but the catalog now pins {entry.sha256[:12]}…"
+        return repull("hash-mismatch", why, **common)
     verified = bool(record.get("sha256_verified"))
     if not verified:
-        return InstalledModel(
-            entry.name,
-            path,
-            side,
-            "bad-sidecar",
-            **common,
-            problem=f"{side} does not record a verified sha256; {repull}",
-        )
+        return repull("bad-sidecar", f"{side} does not record a verified sha256", **common)
     if record.get("mtime_ns") != st.st_mtime_ns:
         common["sha256"] = None  # what was hashed may not be what is there now
         why = (

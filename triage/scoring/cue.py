@@ -10,7 +10,7 @@ How it fits the schedules without changing them: each shared criterion keeps a
 :class:`~triage.scoring.prompt.PromptSpec`, but only the first (the *carrier*) has a tail, the
 cue; the others have none and occupy no sequence. :class:`SharedReader` wraps the label reader:
 the carrier's read keeps the cue's logits and every other shared criterion is read from them. The
-carrier comes first in prompt order, so serial, fanout (whatever its batches) and full decode the
+carrier comes first in prompt order, so serial, fanout (whatever its batches) and bench's full decode the
 cue before any criterion reads it.
 
 A read position is named ``tail`` (each criterion's own question) or ``shared:CUE``; heads record it

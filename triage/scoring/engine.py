@@ -7,8 +7,9 @@ order). The engine builds them with the one prompt builder into one
 chosen once per score:
 
 * how the prompts are decoded: :mod:`triage.scoring.schedule` (``fanout``, the product;
-  ``serial`` and ``full``, which bench times against it; bench's ``split`` is passed in
-  as a schedule);
+  ``serial``, eval's letter readout, which bench also times); bench's own schedules
+  (``full``, serial's ``restore``, ``split``: :mod:`triage.bench`) are passed in as the
+  ``schedule``;
 * how a criterion is read: :mod:`triage.scoring.readout` (``label``, the product, or
   ``letter``, which bench and eval compare), a strategy that owns its prompt lines, orders,
   validation and reader;
@@ -221,7 +222,7 @@ class Engine:
         """Score one ticket, yielding events as work completes.
 
         Yields :class:`Prefilled`, then one :class:`CriterionScored` per criterion
-        (in pack order for ``serial``/``full``; together for ``fanout``), then
+        (in pack order for ``serial`` and bench's whole-prompt schedules; together for ``fanout``), then
         :class:`TicketScored`. When ``cancel()`` turns True, scoring stops, between
         decodes or inside one, and the final result has ``complete=False``.
 
@@ -234,7 +235,8 @@ class Engine:
             features: gather the answer position's features even without a head (they
                 come back on :class:`TicketScored`; label readout only).
             schedule: decode with this schedule instead of the one ``options.mode`` names
-                (bench and the tests pass ``split`` so).
+                (bench and the tests pass bench's ``full``, ``restore`` and ``split`` so:
+                :mod:`triage.bench.full`, :mod:`triage.bench.restore`, :mod:`triage.bench.split`).
             read: where learned criteria are read: ``tail`` or ``shared:CUE``
                 (:mod:`triage.scoring.cue`); None: where the head was fitted. A head fitted
                 on another position is refused.

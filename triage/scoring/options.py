@@ -4,7 +4,8 @@
 app and the Ray workers run: options read by name (the label readout), every tail in one batch
 (``fanout``), no prior; ``criteria`` (``--criteria``) only chooses which criteria are scored. The
 other fields are measuring instruments, set only through this programmatic API: ``triage bench``
-times serial, full and the letter readout against it, and ``triage eval`` / ``triage calibrate``
+times serial and the letter readout against it (and full, serial's restore and split, its own
+schedules, which it passes in: :mod:`triage.bench`), and ``triage eval`` / ``triage calibrate``
 compare the letter readout and the content-free prior (their ``--readout`` and ``--prior``). No
 flag of ``score`` or ``serve`` and no config key sets them (:data:`triage.settings.RETIRED`).
 
@@ -19,27 +20,25 @@ from typing import Any, Literal, get_args
 
 from triage.errors import InputError, TriageError
 
-Mode = Literal["fanout", "serial", "full"]
-"""``fanout``: every tail in one batch; ``serial``: tails in turn; ``full``: every prompt whole (the baseline)."""
+Mode = Literal["fanout", "serial"]
+"""The engine's own schedules: ``fanout``, every tail in one batch; ``serial``, tails in turn (eval's letters)."""
 BenchMode = Literal["fanout", "serial", "full", "split"]
-"""``split``: serial's batch boundaries from an empty cache for each prompt; bench and tests only."""
+"""Also bench's schedules, run only when passed in as the schedule: ``full``, every prompt whole (the
+baseline, :mod:`triage.bench.full`); ``split``, serial's batch boundaries from an empty cache for each
+prompt (the exactness reference, :mod:`triage.bench.split`)."""
 Readout = Literal["label", "letter"]
 """``label``: options by name, one tail per criterion; ``letter``: A/B/C in the tail."""
 Orderings = Literal["none", "cyclic"]
 """Letter readout: pack order only, or every rotation."""
-Strategy = Literal["truncate", "restore"]
-"""Serial mode's way back to the prefix: drop the tail's cells, or reload a saved state."""
 
 MODES: tuple[str, ...] = get_args(Mode)
 BENCH_MODES: tuple[str, ...] = get_args(BenchMode)
 READOUTS: tuple[str, ...] = get_args(Readout)
 ORDERINGS: tuple[str, ...] = get_args(Orderings)
-STRATEGIES: tuple[str, ...] = get_args(Strategy)
 
 DEFAULT_MODE: Mode = "fanout"  # measured faster than serial with the label readout (bench/README.md)
 DEFAULT_READOUT: Readout = "label"
 DEFAULT_ORDERINGS: Orderings = "cyclic"  # letter readout only; the label readout has no option order
-DEFAULT_STRATEGY: Strategy = "truncate"
 
 
 def check_choice(value: object, choices: tuple[str, ...], what: str, source: str | None = None) -> str:
@@ -59,7 +58,7 @@ def check_choice(value: object, choices: tuple[str, ...], what: str, source: str
 
 @dataclass(frozen=True)
 class ScoreOptions:
-    """How to score: the readout, the mode, serial's way back to the prefix, orderings, prior.
+    """How to score: the readout, the mode, orderings, prior.
 
     The defaults are what the product runs; bench and eval set the others (see the module). The
     label readout has no option order, so ``orderings`` does not apply to it
@@ -72,7 +71,6 @@ class ScoreOptions:
     """
 
     mode: BenchMode = DEFAULT_MODE
-    strategy: Strategy = DEFAULT_STRATEGY
     orderings: Orderings = DEFAULT_ORDERINGS
     prior: bool = False
     criteria: tuple[str, ...] | None = None
@@ -86,7 +84,6 @@ class ScoreOptions:
     def __post_init__(self) -> None:
         check_choice(self.readout, READOUTS, "readout")
         check_choice(self.mode, BENCH_MODES, "mode")
-        check_choice(self.strategy, STRATEGIES, "serial strategy")
         check_choice(self.orderings, ORDERINGS, "orderings")
 
 

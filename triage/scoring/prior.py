@@ -20,6 +20,7 @@ from triage.domain.pack import Pack
 from triage.domain.ticket import make_ticket
 from triage.scoring import debias
 from triage.scoring.options import ScoreOptions
+from triage.scoring.schedule import Serial
 from triage.store.files import write_text_atomic
 
 if TYPE_CHECKING:
@@ -32,8 +33,8 @@ Prior = dict[str, np.ndarray]  # criterion id -> option log-probs
 
 
 def prior_options(options: ScoreOptions) -> ScoreOptions:
-    """The options a prior for ``options`` is computed with: the same readout, orderings, mode
-    and strategy; every criterion; no prior of its own."""
+    """The options a prior for ``options`` is computed with: the same readout, orderings and mode;
+    every criterion; no prior of its own."""
     return replace(options, prior=False, criteria=None, orderings=options.effective_orderings)
 
 
@@ -112,4 +113,5 @@ class Priors:
 
 
 def _mode(opts: ScoreOptions) -> str:
-    return f"serial/{opts.strategy}" if opts.mode == "serial" else opts.mode
+    """The mode as the prior's key and file name say it: serial's is its schedule's name, ``serial/truncate``."""
+    return Serial.name if opts.mode == "serial" else opts.mode

@@ -139,7 +139,7 @@ class TicketPrompts:
 
     @property
     def full_tokens(self) -> int:
-        """Tokens of all full prompts together (what ``full`` mode evaluates)."""
+        """Tokens of all full prompts together (what bench's ``full`` evaluates)."""
         return sum(len(p.tokens) for p in self.prompts)
 
     @property

@@ -1,16 +1,18 @@
 """Decode schedules: how a ticket's prompts go through the model, one small object each.
 
-* :class:`Full`: every prompt whole, from an empty cache. The baseline.
-* :class:`Serial`: the prefix once, then each tail; back to the prefix by ``truncate``
-  (drop the tail's cells, ``llama_memory_seq_rm``) or ``restore`` (reload a saved
-  sequence state, ``llama_state_seq_set_data``).
-* :class:`Fanout`: the prefix shared into one sequence per tail (``llama_memory_seq_cp``,
-  no copy in a unified cache) and all tails decoded in one batch, with the ticket's own
-  tokens in that batch too.
+* :class:`Fanout`: the product. The prefix shared into one sequence per tail
+  (``llama_memory_seq_cp``, no copy in a unified cache) and all tails decoded in one
+  batch, with the ticket's own tokens in that batch too.
+* :class:`Serial`: the prefix once, then each tail, back to the prefix by dropping the
+  tail's cells (``llama_memory_seq_rm``). Eval scores the letter readout so.
 
-:func:`schedule_for` picks one from the options, once per score. ``split`` (serial's
-batch boundaries from an empty cache for every prompt, the exactness reference) is not
-here: it lives with bench (:mod:`triage.bench.split`) and is passed in by name.
+:func:`schedule_for` picks one from the options, once per score. Bench's schedules are
+not here: ``full`` (every prompt whole from an empty cache, the baseline:
+:mod:`triage.bench.full`), serial's ``restore`` (back to the prefix by reloading a saved
+state: :mod:`triage.bench.restore`) and ``split`` (serial's batch boundaries from an empty
+cache for every prompt, the exactness reference: :mod:`triage.bench.split`) live with
+bench, which passes them in (``Engine.score(..., schedule=...)``); :func:`decode_one` and
+:class:`Serial`'s hooks are what they build on.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Protocol
 
 from triage.errors import TriageError
 from triage.model.seq import Seq
-from triage.scoring.options import ScoreOptions
+from triage.scoring.options import MODES, ScoreOptions
 from triage.scoring.prompt_spec import PromptSpec
 from triage.scoring.readout import Readout
 from triage.scoring.resident import Resident
@@ -60,53 +62,20 @@ def decode_one(kv: Resident, run: Run, spec: PromptSpec, at: tuple[tuple[int, ..
     return run.reader.read("x", spec, out)
 
 
-class Whole:
-    """Shared by :class:`Full` and bench's ``split``: each prompt from an empty cache."""
-
-    name = "full"
-
-    def run(self, run: Run, kv: Resident) -> Iterator[ScoreEvent]:
-        kv.drop()
-        run.measure("ticket", sum(len(s.tokens) + run.reader.extra_tokens(s) for s in run.prompts.prompts))
-        yield run.prefilled()
-        by_crit: dict[int, list[PromptSpec]] = {}
-        for spec in run.prompts.prompts:
-            by_crit.setdefault(spec.criterion, []).append(spec)
-        for ci, specs in by_crit.items():
-            for spec in specs:
-                run.check()
-                t0 = time.perf_counter()
-                kv.native.seq_rm(0, -1, -1)
-                read = self.evaluate(run, kv, spec)
-                ms = (time.perf_counter() - t0) * 1000
-                run.record(spec, read, (ms, len(spec.tokens) + run.reader.extra_tokens(spec)))
-            yield run.done(ci)
-        run.tokens.evaluated = sum(a.tokens for a in run.accs.values())
-
-    def evaluate(self, run: Run, kv: Resident, spec: PromptSpec) -> Readout:
-        """One prompt from an empty cache, in one batch."""
-        return decode_one(kv, run, spec, (spec.tokens, 0))
-
-
-class Full(Whole):
-    """Every prompt evaluated whole: the baseline."""
-
-
 class Serial:
-    """The prefix once, then each tail in turn, back to the prefix after each."""
+    """The prefix once, then each tail in turn, back to the prefix after each by dropping the tail's cells.
 
-    def __init__(self, strategy: str = "truncate") -> None:
-        if strategy not in ("truncate", "restore"):
-            raise ValueError(f"unknown serial strategy {strategy!r}")
-        self.restore = strategy == "restore"
-        self.name = f"serial/{strategy}"
+    Subclasses change the way back with :meth:`hold` and :meth:`tail` (bench's ``restore``,
+    :mod:`triage.bench.restore`); the rest (the order, the timing, what stays resident) is this one's.
+    """
+
+    name = "serial/truncate"
 
     def run(self, run: Run, kv: Resident) -> Iterator[ScoreEvent]:
         prompts = run.prompts
         kv.ensure_prefix(run)  # counts tokens.evaluated (Run.plan)
         yield run.prefilled()
-        saved = kv.native.state_get(0) if self.restore else None
-        p = len(prompts.prefix)
+        self.hold(kv)
         by_crit: dict[int, list[PromptSpec]] = {}
         for spec in prompts.prompts:
             by_crit.setdefault(spec.criterion, []).append(spec)
@@ -115,19 +84,27 @@ class Serial:
             for spec in specs:
                 run.check()
                 t0 = time.perf_counter()
-                if saved is not None and not first:
-                    kv.native.seq_rm(0, -1, -1)
-                    kv.native.state_set(0, saved)
+                read = self.tail(run, kv, spec, first)
                 first = False
-                read = decode_one(kv, run, spec, (prompts.tail(spec), p))
-                if saved is None:
-                    kv.native.seq_rm(0, p, -1)
                 ms = (time.perf_counter() - t0) * 1000
                 run.record(spec, read, (ms, len(prompts.tail(spec)) + run.reader.extra_tokens(spec)))
             yield run.done(ci)
         kv.keep(prompts.prefix)
         if run.tokens.prefix_cached < len(prompts.prefix):  # new cells: keep them for the ticket's next score
             kv.remember(run)
+
+    def hold(self, kv: Resident) -> None:
+        """Called once the prefix is in sequence 0, before the first tail (untimed): nothing to keep here."""
+
+    def tail(self, run: Run, kv: Resident, spec: PromptSpec, first: bool) -> Readout:
+        """Decode ``spec``'s tail after the prefix and read it, leaving sequence 0 at the prefix again.
+
+        ``first``: the ticket's first tail (sequence 0 holds exactly the prefix). Timed as the tail's.
+        """
+        p = len(run.prompts.prefix)
+        read = decode_one(kv, run, spec, (run.prompts.tail(spec), p))
+        kv.native.seq_rm(0, p, -1)
+        return read
 
 
 class Fanout:
@@ -219,20 +196,26 @@ class Fanout:
             run.record(spec, reader.read(i, spec, out), (ms * sizes[i] / total, sizes[i]))
 
 
+_BENCH_ONLY = {
+    "full": ("baseline", "triage.bench.full.Full()"),
+    "split": ("exactness reference", "triage.bench.split.Split()"),
+}
+
+
 def schedule_for(options: ScoreOptions) -> Schedule:
-    """The schedule ``options.mode`` names, chosen once per score.
+    """The schedule ``options.mode`` names, chosen once per score: ``fanout`` or ``serial``.
 
     Raises:
-        TriageError: ``split``, which only bench and the tests run (pass its schedule).
+        TriageError: ``full`` or ``split``, bench's schedules, which only bench and the tests run
+            (they pass the schedule in).
     """
     if options.mode == "fanout":
         return Fanout()
     if options.mode == "serial":
-        return Serial(options.strategy)
-    if options.mode == "full":
-        return Full()
+        return Serial()
+    what, schedule = _BENCH_ONLY.get(options.mode, ("own schedule", "it"))
     raise TriageError(
-        f"mode {options.mode!r} is bench's exactness reference, not a scoring mode",
-        hint="use fanout, serial or full; bench and the tests pass triage.bench.split.Split() as the schedule",
+        f"mode {options.mode!r} is bench's {what}, not a scoring mode",
+        hint=f"use {' or '.join(MODES)}; bench and the tests pass {schedule} as the schedule",
         exit_code=2,
     )
