@@ -376,10 +376,11 @@ def _shared_cost(run: BenchRun, ms: dict[str, dict[str, float]]) -> dict[str, An
         }
     return {
         "what": (
-            f"ratio: per ticket, {SHARED_MODE}'s ms / {LEARNED_MODE}'s ms (both: a head of random weights of the real "
-            f"shape on every criterion; read at one cue, {SHARED_READ}, after the ticket against at each criterion's "
-            "own tail; interleaved in one run), median over the tickets of a kind. tokens_over_ticket_block_max: "
-            "the most tokens the shared mode evaluated beyond the ticket block's own"
+            f"ratio: per ticket, {SHARED_MODE}'s ms / {LEARNED_MODE}'s ms (both: a head on every criterion, read at "
+            f"one cue, {SHARED_READ}, after the ticket against at each criterion's own tail; interleaved in one run), "
+            "median over the tickets of a kind. The shared mode's head is the stored starter head when there is one "
+            "(the workload's notes say so), else random weights of the real shape, as the tails'. "
+            "tokens_over_ticket_block_max: the most tokens the shared mode evaluated beyond the ticket block's own"
         ),
         "read": SHARED_READ,
         "by_kind": by_kind,
