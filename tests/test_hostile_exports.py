@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_hostile_inputs import assert_clean, triage
+from conftest import assert_clean, run_triage
 
 from triage.domain.pack import load_pack
 from triage.errors import InputError
@@ -126,7 +126,7 @@ def test_pack_init_on_a_json_array_with_a_deep_element_skips_it(tmp_path: Path) 
     elements.insert(5, '{"text": "x", "group": ' + "[" * 50_000 + "]" * 50_000 + "}")
     f = tmp_path / "export.json"
     f.write_text("[" + ",".join(elements) + "]", encoding="utf-8")
-    proc = triage(
+    proc = run_triage(
         ["pack", "init", str(f), "--text", "text", "--criteria", "queue=group", "-o", str(tmp_path / "p.toml")],
         tmp_path / "home",
     )

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_hostile_inputs import MINI_PACK, assert_clean, triage
+from conftest import MINI_PACK, assert_clean, run_triage
 
 from triage.domain.pack import PackError, load_pack
 from triage.errors import InputError
@@ -34,14 +34,12 @@ TICKET = "I am furious: you charged me twice and nobody answers."
 
 
 @pytest.fixture()
-def pack_file(tmp_path: Path) -> Path:
-    path = tmp_path / "mini.toml"
-    path.write_text(MINI_PACK, encoding="utf-8")
-    return path
+def pack_file(mini_pack: Path) -> Path:
+    return mini_pack
 
 
 def score(home: Path, model: Path, pack: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return triage(
+    return run_triage(
         ["score", "--model", str(model), "--threads", "1", "--pack", str(pack), "--format", "json", *extra],
         home,
         stdin=TICKET,
