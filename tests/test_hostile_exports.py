@@ -57,6 +57,7 @@ def _best_pair(small: str, large: str, repeats: int = 4) -> tuple[float, float]:
     return t_small, t_large
 
 
+@pytest.mark.slow  # sized to time above the noise: seconds of CPU by design
 def test_html_to_text_scales_linearly_with_the_paragraphs() -> None:
     """32,000 paragraphs cost at most three times as much per paragraph as 4,000 (a quadratic pass costs 8 times).
 
@@ -80,6 +81,7 @@ def test_html_of_two_and_a_half_megabytes_ends() -> None:
     assert time.perf_counter() - t < 60 and text.startswith("Paragraph 0:")
 
 
+@pytest.mark.slow  # sized to time above the noise: seconds of CPU by design
 @pytest.mark.parametrize(
     "unit",
     ['<a title="x ', "<p x ", "<p><!-- x ", "</ x ", "<div>", "<head>", "<script>"],
