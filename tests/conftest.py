@@ -53,6 +53,8 @@ def _installed(filename: str) -> Path | None:
 
 
 def _need(path: Path | None, name: str) -> Path:
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest -n: llama.cpp's threads spin, two model processes starve
+        pytest.fail(f"model {name}: model tests do not run in parallel; run them without -n (README, the fast tier)")
     if path is None:
         message = f"model {name} is not installed; run ./scripts/setup (or: triage model pull {name})"
         if os.environ.get("CI"):

@@ -161,6 +161,7 @@ def test_a_zip_bomb_member_is_refused_before_it_is_decompressed(tmp_path: Path) 
     assert "c0_coef.npy" in info.value.message
 
 
+@pytest.mark.slow  # writes a 280 MiB archive
 def test_an_archive_declaring_more_than_any_head_is_refused(tmp_path: Path) -> None:
     members = {"meta.npy": meta_member(1000, 64), **{f"c{i}_coef.npy": b"\0" * (70 << 20) for i in range(4)}}
     with pytest.raises(InputError, match="once unpacked"):
