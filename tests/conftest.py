@@ -1,20 +1,33 @@
-"""Shared fixtures: an isolated TRIAGE_HOME for every test, and the real test model.
+"""Shared fixtures: an isolated TRIAGE_HOME for every test, the real test model, and what several test files use.
 
 The real model (``smollm2-135m``) is installed by ``scripts/setup`` into the user's
 data dir. We locate it *before* any test points ``TRIAGE_HOME`` at a temporary
 directory. Model tests skip when it is missing, except under CI (``CI`` set),
 where a missing model is a failure: a green run must not hide skipped engine tests.
+
+Shared by several files (import the names with ``from conftest import ...``; pytest puts tests/ on the path):
+the mini pack (``MINI_PACK``, ``mini_pack``), the two-criterion pack of the fit tests (``TOPIC_MOOD``), the
+labelled tickets of the learn tests (``MIXED``, ``labelled_rows``), ``triage`` in a subprocess (``run_triage``,
+``home_env``, ``assert_clean``), in the test's own process (the ``cli`` fixture), and ``load_module`` for the
+scripts under bench/ and packaging/.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import io
 import os
-from collections.abc import Iterator
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
+from triage.domain.pack import parse_pack
 from triage.store.paths import user_dirs
 
 # Ray reads this when it is first imported (ray._private.ray_constants): set before any test imports
@@ -40,12 +53,31 @@ def _installed(filename: str) -> Path | None:
 
 
 def _need(path: Path | None, name: str) -> Path:
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest -n: llama.cpp's threads spin, two model processes starve
+        pytest.fail(f"model {name}: model tests do not run in parallel; run them without -n (README, the fast tier)")
     if path is None:
         message = f"model {name} is not installed; run ./scripts/setup (or: triage model pull {name})"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
     return path
+
+
+# The fixtures that hand a test a real GGUF (directly, or through a fixture built on them: a module's engine,
+# a home with the model installed). A test that asks for one, however indirectly, needs the model.
+REAL_MODEL_FIXTURES = frozenset({"smollm2_path", "smollm2_engine", "qwen25_path"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by markers
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark ``model`` every test that reaches a real GGUF through its fixtures.
+
+    ``-m "not model and not slow"`` (the fast tier, README) must never load a real model; a test that
+    forgets the marker is caught here rather than running a model in the fast tier.
+    """
+    for item in items:
+        if REAL_MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ())) and not item.get_closest_marker("model"):
+            item.add_marker(pytest.mark.model)
 
 
 @pytest.fixture(autouse=True)
@@ -89,3 +121,189 @@ def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.skip("../shared is not beside this checkout")
     return SHARED
+
+
+# -- what several test files share ------------------------------------------------------------
+
+TRACEBACK = "Traceback (most recent call last)"
+
+# The smallest pack: one criterion, two options.
+MINI_PACK = """
+[pack]
+name = "mini"
+[[criterion]]
+id = "mood"
+question = "Is the customer angry?"
+options = [ { id = "angry", label = "Angry" }, { id = "calm", label = "Calm" } ]
+"""
+
+
+@pytest.fixture()
+def mini_pack(tmp_path: Path) -> Path:
+    """``MINI_PACK`` written to ``tmp_path/mini.toml``."""
+    path = tmp_path / "mini.toml"
+    path.write_text(MINI_PACK, encoding="utf-8")
+    return path
+
+
+# Two criteria of two options each: the fit policy's and the verdicts' tests (no model).
+TOPIC_MOOD = parse_pack(
+    {
+        "criterion": [
+            {
+                "id": "topic",
+                "question": "Topic?",
+                "options": [{"id": "billing", "label": "Billing"}, {"id": "other", "label": "Other"}],
+            },
+            {
+                "id": "mood",
+                "question": "Mood?",
+                "options": [{"id": "angry", "label": "Angry"}, {"id": "calm", "label": "Calm"}],
+            },
+        ]
+    }
+)
+
+# A learned criterion (topic, labelled) beside an unlabelled one (mood): the learn tests' pack.
+MIXED = """
+[pack]
+name = "mixed"
+[[criterion]]
+id = "topic"
+question = "Is this about a payment or a delivery?"
+options = [ { id = "payment", label = "Payment, charge or refund" },
+            { id = "delivery", label = "Delivery of an order" } ]
+[[criterion]]
+id = "mood"
+question = "Is the customer happy or angry?"
+options = [ { id = "happy", label = "Happy" }, { id = "angry", label = "Angry" } ]
+"""
+
+PAYMENT = [
+    "I was charged twice for {x}.",
+    "Please refund the payment for {x}.",
+    "My card was billed for {x} I never bought.",
+    "The invoice for {x} shows the wrong amount.",
+    "Why did you take money for {x} again?",
+]
+DELIVERY = [
+    "My parcel with {x} never arrived.",
+    "The courier lost {x}.",
+    "Where is my delivery of {x}? It is a week late.",
+    "The tracking for {x} has not moved in days.",
+    "{x} was delivered to the wrong address.",
+]
+THINGS = ["the blender", "my new shoes", "a phone case"]
+
+
+def labelled_rows() -> list[dict[str, object]]:
+    """30 tickets labelled for ``MIXED``'s topic: 15 payments, 15 deliveries."""
+    rows = []
+    for i, (tpl, thing) in enumerate((t, x) for t in PAYMENT for x in THINGS):
+        rows.append({"id": f"p{i}", "text": tpl.format(x=thing), "labels": {"topic": "payment"}})
+    for i, (tpl, thing) in enumerate((t, x) for t in DELIVERY for x in THINGS):
+        rows.append({"id": f"d{i}", "text": tpl.format(x=thing).capitalize(), "labels": {"topic": "delivery"}})
+    return rows
+
+
+def load_module(path: Path, name: str) -> ModuleType:
+    """Import a script that is not in a package (bench/*.py, packaging/*.py) as module ``name``."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses and pickling look the module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def home_env(home: Path, **extra: str) -> dict[str, str]:
+    """This process's environment with ``TRIAGE_HOME=home`` (and ``extra``), for a child process."""
+    return {**os.environ, "TRIAGE_HOME": str(home), **extra}
+
+
+def run_triage(
+    args: list[str], home: Path, *, stdin: str | bytes | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """Run ``triage ARGS`` in a subprocess with ``TRIAGE_HOME=home``, as a user would.
+
+    For what only a process shows: its exit status after a signal or an abort, a closed or redirected
+    stream, its own environment. The ``cli`` fixture runs the same command in this process, faster.
+    """
+    env = home_env(home, COLUMNS="200")
+    env.pop("TRIAGE_MODEL", None)
+    data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
+    proc = subprocess.run(
+        [sys.executable, "-m", "triage.cli", *args],
+        input=data if data is not None else b"",
+        capture_output=True,
+        env=env,
+        timeout=timeout,
+    )
+    return subprocess.CompletedProcess(
+        proc.args, proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
+    )
+
+
+def assert_clean(proc: Any) -> None:
+    """No traceback anywhere, and the process ended by itself (no signal, no abort)."""
+    assert TRACEBACK not in proc.stdout and TRACEBACK not in proc.stderr, proc.stderr[-3000:]
+    assert proc.returncode >= 0 and proc.returncode != 134, (
+        f"died with {proc.returncode}: {proc.stdout[-500:]} {proc.stderr[-500:]}"
+    )
+
+
+@dataclass
+class Ran:
+    """What ``cli`` returns: named as a ``subprocess.CompletedProcess``'s fields."""
+
+    args: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture()
+def cli(monkeypatch: pytest.MonkeyPatch, triage_home: Path) -> Callable[..., Ran]:
+    """Run ``triage ARGS`` in this process: ``triage.cli.main`` with its own stdin, stdout and stderr.
+
+    The streams are byte buffers behind UTF-8 text, as a pipe's are (stdout strict, stderr backslashreplace),
+    and both are decoded strictly: output that is not valid UTF-8 fails the test. An exit through
+    ``SystemExit`` (argparse's usage errors) is its code. ``home`` (default: the test's TRIAGE_HOME) and
+    ``env`` set the environment for the call: ``cli(args, home)`` stands in for ``run_triage(args, home)``,
+    about a second less a call (no interpreter to start, nothing to import again). Use ``run_triage`` where
+    the process itself matters: signals, exit statuses of a crash, closed streams, another user, the
+    environment it starts with. The file log is set up once a process, so a run here logs to the first
+    home's file: read a command's log in a subprocess.
+    """
+    import signal
+
+    from triage.cli import main
+
+    def run(
+        args: list[str], home: Path | None = None, *, stdin: str | bytes = b"", env: dict[str, str] | None = None
+    ) -> Ran:
+        monkeypatch.setenv("TRIAGE_HOME", str(home or triage_home))
+        monkeypatch.setenv("COLUMNS", "200")
+        for key, value in (env or {}).items():
+            monkeypatch.setenv(key, value)
+        data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
+        streams = (
+            io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"),
+            io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict", write_through=True),
+            io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace", write_through=True),
+        )
+        handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        saved = sys.stdin, sys.stdout, sys.stderr
+        sys.stdin, sys.stdout, sys.stderr = streams
+        try:
+            code = main(list(args))
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        finally:
+            sys.stdin, sys.stdout, sys.stderr = saved
+            for s, h in handlers.items():
+                signal.signal(s, h)
+        out, err = (s.buffer.getvalue().decode("utf-8") for s in streams[1:])  # type: ignore[attr-defined]
+        return Ran(list(args), int(code), out, err)
+
+    return run

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import TOPIC_MOOD
 
-from triage.domain.pack import parse_pack
 from triage.errors import InputError
 from triage.scoring import fitstore, head_file
 from triage.scoring import head as head_mod
@@ -16,22 +16,7 @@ from triage.scoring.fit import FitRequest, choose_fits
 from triage.scoring.fitstore import calibrations_dir, stored_name
 from triage.scoring.options import ScoreOptions
 
-PACK = parse_pack(
-    {
-        "criterion": [
-            {
-                "id": "topic",
-                "question": "Topic?",
-                "options": [{"id": "billing", "label": "Billing"}, {"id": "other", "label": "Other"}],
-            },
-            {
-                "id": "mood",
-                "question": "Mood?",
-                "options": [{"id": "angry", "label": "Angry"}, {"id": "calm", "label": "Calm"}],
-            },
-        ]
-    }
-)
+PACK = TOPIC_MOOD
 
 
 class Fmt:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_hostile_inputs import assert_clean, triage
+from conftest import assert_clean, run_triage
 
 from triage.domain.pack import load_pack
 from triage.errors import InputError
@@ -57,6 +57,7 @@ def _best_pair(small: str, large: str, repeats: int = 4) -> tuple[float, float]:
     return t_small, t_large
 
 
+@pytest.mark.slow  # sized to time above the noise: seconds of CPU by design
 def test_html_to_text_scales_linearly_with_the_paragraphs() -> None:
     """32,000 paragraphs cost at most three times as much per paragraph as 4,000 (a quadratic pass costs 8 times).
 
@@ -80,6 +81,7 @@ def test_html_of_two_and_a_half_megabytes_ends() -> None:
     assert time.perf_counter() - t < 60 and text.startswith("Paragraph 0:")
 
 
+@pytest.mark.slow  # sized to time above the noise: seconds of CPU by design
 @pytest.mark.parametrize(
     "unit",
     ['<a title="x ', "<p x ", "<p><!-- x ", "</ x ", "<div>", "<head>", "<script>"],
@@ -126,7 +128,7 @@ def test_pack_init_on_a_json_array_with_a_deep_element_skips_it(tmp_path: Path) 
     elements.insert(5, '{"text": "x", "group": ' + "[" * 50_000 + "]" * 50_000 + "}")
     f = tmp_path / "export.json"
     f.write_text("[" + ",".join(elements) + "]", encoding="utf-8")
-    proc = triage(
+    proc = run_triage(
         ["pack", "init", str(f), "--text", "text", "--criteria", "queue=group", "-o", str(tmp_path / "p.toml")],
         tmp_path / "home",
     )

@@ -1,4 +1,8 @@
-"""Issue 33: the history and the files triage writes for the user, run as a user would (a `triage` subprocess).
+"""Issue 33: the history and the files triage writes for the user, run as a user would: `triage` commands.
+
+Most run in this process (the ``cli`` fixture: main() with its own streams, exit code, stdout and stderr);
+those where the process matters run ``triage`` in a subprocess: as the unprivileged user, on a full disk, and
+waiting out the real busy timeout of a history another process holds.
 
 A file triage did not write is never moved or replaced; a history that cannot be used is a specific
 message and a non-zero exit; the read-only commands open the history read-only. Devices, FIFOs, a
@@ -20,16 +24,22 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from conftest import assert_clean, run_triage
 from fake_engine import FakeEngine
-from test_hostile_inputs import assert_clean, triage
 
 from triage.domain.pack import default_pack
 from triage.domain.ticket import make_ticket
+from triage.store import history_open
 from triage.store import labels as lab
 from triage.store.history import History
 from triage.store.history_schema import SCHEMA_VERSION
+
+# How long a command run in this process waits for another's write lock: the product waits 5 s
+# (history_open.BUSY_TIMEOUT_S) before the same refusal.
+SHORT_BUSY_S = 0.2
 
 TEXTS = {
     "T-1": "My card was charged twice for the March invoice. Please refund one of them today.",
@@ -91,19 +101,21 @@ def private_null(tmp_path: Path, name: str = "null-copy") -> Path:
 # -- 1. a file triage did not write is never moved or replaced ----------------------------------
 
 
-def test_label_export_over_the_history_is_refused_even_with_force(tmp_path: Path, hist: tuple[Path, int]) -> None:
+def test_label_export_over_the_history_is_refused_even_with_force(
+    tmp_path: Path, cli: Any, hist: tuple[Path, int]
+) -> None:
     path, _ = hist
     (tmp_path / "link.jsonl").symlink_to(path)
     before = snapshot(tmp_path)
     for target in (path, tmp_path / "link.jsonl", tmp_path / "." / path.name):
-        proc = triage(["label", "--export", str(target), "--force", "--history-file", str(path)], tmp_path / "home")
+        proc = cli(["label", "--export", str(target), "--force", "--history-file", str(path)], tmp_path / "home")
         assert_clean(proc)
         assert proc.returncode == 2, proc.stderr
         assert "never writes over a file it reads" in proc.stderr
     other = tmp_path / "other.sqlite3"
     make_history(other)
     for target in (other, Path(f"{other}-wal"), Path(f"{path}-shm")):
-        proc = triage(["label", "--export", str(target), "--force", "--history-file", str(path)], tmp_path / "home")
+        proc = cli(["label", "--export", str(target), "--force", "--history-file", str(path)], tmp_path / "home")
         assert_clean(proc)
         assert proc.returncode == 2 and "never writes over a database" in proc.stderr, proc.stderr
     after = snapshot(tmp_path)
@@ -112,7 +124,7 @@ def test_label_export_over_the_history_is_refused_even_with_force(tmp_path: Path
 
 
 @pytest.mark.parametrize("kind", ["text", "folder", "fifo", "device", "other-db"])
-def test_a_path_that_is_not_a_history_is_refused_and_left_as_it_is(tmp_path: Path, kind: str) -> None:
+def test_a_path_that_is_not_a_history_is_refused_and_left_as_it_is(tmp_path: Path, cli: Any, kind: str) -> None:
     target = tmp_path / "notes.txt"
     if kind == "text":
         target.write_text("my notes\nmore notes\n", encoding="utf-8")
@@ -130,7 +142,7 @@ def test_a_path_that_is_not_a_history_is_refused_and_left_as_it_is(tmp_path: Pat
         conn.close()
     before = snapshot(tmp_path)
     for args in (["stats", "--json"], ["label", "T-1", "queue=billing"], ["label", "--export", str(tmp_path / "o")]):
-        proc = triage([*args, "--history-file", str(target)], tmp_path / "home")
+        proc = cli([*args, "--history-file", str(target)], tmp_path / "home")
         assert_clean(proc)
         assert proc.returncode == 2, (args, proc.stderr)
         assert "not a triage history" in proc.stderr, proc.stderr
@@ -139,7 +151,7 @@ def test_a_path_that_is_not_a_history_is_refused_and_left_as_it_is(tmp_path: Pat
     assert not list(tmp_path.glob("*.bad-*"))
 
 
-def test_a_damaged_history_is_moved_aside_naming_both_files(tmp_path: Path, hist: tuple[Path, int]) -> None:
+def test_a_damaged_history_is_moved_aside_naming_both_files(tmp_path: Path, cli: Any, hist: tuple[Path, int]) -> None:
     path, _ = hist
     data = bytearray(path.read_bytes())
     page = int.from_bytes(data[16:18], "big")
@@ -147,12 +159,12 @@ def test_a_damaged_history_is_moved_aside_naming_both_files(tmp_path: Path, hist
     path.write_bytes(bytes(data))
     damaged = bytes(data)
     # only reading: refused, nothing moved
-    proc = triage(["stats", "--json", "--history-file", str(path)], tmp_path / "home")
+    proc = cli(["stats", "--json", "--history-file", str(path)], tmp_path / "home")
     assert_clean(proc)
     assert proc.returncode == 1 and "is damaged" in proc.stderr and proc.stdout == "", proc.stderr
     assert path.read_bytes() == damaged and not list(tmp_path.glob("*.bad-*"))
     # writing: moved aside, said on stderr with both names
-    proc = triage(["label", "T-1", "queue=billing", "--history-file", str(path)], tmp_path / "home")
+    proc = cli(["label", "T-1", "queue=billing", "--history-file", str(path)], tmp_path / "home")
     assert_clean(proc)
     [aside] = tmp_path.glob("history.sqlite3.bad-*")
     assert aside.read_bytes() == damaged
@@ -171,7 +183,7 @@ def _drain(fifo: Path, into: list[bytes]) -> threading.Thread:
 
 
 def test_label_export_writes_through_a_fifo_and_a_device_and_to_stdout_for_dash(
-    tmp_path: Path, hist: tuple[Path, int]
+    tmp_path: Path, cli: Any, hist: tuple[Path, int]
 ) -> None:
     path, _ = hist
     home = tmp_path / "home"
@@ -179,7 +191,7 @@ def test_label_export_writes_through_a_fifo_and_a_device_and_to_stdout_for_dash(
     os.mkfifo(fifo)
     got: list[bytes] = []
     reader = _drain(fifo, got)
-    proc = triage(["label", "--export", str(fifo), "--history-file", str(path)], home)
+    proc = cli(["label", "--export", str(fifo), "--history-file", str(path)], home)
     reader.join(timeout=60)
     assert_clean(proc)
     assert proc.returncode == 0, proc.stderr
@@ -190,46 +202,46 @@ def test_label_export_writes_through_a_fifo_and_a_device_and_to_stdout_for_dash(
     link = tmp_path / "to-device.jsonl"
     link.symlink_to(device)
     for target in (device, link):
-        proc = triage(["label", "--export", str(target), "--history-file", str(path)], home)  # no --force needed
+        proc = cli(["label", "--export", str(target), "--history-file", str(path)], home)  # no --force needed
         assert_clean(proc)
         assert proc.returncode == 0, proc.stderr
     assert stat.S_ISCHR(os.lstat(device).st_mode) and os.path.islink(link) and os.readlink(link) == str(device)
 
     before = set(os.listdir(tmp_path))
-    proc = triage(["label", "--export", "-", "--history-file", str(path)], home)
+    proc = cli(["label", "--export", "-", "--history-file", str(path)], home)
     assert_clean(proc)
     assert proc.returncode == 0, proc.stderr
     assert [json.loads(line)["id"] for line in proc.stdout.splitlines()] == ["T-1", "T-2", "T-3"]
     assert "to standard output" in proc.stderr
     assert set(os.listdir(tmp_path)) == before and not (home / "-").exists() and not Path("-").exists()
 
-    proc = triage(["label", "--export", str(tmp_path), "--force", "--history-file", str(path)], home)
+    proc = cli(["label", "--export", str(tmp_path), "--force", "--history-file", str(path)], home)
     assert proc.returncode == 2 and "is a folder" in proc.stderr
 
 
 def test_a_symlinked_export_replaces_the_file_it_points_at_and_keeps_the_link(
-    tmp_path: Path, hist: tuple[Path, int]
+    tmp_path: Path, cli: Any, hist: tuple[Path, int]
 ) -> None:
     path, _ = hist
     real = tmp_path / "real.jsonl"
     real.write_text("old\n", encoding="utf-8")
     link = tmp_path / "link.jsonl"
     link.symlink_to(real)
-    proc = triage(["label", "--export", str(link), "--history-file", str(path)], tmp_path / "home")
+    proc = cli(["label", "--export", str(link), "--history-file", str(path)], tmp_path / "home")
     assert proc.returncode == 2 and "--force" in proc.stderr  # an existing file needs --force, through a link too
-    proc = triage(["label", "--export", str(link), "--force", "--history-file", str(path)], tmp_path / "home")
+    proc = cli(["label", "--export", str(link), "--force", "--history-file", str(path)], tmp_path / "home")
     assert_clean(proc)
     assert proc.returncode == 0 and os.path.islink(link) and len(real.read_text().splitlines()) == 3
 
 
-def test_pack_init_never_writes_over_its_export_or_a_history(tmp_path: Path, hist: tuple[Path, int]) -> None:
+def test_pack_init_never_writes_over_its_export_or_a_history(tmp_path: Path, cli: Any, hist: tuple[Path, int]) -> None:
     path, _ = hist
     export = tmp_path / "fd.csv"
     rows = ["Subject,Group"] + [f"ticket {i},{'billing' if i % 2 else 'shipping'}" for i in range(20)]
     export.write_text("\n".join(rows) + "\n", encoding="utf-8")
     before = snapshot(tmp_path)
     for out in (export, path):
-        proc = triage(
+        proc = cli(
             ["pack", "init", str(export), "--text", "Subject", "--criteria", "queue=Group", "-o", str(out), "--force"],
             tmp_path / "home",
         )
@@ -238,11 +250,11 @@ def test_pack_init_never_writes_over_its_export_or_a_history(tmp_path: Path, his
     assert snapshot(tmp_path) == before
 
 
-def test_learn_refuses_its_history_as_output(tmp_path: Path, hist: tuple[Path, int]) -> None:
+def test_learn_refuses_its_history_as_output(tmp_path: Path, cli: Any, hist: tuple[Path, int]) -> None:
     path, _ = hist
     link = tmp_path / "head.npz"
     link.symlink_to(path)
-    proc = triage(
+    proc = cli(
         ["learn", "--history", "--history-file", str(path), "-o", str(link), "--force", "--model", "/none.gguf"],
         tmp_path / "home",
     )
@@ -253,14 +265,14 @@ def test_learn_refuses_its_history_as_output(tmp_path: Path, hist: tuple[Path, i
 # -- 2. history faults are messages ----------------------------------------------------------
 
 
-def test_a_newer_history_is_never_zero_labels(tmp_path: Path, hist: tuple[Path, int]) -> None:
+def test_a_newer_history_is_never_zero_labels(tmp_path: Path, cli: Any, hist: tuple[Path, int]) -> None:
     path, n = hist
     conn = sqlite3.connect(path)
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     conn.close()
     before = path.read_bytes()
     for args in (["stats", "--json"], ["label", "--export", str(tmp_path / "x.jsonl")], ["label", "T-1", "queue=x"]):
-        proc = triage([*args, "--history-file", str(path)], tmp_path / "home")
+        proc = cli([*args, "--history-file", str(path)], tmp_path / "home")
         assert_clean(proc)
         assert proc.returncode == 2 and "newer triage" in proc.stderr, proc.stderr
         assert proc.stdout == ""
@@ -294,23 +306,27 @@ def locked(hist: tuple[Path, int]) -> Iterator[tuple[Path, int]]:
         holder.wait(timeout=30)
 
 
+@pytest.mark.slow  # each command waits out the busy timeout (5 s) in its own process, as a user's does
 def test_a_locked_history_is_a_message_never_zero_labels(tmp_path: Path, locked: tuple[Path, int]) -> None:
     path, _ = locked
     for args in (["stats", "--json"], ["label", "T-1", "queue=billing"]):
-        proc = triage([*args, "--history-file", str(path)], tmp_path / "home")
+        proc = run_triage([*args, "--history-file", str(path)], tmp_path / "home")
         assert_clean(proc)
         assert proc.returncode == 1, proc.stderr
         assert "is locked by another process" in proc.stderr and proc.stdout == "", proc.stderr
 
 
-def test_a_held_write_lock_leaves_reading_alone_and_refuses_a_label(tmp_path: Path, hist: tuple[Path, int]) -> None:
+def test_a_held_write_lock_leaves_reading_alone_and_refuses_a_label(
+    tmp_path: Path, cli: Any, hist: tuple[Path, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
     path, n = hist
+    monkeypatch.setattr(history_open, "BUSY_TIMEOUT_S", SHORT_BUSY_S)  # the same refusal, sooner
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")  # a writer mid-transaction (WAL: readers go on)
     try:
-        proc = triage(["stats", "--json", "--history-file", str(path)], tmp_path / "home")
+        proc = cli(["stats", "--json", "--history-file", str(path)], tmp_path / "home")
         assert proc.returncode == 0 and json.loads(proc.stdout)["labels"] == n, proc.stderr
-        proc = triage(["label", "T-1", "queue=billing", "--history-file", str(path)], tmp_path / "home")
+        proc = cli(["label", "T-1", "queue=billing", "--history-file", str(path)], tmp_path / "home")
         assert_clean(proc)
         assert proc.returncode == 1 and "is locked by another process" in proc.stderr, proc.stderr
     finally:
@@ -426,7 +442,7 @@ def test_a_full_disk_under_the_history_stores_nothing_and_says_so(tmp_path: Path
     rows = [{"id": tid, "labels": {"queue": "billing", "urgency": "high"}} for tid in TEXTS]
     labels = tmp_path / "labels.jsonl"
     labels.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    proc = triage(["label", "--file", str(labels), "--history-file", str(path)], tmp_path / "home")
+    proc = run_triage(["label", "--file", str(labels), "--history-file", str(path)], tmp_path / "home")
     assert_clean(proc)
     assert proc.returncode == 1, proc.stderr
     assert "the disk is full" in proc.stderr and "nothing was changed" in proc.stderr, proc.stderr
@@ -440,7 +456,7 @@ def test_a_full_disk_under_the_history_stores_nothing_and_says_so(tmp_path: Path
 
 
 def test_one_file_giving_a_ticket_two_answers_for_one_criterion_is_refused(
-    tmp_path: Path, hist: tuple[Path, int]
+    tmp_path: Path, cli: Any, hist: tuple[Path, int]
 ) -> None:
     path, n = hist
     rows = [
@@ -451,7 +467,7 @@ def test_one_file_giving_a_ticket_two_answers_for_one_criterion_is_refused(
     ]
     f = tmp_path / "labels.jsonl"
     f.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    proc = triage(["label", "--file", str(f), "--history-file", str(path)], tmp_path / "home")
+    proc = cli(["label", "--file", str(f), "--history-file", str(path)], tmp_path / "home")
     assert_clean(proc)
     assert proc.returncode == 2, proc.stderr
     assert f"{f}:3: ticket 'T-2': criterion 'queue' is 'shipping' here and 'billing' at {f}:1" in proc.stderr
@@ -459,12 +475,12 @@ def test_one_file_giving_a_ticket_two_answers_for_one_criterion_is_refused(
     with History.open_readonly(path) as h:
         assert lab.count(h) == n
     f.write_text("".join(json.dumps(r) + "\n" for r in rows[:2] + rows[3:]), encoding="utf-8")
-    proc = triage(["label", "--file", str(f), "--history-file", str(path)], tmp_path / "home")
+    proc = cli(["label", "--file", str(f), "--history-file", str(path)], tmp_path / "home")
     assert proc.returncode == 0 and "stored 2 label(s) on 2 ticket(s)" in proc.stderr, proc.stderr
     assert "1 answer(s) given again" in proc.stderr
 
 
-def test_a_row_giving_one_key_twice_and_a_nul_byte_are_named(tmp_path: Path, hist: tuple[Path, int]) -> None:
+def test_a_row_giving_one_key_twice_and_a_nul_byte_are_named(tmp_path: Path, cli: Any, hist: tuple[Path, int]) -> None:
     path, n = hist
     f = tmp_path / "labels.jsonl"
     f.write_bytes(
@@ -472,7 +488,7 @@ def test_a_row_giving_one_key_twice_and_a_nul_byte_are_named(tmp_path: Path, his
         b'{"id": "T-3", "labels": {"queue": "billing", "queue": "shipping"}}\n'
         b'{"id": "T-1", "labels": {"queue": "bil\x00ling"}}\n'
     )
-    proc = triage(["label", "--file", str(f), "--history-file", str(path)], tmp_path / "home")
+    proc = cli(["label", "--file", str(f), "--history-file", str(path)], tmp_path / "home")
     assert_clean(proc)
     assert proc.returncode == 2, proc.stderr
     assert f"{f}:2: not read: key 'queue' is given twice" in proc.stderr
@@ -558,7 +574,7 @@ def test_learn_history_uses_only_labels_given_under_its_pack(tmp_path: Path) -> 
     ]
 
 
-def test_a_text_kept_under_one_id_can_be_labelled_under_each_id_it_was_scored_with(tmp_path: Path) -> None:
+def test_a_text_kept_under_one_id_can_be_labelled_under_each_id_it_was_scored_with(tmp_path: Path, cli: Any) -> None:
     path = tmp_path / "history.sqlite3"
     with History.open_writable(path) as h:
         a = score_into(h, "A-1", TEXTS["T-1"])
@@ -567,19 +583,20 @@ def test_a_text_kept_under_one_id_can_be_labelled_under_each_id_it_was_scored_wi
         assert a.ticket_row != b.ticket_row and again.ticket_row == a.ticket_row
         assert len(h.results(a.ticket_row)) == 2 and len(h.results(b.ticket_row)) == 1
     for tid in ("A-1", "B-1"):
-        proc = triage(["label", tid, "queue=billing", "--history-file", str(path)], tmp_path / "home")
+        proc = cli(["label", tid, "queue=billing", "--history-file", str(path)], tmp_path / "home")
         assert_clean(proc)
         assert proc.returncode == 0, proc.stderr
-    proc = triage(["label", "--export", "-", "--history-file", str(path)], tmp_path / "home")
+    proc = cli(["label", "--export", "-", "--history-file", str(path)], tmp_path / "home")
     assert sorted(json.loads(line)["id"] for line in proc.stdout.splitlines()) == ["A-1", "B-1"]
 
 
 def test_check_history_for_a_server_says_what_was_moved_and_raises_a_locked_kind(
-    tmp_path: Path, hist: tuple[Path, int]
+    tmp_path: Path, hist: tuple[Path, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from triage.store.history import check_history
     from triage.store.history_faults import HistoryFault, HistoryLocked, NotAHistory
 
+    monkeypatch.setattr(history_open, "BUSY_TIMEOUT_S", SHORT_BUSY_S)  # the same refusal, sooner
     path, _ = hist
     assert check_history(path) is None
     data = bytearray(path.read_bytes())
@@ -623,17 +640,19 @@ def test_the_apps_export_writes_through_a_device_and_never_over_a_database(
     assert json.loads(out.read_text(encoding="utf-8"))["ticket_id"] == "T-1"
 
 
-def test_label_file_with_old_mac_line_ends_and_one_endless_line(tmp_path: Path, hist: tuple[Path, int]) -> None:
+def test_label_file_with_old_mac_line_ends_and_one_endless_line(
+    tmp_path: Path, cli: Any, hist: tuple[Path, int]
+) -> None:
     path, n = hist
     f = tmp_path / "cr.jsonl"
     rows = [{"id": "T-2", "labels": {"queue": "billing"}}, {"id": "T-3", "labels": {"queue": "shipping"}}]
     f.write_bytes(b"\xef\xbb\xbf" + "\r".join(json.dumps(r) for r in rows).encode() + b"\r")
-    proc = triage(["label", "--file", str(f), "--history-file", str(path)], tmp_path / "home")
+    proc = cli(["label", "--file", str(f), "--history-file", str(path)], tmp_path / "home")
     assert_clean(proc)
     assert proc.returncode == 0 and "stored 2 label(s)" in proc.stderr, proc.stderr
     endless = tmp_path / "endless.jsonl"
     endless.write_bytes(b'{"id": "T-1", "labels": {"queue": "billing"}}\n' + b"x" * (9 << 20))
-    proc = triage(["label", "--file", str(endless), "--history-file", str(path)], tmp_path / "home")
+    proc = cli(["label", "--file", str(endless), "--history-file", str(path)], tmp_path / "home")
     assert_clean(proc)
     assert proc.returncode == 2 and "line 2: it is longer than 8 MiB" in proc.stderr, proc.stderr
     with History.open_readonly(path) as h:

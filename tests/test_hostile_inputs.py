@@ -17,43 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-TRACEBACK = "Traceback (most recent call last)"
-MINI_PACK = """
-[pack]
-name = "mini"
-[[criterion]]
-id = "mood"
-question = "Is the customer angry?"
-options = [ { id = "angry", label = "Angry" }, { id = "calm", label = "Calm" } ]
-"""
-
-
-def triage(
-    args: list[str], home: Path, *, stdin: str | bytes | None = None, timeout: float = 300
-) -> subprocess.CompletedProcess[str]:
-    """Run ``triage ARGS`` in a subprocess with ``TRIAGE_HOME=home``."""
-    env = {**os.environ, "TRIAGE_HOME": str(home), "COLUMNS": "200"}
-    env.pop("TRIAGE_MODEL", None)
-    data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
-    proc = subprocess.run(
-        [sys.executable, "-m", "triage.cli", *args],
-        input=data if data is not None else b"",
-        capture_output=True,
-        env=env,
-        timeout=timeout,
-    )
-    return subprocess.CompletedProcess(
-        proc.args, proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
-    )
-
-
-def assert_clean(proc: subprocess.CompletedProcess[str]) -> None:
-    """No traceback anywhere, and the process ended by itself (no signal, no abort)."""
-    assert TRACEBACK not in proc.stdout and TRACEBACK not in proc.stderr, proc.stderr[-3000:]
-    assert proc.returncode >= 0 and proc.returncode != 134, (
-        f"died with {proc.returncode}: {proc.stdout[-500:]} {proc.stderr[-500:]}"
-    )
+from conftest import MINI_PACK, TRACEBACK, assert_clean, run_triage
 
 
 @dataclass
@@ -406,7 +370,7 @@ def test_hostile_input(case: Case, smollm2_path: Path, triage_home: Path, tmp_pa
     if args[0] in ("score", "eval", "calibrate") and "--pack" not in args:
         args += ["--pack", str(tmp_path / "mini.toml")]
     try:
-        proc = triage(args, triage_home, stdin=case.stdin)
+        proc = run_triage(args, triage_home, stdin=case.stdin)
     finally:
         if held is not None:
             held.close()
@@ -526,7 +490,7 @@ def test_interrupt_keeps_every_record_already_written(
 
 def test_a_missing_question_is_called_missing(triage_home: Path, tmp_path: Path) -> None:
     pack_without_question(triage_home, tmp_path, tmp_path)
-    proc = triage(
+    proc = run_triage(
         ["score", "--pack", str(tmp_path / "noq.toml"), "--model", "/nonexistent.gguf"], triage_home, stdin="hello"
     )
     assert_clean(proc)

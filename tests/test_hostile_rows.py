@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_hostile_inputs import MINI_PACK, TRACEBACK
+from conftest import MINI_PACK, TRACEBACK
 
 
 def run(args: list[str], home: Path, *, stdin: bytes = b"", timeout: float = 300) -> subprocess.CompletedProcess[bytes]:
@@ -39,10 +39,8 @@ def text(proc: subprocess.CompletedProcess[bytes]) -> tuple[str, str]:
 
 
 @pytest.fixture()
-def pack(tmp_path: Path) -> Path:
-    path = tmp_path / "mini.toml"
-    path.write_text(MINI_PACK, encoding="utf-8")
-    return path
+def pack(mini_pack: Path) -> Path:
+    return mini_pack
 
 
 def score(home: Path, model: Path, pack: Path, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:

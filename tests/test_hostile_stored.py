@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_hostile_inputs import MINI_PACK, assert_clean, triage
+from conftest import MINI_PACK, assert_clean, run_triage
 
 from triage.domain.pack import PackError, load_pack
 from triage.errors import InputError
@@ -34,14 +34,12 @@ TICKET = "I am furious: you charged me twice and nobody answers."
 
 
 @pytest.fixture()
-def pack_file(tmp_path: Path) -> Path:
-    path = tmp_path / "mini.toml"
-    path.write_text(MINI_PACK, encoding="utf-8")
-    return path
+def pack_file(mini_pack: Path) -> Path:
+    return mini_pack
 
 
 def score(home: Path, model: Path, pack: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return triage(
+    return run_triage(
         ["score", "--model", str(model), "--threads", "1", "--pack", str(pack), "--format", "json", *extra],
         home,
         stdin=TICKET,
@@ -163,6 +161,7 @@ def test_a_zip_bomb_member_is_refused_before_it_is_decompressed(tmp_path: Path) 
     assert "c0_coef.npy" in info.value.message
 
 
+@pytest.mark.slow  # writes a 280 MiB archive
 def test_an_archive_declaring_more_than_any_head_is_refused(tmp_path: Path) -> None:
     members = {"meta.npy": meta_member(1000, 64), **{f"c{i}_coef.npy": b"\0" * (70 << 20) for i in range(4)}}
     with pytest.raises(InputError, match="once unpacked"):

@@ -11,13 +11,13 @@ ticket is another ticket, and 20 training rows are few enough that one of them m
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import load_module
 
 from triage.cli import main
 from triage.domain.pack import load_pack
@@ -28,12 +28,7 @@ MODEL_ARGS = ["--n-ctx", "1024", "--threads", "1"]
 
 
 def _exports_module() -> Any:
-    path = Path(__file__).resolve().parents[1] / "bench" / "intake" / "exports.py"
-    spec = importlib.util.spec_from_file_location("intake_exports", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_module(Path(__file__).resolve().parents[1] / "bench" / "intake" / "exports.py", "intake_exports")
 
 
 def make_sample(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory, name: str) -> dict[str, Any]:

@@ -15,52 +15,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import MIXED, labelled_rows
 
 from triage.domain.pack import parse_pack
 from triage.errors import InputError
 from triage.scoring import fitstore, head_file
 from triage.scoring.head import CriterionHead, Head, feature_ids
 from triage.scoring.head_file import read_head, write_head
-
-MIXED = """
-[pack]
-name = "mixed"
-[[criterion]]
-id = "topic"
-question = "Is this about a payment or a delivery?"
-options = [ { id = "payment", label = "Payment, charge or refund" },
-            { id = "delivery", label = "Delivery of an order" } ]
-[[criterion]]
-id = "mood"
-question = "Is the customer happy or angry?"
-options = [ { id = "happy", label = "Happy" }, { id = "angry", label = "Angry" } ]
-"""
-
-PAYMENT = [
-    "I was charged twice for {x}.",
-    "Please refund the payment for {x}.",
-    "My card was billed for {x} I never bought.",
-    "The invoice for {x} shows the wrong amount.",
-    "Why did you take money for {x} again?",
-]
-DELIVERY = [
-    "My parcel with {x} never arrived.",
-    "The courier lost {x}.",
-    "Where is my delivery of {x}? It is a week late.",
-    "The tracking for {x} has not moved in days.",
-    "{x} was delivered to the wrong address.",
-]
-THINGS = ["the blender", "my new shoes", "a phone case"]
-
-
-def labelled_rows() -> list[dict[str, object]]:
-    rows = []
-    for i, (tpl, thing) in enumerate((t, x) for t in PAYMENT for x in THINGS):
-        rows.append({"id": f"p{i}", "text": tpl.format(x=thing), "labels": {"topic": "payment"}})
-    for i, (tpl, thing) in enumerate((t, x) for t in DELIVERY for x in THINGS):
-        rows.append({"id": f"d{i}", "text": tpl.format(x=thing).capitalize(), "labels": {"topic": "delivery"}})
-    return rows
-
 
 # -- without a model: the math and the file ------------------------------------------------
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_learn import MIXED, labelled_rows
+from conftest import MIXED, labelled_rows
 
 from triage.cli import main
 from triage.scoring.head_file import read_head

@@ -19,6 +19,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from conftest import TOPIC_MOOD
 from rich.console import Console
 
 from triage.domain.pack import parse_pack
@@ -32,22 +33,7 @@ from triage.scoring.options import ScoreOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 
-PACK = parse_pack(
-    {
-        "criterion": [
-            {
-                "id": "topic",
-                "question": "Topic?",
-                "options": [{"id": "billing", "label": "Billing"}, {"id": "other", "label": "Other"}],
-            },
-            {
-                "id": "mood",
-                "question": "Mood?",
-                "options": [{"id": "angry", "label": "Angry"}, {"id": "calm", "label": "Calm"}],
-            },
-        ]
-    }
-)
+PACK = TOPIC_MOOD
 
 
 # -- progress ---------------------------------------------------------------------------------
@@ -321,7 +307,7 @@ options = [ { id = "happy", label = "Happy" }, { id = "angry", label = "Angry" }
 
 def _rows() -> list[dict[str, object]]:
     """30 rows: topic follows the text; mood is labelled by alternation, so nothing in the text tells it."""
-    from test_learn import labelled_rows
+    from conftest import labelled_rows
 
     rows = labelled_rows()
     for i, r in enumerate(rows):

@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+from conftest import load_module
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "learning_loop.py"
 
 
 def _module():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("learning_loop", BENCH)
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules["learning_loop"] = mod
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod
+    return load_module(BENCH, "learning_loop")
 
 
 @dataclass

@@ -24,18 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import MINI_PACK
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]
 
 DATA = Path(__file__).parent / "data" / "backlog-30.jsonl"
-PACK = """
-[pack]
-name = "mini"
-[[criterion]]
-id = "mood"
-question = "Is the customer angry?"
-options = [ { id = "angry", label = "Angry" }, { id = "calm", label = "Calm" } ]
-"""
 LOOPBACK = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
@@ -104,7 +97,7 @@ def test_a_node_lost_mid_run_loses_no_ticket_and_writes_none_twice(
     from triage.commands.score import ray_job
 
     pack = tmp_path / "mini.toml"
-    pack.write_text(PACK, encoding="utf-8")
+    pack.write_text(MINI_PACK, encoding="utf-8")
     out = tmp_path / "out.jsonl"
     argv = [
         "score",

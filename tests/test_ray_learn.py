@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 import test_ray_score
-from test_learn import MIXED, labelled_rows
+from conftest import MIXED, labelled_rows
 
 from triage.cli import build_parser, main
 from triage.errors import InputError, TriageError

@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
-from test_learn import MIXED, labelled_rows  # a sibling module: pytest puts tests/ on the path
+from conftest import MIXED, labelled_rows, load_module
 
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "refit.py"
 
 
 def test_refit_bench_times_both_policies_and_their_heads_agree(smollm2_path: Path, tmp_path: Path) -> None:
-    spec = importlib.util.spec_from_file_location("refit_bench", BENCH)
-    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules["refit_bench"] = mod
-    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    mod = load_module(BENCH, "refit_bench")
     pack = tmp_path / "mixed.toml"
     pack.write_text(MIXED, encoding="utf-8")
     data = tmp_path / "labelled.jsonl"

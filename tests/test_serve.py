@@ -460,12 +460,20 @@ def _cli(*args: str, home: Path, **kw: Any) -> Any:
     ],
 )
 def test_serve_refuses_unsafe_or_bad_settings_before_loading_a_model(
-    args: list[str], said: str, triage_home: Path
+    args: list[str], said: str, cli: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    proc = _cli("--model", "/nonexistent.gguf", *args, home=triage_home)
+    monkeypatch.delenv("TRIAGE_SERVE_TOKEN", raising=False)
+    ran = cli(["serve", "--model", "/nonexistent.gguf", *args])
+    assert ran.returncode == 2 and said in ran.stderr and ran.stdout == ""
+    assert "serving" not in ran.stderr
+
+
+def test_serve_refuses_a_bad_setting_in_its_own_process(triage_home: Path) -> None:
+    """The same refusal from `triage serve` as a user starts it: exit status 2, one message, nothing served."""
+    proc = _cli("--model", "/nonexistent.gguf", "--host", "0.0.0.0", home=triage_home)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 2 and said in err and out == ""
-    assert "serving" not in err
+    assert proc.returncode == 2 and "needs --token" in err and out == ""
+    assert "serving" not in err and "Traceback" not in err
 
 
 @pytest.mark.model

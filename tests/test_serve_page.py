@@ -39,6 +39,9 @@ from triage.serve.local import serving  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# Each module run starts a real headless Chromium (seconds before the first page): the whole suite runs these,
+# the fast tier (-m "not model and not slow", README) leaves them out.
+pytestmark = pytest.mark.slow
 CHROMIUM = os.environ.get("TRIAGE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = [
     "--headless",

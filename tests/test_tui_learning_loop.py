@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import MIXED, labelled_rows
 from fake_engine import fake_app, wait_until
-from test_learn import MIXED, labelled_rows
 from textual import events
 
 from triage.domain.pack import parse_pack
