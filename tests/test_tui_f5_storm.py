@@ -46,7 +46,10 @@ async def test_f5_twenty_times_fast_leaves_no_unfinished_history_row() -> None:
 
 
 async def test_f5_then_escape_in_one_burst_ends_the_row_as_cancelled() -> None:
-    engine = FakeEngine(delay=0.05)
+    # Every score holds after its first criterion until the gate opens (never here), so the last one is still
+    # running when Escape is handled, however slowly the app gets to it. (With only a delay, a loaded machine
+    # could finish the last score before Escape was handled: a complete result, rightly kept as done.)
+    engine = FakeEngine(delay=0.05, hold_after=1)
     app = fake_app(FakeFactory(engine))
     async with app.run_test() as pilot:
         await wait_until(pilot, lambda: app.main.model_state == "ready", what="the model to load")
