@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import TOPIC_MOOD
+from conftest import MIXED, TOPIC_MOOD
 from rich.console import Console
 
 from triage.domain.pack import parse_pack
@@ -289,20 +289,6 @@ def test_a_held_back_criterion_is_decided_exactly_as_without_the_head() -> None:
 
 
 # -- with the real model ----------------------------------------------------------------------
-
-MIXED = """
-[pack]
-name = "mixed"
-[[criterion]]
-id = "topic"
-question = "Is this about a payment or a delivery?"
-options = [ { id = "payment", label = "Payment, charge or refund" },
-            { id = "delivery", label = "Delivery of an order" } ]
-[[criterion]]
-id = "mood"
-question = "Is the customer happy or angry?"
-options = [ { id = "happy", label = "Happy" }, { id = "angry", label = "Angry" } ]
-"""
 
 
 def _rows() -> list[dict[str, object]]:
