@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 import io
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -41,6 +42,9 @@ os.environ["TRIAGE_STARTER"] = "0"
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 _REAL_MODELS = user_dirs().models  # resolved at import, before any TRIAGE_HOME override
+# The user's eval readout cache, where scripts/setup's `triage model pull` left the starter set's readouts
+# (resolved at import too); the ``starter_readouts`` fixture starts tests' homes from a copy of it.
+_REAL_READOUTS = user_dirs().cache / "eval" / "readouts.sqlite3"
 
 
 def _installed(filename: str) -> Path | None:
@@ -52,9 +56,33 @@ def _installed(filename: str) -> Path | None:
     return None
 
 
+def _pin_worker() -> bool:
+    """Under ``pytest -n N`` (pytest-xdist), give this worker its own share of the cores.
+
+    llama.cpp's threads spin while they wait, so two model processes that each take every core starve each
+    other (docs/build.md, "Threads"). Pinned, each worker's engines (and the processes it starts) see only
+    its cores: triage's default thread count is the cores a process may run on. Returns whether this
+    worker has cores of its own (False outside xdist, or with more workers than cores).
+    """
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not worker or not count or not hasattr(os, "sched_setaffinity"):
+        return False
+    cores, n = sorted(os.sched_getaffinity(0)), int(count)
+    if len(cores) < n:
+        return False
+    os.sched_setaffinity(0, cores[int(worker.removeprefix("gw")) :: n])
+    return True
+
+
+_PINNED = _pin_worker()
+
+
 def _need(path: Path | None, name: str) -> Path:
-    if os.environ.get("PYTEST_XDIST_WORKER"):  # pytest -n: llama.cpp's threads spin, two model processes starve
-        pytest.fail(f"model {name}: model tests do not run in parallel; run them without -n (README, the fast tier)")
+    if os.environ.get("PYTEST_XDIST_WORKER") and not _PINNED:
+        pytest.fail(
+            f"model {name}: model tests run in parallel only with a core per worker (-n at most the cores this "
+            "process may use): llama.cpp's spinning threads starve each other (README, the test tiers)"
+        )
     if path is None:
         message = f"model {name} is not installed; run ./scripts/setup (or: triage model pull {name})"
         if os.environ.get("CI"):
@@ -78,6 +106,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if REAL_MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ())) and not item.get_closest_marker("model"):
             item.add_marker(pytest.mark.model)
+        # ``--dist loadgroup`` (./scripts/test's model tier): a file's tests stay on one worker, so a module's
+        # fixtures (a fitted starter head, a server, an engine) are made once; the Ray files share one worker,
+        # so two local clusters never start at once.
+        module = item.nodeid.split("::", 1)[0]
+        item.add_marker(pytest.mark.xdist_group("ray" if "test_ray_" in module else module))
 
 
 @pytest.fixture(autouse=True)
@@ -107,6 +140,41 @@ def smollm2_engine(smollm2_path: Path) -> Iterator[Any]:
     eng = Engine(smollm2_path, name="smollm2-135m", n_ctx=2048)
     yield eng
     eng.close()
+
+
+@pytest.fixture(scope="session")
+def starter_readouts(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
+    """A copy of the user's eval readout cache, or None when there is none.
+
+    ``scripts/setup`` pulls smollm2-135m, and the pull fits its starter head: the cache then holds the
+    starter set's readouts for it (475 tickets, about 10 minutes of scoring here). A test of the starter's
+    first use copies this file into its home (:func:`seed_readouts`) and fits from those readouts, as a
+    user's second fit does, instead of scoring the set again. That the readouts are what scoring gives now is
+    tests/test_starter.py's ``test_the_seeded_readouts_are_what_scoring_gives_now``. Without the file, the
+    tests score the set themselves: slower, the same result.
+    """
+    if not _REAL_READOUTS.is_file():
+        return None
+    import sqlite3
+
+    copy = tmp_path_factory.mktemp("readouts") / "readouts.sqlite3"
+    src = sqlite3.connect(f"file:{_REAL_READOUTS}?mode=ro", uri=True)
+    dst = sqlite3.connect(copy)
+    try:
+        src.backup(dst)  # a consistent copy even while a user's triage writes it
+    finally:
+        dst.close()
+        src.close()
+    return copy
+
+
+def seed_readouts(home: Path, readouts: Path | None) -> None:
+    """Start ``home``'s eval readout cache from ``readouts`` (the ``starter_readouts`` fixture's copy)."""
+    if readouts is None:
+        return
+    target = home / "cache" / "eval" / "readouts.sqlite3"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(readouts, target)
 
 
 @pytest.fixture(scope="session")

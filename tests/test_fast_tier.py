@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,30 @@ def test_a_test_that_reaches_a_real_model_through_a_fixture_is_marked_model(pyte
     assert "1/4 tests collected (3 deselected)" in out, out
     ran = pytester.runpytest_inprocess(*quiet, "-m", "model")
     assert "3/4 tests collected (1 deselected)" in ran.stdout.str(), ran.stdout.str()
+
+
+@pytest.mark.skipif(len(getattr(os, "sched_getaffinity", lambda _: ())(0)) < 2, reason="needs two cores to share")
+def test_two_workers_each_run_on_their_own_cores(pytester: pytest.Pytester) -> None:
+    """./scripts/test's `-n 2`: conftest pins each xdist worker to its share of the cores, so the engines a
+    worker loads (triage's default thread count is the cores a process may run on) never spin on the other's."""
+    cores = sorted(os.sched_getaffinity(0))
+    pytester.makeconftest(CONFTEST.read_text(encoding="utf-8"))
+    body = f"""
+        import os
+        from triage.model.native import default_threads
+
+        def _check():
+            n = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+            share = {cores}[int(os.environ["PYTEST_XDIST_WORKER"].removeprefix("gw"))::n]
+            assert sorted(os.sched_getaffinity(0)) == share
+            assert default_threads() == len(share)
+    """
+    pytester.makepyfile(
+        test_one=body + "\n        def test_one():\n            _check()\n",
+        test_two=body + "\n        def test_two():\n            _check()\n",
+    )
+    ran = pytester.runpytest_subprocess("-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider")
+    ran.assert_outcomes(passed=2)
 
 
 def test_cli_runs_a_command_in_this_process_with_its_exit_status_and_streams(cli: Any, tmp_path: Path) -> None:

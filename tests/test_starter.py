@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import seed_readouts
 
 from triage.assets_path import asset
 from triage.domain.pack import default_pack
@@ -149,10 +150,14 @@ TICKETS = {
 
 
 @pytest.fixture(scope="module")
-def starter_home(tmp_path_factory: pytest.TempPathFactory, smollm2_path: Path) -> Iterator[Path]:
-    """One home whose starter head for smollm2 was fitted by `triage score`'s first use (the module's tests
-    share it: the fit scores 475 tickets)."""
+def starter_home(
+    tmp_path_factory: pytest.TempPathFactory, smollm2_path: Path, starter_readouts: Path | None
+) -> Iterator[Path]:
+    """One home whose starter head for smollm2 is fitted by `triage score`'s first use (the module's tests
+    share it). The home's readout cache starts as the user's, where setup's pull left the starter set's
+    readouts: the fit reads them instead of scoring 475 tickets again (about 10 minutes here)."""
     home = tmp_path_factory.mktemp("starter-home")
+    seed_readouts(home, starter_readouts)
     yield home
     shutil.rmtree(home, ignore_errors=True)
 
@@ -204,6 +209,45 @@ def test_first_use_fits_the_starter_once_and_its_decisions_say_starter(starter_h
     assert "fitting the starter head" not in err2, "a second use fits nothing"
     assert "applying starter head" in err2
     assert {c["id"] for c in again["criteria"] if c["source"] == "starter"} == covered
+
+
+@pytest.mark.model
+def test_the_seeded_readouts_are_what_scoring_gives_now(
+    smollm2_path: Path, starter_readouts: Path | None, tmp_path: Path
+) -> None:
+    """The first-use test fits from the readouts setup's pull stored (``starter_readouts``). Here a slice of the
+    starter set is scored afresh, nothing cached, at the starter's read position: the numbers are the stored
+    ones, so the fit that test makes is the one a new user's first score makes."""
+    if starter_readouts is None:
+        pytest.skip("no readout cache from setup's pull: the first-use test scored the starter set itself")
+    from triage.evaluation.cache import ReadoutCache
+    from triage.evaluation.runner import Scorer, score_rows
+    from triage.scoring.engine import Engine
+
+    pack = default_pack()
+    rows = starter.starter_rows(pack)[::60]  # 8 rows across the set (each queue's tickets sit together)
+    home = tmp_path / "home"
+    seed_readouts(home, starter_readouts)
+    engine = Engine(smollm2_path, name="smollm2-135m")  # triage score's context size, as the cache key has it
+    got = {}
+    try:
+        for name, path in (("stored", home / "cache" / "eval" / "readouts.sqlite3"), ("fresh", tmp_path / "f.db")):
+            with ReadoutCache(path) as cache:
+                scorer = Scorer(engine, pack, cache, "label", starter.STARTER_READ)
+                scorer.features = True
+                hits: list[bool] = []
+                got[name] = (score_rows(scorer, rows, hits.append), hits)
+    finally:
+        engine.close()
+    assert got["stored"][1] == [True] * len(rows), "setup's pull stored every starter row's readouts"
+    assert got["fresh"][1] == [False] * len(rows)
+    for stored, fresh in zip(got["stored"][0].outcomes, got["fresh"][0].outcomes, strict=True):
+        assert stored.features is not None and fresh.features is not None
+        assert stored.features.keys() == fresh.features.keys() == stored.readouts.keys()
+        for cid in stored.readouts:
+            (_, lp_stored, _), (_, lp_fresh, _) = stored.readouts[cid][0], fresh.readouts[cid][0]
+            np.testing.assert_allclose(lp_stored, lp_fresh, atol=1e-4, err_msg=cid)
+            np.testing.assert_allclose(stored.features[cid], fresh.features[cid], atol=1e-3, err_msg=cid)
 
 
 @pytest.mark.model

@@ -21,6 +21,8 @@ thread, :meth:`events` on the engine's.
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -257,10 +259,10 @@ class Session:
                         self.cancel(scoring)
                 yield event
         except TriageError as exc:
-            self._quietly(self.fail, scoring, exc.message)
+            record_quietly(self.fail, scoring, exc.message)
             raise
         except BaseException:  # an unexpected failure: the row says so, never "running"
-            self._quietly(self.fail, scoring, "internal error while scoring")
+            record_quietly(self.fail, scoring, "internal error while scoring")
             raise
 
     def score_many(
@@ -293,13 +295,12 @@ class Session:
                 self.finish(scoring, done.result, self.head_inputs(done))
             yield ticket, scoring, done
 
-    @staticmethod
-    def _quietly(call: Callable[..., None], *args: Any) -> None:
-        """Keep a score's end; a history that refuses now (locked, full) is logged, not raised over the error."""
-        import logging
-        import sqlite3
 
-        try:
-            call(*args)
-        except (sqlite3.Error, TriageError) as exc:
-            logging.getLogger("triage").warning("could not record the end of a score in the history: %s", exc)
+def record_quietly(call: Callable[..., None], *args: Any, log: logging.Logger | None = None) -> None:
+    """Keep a score's end (``call(*args)``: the session's fail, cancel or finish) where an error is already on
+    its way: a history that refuses now (locked, full) is logged (``log``, default ``triage``), never raised
+    over that error."""
+    try:
+        call(*args)
+    except (sqlite3.Error, TriageError) as exc:
+        (log or logging.getLogger("triage")).warning("could not record the end of a score in the history: %s", exc)

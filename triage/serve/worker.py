@@ -27,7 +27,7 @@ from triage.domain.result import CriterionResult
 from triage.domain.ticket import Ticket
 from triage.errors import TriageError
 from triage.scoring.options import ScoreOptions
-from triage.session import Session
+from triage.session import Session, record_quietly
 from triage.settings import DEFAULTS
 
 log = logging.getLogger("triage.serve")
@@ -292,17 +292,17 @@ class EngineWorker:
                     final = event
         except TriageError as exc:
             self.stats.failed += 1
-            _quietly(session.fail, scoring, exc.message)
+            record_quietly(session.fail, scoring, exc.message, log=log)
             job.emit("error", {"status": 422, "error": exc.message, "hint": exc.hint})
             return
         except BaseException:  # an unexpected failure: the row says so, never "running"
-            _quietly(session.fail, scoring, "internal error while scoring; see the server's log")
+            record_quietly(session.fail, scoring, "internal error while scoring; see the server's log", log=log)
             raise
         assert final is not None
         result = final.result
         if not result.complete:
             self.stats.cancelled += 1
-            _quietly(session.cancel, scoring)  # never left "running"
+            record_quietly(session.cancel, scoring, log=log)  # never left "running"
             job.emit("error", job.cancel_error)
             return
         self.stats.served += 1
@@ -318,7 +318,7 @@ class EngineWorker:
             except sqlite3.OperationalError as exc:
                 if not history_locked(exc):
                     raise
-                _quietly(session.fail, scoring, "the history was locked when the result was to be kept")
+                record_quietly(session.fail, scoring, "the history was locked when the result was to be kept", log=log)
                 job.emit("error", history_error(exc, scored=True))
                 return
         job.emit("result", result.to_dict())
@@ -342,11 +342,3 @@ def history_error(exc: BaseException, *, scored: bool = False) -> dict[str, Any]
     if scored:
         message = f"the ticket was scored but its result could not be kept: {message}"
     return {"status": 409, "error": message, "hint": hint}
-
-
-def _quietly(call: Any, *args: Any) -> None:
-    """Write a score's end to the history; a history that refuses (locked) is logged, not raised."""
-    try:
-        call(*args)
-    except (sqlite3.Error, TriageError) as exc:
-        log.warning("could not record the end of a score in the history: %s", exc)
