@@ -47,11 +47,25 @@ def test_a_test_that_reaches_a_real_model_through_a_fixture_is_marked_model(pyte
     assert "3/4 tests collected (1 deselected)" in ran.stdout.str(), ran.stdout.str()
 
 
-@pytest.mark.skipif(len(getattr(os, "sched_getaffinity", lambda _: ())(0)) < 2, reason="needs two cores to share")
-def test_two_workers_each_run_on_their_own_cores(pytester: pytest.Pytester) -> None:
+def test_two_workers_each_run_on_their_own_cores(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """./scripts/test's `-n 2`: conftest pins each xdist worker to its share of the cores, so the engines a
     worker loads (triage's default thread count is the cores a process may run on) never spin on the other's."""
-    cores = sorted(os.sched_getaffinity(0))
+    if not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2:
+        pytest.skip("needs two cores to share")
+    for outer in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):  # the inner run's controller is no worker
+        monkeypatch.delenv(outer, raising=False)
+    mine = os.sched_getaffinity(0)  # one core when this test runs in a pinned worker of ./scripts/test
+    os.sched_setaffinity(0, range(os.cpu_count() or 1))  # the inner run's workers share the whole machine
+    try:
+        cores = sorted(os.sched_getaffinity(0))
+        ran = _pinned_run(pytester, cores)
+    finally:
+        os.sched_setaffinity(0, mine)
+    assert len(cores) >= 2
+    ran.assert_outcomes(passed=2)
+
+
+def _pinned_run(pytester: pytest.Pytester, cores: list[int]) -> pytest.RunResult:
     pytester.makeconftest(CONFTEST.read_text(encoding="utf-8"))
     body = f"""
         import os
@@ -67,8 +81,7 @@ def test_two_workers_each_run_on_their_own_cores(pytester: pytest.Pytester) -> N
         test_one=body + "\n        def test_one():\n            _check()\n",
         test_two=body + "\n        def test_two():\n            _check()\n",
     )
-    ran = pytester.runpytest_subprocess("-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider")
-    ran.assert_outcomes(passed=2)
+    return pytester.runpytest_subprocess("-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider")
 
 
 def test_cli_runs_a_command_in_this_process_with_its_exit_status_and_streams(cli: Any, tmp_path: Path) -> None:
