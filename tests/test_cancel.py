@@ -100,7 +100,9 @@ def cancelled_run(
 
 
 # Fanout only: the app and serve cancel (they pass ``cancel=``), and they score fanout. Serial (eval's letter
-# readout) and bench's schedules run to the end; nothing cancels them.
+# readout) and bench's schedules run to the end; nothing cancels them. Serial's own numbers stay tested:
+# test_engine.py::test_fanout_matches_serial_and_full_drift_is_reported, test_label_readout.py's
+# test_serial_and_fanout_match_split_with_whole_answers.
 @pytest.mark.parametrize("mode", ["fanout"])
 def test_cancel_stops_the_running_decode_and_leaves_the_engine_exact(
     engine: Engine, pack: Pack, smollm2_path: Path, mode: str
