@@ -133,8 +133,8 @@ def turns(engine: Engine, pack: Any, options: ScoreOptions, *, between: bool = F
 
 
 # Fanout only: a thread's growing prefix is reused where a ticket is scored again as it grows (the app, serve,
-# score), and they all run fanout. Serial is eval's letter readout, which scores each row once; a thread scored
-# whole in serial is test_engine.py's fanout-vs-serial check on any ticket text.
+# score), and they all run fanout. Serial is eval's letter readout, which scores each row once, whole; serial
+# against fanout is test_engine.py::test_fanout_matches_serial_and_full_drift_is_reported.
 @pytest.mark.parametrize("mode", ["fanout"])
 def test_the_fifth_message_costs_its_own_tokens_and_the_tails(engines: Any, mode: str) -> None:
     eng, fresh = engines
