@@ -18,6 +18,7 @@ import importlib.util
 import io
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -44,7 +45,8 @@ SHARED = Path(__file__).resolve().parents[2] / "shared"
 _REAL_MODELS = user_dirs().models  # resolved at import, before any TRIAGE_HOME override
 # The user's eval readout cache, where scripts/setup's `triage model pull` left the starter set's readouts
 # (resolved at import too); the ``starter_readouts`` fixture starts tests' homes from a copy of it.
-_REAL_READOUTS = user_dirs().cache / "eval" / "readouts.sqlite3"
+READOUTS = Path("eval") / "readouts.sqlite3"  # under a cache dir, as triage.evaluation.cache.ReadoutCache keeps it
+_REAL_READOUTS = user_dirs().cache / READOUTS
 
 
 def _installed(filename: str) -> Path | None:
@@ -106,11 +108,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if REAL_MODEL_FIXTURES.intersection(getattr(item, "fixturenames", ())) and not item.get_closest_marker("model"):
             item.add_marker(pytest.mark.model)
-        # ``--dist loadgroup`` (./scripts/test's model tier): a file's tests stay on one worker, so a module's
-        # fixtures (a fitted starter head, a server, an engine) are made once; the Ray files share one worker,
-        # so two local clusters never start at once.
-        module = item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group("ray" if "test_ray_" in module else module))
+        # ``--dist loadgroup`` (./scripts/test): a file's tests stay on one worker, so a module's fixtures (a
+        # fitted starter head, a server, an engine) are made once; the Ray files share one worker, so two local
+        # clusters never start at once. The mark is xdist's: without the plugin, --strict-markers refuses it.
+        if config.pluginmanager.hasplugin("xdist"):
+            module = item.nodeid.split("::", 1)[0]
+            item.add_marker(pytest.mark.xdist_group("ray" if "test_ray_" in module else module))
 
 
 @pytest.fixture(autouse=True)
@@ -155,8 +158,6 @@ def starter_readouts(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
     """
     if not _REAL_READOUTS.is_file():
         return None
-    import sqlite3
-
     copy = tmp_path_factory.mktemp("readouts") / "readouts.sqlite3"
     src = sqlite3.connect(f"file:{_REAL_READOUTS}?mode=ro", uri=True)
     dst = sqlite3.connect(copy)
@@ -168,13 +169,14 @@ def starter_readouts(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
     return copy
 
 
-def seed_readouts(home: Path, readouts: Path | None) -> None:
-    """Start ``home``'s eval readout cache from ``readouts`` (the ``starter_readouts`` fixture's copy)."""
-    if readouts is None:
-        return
-    target = home / "cache" / "eval" / "readouts.sqlite3"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(readouts, target)
+def seed_readouts(home: Path, readouts: Path | None) -> Path:
+    """Start ``home``'s eval readout cache (``TRIAGE_HOME=home``) from ``readouts`` (the ``starter_readouts``
+    fixture's copy) when there is one; returns that cache's path."""
+    target = home / "cache" / READOUTS
+    if readouts is not None:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(readouts, target)
+    return target
 
 
 @pytest.fixture(scope="session")

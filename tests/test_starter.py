@@ -226,12 +226,11 @@ def test_the_seeded_readouts_are_what_scoring_gives_now(
 
     pack = default_pack()
     rows = starter.starter_rows(pack)[::60]  # 8 rows across the set (each queue's tickets sit together)
-    home = tmp_path / "home"
-    seed_readouts(home, starter_readouts)
+    seeded = seed_readouts(tmp_path / "home", starter_readouts)
     engine = Engine(smollm2_path, name="smollm2-135m")  # triage score's context size, as the cache key has it
     got = {}
     try:
-        for name, path in (("stored", home / "cache" / "eval" / "readouts.sqlite3"), ("fresh", tmp_path / "f.db")):
+        for name, path in (("stored", seeded), ("fresh", tmp_path / "fresh.sqlite3")):
             with ReadoutCache(path) as cache:
                 scorer = Scorer(engine, pack, cache, "label", starter.STARTER_READ)
                 scorer.features = True
