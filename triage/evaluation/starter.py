@@ -122,9 +122,12 @@ Progress = Callable[[int, int], None]
 """Called with (rows done, rows in all) while the starter set is scored."""
 
 
-def fit_and_store(engine: Any, pack: Pack, *, progress: Progress | None = None) -> tuple[Any, float]:
+def fit_and_store(
+    engine: Any, pack: Pack, *, progress: Progress | None = None, store: Callable[[Any], Any] | None = None
+) -> tuple[Any, float]:
     """Score the starter set (eval's readout cache first: a second fit scores nothing), fit the starter head,
-    store it; returns (head, seconds)."""
+    store it (``store``, default :func:`~triage.scoring.fitstore.store_starter_head`; ``scripts/ship_starter_heads.py``
+    writes the shipped heads with the same fit); returns (head, seconds)."""
     from triage.evaluation.cache import ReadoutCache
     from triage.evaluation.runner import Scorer, score_rows
     from triage.scoring.fitstore import store_starter_head
@@ -144,7 +147,7 @@ def fit_and_store(engine: Any, pack: Pack, *, progress: Progress | None = None) 
 
         scored = score_rows(scorer, rows, tick)
     head, _ = fit_starter_head(engine, pack, scored.rows, scored.outcomes)
-    store_starter_head(head)
+    (store or store_starter_head)(head)
     return head, time.perf_counter() - t0
 
 

@@ -200,10 +200,27 @@ def store_starter_head(head: Head) -> Path:
     return write_head(head, starter_path(head.model_sha256, head.pack_hash, head.prompt_format))
 
 
+def shipped_dir() -> Path:
+    """Where the starter heads that triage ships are: ``assets/heads/`` (one file per catalog stand-in, fitted
+    by ``scripts/ship-starter-heads`` on the starter set, under :func:`head_name`'s keys)."""
+    from importlib import resources
+
+    return Path(str(resources.files("triage.assets").joinpath("heads")))
+
+
+def shipped_starter_path(model_sha256: str, pack_hash: str, prompt_format: str) -> Path:
+    """Where a shipped starter head for these keys would be."""
+    return shipped_dir() / head_name(model_sha256, pack_hash, prompt_format)
+
+
 def stored_starter(engine: Any, pack: Any) -> Path | None:
-    """The stored starter head's file for this engine and pack, when there is one."""
-    path = starter_path(engine.sha256, pack.hash, engine.format_for("label").id)
-    return path if path.is_file() else None
+    """The starter head's file for this engine and pack: the one triage ships for this model, pack and prompt
+    format (:func:`shipped_dir`), else one fitted here (:func:`starter_path`), else None."""
+    keys = (engine.sha256, pack.hash, engine.format_for("label").id)
+    for path in (shipped_starter_path(*keys), starter_path(*keys)):
+        if path.is_file():
+            return path
+    return None
 
 
 @dataclass
