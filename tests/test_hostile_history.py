@@ -361,7 +361,7 @@ def run_as_nobody(args: list[str], warm: list[str], home: Path) -> subprocess.Co
 
 
 @pytest.mark.parametrize("folder_mode", [0o755, 0o777], ids=["folder-read-only", "folder-writable"])
-def test_a_read_only_history_is_read_by_stats_and_export_and_refused_for_labels(
+def test_a_read_only_history_is_read_by_stats_export_and_history_and_refused_for_labels(
     tmp_path: Path, folder_mode: int
 ) -> None:
     if os.geteuid() != 0:
@@ -391,6 +391,13 @@ def test_a_read_only_history_is_read_by_stats_and_export_and_refused_for_labels(
         proc = run_as_nobody(
             ["label", "--export", "-", "--history-file", str(path)],
             ["label", "--export", str(tmp_path / "w.jsonl"), "--history-file", str(warm_path)],
+            home,
+        )
+        assert_clean(proc)
+        assert proc.returncode == 0 and len(proc.stdout.splitlines()) == 3, proc.stderr
+        proc = run_as_nobody(  # the listing reads it as stats does (issue 42: it was "kept in memory only")
+            ["history", "--json", "--history-file", str(path)],
+            ["history", "--json", "--history-file", str(warm_path)],
             home,
         )
         assert_clean(proc)
