@@ -75,14 +75,20 @@ class ScoredTicket:
 def find_ticket(history: History, ticket_id: str, *, ids: str = "tickets") -> ScoredTicket:
     """The ticket with this id and its newest finished score.
 
+    When the newest row with the id is a thread, that row is the ticket: a thread whose first message was
+    edited is kept as a row of its own (its earlier entry, a thread or the one message it began as, stays),
+    and a label on the thread's id lands on its newest entry. Plain tickets of different texts under one id
+    are different tickets: refused, naming how to tell them apart.
+
     ``ids``: the table to look the id up in (``tickets``, or :func:`record_rows`' indexed TEMP copy of
     its ids: ``tickets`` has no index on ``ticket_id``, and a file of 100,000 rows would scan it each time).
 
     Raises:
-        InputError: no such id; several tickets share it; it was never scored to the end.
+        InputError: no such id; several plain tickets share it; it was never scored to the end.
     """
     rows = history.conn.execute(
-        f"SELECT id FROM {ids} WHERE ticket_id = ? ORDER BY updated_at DESC, id DESC", (ticket_id,)
+        f"SELECT id, sha256 LIKE 'thread:%' FROM {ids} WHERE ticket_id = ? ORDER BY updated_at DESC, id DESC",
+        (ticket_id,),
     ).fetchall()
     if not rows:
         raise InputError(
@@ -90,7 +96,7 @@ def find_ticket(history: History, ticket_id: str, *, ids: str = "tickets") -> Sc
             hint="score it with the app or `triage score ... --history` first; "
             "`triage history` lists the tickets the history holds, with their ids",
         )
-    if len(rows) > 1:
+    if len(rows) > 1 and not rows[0][1]:  # the newest is a thread: the id is that thread's now
         import shlex
 
         raise InputError(
@@ -278,7 +284,7 @@ def record_rows(history: History, rows: Iterable[LabelRow], *, origin: str, sour
             "PRIMARY KEY (ticket, criterion))"
         )
         conn.execute("DROP TABLE IF EXISTS temp.ticket_ids")
-        conn.execute("CREATE TEMP TABLE ticket_ids AS SELECT id, ticket_id, updated_at FROM tickets")
+        conn.execute("CREATE TEMP TABLE ticket_ids AS SELECT id, ticket_id, updated_at, sha256 FROM tickets")
         conn.execute("CREATE INDEX temp.ticket_ids_by_id ON ticket_ids(ticket_id)")
         try:
             for row in rows:
