@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from typing import Any
 
 from triage.errors import InputError, TriageError
@@ -91,7 +90,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _when(t: Any) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(t.when))
+    from triage.store.times import shown
+
+    return shown(t.when)  # "unknown" for a stored time that is no time (never a traceback)
 
 
 def _status(t: Any) -> str:
