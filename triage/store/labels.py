@@ -371,16 +371,18 @@ class Judged:
 
 
 def judged(history: History) -> list[Judged]:
-    """Every labelled (ticket, criterion), oldest first answer first.
+    """Every labelled (ticket, pack, criterion), oldest first answer first.
 
     The shown decision is the one of the *first* answer (what the agent saw before
-    answering at all); the option is the newest answer.
+    answering at all); the option is the newest answer. A ticket labelled under two packs
+    that share a criterion id has one entry per pack (by pack name: a pack's versions are one
+    pack): an option id means what its pack says, so neither answer replaces the other.
     """
     rows = history.conn.execute(
         """SELECT f.ticket, t.ticket_id, t.text, f.criterion, f.pack_name, f.pack_hash, f.shown_option,
                   f.shown_source, f.shown_head, n.option, f.created_at, g.n, n.pack_hash
            FROM (SELECT ticket, criterion, min(id) AS first, max(id) AS last, count(*) AS n
-                 FROM labels GROUP BY ticket, criterion) g
+                 FROM labels GROUP BY ticket, coalesce(pack_name, ''), criterion) g
            JOIN labels f ON f.id = g.first
            JOIN labels n ON n.id = g.last
            JOIN tickets t ON t.id = f.ticket
@@ -403,13 +405,16 @@ def count_since(history: History, pack_hash: str, since: float) -> int:
 
 
 def export_rows(history: History) -> list[dict[str, Any]]:
-    """The history's labels in ``triage learn``'s input format: one row per ticket, newest answers.
+    """The history's labels in ``triage learn``'s input format: one row per (ticket, pack), newest answers.
 
-    Rows are ``{"id", "text", "labels": {criterion: option}}``, in the order tickets were first labelled.
+    Rows are ``{"id", "text", "pack", "labels": {criterion: option}}`` (``pack``: the name of the pack the labels
+    were given under, None when unknown), in the order tickets were first labelled under each pack. ``triage
+    learn FILE`` reads the rows of the pack it learns and leaves the others out (saying how many).
     """
-    rows: dict[int, dict[str, Any]] = {}
+    rows: dict[tuple[int, str | None], dict[str, Any]] = {}
     for j in judged(history):
-        row = rows.setdefault(j.ticket_row, {"id": j.ticket_id, "text": j.text, "labels": {}})
+        key = (j.ticket_row, j.pack_name)
+        row = rows.setdefault(key, {"id": j.ticket_id, "text": j.text, "pack": j.pack_name, "labels": {}})
         row["labels"][j.criterion] = j.option
     return list(rows.values())
 
