@@ -1,11 +1,11 @@
 """Finding and opening the history file: which file, whether it is a history, a checked connection.
 
 :func:`check_history_path` refuses (and leaves) a path that is no regular file (a folder, a FIFO, a
-device) without opening it; :func:`connect` opens it read-write (created if missing, migrated, a write tried so that a
-read-only or locked file is found at once) or read-only (SQLite's ``mode=ro``; a WAL file in a
-folder this user cannot write is read as it stands), after a quick integrity check. The file is only
-ever opened by SQLite (a file that is not SQLite is SQLite's ``NOTADB``: :class:`NotAHistory`). Errors are
-:class:`~triage.store.history_faults.HistoryFault` subclasses.
+device) without opening it; :func:`connect` opens it read-write (created if missing, migrated, a
+write tried so that a read-only or locked file is found at once) or read-only (SQLite's
+``mode=ro``; a WAL file in a folder this user cannot write is read as it stands), after a quick
+integrity check. The file is only ever opened by SQLite (a file that is not SQLite is SQLite's
+``NOTADB``: :class:`NotAHistory`). Errors are :class:`~triage.store.history_faults.HistoryFault` subclasses.
 """
 
 from __future__ import annotations
@@ -62,7 +62,11 @@ def check_history_path(path: Path) -> Path:
             f"{path} is {describe_kind(kind)}, not a triage history; triage leaves it as it is",
             hint="name the history file (a new name starts a new history)",
         )
-    if 0 < os.stat(real).st_size < SMALLEST_PAGE:  # SQLite would take a 1-byte file for an empty database
+    try:
+        size = os.stat(real).st_size
+    except OSError:  # gone since: nothing yet (SQLite makes it, or says why not)
+        return real
+    if 0 < size < SMALLEST_PAGE:  # no database is shorter than a page; SQLite alone takes a 1-byte file for one
         raise not_sqlite(path)
     return real
 
