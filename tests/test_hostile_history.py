@@ -123,11 +123,19 @@ def test_label_export_over_the_history_is_refused_even_with_force(
         assert after[name] == entry, name
 
 
-@pytest.mark.parametrize("kind", ["text", "folder", "fifo", "device", "other-db"])
+@pytest.mark.parametrize(
+    "kind", ["text", "long-text", "one-byte", "sqlite-magic", "folder", "fifo", "device", "other-db"]
+)
 def test_a_path_that_is_not_a_history_is_refused_and_left_as_it_is(tmp_path: Path, cli: Any, kind: str) -> None:
     target = tmp_path / "notes.txt"
     if kind == "text":
         target.write_text("my notes\nmore notes\n", encoding="utf-8")
+    elif kind == "long-text":  # longer than a page: SQLite itself says it is no database (issue 42: no open())
+        target.write_text("my notes, line after line\n" * 200, encoding="utf-8")
+    elif kind == "one-byte":  # SQLite alone would take it for an empty database, and write over it
+        target.write_bytes(b"x")
+    elif kind == "sqlite-magic":  # SQLite's magic, then no header SQLite accepts
+        target.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4080)
     elif kind == "folder":
         target.mkdir()
         (target / "keep.txt").write_text("keep", encoding="utf-8")
@@ -141,9 +149,17 @@ def test_a_path_that_is_not_a_history_is_refused_and_left_as_it_is(tmp_path: Pat
         conn.commit()
         conn.close()
     before = snapshot(tmp_path)
-    for args in (["stats", "--json"], ["label", "T-1", "queue=billing"], ["label", "--export", str(tmp_path / "o")]):
+    for args in (
+        ["stats", "--json"],
+        ["label", "T-1", "queue=billing"],
+        ["label", "--export", str(tmp_path / "o")],
+        ["history"],
+    ):
         proc = cli([*args, "--history-file", str(target)], tmp_path / "home")
         assert_clean(proc)
+        if args == ["history"] and kind in ("folder", "fifo", "device"):  # `history` names no file but a file
+            assert proc.returncode == 2 and "no history file" in proc.stderr, proc.stderr
+            continue
         assert proc.returncode == 2, (args, proc.stderr)
         assert "not a triage history" in proc.stderr, proc.stderr
         assert proc.stdout == ""
@@ -361,7 +377,7 @@ def run_as_nobody(args: list[str], warm: list[str], home: Path) -> subprocess.Co
 
 
 @pytest.mark.parametrize("folder_mode", [0o755, 0o777], ids=["folder-read-only", "folder-writable"])
-def test_a_read_only_history_is_read_by_stats_and_export_and_refused_for_labels(
+def test_a_read_only_history_is_read_by_stats_export_and_history_and_refused_for_labels(
     tmp_path: Path, folder_mode: int
 ) -> None:
     if os.geteuid() != 0:
@@ -391,6 +407,13 @@ def test_a_read_only_history_is_read_by_stats_and_export_and_refused_for_labels(
         proc = run_as_nobody(
             ["label", "--export", "-", "--history-file", str(path)],
             ["label", "--export", str(tmp_path / "w.jsonl"), "--history-file", str(warm_path)],
+            home,
+        )
+        assert_clean(proc)
+        assert proc.returncode == 0 and len(proc.stdout.splitlines()) == 3, proc.stderr
+        proc = run_as_nobody(  # the listing reads it as stats does (issue 42: it was "kept in memory only")
+            ["history", "--json", "--history-file", str(path)],
+            ["history", "--json", "--history-file", str(warm_path)],
             home,
         )
         assert_clean(proc)

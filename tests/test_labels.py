@@ -132,7 +132,7 @@ def test_cli_label_pairs_file_export_and_stats(
     assert main(["label", "--export", str(out)]) == 0
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [r["id"] for r in rows] == ["T-1", "T-2", "T-3"]
-    assert rows[1] == {"id": "T-2", "text": TEXTS["T-2"], "labels": {"queue": q2}}
+    assert rows[1] == {"id": "T-2", "text": TEXTS["T-2"], "pack": "support", "labels": {"queue": q2}}
     # the export is never written over without --force
     assert main(["label", "--export", str(out)]) == 2
     assert "exists; the label export would replace it" in capsys.readouterr().err

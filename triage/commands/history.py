@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from typing import Any
 
 from triage.errors import InputError, TriageError
@@ -25,6 +24,10 @@ Filters: --grep TEXT (every word must occur in the ticket's id or text,
 case-insensitively), --labelled or --unlabelled, --limit N (default 20; 0 for
 all). --json prints one JSON object per ticket per line (JSON Lines), with each
 decision's probability and what decided it (learned, calibrated, zero-shot).
+
+The history is only read, as `triage stats` reads it: a read-only file, or
+one another triage is writing, is listed as it stands; one that cannot be read
+(damaged, from a newer triage, not a history) is an error, never moved aside.
 
 On a console too narrow for the table, each ticket is a short paragraph.
 
@@ -49,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from triage.store.history import History
+    from triage.store.history_faults import HistoryFault
     from triage.store.recent import recent
 
     if args.limit < 0:
@@ -57,13 +61,16 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.history_file).expanduser() if args.history_file else None
     if path is not None and not path.is_file():
         raise InputError(f"no history file {path}", hint="leave out --history-file to read the user data dir's")
-    with History.open(path) as history:
-        if history.path is None:  # left alone (newer, locked) or unusable: an empty stand-in would say "no tickets"
-            raise TriageError(f"the history cannot be read: {history.notice}", exit_code=2)
-        if history.notice:
-            print(f"triage: note: {history.notice}", file=sys.stderr)
-        tickets = recent(history, grep=args.grep, labelled=labelled, limit=args.limit or None)
-        total = int(history.conn.execute("SELECT count(*) FROM tickets").fetchone()[0])
+    # Read-only (SQLite mode=ro), as `stats` reads: nothing is created, migrated or moved (a damaged history is
+    # refused, never moved aside by a listing); a read-only or write-locked history is read as it is.
+    try:
+        with History.open_readonly(path) as history, history.guard():
+            tickets = recent(history, grep=args.grep, labelled=labelled, limit=args.limit or None)
+            total = int(history.conn.execute("SELECT count(*) FROM tickets").fetchone()[0])
+    except HistoryFault as exc:  # newer, damaged, locked, not a history: an error, never an empty list
+        raise TriageError(
+            f"the history cannot be read: {exc.message}", hint=exc.hint, exit_code=exc.exit_code
+        ) from None
     if args.json:
         for t in tickets:
             print(json.dumps(t.to_dict(), ensure_ascii=False))
@@ -83,7 +90,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _when(t: Any) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(t.when))
+    from triage.store.times import shown
+
+    return shown(t.when)  # "unknown" for a stored time that is no time (never a traceback)
 
 
 def _status(t: Any) -> str:

@@ -31,7 +31,8 @@ history with their ids, decisions and labels (--unlabelled: those left to label)
 
   triage label ID CRITERION=OPTION [CRITERION=OPTION ...]
   triage label --file LABELS.jsonl     rows {"id": ..., "labels": {criterion: option}}
-  triage label --export FILE.jsonl     every labelled ticket, as `triage learn` reads it (- : standard output)
+  triage label --export FILE.jsonl     every labelled ticket, as `triage learn` reads it (- : standard output):
+                                       one row per ticket and pack, {"id", "text", "pack", "labels"}
 
 Every label of one call is checked and stored in one transaction: with one
 unknown ticket id, criterion or option (or a bad line in --file, or one ticket

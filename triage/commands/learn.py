@@ -23,7 +23,8 @@ balanced. Scoring with the head costs nothing extra: the features come from the
 decode that reads the options anyway.
 
 Several files are learned together, and --history adds the labels agents gave in
-the app or with `triage label`. A ticket text that comes more than once is
+the app or with `triage label`. A row of `triage label --export` whose "pack"
+names another pack than the one learned is left out (learn says how many). A ticket text that comes more than once is
 learned once (its labels merged, a later source winning: files in the order
 given, then the history). A history ticket scored by the app or by `triage score
 --history` kept what a head reads with its score, so it is not scored again; one

@@ -164,10 +164,15 @@ def _is_jsonl(path: Path) -> bool:
 def _read_jsonl(path: Path, pack: Pack, *, partial: bool) -> LabelledSet:
     text = read_text_file(path, "labelled ticket file")
     out = LabelledSet(str(path), [])
+    others: dict[str, int] = {}  # rows `label --export` wrote for another pack: its option ids are not this one's
     for item in jsonl_lines(text, '{"id", "text", "labels"}'):
         n = item.line
         if item.obj is None:
             out.bad.append(BadRow(n, f"{path} line {n}: {item.error}"))
+            continue
+        given = item.obj.get("pack")
+        if isinstance(given, str) and given != pack.name:
+            others[given] = others.get(given, 0) + 1
             continue
         row, error, ignored = parse_row(item, str(path), pack, partial=partial)
         if row is None:
@@ -176,8 +181,15 @@ def _read_jsonl(path: Path, pack: Pack, *, partial: bool) -> LabelledSet:
         for cid in ignored:
             out.ignored_criteria[cid] = out.ignored_criteria.get(cid, 0) + 1
         out.rows.append(row)
+    if others:
+        named = ", ".join(f"{k!r} ({v})" for k, v in sorted(others.items()))
+        out.notes.append(
+            f"{sum(others.values())} row(s) labelled under another pack than {pack.name!r} left out: {named}"
+        )
     if not out.rows:
         detail = f"; {len(out.bad)} bad row(s), first: {out.bad[0].message}" if out.bad else ""
+        if others:
+            detail += f"; {out.notes[-1]} (pass --pack FILE to learn that pack)"
         raise InputError(f"{path} holds no usable labelled rows{detail}")
     return out
 

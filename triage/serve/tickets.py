@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from triage.errors import TriageError
 from triage.serve.requests import Invalid
 
 
@@ -45,19 +44,24 @@ def recent_tickets(history_path: Path | None, limit: int) -> dict[str, Any]:
     """``GET /v1/tickets``: the history's newest tickets (by their last change), each with its messages, the
     status of its newest score, its newest finished result and its labels now.
 
+    The history is only read (SQLite ``mode=ro``, as ``triage stats`` reads): nothing is created, migrated or
+    moved; a read-only or write-locked history is read as it is; none yet is an empty list.
+
     Raises:
-        TriageError: the history cannot be used (a newer schema; locked when it was opened).
-        sqlite3.OperationalError: it is locked.
+        TriageError: the history cannot be read (a newer schema, damaged: refused, never moved aside; not a
+            history), as a :class:`~triage.store.history_faults.HistoryFault`.
     """
     from triage.errors import InputError
     from triage.store import labels as lab
     from triage.store.history import History
+    from triage.store.history_open import history_path as named
 
-    history = History.open(history_path)
-    if history.path is None:
+    shown = named(history_path)
+    history = History.open_readonly(history_path)  # a listing: nothing is created, migrated or moved aside
+    if history.path is None:  # no history yet: nothing kept so far
         history.close()
-        raise TriageError(f"the history cannot be read: {history.notice}")
-    with history:
+        return {"history": str(shown), "tickets": []}
+    with history, history.guard():
         rows = history.conn.execute(
             "SELECT id FROM tickets ORDER BY updated_at DESC, id DESC LIMIT ?", (limit,)
         ).fetchall()

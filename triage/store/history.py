@@ -73,7 +73,7 @@ class HistoryEntry:
     pack: str | None  # "name vVERSION"
     summary: str | None
     total_ms: float | None
-    when: float  # when the score started (or the ticket was saved)
+    when: Any  # when the score started (or the ticket was saved), as stored: shown through triage.store.times
     messages: int = 1  # the ticket's messages now (a thread grows)
     scored: int = 1  # of them, how many this score scored
 

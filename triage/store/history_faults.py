@@ -20,7 +20,6 @@ _CORRUPT, _NOTADB = 11, 26
 _BUSY, _LOCKED = 5, 6
 _PERM, _READONLY, _IOERR, _FULL, _CANTOPEN = 3, 8, 10, 13, 14
 _READONLY_DIRECTORY = _READONLY | (6 << 8)
-SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 class HistoryFault(TriageError):
@@ -107,13 +106,14 @@ def tx(conn: sqlite3.Connection, path: Path | None = None) -> Iterator[None]:
 
 
 def header_version(path: Path) -> int:
-    """``user_version`` as the file's header holds it (0 when unreadable)."""
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(100)
-    except OSError:
-        return 0
-    return int.from_bytes(head[60:64], "big") if head.startswith(SQLITE_MAGIC) and len(head) >= 64 else 0
+    """``user_version`` as the file's header holds it (0 when unreadable or not SQLite).
+
+    Read through SQLite (:func:`triage.store.sqlite_file.user_version`), never a plain ``open()``: closing
+    that would drop this process's SQLite locks on the history.
+    """
+    from triage.store.sqlite_file import user_version
+
+    return user_version(path) or 0
 
 
 def fault_of(exc: BaseException, path: Path | None) -> HistoryFault:
@@ -146,6 +146,10 @@ def fault_of(exc: BaseException, path: Path | None) -> HistoryFault:
             "triage stats, label --export and learn --history only read it and work as it is",
         )
     if primary in (_CORRUPT, _NOTADB) or "integrity check failed" in str(exc):
+        from triage.store.sqlite_file import user_version
+
+        if primary == _NOTADB and path is not None and user_version(path) is None:
+            return not_sqlite(path)
         reason = describe_error(exc)
         movable = path is not None and header_version(path) >= 1
         if movable:
@@ -167,6 +171,15 @@ def fault_of(exc: BaseException, path: Path | None) -> HistoryFault:
             hint="check that the file and its folder may be read (and written, for commands that store)",
         )
     return HistoryFault(path, f"the history {path} cannot be used ({describe_error(exc)})")
+
+
+def not_sqlite(path: Path) -> NotAHistory:
+    """The refusal of a file that is not a SQLite database at all (SQLite found no header of its own)."""
+    return NotAHistory(
+        path,
+        f"{path} is not a triage history (it is not a SQLite database); triage leaves it as it is",
+        hint="name the history file (a new name starts a new history)",
+    )
 
 
 def is_busy(exc: BaseException) -> bool:

@@ -1,10 +1,11 @@
 """Finding and opening the history file: which file, whether it is a history, a checked connection.
 
-:func:`check_history_path` refuses (and leaves) anything that is not a triage history or nothing
-yet; :func:`connect` opens it read-write (created if missing, migrated, a write tried so that a
-read-only or locked file is found at once) or read-only (SQLite's ``mode=ro``; a WAL file in a
-folder this user cannot write is read as it stands), after a quick integrity check. Errors are
-:class:`~triage.store.history_faults.HistoryFault` subclasses.
+:func:`check_history_path` refuses (and leaves) a path that is no regular file (a folder, a FIFO, a
+device) without opening it; :func:`connect` opens it read-write (created if missing, migrated, a
+write tried so that a read-only or locked file is found at once) or read-only (SQLite's
+``mode=ro``; a WAL file in a folder this user cannot write is read as it stands), after a quick
+integrity check. The file is only ever opened by SQLite (a file that is not SQLite is SQLite's
+``NOTADB``: :class:`NotAHistory`). Errors are :class:`~triage.store.history_faults.HistoryFault` subclasses.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from pathlib import Path
 from triage.store.history_faults import (
     _CANTOPEN,
     _READONLY_DIRECTORY,
-    SQLITE_MAGIC,
     HistoryFault,
     HistoryNewer,
     NotAHistory,
     fault_of,
+    not_sqlite,
 )
 from triage.store.history_schema import SCHEMA_VERSION, migrate, shadow_missing
+from triage.store.sqlite_file import SMALLEST_PAGE
 
 BUSY_TIMEOUT_S = 5.0  # how long a command waits for another process's write lock before it says "locked"
 
@@ -37,11 +39,16 @@ def history_path(path: Path | None = None) -> Path:
 
 
 def check_history_path(path: Path) -> Path:
-    """The real file behind ``path`` (symlinks followed), once it is a history or nothing yet.
+    """The real file behind ``path`` (symlinks followed), once it is a regular file or nothing yet.
+
+    Only the path is looked at (``stat``), never the file opened: closing a plain descriptor of a
+    history would drop this process's SQLite locks on it (:mod:`triage.store.sqlite_file`). A file
+    that is not SQLite is found by SQLite itself when :func:`connect` reads its header (read-only,
+    before anything is written) and refused as :class:`NotAHistory`; an empty file is taken (SQLite
+    makes it a database; nothing in it is lost).
 
     Raises:
-        NotAHistory: a folder, a device, a FIFO or socket, or a file that is not SQLite. An
-            empty file is taken (SQLite makes it a database; nothing in it is lost).
+        NotAHistory: a folder, a device, a FIFO or socket, a file shorter than SQLite's smallest page.
     """
     from triage.store.outputs import describe_kind, path_kind
 
@@ -56,16 +63,11 @@ def check_history_path(path: Path) -> Path:
             hint="name the history file (a new name starts a new history)",
         )
     try:
-        with open(real, "rb") as fh:
-            head = fh.read(100)
-    except OSError as exc:
-        raise HistoryFault(path, f"the history {path} cannot be read ({exc.strerror or exc})") from None
-    if head and not head.startswith(SQLITE_MAGIC):
-        raise NotAHistory(
-            path,
-            f"{path} is not a triage history (it is not a SQLite database); triage leaves it as it is",
-            hint="name the history file (a new name starts a new history)",
-        )
+        size = os.stat(real).st_size
+    except OSError:  # gone since: nothing yet (SQLite makes it, or says why not)
+        return real
+    if 0 < size < SMALLEST_PAGE:  # no database is shorter than a page; SQLite alone takes a 1-byte file for one
+        raise not_sqlite(path)
     return real
 
 

@@ -75,14 +75,20 @@ class ScoredTicket:
 def find_ticket(history: History, ticket_id: str, *, ids: str = "tickets") -> ScoredTicket:
     """The ticket with this id and its newest finished score.
 
+    When the newest row with the id is a thread, that row is the ticket: a thread whose first message was
+    edited is kept as a row of its own (its earlier entry, a thread or the one message it began as, stays),
+    and a label on the thread's id lands on its newest entry. Plain tickets of different texts under one id
+    are different tickets: refused, naming how to tell them apart.
+
     ``ids``: the table to look the id up in (``tickets``, or :func:`record_rows`' indexed TEMP copy of
     its ids: ``tickets`` has no index on ``ticket_id``, and a file of 100,000 rows would scan it each time).
 
     Raises:
-        InputError: no such id; several tickets share it; it was never scored to the end.
+        InputError: no such id; several plain tickets share it; it was never scored to the end.
     """
     rows = history.conn.execute(
-        f"SELECT id FROM {ids} WHERE ticket_id = ? ORDER BY updated_at DESC, id DESC", (ticket_id,)
+        f"SELECT id, sha256 LIKE 'thread:%' FROM {ids} WHERE ticket_id = ? ORDER BY updated_at DESC, id DESC",
+        (ticket_id,),
     ).fetchall()
     if not rows:
         raise InputError(
@@ -90,7 +96,7 @@ def find_ticket(history: History, ticket_id: str, *, ids: str = "tickets") -> Sc
             hint="score it with the app or `triage score ... --history` first; "
             "`triage history` lists the tickets the history holds, with their ids",
         )
-    if len(rows) > 1:
+    if len(rows) > 1 and not rows[0][1]:  # the newest is a thread: the id is that thread's now
         import shlex
 
         raise InputError(
@@ -278,7 +284,7 @@ def record_rows(history: History, rows: Iterable[LabelRow], *, origin: str, sour
             "PRIMARY KEY (ticket, criterion))"
         )
         conn.execute("DROP TABLE IF EXISTS temp.ticket_ids")
-        conn.execute("CREATE TEMP TABLE ticket_ids AS SELECT id, ticket_id, updated_at FROM tickets")
+        conn.execute("CREATE TEMP TABLE ticket_ids AS SELECT id, ticket_id, updated_at, sha256 FROM tickets")
         conn.execute("CREATE INDEX temp.ticket_ids_by_id ON ticket_ids(ticket_id)")
         try:
             for row in rows:
@@ -365,16 +371,18 @@ class Judged:
 
 
 def judged(history: History) -> list[Judged]:
-    """Every labelled (ticket, criterion), oldest first answer first.
+    """Every labelled (ticket, pack, criterion), oldest first answer first.
 
     The shown decision is the one of the *first* answer (what the agent saw before
-    answering at all); the option is the newest answer.
+    answering at all); the option is the newest answer. A ticket labelled under two packs
+    that share a criterion id has one entry per pack (by pack name: a pack's versions are one
+    pack): an option id means what its pack says, so neither answer replaces the other.
     """
     rows = history.conn.execute(
         """SELECT f.ticket, t.ticket_id, t.text, f.criterion, f.pack_name, f.pack_hash, f.shown_option,
                   f.shown_source, f.shown_head, n.option, f.created_at, g.n, n.pack_hash
            FROM (SELECT ticket, criterion, min(id) AS first, max(id) AS last, count(*) AS n
-                 FROM labels GROUP BY ticket, criterion) g
+                 FROM labels GROUP BY ticket, coalesce(pack_name, ''), criterion) g
            JOIN labels f ON f.id = g.first
            JOIN labels n ON n.id = g.last
            JOIN tickets t ON t.id = f.ticket
@@ -397,13 +405,16 @@ def count_since(history: History, pack_hash: str, since: float) -> int:
 
 
 def export_rows(history: History) -> list[dict[str, Any]]:
-    """The history's labels in ``triage learn``'s input format: one row per ticket, newest answers.
+    """The history's labels in ``triage learn``'s input format: one row per (ticket, pack), newest answers.
 
-    Rows are ``{"id", "text", "labels": {criterion: option}}``, in the order tickets were first labelled.
+    Rows are ``{"id", "text", "pack", "labels": {criterion: option}}`` (``pack``: the name of the pack the labels
+    were given under, None when unknown), in the order tickets were first labelled under each pack. ``triage
+    learn FILE`` reads the rows of the pack it learns and leaves the others out (saying how many).
     """
-    rows: dict[int, dict[str, Any]] = {}
+    rows: dict[tuple[int, str | None], dict[str, Any]] = {}
     for j in judged(history):
-        row = rows.setdefault(j.ticket_row, {"id": j.ticket_id, "text": j.text, "labels": {}})
+        key = (j.ticket_row, j.pack_name)
+        row = rows.setdefault(key, {"id": j.ticket_id, "text": j.text, "pack": j.pack_name, "labels": {}})
         row["labels"][j.criterion] = j.option
     return list(rows.values())
 

@@ -42,7 +42,6 @@ from triage.errors import InputError
 
 BACKUP_SUFFIX = ".prev"
 STDOUT = "-"
-SQLITE_MAGIC = b"SQLite format 3\x00"
 SIDE_SUFFIXES = ("-wal", "-shm", "-journal")
 _KINDS = {
     "missing": "nothing yet",
@@ -86,12 +85,11 @@ def describe_kind(kind: str) -> str:
 
 
 def is_sqlite(path: str | Path) -> bool:
-    """Whether ``path`` is a regular file that starts with SQLite's header."""
-    try:
-        with open(path, "rb") as fh:
-            return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
-    except OSError:
-        return False
+    """Whether ``path`` is a regular file with SQLite's header, looked at through SQLite only: a plain
+    ``open()`` of a history this process has open would drop its locks (:mod:`triage.store.sqlite_file`)."""
+    from triage.store.sqlite_file import is_sqlite as through_sqlite
+
+    return through_sqlite(path)
 
 
 def sqlite_side_of(path: Path) -> Path | None:

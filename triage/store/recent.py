@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 from triage.store import labels as lab
+from triage.store import times
 from triage.store.history import History, _result
 
 FIRST_LINE_CHARS = 200
@@ -39,7 +39,7 @@ class RecentTicket:
 
     row: int
     ticket_id: str
-    when: float  # its newest score's start, else when the ticket was saved
+    when: Any  # its newest score's start, else when the ticket was saved, as stored (see triage.store.times)
     first_line: str  # the first non-empty line of its text, at most FIRST_LINE_CHARS characters
     messages: int  # a thread's messages (1 for a plain ticket)
     status: str  # the newest score's status (done, cancelled, failed, running), "" when never scored
@@ -49,10 +49,10 @@ class RecentTicket:
 
     def to_dict(self) -> dict[str, Any]:
         """The ticket as one JSON object (``triage history --json``)."""
-        return {
+        out = {
             "id": self.ticket_id,
             "row": self.row,
-            "time": datetime.fromtimestamp(self.when, tz=timezone.utc).isoformat(timespec="seconds"),
+            "time": times.iso(self.when),  # null when the stored time is no time (then "time_raw" holds it)
             "first_line": self.first_line,
             "messages": self.messages,
             "status": self.status,
@@ -66,6 +66,9 @@ class RecentTicket:
                 for c, la in self.labels.items()
             },
         }
+        if out["time"] is None:
+            out["time_raw"] = times.raw(self.when)
+        return out
 
 
 def first_line(text: str, limit: int = FIRST_LINE_CHARS) -> str:
@@ -79,7 +82,7 @@ def _matches(words: list[str], ticket_id: str, text: str) -> bool:
     return all(w in hay for w in words)
 
 
-def _rows(history: History) -> Iterator[tuple[int, str, str, float]]:
+def _rows(history: History) -> Iterator[tuple[int, str, str, Any]]:
     """Every ticket row, newest activity first: (row, ticket id, text, when)."""
     yield from history.conn.execute(
         """SELECT t.id, t.ticket_id, t.text,
@@ -102,11 +105,11 @@ def recent(
             continue
         if words and not _matches(words, ticket_id, text):
             continue
-        out.append(_ticket(history, int(row), ticket_id, text, float(when)))
+        out.append(_ticket(history, int(row), ticket_id, text, when))
     return out
 
 
-def _ticket(history: History, row: int, ticket_id: str, text: str, when: float) -> RecentTicket:
+def _ticket(history: History, row: int, ticket_id: str, text: str, when: Any) -> RecentTicket:
     conn = history.conn
     newest = conn.execute(
         "SELECT status FROM scores WHERE ticket = ? ORDER BY started_at DESC, id DESC LIMIT 1", (row,)

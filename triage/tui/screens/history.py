@@ -6,7 +6,6 @@ The ``Labels`` column marks a labelled ticket with ``✔`` and how many of its c
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -103,6 +102,7 @@ class HistoryScreen(Screen[Reopen | None]):
     def reload(self) -> None:
         """Fill the table from the history, filtered by the search box."""
         from triage.store.label_marks import labelled_criteria
+        from triage.store.times import shown
 
         self.entries = self.history.search(self.search.value)
         self.labelled = labelled_criteria(self.history, (e.ticket_row for e in self.entries))
@@ -111,7 +111,7 @@ class HistoryScreen(Screen[Reopen | None]):
         for i, e in enumerate(self.entries):
             summary = (e.summary or "").split("] ", 1)[-1]
             table.add_row(  # Text, not str: a ticket's brackets are not markup
-                time.strftime("%m-%d %H:%M", time.localtime(e.when)),
+                shown(e.when, "%m-%d %H:%M"),  # "unknown" for a stored time that is no time
                 STATUS_LABELS.get(e.status, e.status),
                 Text(e.preview[:80]),
                 _messages(e),
