@@ -22,6 +22,8 @@ come first served (docs/serve.md):
                     per criterion, result
   POST /v1/label    {"id", "labels": {criterion: option}}: as `triage label` does
   GET  /v1/tickets  the history's newest tickets, each with its latest result and labels
+                    (long threads summarised, long texts cut: a bounded answer)
+  GET  /v1/tickets/ID  one ticket of the history whole
   GET  /v1/health   model, packs, head and calibration, hit rate, queue
   GET  /openapi.json
   GET  /            a web page: paste a ticket, watch the cards fill in
@@ -60,7 +62,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from triage.serve.requests import DEFAULT_MAX_TICKET_BYTES
 
     p.add_argument(
-        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs --token)"
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs a token)"
     )
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     add_model_options(p)
