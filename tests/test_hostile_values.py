@@ -501,3 +501,58 @@ def test_a_starter_head_whose_file_cannot_be_written_is_applied_from_memory(
         chosen = choose_fits(engine, pack, ScoreOptions(), FitRequest())
         assert chosen.head is not None and chosen.head.kind == "starter"
     assert fits == [1] and len([s for s in said if s.startswith("warning:")]) == 1
+
+
+def test_on_a_full_disk_score_fits_the_starter_once_and_applies_it_from_memory(
+    tmp_path: Path, smollm2_path: Path, starter_readouts: Path | None
+) -> None:
+    """The real thing on smollm2: TRIAGE_HOME on a tmpfs just big enough for the readouts setup's pull left
+    (so the fit scores nothing), then filled. One `triage score` of two tickets fits the starter head once,
+    cannot keep it, says so once, and decides both tickets with it."""
+    if starter_readouts is None:
+        pytest.skip("no readouts of the starter set in the user's cache (scripts/setup's pull leaves them)")
+    from conftest import seed_readouts
+
+    mnt = tmp_path / "disk"
+    mnt.mkdir()
+    size = starter_readouts.stat().st_size + (1 << 20)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    try:
+        seed_readouts(mnt, starter_readouts)
+        with open(mnt / "filler", "wb", buffering=0) as fh:
+            for chunk in (65536, 4096, 1):
+                try:
+                    while True:
+                        fh.write(b"\0" * chunk)
+                except OSError as exc:
+                    assert exc.errno == errno.ENOSPC
+        tickets = tmp_path / "tickets.jsonl"
+        tickets.write_text(
+            '{"id": "A", "text": "You charged my card twice this month, refund one of them."}\n'
+            '{"id": "B", "text": "My parcel was due last Tuesday and tracking has not moved."}\n',
+            encoding="utf-8",
+        )
+        env = {**os.environ, "TRIAGE_HOME": str(mnt), "TRIAGE_STARTER": "1", "PYTHONPATH": str(ROOT)}
+        env.pop("TRIAGE_MODEL", None)
+        ran = subprocess.run(
+            [sys.executable, "-m", "triage.cli", "score", str(tickets), "--model", str(smollm2_path), "--threads", "1"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=1800,
+        )
+        assert ran.returncode == 0, ran.stderr
+        assert ran.stderr.count("fitting the starter head for") == 1, ran.stderr
+        warnings = [line for line in ran.stderr.splitlines() if "applied from memory" in line]
+        assert len(warnings) == 1 and "No space left on device" in warnings[0], ran.stderr
+        assert not list((mnt / "data" / "heads" / "starter").glob("*.npz"))  # nothing half-written left
+        records = [json.loads(line) for line in ran.stdout.splitlines()]
+        assert [r["ticket_id"] for r in records] == ["A", "B"]
+        for r in records:
+            assert "starter" in {c["source"] for c in r["criteria"]}, r["criteria"]
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)

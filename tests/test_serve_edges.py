@@ -271,3 +271,17 @@ def test_an_internationalised_allow_origin_is_matched_in_punycode(tmp_path: Path
         preflight = {"Origin": "https://xn--bcher-kva.example", "Access-Control-Request-Method": "POST"}
         status, headers, _ = request(base, "OPTIONS", "/v1/score", headers=preflight)
         assert status == 200 and headers["access-control-allow-origin"] == "https://xn--bcher-kva.example"
+
+
+def test_a_lone_surrogate_in_a_request_text_is_422_naming_the_field() -> None:
+    with serving(FakeEngine(), settings()) as (base, worker):
+        for raw, field in (
+            (b'{"id": "S-1", "text": "refund \\ud800 now"}', "text"),
+            (b'{"id": "S-2", "messages": [{"role": "customer", "text": "hi \\udfff"}]}', "messages"),
+        ):
+            status, _, data = request(base, "POST", "/v1/score", raw=raw)
+            body = json.loads(data)
+            assert status == 422 and body["field"] == field and "lone surrogate" in body["error"], body
+        status, _, data = request(base, "POST", "/v1/score", raw=b'{"id": "S-3", "text": "refund me now"}')
+        assert status == 200, data[:200]
+        assert worker.stats.failed == 0
