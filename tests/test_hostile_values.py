@@ -105,7 +105,8 @@ def test_score_server_is_the_flag_else_the_environment_else_the_config(
     with pytest.raises(InputError) as caught:  # a flag for local scoring names the config line that sends away
         server_of(_score_args("--n-ctx", "512"))
     assert "config " in caught.value.message and "line 1: server =" in caught.value.message
-    assert "delete the config's `server` line" in (caught.value.hint or "")
+    assert "pass --server ''" in (caught.value.hint or "")
+    assert server_of(_score_args("--server", "", "--n-ctx", "512")) is None  # an empty flag: here, explicitly
     # end to end: `triage score` with only the config's server goes there (nothing listens: exit 2, said)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -2,8 +2,8 @@
 
 :func:`server_of` reads ``--server`` (else ``$TRIAGE_SERVER``, else the config's ``server``) and
 refuses the flags that only mean something where the model runs; :func:`score_remote` sends each
-checked ticket (a thread as its messages) to ``POST /v1/score`` and writes the record the server answers, exactly the
-``triage.result/3`` object local scoring writes. A ticket the server refuses gets an error record
+checked ticket (a thread as its messages) to ``POST /v1/score`` and writes the record the server
+answers, exactly the ``triage.result/3`` object local scoring writes. A ticket the server refuses gets an error record
 and the next is sent; a server that cannot be used stops the run (:mod:`triage.serve.client`).
 """
 
@@ -37,17 +37,20 @@ FIELDS = ("mode", "readout", "orderings", "prior")
 
 def server_of(args: argparse.Namespace, config: dict[str, Any] | None = None) -> str | None:
     """The server to score on, or None to score here: ``--server``, else ``$TRIAGE_SERVER``, else the config's
-    ``server`` key (``config``; None reads the config file), else none. An empty or blank value is none.
+    ``server`` key (``config``; None reads the config file), else none. An empty or blank ``TRIAGE_SERVER`` or
+    ``server`` is unset; ``--server ''`` (empty or blank) scores here whatever the others say.
 
     Raises:
         InputError: a flag that means something only where the model runs is given too.
     """
     from triage.environment import text
 
-    if args.server is not None and args.server.strip():
+    if args.server is not None and not args.server.strip():
+        return None  # `--server ''`: here, whatever the environment or the config says
+    if args.server is not None:
         url, source, undo = args.server, "--server", "leave out --server"
     elif (env := text(ENV)) is not None:
-        url, source, undo = env, f"{ENV} ({env})", f"unset {ENV}"
+        url, source, undo = env, f"{ENV} ({env})", f"unset {ENV} (or pass --server '')"
     else:
         from triage.settings import Settings
         from triage.store.config import config_source, load_config
@@ -55,7 +58,7 @@ def server_of(args: argparse.Namespace, config: dict[str, Any] | None = None) ->
         url = Settings.of(load_config() if config is None else config).server
         if url is None or not url.strip():
             return None
-        source, undo = config_source("server", url), "delete the config's `server` line"
+        source, undo = config_source("server", url), "pass --server '' (or delete the config's `server` line)"
     for attr, flag, unset in LOCAL_ONLY:
         if getattr(args, attr, unset) not in (unset, None):
             raise InputError(
