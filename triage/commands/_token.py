@@ -30,7 +30,7 @@ def add_token_options(p: argparse.ArgumentParser | argparse._ArgumentGroup, what
         "--token-file",
         metavar="PATH",
         default=None,
-        help=f"read {what} from this file (its first line; default: ${ENV})",
+        help=f"{what}, read from this file (a regular file; one trailing newline stripped; default: ${ENV})",
     )
     p.add_argument(
         "--token",
