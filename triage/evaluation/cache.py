@@ -122,9 +122,13 @@ class ReadoutCache:
         busy_wait_s: how long to wait for another process's lock.
         commit_every_s: writes wait in memory at most this long, then are committed in one transaction
             (0: each write committed at once). :meth:`close` commits what is left.
+        keep_going: a file that cannot be created or written (a full disk) costs no work: the readouts
+            are kept in memory for this run, and :attr:`write_failure` says once what failed (the
+            starter's fit: :func:`triage.evaluation.starter.fit_and_store`). A lock still raises.
 
     Attributes:
         notice: a one-line message for the user when a damaged file was moved aside, else None.
+        write_failure: with ``keep_going``, the one line saying what could not be written, else None.
 
     Raises:
         CacheLockedError: the file stayed locked by another process.
