@@ -560,3 +560,38 @@ def test_on_a_full_disk_score_fits_the_starter_once_and_applies_it_from_memory(
             assert "starter" in {c["source"] for c in r["criteria"]}, r["criteria"]
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_model_pulls_starter_line_says_what_applies(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """``model pull``'s starter step (``_starter_for``) on the fake engine: "already fitted" only of a starter head
+    that fits; a team head that does not fit is named with the command that fits it."""
+    import triage.scoring.loader as loader
+    from triage.commands import model as model_cmd
+    from triage.scoring.fitstore import head_name, heads_dir, starter_path
+    from triage.scoring.head_file import write_head
+
+    class Engine(FakeEngine):
+        def __enter__(self) -> Engine:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.close()
+
+    engine = Engine()
+    engine.native = Native()  # type: ignore[attr-defined]
+    pack = default_pack()
+    monkeypatch.setattr(loader, "load_engine", lambda *a, **k: engine)
+    monkeypatch.setenv("TRIAGE_STARTER", "1")
+    fmt = engine.format_for("label").id
+    write_head(_starter_head(engine, pack), starter_path(engine.sha256, pack.hash, fmt))
+    model_cmd._starter_for("fake", None)
+    assert capsys.readouterr().out == "starter head for fake-0.1b: already fitted\n"
+    team = _starter_head(engine, pack)
+    team.kind, team.name = "team", "team head"
+    team.criteria[pack.criteria[0].id].info["rows"] = {"team": 50, "starter": 0}
+    write_head(team, heads_dir() / head_name(engine.sha256, pack.hash, fmt))
+    engine.native = OtherAttention()  # type: ignore[attr-defined]
+    model_cmd._starter_for("fake", None)
+    out = capsys.readouterr().out
+    assert out.startswith("starter head for fake-0.1b: not fitted: learned head not applied: "), out
+    assert "run `triage learn LABELLED --pack PACK`" in out and "already fitted" not in out
