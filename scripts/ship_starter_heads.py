@@ -75,7 +75,10 @@ def ship(name: str, model: Path, pack, threads: int | None) -> None:  # noqa: AN
             if done == total or done % 100 == 0:
                 print(f"{name}: starter set {done}/{total}", file=sys.stderr, flush=True)
 
-        head, seconds = starter.fit_and_store(engine, pack, progress=progress, store=lambda h: write_head(h, target))
+        fitted = starter.fit_and_store(engine, pack, progress=progress, store=lambda h: write_head(h, target))
+        if fitted.unkept:
+            raise SystemExit(f"{name}: {fitted.unkept}")
+        head, seconds = fitted.head, fitted.seconds
         print(f"{name}: starter head fitted in {seconds:.0f} s -> {target.relative_to(ROOT)}", file=sys.stderr)
         sliced = slice_choices(engine, pack)
     witness = {

@@ -411,7 +411,8 @@ def test_health_and_openapi_describe_the_server(engine: Any) -> None:
     assert DEFAULT_QUEUE_LIMIT >= 50  # a burst of 50 waits (tests/test_serve_hardening.py sends it)
     assert health["served"] == 2 and health["stable_hit_rate"] == 1.0  # the stable block stays resident
     assert "head" in health and "calibration" in health
-    assert set(doc["paths"]) == {"/v1/score", "/v1/label", "/v1/tickets", "/v1/health", "/openapi.json"}
+    paths = {"/v1/score", "/v1/label", "/v1/tickets", "/v1/tickets/{ticket_id}", "/v1/health", "/openapi.json"}
+    assert set(doc["paths"]) == paths
     assert set(doc["components"]["schemas"]["ScoreRequest"]["properties"]) == set(SCORE_FIELDS)
     assert set(doc["components"]["schemas"]["LabelRequest"]["properties"]) == set(LABEL_FIELDS)
 
@@ -445,7 +446,7 @@ def _cli(*args: str, home: Path, **kw: Any) -> Any:
 @pytest.mark.parametrize(
     "args, said",
     [
-        (["--host", "0.0.0.0"], "needs --token"),
+        (["--host", "0.0.0.0"], "that needs a token"),
         (["--token", "short"], "at least 8"),
         (["--port", "70000"], "is not a port"),
         (["--allow-origin", "*"], "is not one origin: a wildcard"),
@@ -472,7 +473,7 @@ def test_serve_refuses_a_bad_setting_in_its_own_process(triage_home: Path) -> No
     """The same refusal from `triage serve` as a user starts it: exit status 2, one message, nothing served."""
     proc = _cli("--model", "/nonexistent.gguf", "--host", "0.0.0.0", home=triage_home)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 2 and "needs --token" in err and out == ""
+    assert proc.returncode == 2 and "that needs a token" in err and out == ""
     assert "serving" not in err and "Traceback" not in err
 
 

@@ -59,10 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     run = getattr(args, "_run", None)
-    from triage.logs import setup_file_logging
-
-    setup_file_logging()
     try:
+        _environment()
         if run is None:
             from triage.tui.launch import run_app
 
@@ -81,6 +79,17 @@ def main(argv: list[str] | None = None) -> int:
         return signals.exit_code()
     except BrokenPipeError:
         return 0
+
+
+def _environment() -> None:
+    """Refuse a bad environment variable (a switch's word, TRIAGE_HOME) before anything, then start the log file."""
+    from triage import environment
+    from triage.logs import setup_file_logging
+    from triage.store.paths import user_dirs
+
+    environment.check()
+    user_dirs()
+    setup_file_logging()
 
 
 def _config_notes() -> None:

@@ -257,13 +257,12 @@ def model_spec(requested: str | None, config: dict[str, Any]) -> tuple[str, str 
     The sha256 is the catalog's pin for a catalog model, and the driver's own hash of
     a path model when the driver can read it; None leaves it to the nodes to agree.
     """
-    import os
-
+    from triage.environment import text
     from triage.model.catalog import load_catalog
     from triage.model.resolve import ENV_VAR, cached_sha256, resolve_model
     from triage.settings import Settings
 
-    spec = requested or os.environ.get(ENV_VAR) or Settings.of(config).model
+    spec = next((s for s in (requested, text(ENV_VAR), Settings.of(config).model) if s and s.strip()), None)
     catalog = load_catalog()
     if not spec:
         ref = resolve_model(None, config=config)  # the driver's default model, by the usual order

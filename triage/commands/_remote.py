@@ -1,23 +1,21 @@
 """``triage score --server URL``: the same tickets, records and exit codes, scored by a running ``triage serve``.
 
-:func:`server_of` reads ``--server`` (else ``$TRIAGE_SERVER``) and refuses the flags that only mean
-something where the model runs; :func:`score_remote` sends each checked ticket (a thread as its
-messages) to ``POST /v1/score`` and writes the record the server answers, exactly the
-``triage.result/3`` object local scoring writes. A ticket the server refuses gets an error record
+:func:`server_of` reads ``--server`` (else ``$TRIAGE_SERVER``, else the config's ``server``) and
+refuses the flags that only mean something where the model runs; :func:`score_remote` sends each
+checked ticket (a thread as its messages) to ``POST /v1/score`` and writes the record the server
+answers, exactly the ``triage.result/3`` object local scoring writes. A ticket the server refuses gets an error record
 and the next is sent; a server that cannot be used stops the run (:mod:`triage.serve.client`).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Callable
 from typing import Any
 
 from triage.errors import InputError
 
 ENV = "TRIAGE_SERVER"
-TOKEN_ENV = "TRIAGE_SERVE_TOKEN"
 # flags that only mean something where the model runs: (attribute, flag, its value when not given)
 LOCAL_ONLY = (
     ("model", "--model", None),
@@ -37,21 +35,35 @@ LOCAL_ONLY = (
 FIELDS = ("mode", "readout", "orderings", "prior")
 
 
-def server_of(args: argparse.Namespace) -> str | None:
-    """The server to score on (``--server``, else ``$TRIAGE_SERVER``), or None to score here.
+def server_of(args: argparse.Namespace, config: dict[str, Any] | None = None) -> str | None:
+    """The server to score on, or None to score here: ``--server``, else ``$TRIAGE_SERVER``, else the config's
+    ``server`` key (``config``; None reads the config file), else none. An empty or blank ``TRIAGE_SERVER`` or
+    ``server`` is unset; ``--server ''`` (empty or blank) scores here whatever the others say.
 
     Raises:
         InputError: a flag that means something only where the model runs is given too.
     """
-    url = args.server if args.server is not None else os.environ.get(ENV) or None
-    if url is None:
-        return None
-    source = "--server" if args.server is not None else f"{ENV} ({url})"
+    from triage.environment import text
+
+    if args.server is not None and not args.server.strip():
+        return None  # `--server ''`: here, whatever the environment or the config says
+    if args.server is not None:
+        url, source, undo = args.server, "--server", "leave out --server"
+    elif (env := text(ENV)) is not None:
+        url, source, undo = env, f"{ENV} ({env})", f"unset {ENV} (or pass --server '')"
+    else:
+        from triage.settings import Settings
+        from triage.store.config import config_source, load_config
+
+        url = Settings.of(load_config() if config is None else config).server
+        if url is None or not url.strip():
+            return None
+        source, undo = config_source("server", url), "pass --server '' (or delete the config's `server` line)"
     for attr, flag, unset in LOCAL_ONLY:
         if getattr(args, attr, unset) not in (unset, None):
             raise InputError(
                 f"{flag} is for scoring here, but {source} sends the tickets to a server",
-                hint=f"give it to `triage serve` instead, or leave out {source.split(' ')[0]} to score here",
+                hint=f"give it to `triage serve` instead, or {undo} to score here",
             )
     from triage.serve.client import parse_url
 
@@ -59,9 +71,16 @@ def server_of(args: argparse.Namespace) -> str | None:
     return url
 
 
-def token_of(args: argparse.Namespace) -> str | None:
-    """``--token``, else ``$TRIAGE_SERVE_TOKEN``, else None."""
-    return args.token if args.token is not None else os.environ.get(TOKEN_ENV) or None
+def remote_token(args: argparse.Namespace, say: Callable[[str], None]) -> str | None:
+    """The server's token (``--token-file``, ``--token``, ``$TRIAGE_SERVE_TOKEN``: :mod:`triage.commands._token`),
+    checked before any ticket is read.
+
+    Raises:
+        InputError: a token that is not printable ASCII, or a token file that cannot be read.
+    """
+    from triage.commands._token import token_of
+
+    return token_of(args, lambda m: say(f"triage: {m}"), min_length=1)
 
 
 def _pack_name(args: argparse.Namespace, health: dict[str, Any], url: str) -> str | None:
@@ -95,8 +114,10 @@ def score_remote(
     tickets: list[tuple[Any, Any]],
     writer: Any,
     say: Callable[[str], None],
+    token: str | None = None,
 ) -> int:
-    """Score ``tickets`` (rows and their checked tickets, None for a bad row) on the server; exit status.
+    """Score ``tickets`` (rows and their checked tickets, None for a bad row) on the server, with the bearer
+    ``token`` (:func:`remote_token`); exit status.
 
     Raises:
         TriageError: the server cannot be used (unreachable, token, not triage, a refused option).
@@ -106,7 +127,7 @@ def score_remote(
     from triage.serve.client import ServeClient, TicketRefused
 
     failed = 0
-    with ServeClient(url, token_of(args), say=lambda m: say(f"triage: {m}")) as client:
+    with ServeClient(url, token, say=lambda m: say(f"triage: {m}")) as client:
         health = client.health()
         pack = _pack_name(args, health, client.url)
         model = health.get("model", {}).get("name") if isinstance(health.get("model"), dict) else None

@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from triage.errors import InputError
 
@@ -123,12 +123,30 @@ def _file_rows(path: Path) -> Iterator[LabelRow]:
         if not isinstance(obj, dict) or not isinstance(obj.get("id"), str | int) or "labels" not in obj:
             yield lab.LabelRow(where, error='a row must be {"id": ..., "labels": {criterion: option}}')
             continue
+        problem = _surrogates(obj)
+        if problem is not None:
+            yield lab.LabelRow(where, error=problem)
+            continue
         try:
             answers = lab.answers_from_mapping(obj["labels"], where)
         except InputError as exc:
             yield lab.LabelRow(where, error=exc.message.removeprefix(f"{where}: "))
             continue
         yield lab.LabelRow(where, str(obj["id"]), answers)
+
+
+def _surrogates(obj: dict[str, Any]) -> str | None:
+    """Why a label row's id, a criterion or an option is no text (a lone surrogate), or None: the row's error,
+    as a ticket's text with one is (:func:`triage.domain.ticket.surrogate_problem`)."""
+    from triage.domain.ticket import surrogate_problem
+
+    labels = obj["labels"] if isinstance(obj["labels"], dict) else {}
+    named = [("its id", obj["id"])] + [(f"criterion {k!r}", k) for k in labels]
+    named += [(f"the option of {k!r}", v) for k, v in labels.items()]
+    for what, value in named:
+        if isinstance(value, str) and (problem := surrogate_problem(value, what)) is not None:
+            return problem
+    return None
 
 
 def _export(history_file: str | None, target: str, *, force: bool) -> int:

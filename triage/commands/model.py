@@ -214,8 +214,17 @@ def _starter_for(model: str, threads: int | None) -> None:
         print("starter head: off (the starter setting); not fitted")
         return
     with load_engine(model, threads=threads, notice=lambda m: None) as engine:
-        if not fit_starter(engine, default_pack(), request):
+        if fit_starter(engine, default_pack(), request):
+            return
+        from triage.scoring.fitstore import auto_head
+
+        found = auto_head(engine, default_pack(), starter=True)  # what `score` will apply, said as it will say it
+        if found.head is not None and found.head.kind == "starter":
             print(f"starter head for {engine.name}: already fitted")
+        elif found.head is not None:
+            print(f"starter head for {engine.name}: not needed, the team's learned head {found.path} applies")
+        else:
+            print(f"starter head for {engine.name}: not fitted: {found.skipped or 'nothing to apply'}")
 
 
 def _verify(args: argparse.Namespace) -> int:

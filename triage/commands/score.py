@@ -48,10 +48,11 @@ Exit status: 0 every ticket scored; 1 a line or ticket failed (it has an error
 record); 2 bad usage, or a single plain-text ticket that cannot be scored;
 130 interrupted.
 
-On a running `triage serve`: --server URL (or TRIAGE_SERVER) sends each ticket
-to it (POST /v1/score) instead of loading a model here, and writes the record it
-answers: the same schema, formats and exit codes. --token (or TRIAGE_SERVE_TOKEN)
-is the server's token; --pack must name a file holding a pack the server loaded
+On a running `triage serve`: --server URL (or TRIAGE_SERVER, or the config's
+server) sends each ticket to it (POST /v1/score) instead of loading a model
+here, and writes the record it answers: the same schema, formats and exit
+codes. TRIAGE_SERVE_TOKEN or --token-file PATH is the server's token (--token
+works too, but `ps` shows it); --pack must name a file holding a pack the server loaded
 (checked by its hash); the server's config and stored head decide the rest. A
 ticket the server refuses gets an error record, as here. A server that cannot
 be used stops the run with one line saying why: exit 2 when it cannot be
@@ -132,11 +133,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--server",
         metavar="URL",
         help="send the tickets to this `triage serve` (e.g. http://127.0.0.1:8787) instead of loading a model "
-        "here (default: $TRIAGE_SERVER); the same records; --pack must be a pack the server loaded",
+        "here (default: $TRIAGE_SERVER, else the config's server); the same records; --pack must be a pack "
+        "the server loaded",
     )
-    remote.add_argument(
-        "--token", metavar="TOKEN", help="with --server: the server's bearer token (default: $TRIAGE_SERVE_TOKEN)"
-    )
+    from triage.commands._token import add_token_options
+
+    add_token_options(remote, "with --server: the server's bearer token")
     ray = p.add_argument_group("backlog on Ray (docs/scale.md)")
     ray.add_argument(
         "--ray",
@@ -331,13 +333,14 @@ def ray_job(args: argparse.Namespace, config: dict[str, Any] | None = None) -> A
 
 
 def run(args: argparse.Namespace) -> int:
-    from triage.commands._remote import server_of
+    from triage.commands._remote import remote_token, server_of
     from triage.domain.pack import resolve_pack
     from triage.domain.ticket import make_ticket
     from triage.settings import Settings
     from triage.store.config import load_config
 
-    server = server_of(args)  # --server (or TRIAGE_SERVER): no model is loaded here
+    server = server_of(args)  # --server (or TRIAGE_SERVER, or the config's server): no model is loaded here
+    token = remote_token(args, _say) if server is not None else None
     if args.ray is not None:
         from triage.backlog.ray_score import run_ray
 
@@ -395,7 +398,7 @@ def run(args: argparse.Namespace) -> int:
         if server is not None:
             from triage.commands._remote import score_remote
 
-            return score_remote(server, args, tickets, writer, _say)
+            return score_remote(server, args, tickets, writer, _say, token)
         return _score_all(args, config, pack, options, tickets, writer)
     except KeyboardInterrupt:
         writer.close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import Any
 
@@ -23,6 +22,8 @@ come first served (docs/serve.md):
                     per criterion, result
   POST /v1/label    {"id", "labels": {criterion: option}}: as `triage label` does
   GET  /v1/tickets  the history's newest tickets, each with its latest result and labels
+                    (long threads summarised, long texts cut: a bounded answer)
+  GET  /v1/tickets/ID  one ticket of the history whole
   GET  /v1/health   model, packs, head and calibration, hit rate, queue
   GET  /openapi.json
   GET  /            a web page: paste a ticket, watch the cards fill in
@@ -31,8 +32,9 @@ Every request is scored as `triage score` scores (options read by name, all
 tails in one batch), and the stored head and calibration are chosen by the
 same policy, so the numbers are those `triage score` prints.
 
-Safe by default: it listens on 127.0.0.1 only. Any other --host needs --token
-(or TRIAGE_SERVE_TOKEN): every API request must then send
+Safe by default: it listens on 127.0.0.1 only. Any other --host needs a token,
+from TRIAGE_SERVE_TOKEN or --token-file PATH (--token TOKEN works too, but `ps`
+shows it to every local user): every API request must then send
 "Authorization: Bearer TOKEN" (401 otherwise). A request names a pack by its
 name, one of those loaded with --pack at start-up; it never names a file.
 Bodies must be application/json; a ticket over --max-ticket-bytes is 413; a
@@ -48,7 +50,8 @@ examples:
   triage serve
   curl -s localhost:8787/v1/score -H 'Content-Type: application/json' \\
        -d '{"id": "T-1", "text": "I was charged twice"}'
-  triage serve --host 0.0.0.0 --token "$(openssl rand -hex 16)" --history"""
+  openssl rand -hex 16 > ~/.triage-token && chmod 600 ~/.triage-token
+  triage serve --host 0.0.0.0 --token-file ~/.triage-token --history"""
 
 DEFAULT_PORT = 8787
 
@@ -59,7 +62,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from triage.serve.requests import DEFAULT_MAX_TICKET_BYTES
 
     p.add_argument(
-        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs --token)"
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; any other needs a token)"
     )
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
     add_model_options(p)
@@ -72,12 +75,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         f"(default: the config's pack, else {SETTINGS['pack'].unset})",
     )
     add_prompt_option(p)
-    p.add_argument(
-        "--token",
-        metavar="TOKEN",
-        default=None,
-        help="bearer token every API request must send (default: $TRIAGE_SERVE_TOKEN; needed off localhost)",
-    )
+    from triage.commands._token import add_token_options
+
+    add_token_options(p, "the bearer token every API request must send (needed off localhost)")
     p.add_argument(
         "--allow-origin",
         metavar="ORIGIN",
@@ -127,7 +127,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def check_origin(value: str) -> str:
     """``--allow-origin``: exactly one origin (``scheme://host[:port]``), as a browser's ``Origin`` header
-    writes it; a default port is dropped.
+    writes it; a default port is dropped, an internationalised host is written in punycode (IDNA).
 
     Raises:
         InputError: a wildcard, a path (a trailing ``/`` too), a query, user info, two origins, no scheme or host.
@@ -155,6 +155,14 @@ def check_origin(value: str) -> str:
         fixed = f"{parts.scheme}://{parts.netloc}"
         raise refuse("it has a path; a browser's Origin header never does", f"use {fixed}")
     host = parts.hostname
+    if not host.isascii():  # browsers send an internationalised host in punycode (IDNA): match that
+        try:
+            host = host.encode("idna").decode("ascii")
+        except UnicodeError:
+            raise refuse(
+                "its host cannot be written in punycode (IDNA)",
+                "write the host as the browser's Origin header does, e.g. https://xn--bcher-kva.example",
+            ) from None
     if ":" in host:
         host = f"[{host}]"
     default = {"http": 80, "https": 443}[parts.scheme]
@@ -176,22 +184,18 @@ def settings_of(args: argparse.Namespace, config: dict[str, Any]) -> Any:
     """
     from pathlib import Path
 
+    from triage.commands._token import token_of
     from triage.domain.pack import resolve_pack
     from triage.serve.app import LOOPBACK, ServeSettings
     from triage.serve.requests import DEFAULT_MAX_TICKET_BYTES
     from triage.settings import Settings
     from triage.store.config import config_source
 
-    token = args.token if args.token is not None else os.environ.get("TRIAGE_SERVE_TOKEN") or None
-    if token is not None and (len(token) < 8 or not token.isprintable() or " " in token):
-        raise InputError(
-            "--token must be at least 8 printable characters without spaces",
-            hint='e.g. --token "$(openssl rand -hex 16)"',
-        )
+    token = token_of(args, lambda m: _say(f"triage: {m}"))
     if args.host not in LOOPBACK and token is None:
         raise InputError(
-            f"--host {args.host} would let other machines reach the model; that needs --token",
-            hint="pass --token TOKEN (or set TRIAGE_SERVE_TOKEN), or leave out --host to stay on 127.0.0.1",
+            f"--host {args.host} would let other machines reach the model; that needs a token",
+            hint="set TRIAGE_SERVE_TOKEN or pass --token-file PATH, or leave out --host to stay on 127.0.0.1",
         )
     if not 1 <= args.port <= 65535:
         raise InputError(f"--port {args.port} is not a port (1 to 65535)")

@@ -13,6 +13,7 @@ error, never the batch's. A file in a format triage does not read as tickets
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import re
 import unicodedata
@@ -85,6 +86,46 @@ def visible(text: str) -> bool:
     return any(unicodedata.category(ch)[0] not in "ZCM" and ch not in _BLANK_GLYPHS for ch in text)
 
 
+# An HTML tag (<p>, </div>, <br/>) or comment: for the emptiness rule only, the text itself is kept.
+_HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>")
+
+
+def _without_markup(text: str) -> str:
+    """``text`` with its HTML comments and tags spaced out, in linear time (an unclosed ``<!--`` ends the scan:
+    the rest stays text, so thousands of them cost one pass)."""
+    parts, i = [], 0
+    while (start := text.find("<!--", i)) >= 0 and (end := text.find("-->", start + 4)) >= 0:
+        parts += [text[i:start], " "]
+        i = end + 3
+    parts.append(text[i:])
+    return _HTML_TAG.sub(" ", "".join(parts))
+
+
+def has_content(text: str) -> bool:
+    """Whether ``text`` has something to score: a visible character (:func:`visible`) once HTML's ways of
+    writing nothing are taken out (``&nbsp;``, ``&#8203;``, ``<p></p>``, ``<br>``). The one emptiness rule of
+    every ticket (:func:`make_ticket`: ``score``, ``learn``, ``eval``, ``serve``); the text itself is kept."""
+    if not visible(text):
+        return False
+    if "&" not in text and "<" not in text:
+        return True
+    return visible(html.unescape(_without_markup(text)))  # &nbsp; is U+00A0, &#8203; U+200B: no glyph
+
+
+def surrogate_problem(value: str, what: str) -> str | None:
+    """Why ``value`` is no text (a lone UTF-16 surrogate, from a JSON ``"\\ud800"`` escape or a cut pair), or None.
+
+    Such a half character cannot be written, shown or scored; replacing it would score a text nobody
+    wrote, so the row is refused, naming ``what`` and where the surrogate is."""
+    found = _SURROGATE.search(value)
+    if found is None:
+        return None
+    return (
+        f"{what} holds a lone surrogate (\\u{ord(found.group()):04x} at character {found.start() + 1}), half of a "
+        "UTF-16 pair and no character; the exporter cut or mis-encoded it: fix that row"
+    )
+
+
 def safe_id(ticket_id: str) -> str:
     """A ticket id that can be written as UTF-8: lone surrogates become U+FFFD."""
     return _SURROGATE.sub("\ufffd", ticket_id)
@@ -94,32 +135,45 @@ def make_ticket(text: str | None, ticket_id: str | None = None, messages: Any = 
     """Clean ``text`` (or a thread's ``messages``, a list of ``{"role", "text"}``) and wrap it as a :class:`Ticket`.
 
     Raises:
-        InputError: the ticket is empty once cleaned, or has no visible character; a
-            ``messages`` list that is empty or has a bad message (named); both or neither given.
+        InputError: the ticket is empty once cleaned, or has nothing to score (:func:`has_content`); a text
+            with a lone surrogate (:func:`surrogate_problem`); a ``messages`` list that is empty or has a bad
+            message (named); both or neither given.
     """
     label = f"ticket {printable(safe_id(ticket_id))}" if ticket_id else "ticket"
     if messages is not None:
         if text is not None:
             raise InputError(f"{label} has both 'text' and 'messages'; give one (a thread's text is its messages)")
+        if isinstance(messages, list):
+            for i, m in enumerate(messages, 1):
+                raw = m.get("text") if isinstance(m, dict) else None
+                problem = surrogate_problem(raw, f"message {i}'s text") if isinstance(raw, str) else None
+                if problem:
+                    raise InputError(f"{label}: {problem}")
         try:
             thread = messages_from(messages, clean_text)
         except InputError as exc:
             raise InputError(f"{label}: {exc.message}") from None
-        if not all(visible(m.text) for m in thread):
-            raise InputError(f"{label}: a message has no visible characters; there is nothing to score in it")
+        if not all(has_content(m.text) for m in thread):
+            raise InputError(
+                f"{label}: a message has no visible characters (only spaces, HTML spaces such as &nbsp; or "
+                "empty tags); there is nothing to score in it"
+            )
         body = render(thread)
         tid = safe_id(ticket_id) if ticket_id else hashlib.sha256(body.encode("utf-8")).hexdigest()[:12]
         return Ticket(tid, body, body, thread if len(thread) > 1 or thread[0].role != "customer" else ())
     if text is None:
         raise InputError(f"{label} has no text")
+    problem = surrogate_problem(text, "its text")
+    if problem:
+        raise InputError(f"{label}: {problem}")
     cleaned = clean_text(text)
     if not cleaned:
         what = "empty" if not text.strip() else "only control characters or escape codes"
         raise InputError(f"{label} is {what}; there is nothing to score")
-    if not visible(cleaned):
+    if not has_content(cleaned):
         raise InputError(
-            f"{label} has no visible characters (only spaces, zero-width or blank characters); "
-            "there is nothing to score"
+            f"{label} has no visible characters (only spaces, zero-width or blank characters, HTML spaces such "
+            "as &nbsp; or empty tags); there is nothing to score"
         )
     tid = safe_id(ticket_id) if ticket_id else hashlib.sha256(cleaned.encode("utf-8")).hexdigest()[:12]
     return Ticket(tid, cleaned, text)

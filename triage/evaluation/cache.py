@@ -122,9 +122,13 @@ class ReadoutCache:
         busy_wait_s: how long to wait for another process's lock.
         commit_every_s: writes wait in memory at most this long, then are committed in one transaction
             (0: each write committed at once). :meth:`close` commits what is left.
+        keep_going: a file that cannot be created or written (a full disk) costs no work: the readouts
+            are kept in memory for this run, and :attr:`write_failure` says once what failed (the
+            starter's fit: :func:`triage.evaluation.starter.fit_and_store`). A lock still raises.
 
     Attributes:
         notice: a one-line message for the user when a damaged file was moved aside, else None.
+        write_failure: with ``keep_going``, the one line saying what could not be written, else None.
 
     Raises:
         CacheLockedError: the file stayed locked by another process.
@@ -132,9 +136,16 @@ class ReadoutCache:
     """
 
     def __init__(
-        self, path: Path | None = None, *, busy_wait_s: float = BUSY_WAIT_S, commit_every_s: float = COMMIT_EVERY_S
+        self,
+        path: Path | None = None,
+        *,
+        busy_wait_s: float = BUSY_WAIT_S,
+        commit_every_s: float = COMMIT_EVERY_S,
+        keep_going: bool = False,
     ) -> None:
         self.path = path or user_dirs().cache / "eval" / "readouts.sqlite3"
+        self.keep_going = keep_going
+        self.write_failure: str | None = None
         self.busy_wait_s = busy_wait_s
         self.commit_every_s = commit_every_s
         self.notice: str | None = None
@@ -145,20 +156,35 @@ class ReadoutCache:
         self._outcomes: dict[tuple[str, str, str, int, str, str], tuple[object, ...]] = {}
         self._features: dict[tuple[tuple[str, str, str, int, str, str], str, str], tuple[object, ...]] = {}
         self._committed_at = time.monotonic()
+        self._stopped = False  # keep_going: no more writes are tried after one failed
         self._db = self._open()
 
     def _open(self) -> sqlite3.Connection:
         try:
             return self._connect()
         except (sqlite3.DatabaseError, OSError) as exc:
-            self._unusable(exc)
+            try:
+                self._unusable(exc)
+            except TriageError as err:
+                if not self.keep_going or isinstance(err, CacheLockedError):
+                    raise
+                return self._in_memory(err.message)
         try:
             return self._connect()
         except (sqlite3.DatabaseError, OSError) as exc:
+            if self.keep_going:
+                return self._in_memory(f"the eval readout cache {self.path} cannot be created: {describe_error(exc)}")
             raise TriageError(
                 f"the eval readout cache {self.path} cannot be created: {describe_error(exc)}",
                 hint="check the permissions and free space of the cache folder",
             ) from exc
+
+    def _in_memory(self, why: str) -> sqlite3.Connection:
+        """``keep_going``: the readouts are kept in memory for this run instead; ``why`` is said once."""
+        self.write_failure = f"{why}; its readouts are kept in memory for this run only"
+        self._stopped = True
+        log.warning("%s", self.write_failure)
+        return sqlite3.connect(":memory:")
 
     def _connect(self) -> sqlite3.Connection:
         if self.path.is_dir():
@@ -272,9 +298,24 @@ class ReadoutCache:
 
     def commit(self) -> None:
         """Write what is kept in memory to the file, in one transaction; a damaged file is moved aside and
-        written again."""
-        if not self._outcomes and not self._features:
+        written again. With ``keep_going``, a write that fails (a full disk) is said once
+        (:attr:`write_failure`) and what was to be written stays in memory, for this run's reads."""
+        if not self._outcomes and not self._features or self._stopped:
             return
+        try:
+            self._commit()
+        except TriageError as exc:
+            if not self.keep_going or isinstance(exc, CacheLockedError):
+                raise
+            self.write_failure = f"{exc.message}; its readouts are kept in memory for this run only"
+            self._stopped = True
+            log.warning("%s", self.write_failure)
+            try:
+                self._db.rollback()
+            except sqlite3.Error:
+                pass
+
+    def _commit(self) -> None:
         outcomes, features = list(self._outcomes.values()), list(self._features.values())
         for attempt in (1, 2):
             try:

@@ -248,7 +248,7 @@ def read_export(
             a label column empty in every row, no value that maps to an option, unmapped values
             under ``--unmapped error``, or no usable row.
     """
-    from triage.intake.columns import as_text, cell_problem, check_columns, get_value, ticket_text
+    from triage.intake.columns import as_text, cell_problem, check_columns, get_value, label_text, ticket_text
     from triage.intake.readers import open_export
     from triage.intake.sample import StratifiedSample
     from triage.intake.values import OptionMatcher, Unmapped
@@ -306,7 +306,7 @@ def read_export(
                 raise InputError(
                     f"{where}: {bad}", hint="name a column with one value per row: --label CRITERION=COLUMN"
                 )
-            value = as_text(value).strip()
+            value = label_text(value)  # a missing value (None, NaN, an empty cell) is no label
             if not value:
                 problem = problem or (None if partial else f"no label in column {col!r} (criterion {cid!r})")
                 continue

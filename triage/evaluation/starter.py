@@ -122,45 +122,78 @@ Progress = Callable[[int, int], None]
 """Called with (rows done, rows in all) while the starter set is scored."""
 
 
+@dataclass(frozen=True)
+class Fitted:
+    """What :func:`fit_and_store` did: the head, how long it took, and what could not be kept on disk."""
+
+    head: Any
+    seconds: float
+    unkept: tuple[str, ...] = ()  # one line each: the head's file, the readouts, that could not be written
+
+
 def fit_and_store(
     engine: Any, pack: Pack, *, progress: Progress | None = None, store: Callable[[Any], Any] | None = None
-) -> tuple[Any, float]:
+) -> Fitted:
     """Score the starter set (eval's readout cache first: a second fit scores nothing), fit the starter head,
     store it (``store``, default :func:`~triage.scoring.fitstore.store_starter_head`; ``scripts/ship_starter_heads.py``
-    writes the shipped heads with the same fit); returns (head, seconds)."""
+    writes the shipped heads with the same fit).
+
+    A write that fails (a full disk) never costs the fit: readouts that cannot be cached are kept in memory
+    for the fit, and a head whose file cannot be written is kept in memory for this process
+    (:func:`triage.scoring.fitstore.kept_starter`); :attr:`Fitted.unkept` says what was not kept.
+    """
     from triage.evaluation.cache import ReadoutCache
-    from triage.evaluation.runner import Scorer, score_rows
-    from triage.scoring.fitstore import store_starter_head
+    from triage.scoring.fitstore import starter_path, store_starter_head
 
     t0 = time.perf_counter()
-    rows = starter_rows(pack)
-    with ReadoutCache() as cache:
-        scorer = Scorer(engine, pack, cache, "label", STARTER_READ)
-        scorer.features = True
-        done = 0
-
-        def tick(_hit: bool) -> None:
-            nonlocal done
-            done += 1
-            if progress is not None:
-                progress(done, len(rows))
-
-        scored = score_rows(scorer, rows, tick)
+    unkept: list[str] = []
+    with ReadoutCache(keep_going=True) as cache:
+        scored = _score_starter(engine, pack, cache, progress)
+    if cache.write_failure:
+        unkept.append(cache.write_failure)
     head, _ = fit_starter_head(engine, pack, scored.rows, scored.outcomes)
-    (store or store_starter_head)(head)
-    return head, time.perf_counter() - t0
+    try:
+        (store or store_starter_head)(head)
+    except OSError as exc:
+        path = starter_path(head.model_sha256, head.pack_hash, head.prompt_format)
+        unkept.append(f"the head's file {path} cannot be written: {exc.strerror or exc}")
+    return Fitted(head, time.perf_counter() - t0, tuple(unkept))
+
+
+def _score_starter(engine: Any, pack: Pack, cache: Any, progress: Progress | None) -> Any:
+    """The starter rows scored (with features) through ``cache``."""
+    from triage.evaluation.runner import Scorer, score_rows
+
+    rows = starter_rows(pack)
+    scorer = Scorer(engine, pack, cache, "label", STARTER_READ)
+    scorer.features = True
+    done = 0
+
+    def tick(_hit: bool) -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, len(rows))
+
+    return score_rows(scorer, rows, tick)
 
 
 def needs_fit(engine: Any, pack: Pack, request: Any) -> bool:
     """Whether the starter head must be fitted before scoring: the ``starter`` setting is on, no head was asked
     for or refused, the pack is the built-in one, and neither a head of the team's nor a starter head is stored
-    for this model, pack and prompt format."""
-    from triage.scoring.fitstore import head_name, heads_dir, stored_starter
+    for this model, pack and prompt format. A stored starter head that does not fit this setup (another model's
+    widths, read position, attention or options; damaged) is fitted again; one fitted in this process whose file
+    could not be written is not (:func:`triage.scoring.fitstore.kept_starter`). A team's head that does not fit
+    is not replaced: the note on it names the command that fits it (:data:`triage.scoring.fitstore.RELEARN`)."""
+    from triage.scoring.fitstore import head_name, heads_dir, kept_starter, starter_unfit, stored_starter
 
     if not getattr(request, "starter", True) or request.head or request.no_head or not is_builtin(pack):
         return False
     team = heads_dir() / head_name(engine.sha256, pack.hash, engine.format_for("label").id)
-    return not team.is_file() and stored_starter(engine, pack) is None
+    if team.is_file() or kept_starter(engine, pack) is not None:
+        return False
+    stored = stored_starter(engine, pack)
+    return stored is None or starter_unfit(engine, pack, stored) is not None
 
 
 def ensure(
@@ -172,20 +205,29 @@ def ensure(
     a convenience, never a reason not to score.
     """
     from triage.errors import TriageError
+    from triage.scoring.fitstore import starter_unfit, stored_starter
 
     if not needs_fit(engine, pack, request):
         return False
     try:
         n = len(starter_rows(pack))
+        stored = stored_starter(engine, pack)
+        why = starter_unfit(engine, pack, stored) if stored is not None else None
+        again = f"again (the stored one does not fit: {why}) " if why else ""
         say(
-            f"fitting the starter head for {engine.name} on triage's {n} example tickets (once per model; "
+            f"fitting the starter head for {engine.name} {again}on triage's {n} example tickets (once per model; "
             "TRIAGE_STARTER=0 or `starter = false` in the config turns it off)"
         )
-        head, seconds = fit_and_store(engine, pack, progress=progress)
+        fitted = fit_and_store(engine, pack, progress=progress)
     except (TriageError, OSError) as exc:
         say(f"the starter head could not be fitted ({getattr(exc, 'message', None) or exc}); scoring zero-shot")
         return False
-    say(f"starter head fitted in {seconds:.0f} s: {', '.join(head.criteria)} now decided by it")
+    say(f"starter head fitted in {fitted.seconds:.0f} s: {', '.join(fitted.head.criteria)} now decided by it")
+    if fitted.unkept:
+        say(
+            f"warning: {'; '.join(fitted.unkept)}; the head is applied from memory while this process runs, and the "
+            "next start fits it again: free space there (or set TRIAGE_HOME to a folder on a disk with room)"
+        )
     return True
 
 

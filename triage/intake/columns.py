@@ -10,6 +10,7 @@ criterion).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -145,10 +146,25 @@ def cell_problem(value: Any, name: str, what: str = "text") -> str | None:
     return None
 
 
+def is_missing(value: Any) -> bool:
+    """Whether a cell is a missing value, as exports write one: None (JSON ``null``, a Parquet null) or a
+    not-a-number (pandas' missing number: ``NaN`` in Parquet or JSON Lines, ``float("nan")``, numpy's too).
+    An empty CSV cell is the empty string, missing by being empty. A string such as ``"NaN"`` is text."""
+    if value is None:
+        return True
+    if isinstance(value, (str, bytes, bytearray, memoryview, bool, int)):
+        return False
+    try:
+        return bool(value != value)  # NaN is the one value unequal to itself
+    except (TypeError, ValueError):  # pandas' NA, an array: not a number cell
+        return type(value).__name__ in ("NAType", "NaTType")
+
+
 def as_text(value: Any) -> str:
     """A cell as text: strings as they are, UTF-8 bytes (a Parquet ``binary`` column) decoded, numbers and
-    booleans written out, nothing for None. Check :func:`cell_problem` first for bytes and lists."""
-    if value is None:
+    booleans written out, nothing for a missing value (:func:`is_missing`: None, NaN). Check
+    :func:`cell_problem` first for bytes and lists."""
+    if is_missing(value):
         return ""
     if isinstance(value, str):
         return value
@@ -161,6 +177,17 @@ def as_text(value: Any) -> str:
     if isinstance(value, (int, float)):
         return str(value)
     return str(value)
+
+
+_INTEGRAL = re.compile(r"[+-]?[0-9]+\.0+")
+
+
+def label_text(value: Any) -> str:
+    """A label cell as text, one value alike in every format: :func:`as_text` (a missing value is ``""``), and
+    a whole number written as a decimal (``"2.0"``: pandas writes a number column with missing values as
+    floats, in CSV too) as the whole number (``"2"``), as a Parquet or JSON ``2.0`` is read."""
+    text = " ".join(as_text(value).split())
+    return text.split(".", 1)[0].lstrip("+") if _INTEGRAL.fullmatch(text) else text
 
 
 def ticket_text(data: dict[str, Any], columns: Sequence[str], *, html: bool = True) -> tuple[str | None, str | None]:

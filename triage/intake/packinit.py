@@ -26,7 +26,7 @@ from pathlib import Path
 
 from triage.domain.pack import LETTERS, Pack, parse_pack, readable_id, value_key
 from triage.errors import InputError
-from triage.intake.columns import as_text, cell_problem, check_columns, get_value
+from triage.intake.columns import as_text, cell_problem, check_columns, get_value, label_text
 from triage.intake.readers import open_export
 
 MIN_COUNT = 5  # learn's default --min-per-option: a rarer value cannot be learned on its own
@@ -156,7 +156,7 @@ def plan_pack(
             problem = cell_problem(raw, col, "a label")
             if problem is not None:  # a list column (tags) is no decision with one option per row
                 raise InputError(f"{export.path} {rec.where}: {problem}", hint="name a column with one value per row")
-            value = " ".join(as_text(raw).split())
+            value = label_text(raw)  # a missing value (None, NaN, an empty cell) is empty
             if not value:
                 empty[cid] += 1
                 continue

@@ -20,6 +20,7 @@ import urllib.request
 from pathlib import Path
 
 from triage import __version__
+from triage.environment import switch
 from triage.errors import TriageError
 from triage.model.catalog import CatalogEntry, WheelPart
 
@@ -163,7 +164,7 @@ def check_hf_reachable(entry: CatalogEntry) -> None:
         SourceUnreachableError: naming the reason and the alternatives.
     """
     alternatives = _alternatives(entry)
-    if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
+    if switch("HF_HUB_OFFLINE", False):
         raise SourceUnreachableError(
             f"cannot pull {entry.name}: HF_HUB_OFFLINE is set, so Hugging Face is off limits", hint=alternatives
         )

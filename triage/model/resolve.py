@@ -11,7 +11,8 @@ Order (the first that gives a model wins):
 
 A value that names a catalog entry is a catalog model; anything else that
 looks like a path (contains a path separator, ends in ``.gguf``, or exists)
-is a path model; a bare word that is neither is an unknown model name.
+is a path model; a bare word that is neither is an unknown model name. An
+empty or blank value (flag, variable or key alike) is no value: the next one decides.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from triage.environment import text
 from triage.errors import InputError, TriageError
 from triage.model.catalog import Catalog, CatalogEntry, load_catalog
 from triage.model.digest import sha256_file
@@ -138,17 +140,17 @@ def resolve_model(requested: str | None = None, *, config: dict[str, Any] | None
             re-pull; or no model is installed at all.
     """
     catalog = load_catalog()
-    if requested:
+    if requested and requested.strip():
         return _from_spec(requested, f"--model {requested}", catalog)
-    env = os.environ.get(ENV_VAR)
-    if env:
+    env = text(ENV_VAR)  # empty and blank alike: unset
+    if env is not None:
         return _from_spec(env, f"{ENV_VAR}={env}", catalog)
     if config is None:
         from triage.store.config import load_config
 
         config = load_config()
     configured = Settings.of(config).model
-    if isinstance(configured, str) and configured:
+    if isinstance(configured, str) and configured.strip():  # `model = ""` and `model = " "` alike: the default
         from triage.store.config import config_source
 
         return _from_spec(configured, config_source("model", configured), catalog)

@@ -208,12 +208,13 @@ def choose_fits(
 def starter_on(config: dict[str, Any] | None = None) -> bool:
     """The ``starter`` setting: whether the built-in pack's starter head is fitted and applied (default on).
 
-    ``TRIAGE_STARTER=0`` (or ``off``) in the environment turns it off as the config key does."""
-    import os
+    ``TRIAGE_STARTER`` in the environment (a switch: :data:`triage.environment.WORDS`) beats the config key;
+    any other word is refused.
 
+    Raises:
+        InputError: ``TRIAGE_STARTER`` holds a word that is no switch's.
+    """
+    from triage.environment import switch
     from triage.settings import Settings
 
-    env = os.environ.get("TRIAGE_STARTER")
-    if env is not None and env.strip():
-        return env.strip().lower() not in ("0", "off", "false", "no")
-    return Settings.of(config or {}).starter
+    return switch("TRIAGE_STARTER", Settings.of(config or {}).starter)

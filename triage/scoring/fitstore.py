@@ -180,6 +180,10 @@ def load_head(path: str | Path, *, engine: Any, pack: Any, readout: str = "label
     return head
 
 
+RELEARN = "run `triage learn LABELLED --pack PACK` (with --history for the agents' labels) with this model to fit it"
+"""What fits a team's head for the model that runs: the words every note on one that does not fit ends with."""
+
+
 def heads_dir() -> Path:
     """Where learned heads are kept: ``user_dirs().data / "heads"``."""
     return user_dirs().data / "heads"
@@ -195,9 +199,31 @@ def starter_path(model_sha256: str, pack_hash: str, prompt_format: str) -> Path:
     return heads_dir() / "starter" / head_name(model_sha256, pack_hash, prompt_format)
 
 
+_KEPT: dict[Path, Head] = {}
+"""Starter heads fitted in this process whose file could not be written (a full disk), by the path they
+belong at: :func:`auto_head` applies them from memory, so a failed write never costs another fit here."""
+
+
 def store_starter_head(head: Head) -> Path:
-    """Save a starter head (:mod:`triage.evaluation.starter`) under :func:`starter_path`."""
-    return write_head(head, starter_path(head.model_sha256, head.pack_hash, head.prompt_format))
+    """Save a starter head (:mod:`triage.evaluation.starter`) under :func:`starter_path`.
+
+    Raises:
+        OSError: the file cannot be written (a full disk); the head is kept in memory for this process
+            (:func:`kept_starter`) all the same.
+    """
+    path = starter_path(head.model_sha256, head.pack_hash, head.prompt_format)
+    try:
+        written = write_head(head, path)
+    except OSError:
+        _KEPT[path] = head
+        raise
+    _KEPT.pop(path, None)
+    return written
+
+
+def kept_starter(engine: Any, pack: Any) -> Head | None:
+    """The starter head fitted in this process for this engine and pack whose file could not be written."""
+    return _KEPT.get(starter_path(engine.sha256, pack.hash, engine.format_for("label").id))
 
 
 def shipped_dir() -> Path:
@@ -215,11 +241,23 @@ def shipped_starter_path(model_sha256: str, pack_hash: str, prompt_format: str) 
 
 def stored_starter(engine: Any, pack: Any) -> Path | None:
     """The starter head's file for this engine and pack: the one triage ships for this model, pack and prompt
-    format (:func:`shipped_dir`), else one fitted here (:func:`starter_path`), else None."""
+    format (:func:`shipped_dir`) when it fits, else one fitted here (:func:`starter_path`), else None."""
     keys = (engine.sha256, pack.hash, engine.format_for("label").id)
-    for path in (shipped_starter_path(*keys), starter_path(*keys)):
-        if path.is_file():
-            return path
+    shipped, local = shipped_starter_path(*keys), starter_path(*keys)
+    if not local.is_file():
+        return shipped if shipped.is_file() else None
+    # both: the shipped one unless it does not fit this engine (another attention kernel, say), which is
+    # why the one here was fitted (:func:`triage.evaluation.starter.needs_fit`)
+    return shipped if shipped.is_file() and starter_unfit(engine, pack, shipped) is None else local
+
+
+def starter_unfit(engine: Any, pack: Any, path: Path) -> str | None:
+    """Why the stored starter head at ``path`` cannot be applied to this engine and pack (fitted for another
+    model, read position, attention or options; damaged), or None when it fits: then it is fitted again."""
+    try:
+        load_head(path, engine=engine, pack=pack)
+    except InputError as exc:  # DamagedHead included
+        return exc.message
     return None
 
 
@@ -252,16 +290,19 @@ def auto_head(engine: Any, pack: Any, readout: str = "label", *, starter: bool =
             return Found(load_head(path, engine=engine, pack=pack, readout=readout), path=path)
         except DamagedHead as exc:  # never again: one bad file must not cost every score a warning
             return Found(None, set_aside(path, "stored learned head", exc.message))
-        except InputError as exc:
-            return Found(None, f"learned head not applied: {exc.message}")
+        except InputError as exc:  # the team's own: only the team's labels can fit it again
+            return Found(None, f"learned head not applied: {exc.message}; {RELEARN}")
+    kept = kept_starter(engine, pack) if starter else None
+    if kept is not None:  # fitted in this process, its file not written (a full disk)
+        return Found(kept)
     spath = stored_starter(engine, pack) if starter else None
     if spath is not None:  # no head of the team's: the built-in pack's starter head (triage.evaluation.starter)
         try:
             return Found(load_head(spath, engine=engine, pack=pack, readout=readout), path=spath)
         except DamagedHead as exc:
             return Found(None, set_aside(spath, "stored starter head", exc.message))
-        except InputError as exc:
-            return Found(None, f"starter head not applied: {exc.message}")
+        except InputError as exc:  # the next command that fits the starter (score, serve, the app) fits it again
+            return Found(None, f"starter head not applied: {exc.message}; it is fitted again on the next start")
     if not folder.is_dir():
         return Found()
     notes = []
@@ -275,7 +316,7 @@ def auto_head(engine: Any, pack: Any, readout: str = "label", *, starter: bool =
             continue
         why = check_head(head, engine=engine, pack=pack, readout=readout)
         if why:
-            notes.append(f"learned head {other.name} not applied: it was learned for another setup ({why})")
+            notes.append(f"learned head {other.name} not applied: it was learned for another setup ({why}); {RELEARN}")
             break
     return Found(None, "; ".join(notes) or None)
 

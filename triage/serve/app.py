@@ -33,6 +33,7 @@ from triage.errors import TriageError
 from triage.scoring.options import ScoreOptions
 from triage.serve.requests import (
     DEFAULT_MAX_TICKET_BYTES,
+    MAX_ID_CHARS,
     Invalid,
     Malformed,
     ScoreRequest,
@@ -40,8 +41,9 @@ from triage.serve.requests import (
     check_keys,
     parse_label,
     parse_score,
+    query_int,
 )
-from triage.serve.tickets import recent_tickets, record_labels
+from triage.serve.tickets import one_ticket, recent_tickets, record_labels
 from triage.serve.worker import TERMINAL, EngineWorker, Job, QueueFull, Stopping, history_error, history_locked
 
 log = logging.getLogger("triage.serve")
@@ -456,24 +458,43 @@ def create_app(worker: EngineWorker, settings: ServeSettings) -> Starlette:
     async def tickets(request: Request) -> Response:
         from starlette.concurrency import run_in_threadpool
 
-        raw = request.query_params.get("limit", str(TICKETS_DEFAULT))
-        if not raw.isdigit() or not 1 <= int(raw) <= TICKETS_MAX:
-            return error(
-                422,
-                f"limit must be a whole number from 1 to {TICKETS_MAX}, not {log_safe(raw, 40)!r}",
-                field_name="limit",
-            )
+        from triage.serve.listing import summarise_listing
+
+        try:
+            limit = query_int(request.query_params, "limit", TICKETS_DEFAULT, 1, TICKETS_MAX)
+        except Invalid as exc:
+            return error(422, exc.message, field_name=exc.field)
         unknown = sorted(set(request.query_params) - {"limit"})
         if unknown:
             return error(422, f"unknown parameter {log_safe(unknown[0], 40)!r}", field_name=unknown[0][:40])
         try:
-            listed = await run_in_threadpool(recent_tickets, settings.history_path, int(raw))
+            listed = await run_in_threadpool(recent_tickets, settings.history_path, limit)
         except (TriageError, sqlite3.OperationalError) as exc:
             if isinstance(exc, sqlite3.OperationalError) and not history_locked(exc):
                 raise
             e = history_error(exc)
             return error(409, e["error"], hint=e["hint"])
-        return JSON(listed)
+        return JSON(summarise_listing(listed))
+
+    async def ticket(request: Request) -> Response:
+        from starlette.concurrency import run_in_threadpool
+
+        ticket_id = request.path_params["ticket_id"]
+        if request.query_params:
+            name = sorted(request.query_params)[0]
+            return error(422, f"unknown parameter {log_safe(name, 40)!r}", field_name=name[:40])
+        if not ticket_id.strip() or len(ticket_id) > MAX_ID_CHARS:
+            return error(422, f"a ticket id is 1 to {MAX_ID_CHARS} characters", field_name="id")
+        try:
+            found = await run_in_threadpool(one_ticket, settings.history_path, ticket_id)
+        except Invalid as exc:
+            return error(404, exc.message, field_name=exc.field, hint=exc.hint)
+        except (TriageError, sqlite3.OperationalError) as exc:
+            if isinstance(exc, sqlite3.OperationalError) and not history_locked(exc):
+                raise
+            e = history_error(exc)
+            return error(409, e["error"], hint=e["hint"])
+        return JSON(found)
 
     async def health(request: Request) -> Response:
         return JSON(health_of(worker, settings))
@@ -486,6 +507,7 @@ def create_app(worker: EngineWorker, settings: ServeSettings) -> Starlette:
         Route("/v1/score", score, methods=["POST"]),
         Route("/v1/label", label, methods=["POST"]),
         Route("/v1/tickets", tickets, methods=["GET"]),
+        Route("/v1/tickets/{ticket_id:path}", ticket, methods=["GET"]),
         Route("/v1/health", health, methods=["GET"]),
         Route("/openapi.json", schema, methods=["GET"]),
     ]

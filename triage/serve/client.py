@@ -188,14 +188,15 @@ class ServeClient:
             why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
         return TriageError(
             f"cannot reach the server at {self.url}: {why}",
-            hint="start it with `triage serve` (it prints its address), or check --server / TRIAGE_SERVER",
+            hint="start it with `triage serve` (it prints its address), "
+            "or check --server / TRIAGE_SERVER / the config's server",
             exit_code=2,
         )
 
     def _not_triage(self) -> TriageError:
         return TriageError(
             f"{self.url} does not answer as `triage serve` does",
-            hint="check --server / TRIAGE_SERVER: it should be the address `triage serve` prints",
+            hint="check --server / TRIAGE_SERVER / the config's server: it should be the address `triage serve` prints",
             exit_code=2,
         )
 
@@ -207,7 +208,7 @@ class ServeClient:
                 f"the server at {self.url} "
                 + ("needs a token" if not self.token else "refused the token (a wrong one)")
                 + " (401)",
-                hint="pass --token TOKEN or set TRIAGE_SERVE_TOKEN: the token `triage serve --token` was started with",
+                hint="set TRIAGE_SERVE_TOKEN or pass --token-file PATH: the token `triage serve` was started with",
                 exit_code=2,
             )
         if status == 404:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from triage import __version__
+from triage.serve import listing
 
 
 def _json(schema: str) -> dict[str, Any]:
@@ -81,6 +82,55 @@ def openapi(settings: Any) -> dict[str, Any]:
             },
         },
     }
+    ticket = {
+        "type": "object",
+        "required": ["id", "text", "messages", "status", "result", "labels"],
+        "properties": {
+            "id": {"type": "string"},
+            "text": {"type": "string", "description": "the ticket (a thread: as the prompt writes it)"},
+            "messages": {
+                "type": ["array", "null"],
+                "description": "a thread's messages [{role, text}], in order; null for a plain ticket",
+            },
+            "status": {
+                "type": "string",
+                "enum": ["running", "done", "cancelled", "failed", ""],
+                "description": "its newest score's status ('' when never scored)",
+            },
+            "result": {
+                "oneOf": [{"$ref": "#/components/schemas/Result"}, {"type": "null"}],
+                "description": "its newest finished result (what /v1/label checks labels against)",
+            },
+            "labels": {
+                "type": "object",
+                "description": "criterion id -> {option, kind, shown_option, origin}: its labels now",
+            },
+        },
+    }
+    listed = {
+        "type": "object",
+        "required": [*ticket["required"], "summarised"],
+        "properties": {
+            **ticket["properties"],
+            "text": {
+                "type": "string",
+                "description": f"the ticket's text, at most {listing.TEXT_CHARS} characters (text_cut: it was longer)",
+            },
+            "messages": {
+                "type": ["array", "null"],
+                "description": f"a thread's first {listing.FIRST} and last {listing.LAST} messages [{{role, text}}] "
+                f"(each text at most {listing.TEXT_CHARS} characters; cut: true when it was longer); "
+                "null for a plain ticket",
+            },
+            "message_count": {"type": "integer", "description": "a thread's messages in all"},
+            "messages_left_out": {"type": "integer", "description": "a thread's messages not shown here"},
+            "text_cut": {"type": "boolean"},
+            "summarised": {
+                "type": "boolean",
+                "description": "true when a message was left out or a text cut: GET /v1/tickets/{id} gives it whole",
+            },
+        },
+    }
     ticket_list = {
         "type": "object",
         "required": ["history", "tickets"],
@@ -88,34 +138,15 @@ def openapi(settings: Any) -> dict[str, Any]:
             "history": {"type": "string", "description": "the history file"},
             "tickets": {
                 "type": "array",
-                "description": "newest first (by the ticket's last change)",
-                "items": {
-                    "type": "object",
-                    "required": ["id", "text", "messages", "status", "result", "labels"],
-                    "properties": {
-                        "id": {"type": "string"},
-                        "text": {"type": "string", "description": "the ticket (a thread: as the prompt writes it)"},
-                        "messages": {
-                            "type": ["array", "null"],
-                            "description": "a thread's messages [{role, text}], in order; null for a plain ticket",
-                        },
-                        "status": {
-                            "type": "string",
-                            "enum": ["running", "done", "cancelled", "failed", ""],
-                            "description": "its newest score's status ('' when never scored)",
-                        },
-                        "result": {
-                            "oneOf": [{"$ref": "#/components/schemas/Result"}, {"type": "null"}],
-                            "description": "its newest finished result (what /v1/label checks labels against)",
-                        },
-                        "labels": {
-                            "type": "object",
-                            "description": "criterion id -> {option, kind, shown_option, origin}: its labels now",
-                        },
-                    },
-                },
+                "description": "newest first (by the ticket's last change), each summarised (a bounded response)",
+                "items": listed,
             },
         },
+    }
+    one_ticket = {
+        "type": "object",
+        "required": ["history", "ticket"],
+        "properties": {"history": {"type": "string", "description": "the history file"}, "ticket": ticket},
     }
     secured = [{"bearer": []}] if settings.token else []
     common = {
@@ -138,6 +169,7 @@ def openapi(settings: Any) -> dict[str, Any]:
                 "ScoreRequest": score_body,
                 "LabelRequest": label_body,
                 "TicketList": ticket_list,
+                "Ticket": one_ticket,
                 "Result": {
                     "type": "object",
                     "description": "triage.result/3, as `triage score` prints it (docs/schema.md)",
@@ -203,7 +235,21 @@ def openapi(settings: Any) -> dict[str, Any]:
                         "200": {"description": "the tickets", "content": _json("TicketList")},
                         **common,
                         "409": _err("the history cannot be read (a newer schema, locked when opened)"),
-                        "422": _err("a bad limit (field limit)"),
+                        "422": _err("a bad limit (field limit): ASCII digits only, 1 to 200"),
+                    },
+                }
+            },
+            "/v1/tickets/{ticket_id}": {
+                "get": {
+                    "summary": "one ticket of the history, whole: every message, no text cut",
+                    "description": "The listing summarises long threads and cuts long texts (summarised: true); "
+                    "this gives the newest ticket of that id as it is kept.",
+                    "parameters": [{"name": "ticket_id", "in": "path", "required": True, "schema": {"type": "string"}}],
+                    "responses": {
+                        "200": {"description": "the ticket", "content": _json("Ticket")},
+                        **common,
+                        "404": _err("the history holds no ticket of that id (field id)"),
+                        "409": _err("the history cannot be read (a newer schema, locked when opened)"),
                     },
                 }
             },

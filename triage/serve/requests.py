@@ -20,6 +20,27 @@ MAX_ID_CHARS = 200
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+_ASCII_DIGITS = re.compile("[0-9]+")
+
+
+def query_int(params: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    """The query parameter ``name`` as a whole number from ``low`` to ``high`` (``default`` when absent).
+
+    Only ASCII digits are a number (``str.isdigit`` also takes ``²``, ``①``, Arabic-Indic and fullwidth
+    digits); at most as many digits as ``high`` has are read, so 5,000 nines cost nothing.
+
+    Raises:
+        Invalid: anything else, naming the field.
+    """
+    raw = params.get(name)
+    if raw is None:
+        return default
+    if len(raw) <= len(str(high)) and _ASCII_DIGITS.fullmatch(raw) and low <= int(raw) <= high:
+        return int(raw)
+    shown = raw[:40].encode("ascii", "backslashreplace").decode("ascii") + ("..." if len(raw) > 40 else "")
+    raise Invalid(name, f"{name} must be a whole number from {low} to {high} in ASCII digits, not {shown!r}")
+
+
 class Invalid(Exception):
     """A request field that cannot be used (HTTP 422)."""
 

@@ -1,7 +1,8 @@
 """The history as ``triage serve``'s ticket routes see it: the newest tickets, and labels recorded.
 
 :func:`recent_tickets` answers ``GET /v1/tickets`` (each ticket's messages, the status of its
-newest score, its newest finished result, its labels now); :func:`record_labels` records an
+newest score, its newest finished result, its labels now; :mod:`triage.serve.listing` bounds the
+response), :func:`one_ticket` ``GET /v1/tickets/{id}`` (one whole); :func:`record_labels` records an
 agent's answers as ``triage label`` does (origin ``serve``), with the same checks and errors.
 """
 
@@ -51,8 +52,6 @@ def recent_tickets(history_path: Path | None, limit: int) -> dict[str, Any]:
         TriageError: the history cannot be read (a newer schema, damaged: refused, never moved aside; not a
             history), as a :class:`~triage.store.history_faults.HistoryFault`.
     """
-    from triage.errors import InputError
-    from triage.store import labels as lab
     from triage.store.history import History
     from triage.store.history_open import history_path as named
 
@@ -65,24 +64,54 @@ def recent_tickets(history_path: Path | None, limit: int) -> dict[str, Any]:
         rows = history.conn.execute(
             "SELECT id FROM tickets ORDER BY updated_at DESC, id DESC LIMIT ?", (limit,)
         ).fetchall()
-        out = []
-        for (row,) in rows:
-            saved = history.load_ticket(int(row))
-            try:
-                result = lab.scored_ticket(history, int(row)).result.to_dict()
-            except InputError:  # never scored to the end
-                result = None
-            out.append(
-                {
-                    "id": saved.ticket_id,
-                    "text": saved.text,
-                    "messages": [{"role": m.role, "text": m.text} for m in saved.messages] if saved.is_thread else None,
-                    "status": saved.status,
-                    "result": result,
-                    "labels": {
-                        c: {"option": a.option, "kind": a.kind, "shown_option": a.shown_option, "origin": a.origin}
-                        for c, a in lab.current(history, int(row)).items()
-                    },
-                }
-            )
+        out = [_entry(history, int(row)) for (row,) in rows]
     return {"history": str(history.path), "tickets": out}
+
+
+def _entry(history: Any, row: int) -> dict[str, Any]:
+    """One ticket of the history, whole: its messages, the status of its newest score, its newest finished
+    result, its labels now."""
+    from triage.errors import InputError
+    from triage.store import labels as lab
+
+    saved = history.load_ticket(row)
+    try:
+        result = lab.scored_ticket(history, row).result.to_dict()
+    except InputError:  # never scored to the end
+        result = None
+    return {
+        "id": saved.ticket_id,
+        "text": saved.text,
+        "messages": [{"role": m.role, "text": m.text} for m in saved.messages] if saved.is_thread else None,
+        "status": saved.status,
+        "result": result,
+        "labels": {
+            c: {"option": a.option, "kind": a.kind, "shown_option": a.shown_option, "origin": a.origin}
+            for c, a in lab.current(history, row).items()
+        },
+    }
+
+
+def one_ticket(history_path: Path | None, ticket_id: str) -> dict[str, Any]:
+    """``GET /v1/tickets/{id}``: one ticket of the history, whole (every message, uncut), as the listing
+    shows it before :func:`triage.serve.listing.summarise`.
+
+    Raises:
+        Invalid: no ticket of that id (field ``id``).
+        TriageError: the history cannot be used.
+        sqlite3.OperationalError: it is locked.
+    """
+    from triage.store.history import History
+
+    history = History.open(history_path)
+    if history.path is None:
+        history.close()
+        raise TriageError(f"the history cannot be read: {history.notice}")
+    with history:
+        found = history.conn.execute(
+            "SELECT id FROM tickets WHERE ticket_id = ? ORDER BY updated_at DESC, id DESC LIMIT 1", (ticket_id,)
+        ).fetchone()
+        if found is None:
+            raise Invalid("id", "the history holds no ticket of that id", hint="GET /v1/tickets lists the ticket ids")
+        ticket = _entry(history, int(found[0]))
+    return {"history": str(history.path), "ticket": ticket}

@@ -9,6 +9,7 @@ on stderr, the app shows them in its notice band).
 
 A config file that cannot be read is never overwritten: it is set aside as
 ``config.toml.bad-<time>`` before a new one is written, so nothing the user wrote is lost.
+A UTF-8 byte-order mark at its start (some editors write one) is skipped.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from triage.errors import TriageError
 from triage.settings import RETIRED, SETTINGS, retired_message
 from triage.store.files import write_text_atomic
 from triage.store.paths import user_dirs
+
+BOM = b"\xef\xbb\xbf"
+"""UTF-8's byte-order mark, which some editors write at the start of a file: skipped when read."""
 
 
 class ConfigError(TriageError):
@@ -52,7 +56,7 @@ def config_source(key: str, value: object, path: Path | None = None) -> str:
     """Where a config value came from, as a message names it: ``config /path line 3: n_ctx = 100``."""
     path = path or config_path()
     try:
-        found = key_line(path.read_text(encoding="utf-8"), key)
+        found = key_line(path.read_text(encoding="utf-8-sig"), key)
     except (OSError, UnicodeDecodeError):
         found = None
     if found is None:
@@ -77,6 +81,8 @@ def _read(path: Path) -> tuple[dict[str, Any], str] | None:
         return None
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+    if raw.startswith(BOM):  # Notepad's "UTF-8 with BOM": the mark is no TOML, the rest is read as written
+        raw = raw[len(BOM) :]
     try:
         text = raw.decode("utf-8")
         data = tomllib.loads(text)

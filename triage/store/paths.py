@@ -2,12 +2,14 @@
 
 The directories come from platformdirs. ``TRIAGE_HOME=DIR`` puts all four under
 ``DIR`` (``DIR/config``, ``DIR/data``, ``DIR/cache``, ``DIR/state``); tests and
-the packaged smoke test use it to stay out of the user's real directories.
+the packaged smoke test use it to stay out of the user's real directories. ``DIR`` must be
+absolute once ``~`` is expanded, and not a file: a relative one would move with the working
+folder, so it is refused (:class:`~triage.errors.InputError`), as is a file. Empty and blank
+both mean unset (the platform's folders).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,11 +41,35 @@ class UserDirs:
         return self.config / "config.toml"
 
 
+def _home(value: str) -> Path:
+    """``TRIAGE_HOME``'s folder: absolute (``~`` expanded) and not a file.
+
+    Raises:
+        InputError: a relative path, or a path that exists and is no folder.
+    """
+    from triage.errors import InputError
+
+    root = Path(value).expanduser()
+    if not root.is_absolute():
+        raise InputError(
+            f"TRIAGE_HOME={value!r} is a relative path: triage's files would move with the working folder",
+            hint=f"give an absolute path, e.g. TRIAGE_HOME={Path.cwd() / value}, or unset it for the default folders",
+        )
+    if root.exists() and not root.is_dir():
+        raise InputError(
+            f"TRIAGE_HOME={value!r} is not a folder (it is a file)",
+            hint="point TRIAGE_HOME at a folder (it is created when needed), or unset it for the default folders",
+        )
+    return root
+
+
 def user_dirs() -> UserDirs:
     """Return the user directories, honouring ``TRIAGE_HOME``. Creates nothing."""
-    home = os.environ.get("TRIAGE_HOME")
-    if home:
-        root = Path(home).expanduser()
+    from triage.environment import text
+
+    home = text("TRIAGE_HOME")
+    if home is not None:
+        root = _home(home)
         return UserDirs(root / "config", root / "data", root / "cache", root / "state")
     import platformdirs
 

@@ -230,7 +230,12 @@ async function drawHistory() {
   }
   $("history").replaceChildren(...entries.map((h) => {
     const b = el("button", { type: "button" }, `${h.id}: ${summary(h.result, h.labels)}`);
-    b.addEventListener("click", () => {
+    b.addEventListener("click", async () => {
+      if (h.summarised) { // the listing shows a long thread's ends, texts cut: the ticket whole, for a reply
+        const { ok, status, data } = await api("GET", `/v1/tickets/${encodeURIComponent(h.id)}`);
+        if (!ok) { say(`the ticket could not be read: ${explain(status, data)}`, true); return; }
+        Object.assign(h, data.ticket, { summarised: false });
+      }
       showTicket({ id: h.id, text: h.text, messages: h.messages, result: h.result, labels: { ...(h.labels || {}) },
                    latencies: h.latencies || {} });
       $("ticket-text").value = h.messages ? h.messages[0].text : h.text;
