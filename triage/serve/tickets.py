@@ -103,11 +103,11 @@ def one_ticket(history_path: Path | None, ticket_id: str) -> dict[str, Any]:
     """
     from triage.store.history import History
 
-    history = History.open(history_path)
-    if history.path is None:
+    history = History.open_readonly(history_path)  # a read: nothing is created, migrated or moved aside
+    if history.path is None:  # no history yet
         history.close()
-        raise TriageError(f"the history cannot be read: {history.notice}")
-    with history:
+        raise Invalid("id", "the history holds no ticket of that id", hint="GET /v1/tickets lists the ticket ids")
+    with history, history.guard():
         found = history.conn.execute(
             "SELECT id FROM tickets WHERE ticket_id = ? ORDER BY updated_at DESC, id DESC LIMIT 1", (ticket_id,)
         ).fetchone()
