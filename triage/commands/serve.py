@@ -25,7 +25,11 @@ come first served (docs/serve.md):
   GET  /v1/tickets  the history's newest tickets, each with its latest result and labels
   GET  /v1/health   model, packs, head and calibration, hit rate, queue
   GET  /openapi.json
-  GET  /            a web page: paste a ticket, watch the cards fill in
+  GET  /            a web page: paste a ticket, watch the cards fill in, answer them
+
+Scored tickets are kept in the history, as the app keeps them, so the page's
+answers are kept as labels and a reload or a second tab shows them again;
+--no-history keeps none (the page then offers no labels and says why).
 
 Every request is scored as `triage score` scores (options read by name, all
 tails in one batch), and the stored head and calibration are chosen by the
@@ -48,7 +52,8 @@ examples:
   triage serve
   curl -s localhost:8787/v1/score -H 'Content-Type: application/json' \\
        -d '{"id": "T-1", "text": "I was charged twice"}'
-  triage serve --host 0.0.0.0 --token "$(openssl rand -hex 16)" --history"""
+  triage serve --no-history                     # score only: nothing kept, no labels
+  triage serve --host 0.0.0.0 --token "$(openssl rand -hex 16)"""
 
 DEFAULT_PORT = 8787
 
@@ -91,11 +96,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help=f"largest ticket text in bytes of UTF-8; larger gets 413 (default {DEFAULT_MAX_TICKET_BYTES})",
     )
-    p.add_argument(
+    keep = p.add_mutually_exclusive_group()
+    keep.add_argument(
         "--history",
         action="store_true",
-        help='keep every scored ticket in the history unless its request says "history": false '
-        "(so /v1/label and `triage label` can label it)",
+        help='keep every scored ticket in the history unless its request says "history": false (the default; '
+        "so the page, /v1/label and `triage label` can label it)",
+    )
+    keep.add_argument(
+        "--no-history",
+        action="store_true",
+        help='keep no ticket in the history unless its request says "history": true; the page then offers no labels',
     )
     p.add_argument("--history-file", metavar="PATH", help="the history file (default: the user data dir's)")
     p.add_argument(
@@ -221,7 +232,7 @@ def settings_of(args: argparse.Namespace, config: dict[str, Any]) -> Any:
         token=token,
         allow_origin=allow_origin,
         max_ticket_bytes=max_ticket,
-        history=args.history,
+        history=not args.no_history,
         history_path=Path(args.history_file).expanduser() if args.history_file else None,
         body_timeout=args.body_timeout,
     )

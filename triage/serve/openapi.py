@@ -63,7 +63,7 @@ def openapi(settings: Any) -> dict[str, Any]:
             "history": {
                 "type": "boolean",
                 "description": "keep the ticket and its result in the history, "
-                "so /v1/label can label it (default: the server's --history)",
+                "so /v1/label can label it (default: yes, unless the server runs with --no-history)",
             },
         },
     }
@@ -110,7 +110,9 @@ def openapi(settings: Any) -> dict[str, Any]:
                         },
                         "labels": {
                             "type": "object",
-                            "description": "criterion id -> {option, kind, shown_option, origin}: its labels now",
+                            "description": "criterion id -> {option, kind, shown_option, origin, given_at}: its labels "
+                            "now "
+                            "(given_at: the message count it was given on; null where it does not stand)",
                         },
                     },
                 },

@@ -43,7 +43,8 @@ def record_labels(history_path: Path | None, ticket_id: str, labels: dict[str, s
 
 def recent_tickets(history_path: Path | None, limit: int) -> dict[str, Any]:
     """``GET /v1/tickets``: the history's newest tickets (by their last change), each with its messages, the
-    status of its newest score, its newest finished result and its labels now.
+    status of its newest score, its newest finished result and its labels now (each with ``given_at``: the
+    message count it was given on, None where it does not stand for that result).
 
     Raises:
         TriageError: the history cannot be used (a newer schema; locked when it was opened).
@@ -52,6 +53,7 @@ def recent_tickets(history_path: Path | None, limit: int) -> dict[str, Any]:
     from triage.errors import InputError
     from triage.store import labels as lab
     from triage.store.history import History
+    from triage.store.label_marks import standing_for
 
     history = History.open(history_path)
     if history.path is None:
@@ -65,9 +67,12 @@ def recent_tickets(history_path: Path | None, limit: int) -> dict[str, Any]:
         for (row,) in rows:
             saved = history.load_ticket(int(row))
             try:
-                result = lab.scored_ticket(history, int(row)).result.to_dict()
+                newest = lab.scored_ticket(history, int(row)).result
             except InputError:  # never scored to the end
-                result = None
+                newest = None
+            result = newest.to_dict() if newest is not None else None
+            # the message count each standing label was given on (a reply since: the card says so)
+            given = {c: s.given_at for c, s in standing_for(history, int(row), newest).items()} if newest else {}
             out.append(
                 {
                     "id": saved.ticket_id,
@@ -76,7 +81,13 @@ def recent_tickets(history_path: Path | None, limit: int) -> dict[str, Any]:
                     "status": saved.status,
                     "result": result,
                     "labels": {
-                        c: {"option": a.option, "kind": a.kind, "shown_option": a.shown_option, "origin": a.origin}
+                        c: {
+                            "option": a.option,
+                            "kind": a.kind,
+                            "shown_option": a.shown_option,
+                            "origin": a.origin,
+                            "given_at": given.get(c),
+                        }
                         for c, a in lab.current(history, int(row)).items()
                     },
                 }
