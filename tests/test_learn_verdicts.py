@@ -412,3 +412,20 @@ def test_learn_apply_applies_every_criterion_and_says_so(learned_run: dict[str, 
     assert head.covers("topic") and head.covers("mood") and head.held_back() == {}
     mood = next(line for line in out.splitlines() if line.startswith("mood: "))
     assert mood.endswith(": applied anyway (--apply)")
+
+
+def test_a_head_no_surer_than_chance_says_so_on_its_verdict_line_not_only_in_the_last_warning() -> None:
+    """The issue's head: held-out balanced accuracy 0.361, interval 0.07-0.50, four options (chance 0.25)."""
+    held = _held(0.361, 0.25, 0.3, n=12)
+    held["options"] = ["billing", "delivery", "app", "accounts"]
+    held["learned"] = {"balanced_accuracy": 0.361, "balanced_accuracy_ci95": [0.07, 0.50]}
+    v = verdict(_outcome("queue"), held)
+    assert v.applied is True and v.weak is True
+    assert "applied, but no surer than chance yet: its 95% interval 0.07-0.50 reaches chance (0.25)" in v.line
+    held["learned"] = {"balanced_accuracy": 0.9, "balanced_accuracy_ci95": [0.8, 0.97]}  # clear of chance
+    sure = verdict(_outcome("queue"), held)
+    assert sure.applied is True and sure.weak is False and sure.line.endswith(": applied")
+    # without --holdout: cross-validation within the noise of 100 rows (0.1) of chance (0.5 for two options)
+    v = verdict(_outcome(cv=0.55, zero=0.5), None)
+    assert v.applied is True and v.weak is True and "within 0.100 of chance (0.500) on 100 rows" in v.line
+    assert verdict(_outcome(cv=0.7, zero=0.5), None).weak is False
