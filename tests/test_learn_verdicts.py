@@ -69,7 +69,8 @@ def test_plain_progress_says_the_start_the_first_row_then_each_tenth_or_every_in
         "triage: learn: scoring 200 row(s); a line every 10 s",
         "triage: learn: scored 1/200 rows, the first in 8 s; rows/s and time left follow",
         "triage: learn: scored 20/200 rows (1 from the cache), 2.00 rows/s, about 1 min 30 s left",
-        "triage: learn: scored 21/200 rows (1 from the cache), 0.93 rows/s, about 3 min 12 s left",
+        # the slow row weighs more than the older ones (SmoothRate)
+        "triage: learn: scored 21/200 rows (1 from the cache), 0.92 rows/s, about 3 min 15 s left",
         "triage: holdout: scored 200/200 rows (5 from the cache) in 31 s, 6.45 rows/s",
     ]
 
@@ -429,3 +430,37 @@ def test_a_head_no_surer_than_chance_says_so_on_its_verdict_line_not_only_in_the
     v = verdict(_outcome(cv=0.55, zero=0.5), None)
     assert v.applied is True and v.weak is True and "within 0.100 of chance (0.500) on 100 rows" in v.line
     assert verdict(_outcome(cv=0.7, zero=0.5), None).weak is False
+
+
+def test_the_time_left_is_smoothed_over_a_machine_whose_speed_swings() -> None:
+    """The issue's setup: 475 rows, the machine shared, speed swinging between 0.5 and 0.9 rows/s a minute at
+    a time. Rich's own estimate (the last two minutes) swings with it; SmoothRate's projected end moves little."""
+    from triage.evaluation.progress import SmoothRate
+
+    total, t, done = 475, 0.0, 0
+    smooth, window = SmoothRate(), []  # window: Rich's kind, rows over the last 120 s
+    ends, window_ends = [], []
+    history: list[tuple[float, int]] = [(0.0, 0)]
+    smooth.add(t, done)
+    while done < total - 10:
+        speed = 0.5 if int(t // 120) % 2 else 0.9
+        t += 1 / speed
+        done += 1
+        smooth.add(t, done)
+        history.append((t, done))
+        if t > 240:  # past the first minutes
+            ends.append(t + smooth.left(total - done))
+            then, before = next((h for h in history if h[0] >= t - 120), history[0])
+            window.append((done - before) / (t - then))
+            window_ends.append(t + (total - done) / window[-1])
+    spread = (max(ends) - min(ends)) / min(ends)
+    window_spread = (max(window_ends) - min(window_ends)) / min(window_ends)
+    # worked out for these scripted times: 0.118 against the window's 0.47
+    assert spread < 0.13, spread
+    assert window_spread > 3 * spread, (spread, window_spread)
+    stalled = SmoothRate()
+    stalled.add(0.0, 0)
+    stalled.add(10.0, 10)
+    before = stalled.rate
+    stalled.add(40.0, 10)  # half a minute without a row lowers the rate, by a step, not to nothing
+    assert before is not None and stalled.rate is not None and 0 < stalled.rate < before
