@@ -312,9 +312,15 @@ def run(args: argparse.Namespace) -> int:
             notice=lambda m: _say(f"triage: {m}"),
         )
         request = FitRequest.of(no_head=args.no_head, no_calibration=args.no_calibration, config=config)
-        from triage.commands._starter import fit_starter
+        from triage.evaluation.starter import needs_fit
+        from triage.serve.starter_fit import StarterFit
 
-        fit_starter(engine, settings.default_pack, request)  # before "serving": the first answers are the starter's
+        # no starter head yet: serve at once, zero-shot, and fit it between requests (GET /v1/health: how far)
+        fit = (
+            StarterFit(engine, settings.default_pack, say=lambda m: _say(f"triage: {m}"))
+            if needs_fit(engine, settings.default_pack, request)
+            else None
+        )
         session = Session(
             engine, request=request, history_path=settings.history_path, keep_features=Settings.of(config).keep_features
         )
@@ -324,6 +330,9 @@ def run(args: argparse.Namespace) -> int:
             engine.hold_stable(pack)  # computed (or restored) now, not on the first request
         engine.hold_stable(settings.default_pack)  # the default's stays resident
         worker = EngineWorker(session, queue_limit=queue_limit)
+        if fit is not None:
+            worker.starter = fit
+            worker.run_first(fit.run)
         worker.start()
         app = create_app(worker, settings)
         handler = logging.StreamHandler(sys.stderr)
@@ -350,7 +359,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             server.run(sockets=[sock])
         finally:
-            worker.stop()
+            worker.stop()  # a starter fit still scoring its rows stops at the next one
+            if fit is not None and not fit.join(5.0):
+                _say("triage: note: the starter head's fit was still running at the stop; it is not stored")
     finally:
         sock.close()
     return 0

@@ -125,11 +125,21 @@ Progress = Callable[[int, int], None]
 def fit_and_store(engine: Any, pack: Pack, *, progress: Progress | None = None) -> tuple[Any, float]:
     """Score the starter set (eval's readout cache first: a second fit scores nothing), fit the starter head,
     store it; returns (head, seconds)."""
-    from triage.evaluation.cache import ReadoutCache
-    from triage.evaluation.runner import Scorer, score_rows
     from triage.scoring.fitstore import store_starter_head
 
     t0 = time.perf_counter()
+    scored = score_starter_rows(engine, pack, progress=progress)
+    head, _ = fit_starter_head(engine, pack, scored.rows, scored.outcomes)
+    store_starter_head(head)
+    return head, time.perf_counter() - t0
+
+
+def score_starter_rows(engine: Any, pack: Pack, *, progress: Progress | None = None) -> Any:
+    """The starter set scored at the starter's read position, with features (eval's readout cache first), as
+    :func:`fit_and_store` fits on; ``progress(done, total)`` after each row, when the engine is free."""
+    from triage.evaluation.cache import ReadoutCache
+    from triage.evaluation.runner import Scorer, score_rows
+
     rows = starter_rows(pack)
     with ReadoutCache() as cache:
         scorer = Scorer(engine, pack, cache, "label", STARTER_READ)
@@ -142,10 +152,7 @@ def fit_and_store(engine: Any, pack: Pack, *, progress: Progress | None = None) 
             if progress is not None:
                 progress(done, len(rows))
 
-        scored = score_rows(scorer, rows, tick)
-    head, _ = fit_starter_head(engine, pack, scored.rows, scored.outcomes)
-    store_starter_head(head)
-    return head, time.perf_counter() - t0
+        return score_rows(scorer, rows, tick)
 
 
 def needs_fit(engine: Any, pack: Pack, request: Any) -> bool:

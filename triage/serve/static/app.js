@@ -61,6 +61,7 @@ async function loadHealth() {
     return;
   }
   state.packs = h.packs;
+  showFit(h.starter);
   // the header: what runs, in words; file paths and fit notes behind "details" (they overflow a phone's width)
   $("model").textContent = `${h.model.name} · pack ${h.packs.find((p) => p.default).name}`;
   $("server-details").hidden = !info("server-info", [
@@ -98,6 +99,34 @@ const KEYS_NOT_KEPT = "This ticket was not kept in the history (keep in history 
 function drawKeys() {
   const cur = state.current;
   $("keys").textContent = !state.serverHistory ? KEYS_OFF : cur && cur.result && !cur.kept ? KEYS_NOT_KEPT : KEYS_ON;
+}
+
+function fitWords(f) {
+  // the starter head's fit in the background (GET /v1/health's starter), in words; "" when none runs
+  if (!f || f.state === "done" || f.state === "stopped") return "";
+  if (f.state === "failed") return `The starter head could not be fitted (${f.error}); decisions stay zero-shot.`;
+  if (f.state === "fitting head") return "Fitting the starter head on the example tickets it has read; " +
+    "decisions are zero-shot until it is in.";
+  const left = f.eta_s !== null && f.eta_s !== undefined ? `, about ${duration(f.eta_s)} left at this machine's ` +
+    `${f.rows_per_s.toFixed(1)} tickets/s` : "";
+  return `Fitting the starter head: ${f.rows_done} of ${f.rows} example tickets read${left}; decisions are ` +
+    "zero-shot until it is in.";
+}
+
+function duration(s) {
+  const n = Math.max(0, Math.round(s));
+  return n < 60 ? `${n} s` : n < 3600 ? `${Math.floor(n / 60)} min ${n % 60} s` :
+    `${Math.floor(n / 3600)} h ${Math.floor((n % 3600) / 60)} min`;
+}
+
+function showFit(f) {
+  notice("starter-fit", fitWords(f));
+  if (f && (f.state === "fitting" || f.state === "fitting head")) {
+    setTimeout(async () => {
+      const { ok, data } = await api("GET", "/v1/health");
+      if (ok) showFit(data.starter);
+    }, 3000);
+  }
 }
 
 function pct(p) { return `${(p * 100).toFixed(1)}%`; }
