@@ -145,3 +145,21 @@ def test_serve_without_a_starter_head_answers_at_once_and_fits_it_in_the_backgro
             proc.kill()
             raise
     assert code in (0, 143, -signal.SIGTERM), err_path.read_text()
+
+
+def test_the_head_s_fit_after_the_rows_says_each_criterion_with_the_time_left_at_the_pace_so_far() -> None:
+    from triage.evaluation.starter import CriterionClock
+
+    said: list[str] = []
+    now = [0.0]
+    clock = CriterionClock(4, said.append, clock=lambda: now[0])
+    assert clock.left() is None
+    for cid, at in (("queue", 0.0), ("urgency", 12.0), ("sentiment", 20.0), ("type", 36.0)):
+        now[0] = at
+        clock(cid, 475)
+    assert said == [
+        "starter head: fitting queue (1 of 4) on 475 rows",  # nothing measured yet: no time said
+        "starter head: fitting urgency (2 of 4) on 475 rows; about 36 s left",  # 12 s a criterion, 3 to go
+        "starter head: fitting sentiment (3 of 4) on 475 rows; about 20 s left",
+        "starter head: fitting type (4 of 4) on 475 rows; about 12 s left",
+    ]

@@ -93,9 +93,16 @@ def combine(
 
 
 def fit_starter_head(
-    engine: Any, pack: Pack, rows: Sequence[LabelledRow], outcomes: Sequence[Any], *, read: str = STARTER_READ
+    engine: Any,
+    pack: Pack,
+    rows: Sequence[LabelledRow],
+    outcomes: Sequence[Any],
+    *,
+    read: str = STARTER_READ,
+    on_criterion: Callable[[str, int], None] | None = None,
 ) -> tuple[Any, list[Any]]:
-    """``triage learn``'s fit on the starter rows (scored at ``read`` with their features): the starter head."""
+    """``triage learn``'s fit on the starter rows (scored at ``read`` with their features): the starter head;
+    ``on_criterion(id, rows)`` before each criterion's fit (:class:`CriterionClock` says it)."""
     from triage.evaluation.runner import fit_inputs
     from triage.scoring import learn as learn_mod
 
@@ -110,6 +117,7 @@ def fit_starter_head(
         read=read,
         min_per_option=learn_mod.MIN_PER_OPTION,
         rare="backoff",
+        on_criterion=on_criterion,
     )
     head.kind = "starter"
     for cid, h in head.criteria.items():
@@ -122,14 +130,54 @@ Progress = Callable[[int, int], None]
 """Called with (rows done, rows in all) while the starter set is scored."""
 
 
-def fit_and_store(engine: Any, pack: Pack, *, progress: Progress | None = None) -> tuple[Any, float]:
-    """Score the starter set (eval's readout cache first: a second fit scores nothing), fit the starter head,
-    store it; returns (head, seconds)."""
+class CriterionClock:
+    """The head's fit after the rows, criterion by criterion (seconds each, a minute in all on a busy 2-core
+    machine): says each one as it starts, with the time left at the pace of those fitted so far (measured
+    here, never assumed), so a fit is never silent."""
+
+    def __init__(
+        self, criteria: int, say: Callable[[str], None] | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.criteria = criteria
+        self.say = say
+        self.clock = clock
+        self.done = 0
+        self.started: float | None = None
+        self.last: float | None = None
+
+    def __call__(self, criterion: str, rows: int) -> None:
+        from triage.evaluation.progress import duration
+
+        now = self.clock()
+        if self.started is None:
+            self.started = now
+        else:
+            self.done += 1
+        self.last = now
+        left = self.left()
+        if self.say is not None:
+            pace = f"; about {duration(left)} left" if left is not None else ""
+            self.say(f"starter head: fitting {criterion} ({self.done + 1} of {self.criteria}) on {rows} rows{pace}")
+
+    def left(self) -> float | None:
+        """Seconds left at the pace so far (the running criterion counted whole); None before one is done."""
+        if self.started is None or not self.done or self.last is None:
+            return None
+        per = (self.last - self.started) / self.done
+        return per * (self.criteria - self.done)
+
+
+def fit_and_store(
+    engine: Any, pack: Pack, *, progress: Progress | None = None, say: Callable[[str], None] | None = None
+) -> tuple[Any, float]:
+    """Score the starter set (eval's readout cache first: a second fit scores nothing), fit the starter head
+    (``say``: each criterion's fit, :class:`CriterionClock`), store it; returns (head, seconds)."""
     from triage.scoring.fitstore import store_starter_head
 
     t0 = time.perf_counter()
     scored = score_starter_rows(engine, pack, progress=progress)
-    head, _ = fit_starter_head(engine, pack, scored.rows, scored.outcomes)
+    clock = CriterionClock(len(pack.criteria), say)
+    head, _ = fit_starter_head(engine, pack, scored.rows, scored.outcomes, on_criterion=clock)
     store_starter_head(head)
     return head, time.perf_counter() - t0
 
@@ -185,7 +233,7 @@ def ensure(
             f"fitting the starter head for {engine.name} on triage's {n} example tickets (once per model; "
             "TRIAGE_STARTER=0 or `starter = false` in the config turns it off)"
         )
-        head, seconds = fit_and_store(engine, pack, progress=progress)
+        head, seconds = fit_and_store(engine, pack, progress=progress, say=say)
     except (TriageError, OSError) as exc:
         say(f"the starter head could not be fitted ({getattr(exc, 'message', None) or exc}); scoring zero-shot")
         return False

@@ -211,7 +211,8 @@ def openapi(settings: Any) -> dict[str, Any]:
             },
             "/v1/health": {
                 "get": {
-                    "summary": "model, packs, head and calibration, hit rate, queue",
+                    "summary": "model, packs, head and calibration, hit rate, queue, and how far a starter head's "
+                    "fit in the background is (starter: state, rows_done, rows, rows_per_s, eta_s; null: none)",
                     "responses": {"200": {"description": "the server's state"}},
                 }
             },

@@ -8,9 +8,10 @@ on a thread of its own, the engine free for requests all the while. Until the he
 for every request).
 
 :class:`StarterFit` keeps how far it is for ``GET /v1/health`` (``starter``: state, rows done of all, the rate
-measured on this machine, the time left from it) and says so on stderr in plain lines (a line at the start,
-then every tenth of the rows or ten seconds, and at the end). Stopping the server stops the fit at its next
-row (the rows scored so far stay in eval's readout cache, so the next start resumes there).
+measured on this machine and the time left from it; then the head's fit, criteria done of all) and says so on
+stderr in plain lines (a line at the start, then every tenth of the rows or ten seconds, each criterion's fit,
+and the end). Stopping the server stops the fit at its next row (the rows scored so far stay in eval's readout
+cache, so the next start resumes there).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class StarterFit:
     """The starter head's fit in the background of one server; :meth:`run` is the engine thread's chore."""
 
     def __init__(self, engine: Any, pack: Pack, *, say: Callable[[str], None], console: Console | None = None) -> None:
-        from triage.evaluation.starter import starter_rows
+        from triage.evaluation.starter import CriterionClock, starter_rows
 
         self.engine = engine
         self.pack = pack
@@ -45,6 +46,7 @@ class StarterFit:
         self.started = time.monotonic()
         self.ended: float | None = None
         self.rate = SmoothRate()
+        self.clock = CriterionClock(len(pack.criteria), say)  # the head's fit after the rows, criterion by criterion
         self._fitter: threading.Thread | None = None
         self._lock = threading.Lock()
 
@@ -91,7 +93,7 @@ class StarterFit:
         from triage.scoring.fitstore import store_starter_head
 
         try:
-            head, _ = fit_starter_head(self.engine, self.pack, scored.rows, scored.outcomes)
+            head, _ = fit_starter_head(self.engine, self.pack, scored.rows, scored.outcomes, on_criterion=self.clock)
             store_starter_head(head)
         except (TriageError, OSError, ValueError) as exc:
             self._end("failed", getattr(exc, "message", None) or str(exc))
@@ -121,13 +123,21 @@ class StarterFit:
         with self._lock:
             now = self.ended if self.ended is not None else time.monotonic()
             rate = self.rate.rate
-            left = self.rate.left(self.total - self.done) if self.state == "fitting" else None
+            left = (
+                self.rate.left(self.total - self.done)
+                if self.state == "fitting"
+                else self.clock.left()
+                if self.state == "fitting head"
+                else None
+            )
             return {
                 "state": self.state,
                 "rows_done": self.done,
                 "rows": self.total,
                 "rows_per_s": round(rate, 3) if rate else None,
                 "eta_s": round(left, 1) if left is not None else None,
+                "criteria_done": self.clock.done if self.state == "fitting head" else None,
+                "criteria": self.clock.criteria,
                 "elapsed_s": round(now - self.started, 1),
                 "error": self.error,
             }

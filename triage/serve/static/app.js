@@ -105,7 +105,8 @@ function fitWords(f) {
   // the starter head's fit in the background (GET /v1/health's starter), in words; "" when none runs
   if (!f || f.state === "done" || f.state === "stopped") return "";
   if (f.state === "failed") return `The starter head could not be fitted (${f.error}); decisions stay zero-shot.`;
-  if (f.state === "fitting head") return "Fitting the starter head on the example tickets it has read; " +
+  if (f.state === "fitting head") return `Fitting the starter head on the ${f.rows} example tickets read ` +
+    `(${f.criteria_done || 0} of ${f.criteria} criteria${f.eta_s ? `, about ${duration(f.eta_s)} left` : ""}); ` +
     "decisions are zero-shot until it is in.";
   const left = f.eta_s !== null && f.eta_s !== undefined ? `, about ${duration(f.eta_s)} left at this machine's ` +
     `${f.rows_per_s.toFixed(1)} tickets/s` : "";
