@@ -428,3 +428,32 @@ def test_at_390_px_the_page_has_no_horizontal_overflow_and_no_path_in_its_header
         )
         assert wide[0] <= wide[1] and wide[2] == [], wide
         page.close()
+
+
+class FitState:
+    """What /v1/health says of a starter fit in the background (triage.serve.starter_fit.StarterFit.as_dict)."""
+
+    def __init__(self) -> None:
+        self.state = {"state": "fitting", "rows_done": 120, "rows": 475, "rows_per_s": 0.7, "eta_s": 507.0}
+        self.state |= {"criteria_done": None, "criteria": 5, "elapsed_s": 171.0, "error": None}
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.state)
+
+
+def test_a_starter_fit_in_the_background_is_said_on_the_page_until_it_is_in(browser: Any) -> None:
+    with serving(FakeEngine(), _settings()) as (base, worker):
+        fit = FitState()
+        worker.starter = fit
+        page = browser.new_page()
+        page.goto(base + "/")
+        notice = page.locator('#notices [data-key="starter-fit"]')
+        sync_api.expect(notice).to_have_text(
+            "Fitting the starter head: 120 of 475 example tickets read, about 8 min 27 s left at this machine's "
+            "0.7 tickets/s; decisions are zero-shot until it is in."
+        )
+        fit.state |= {"state": "fitting head", "rows_done": 475, "criteria_done": 2, "eta_s": 30.0}
+        sync_api.expect(notice).to_contain_text("(2 of 5 criteria, about 30 s left)", timeout=10_000)
+        fit.state |= {"state": "done", "eta_s": None}
+        sync_api.expect(notice).to_have_count(0, timeout=10_000)  # the head is in: nothing left to say
+        page.close()
