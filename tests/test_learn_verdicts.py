@@ -47,7 +47,9 @@ class Clock:
         return self.t
 
 
-def test_plain_progress_says_the_start_the_first_row_then_each_tenth_or_every_interval_and_the_end() -> None:
+def test_plain_progress_says_the_start_the_first_row_a_first_estimate_then_each_tenth_or_every_interval_and_the_end() -> (
+    None
+):
     buf = io.StringIO()
     clock = Clock()
     progress = PlainProgress(Console(file=buf, width=300), every_s=10, clock=clock)
@@ -68,6 +70,8 @@ def test_plain_progress_says_the_start_the_first_row_then_each_tenth_or_every_in
     assert lines == [
         "triage: learn: scoring 200 row(s); a line every 10 s",
         "triage: learn: scored 1/200 rows, the first in 8 s; rows/s and time left follow",
+        # three rows on: the first time left, within seconds of the start
+        "triage: learn: scored 4/200 rows (1 from the cache), 2.00 rows/s, about 1 min 38 s left",
         "triage: learn: scored 20/200 rows (1 from the cache), 2.00 rows/s, about 1 min 30 s left",
         # the slow row weighs more than the older ones (SmoothRate)
         "triage: learn: scored 21/200 rows (1 from the cache), 0.92 rows/s, about 3 min 15 s left",

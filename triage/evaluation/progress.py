@@ -2,8 +2,9 @@
 
 On a terminal, Rich's bar: rows done of all, cache hits, rows per second, elapsed and time left.
 Anywhere else (stderr redirected to a file or a pipe) a live bar shows nothing until it ends, so
-:class:`PlainProgress` prints one line at the start, one when the first row is done, then one every
-:data:`EVERY_S` seconds or each tenth of the rows (whichever comes first), and one at the end:
+:class:`PlainProgress` prints one line at the start, one when the first row is done, one with the first time
+left :data:`FIRST_ESTIMATE` rows later, then one every :data:`EVERY_S` seconds or each tenth of the rows
+(whichever comes first), and one at the end:
 
     triage: learn: scored 40/200 rows (3 from the cache), 2.1 rows/s, about 1 min 16 s left
 
@@ -37,6 +38,7 @@ from rich.text import Text
 
 EVERY_S = 10.0  # seconds between two plain lines at most (after the first row)
 STEPS = 10  # and a line at each tenth of the rows
+FIRST_ESTIMATE = 3  # rows after the first (which also pays for loading the model) that give the first time left
 RATE_TAU_S = 600.0  # seconds over which the rate is averaged, the older weighing less (SmoothRate)
 
 
@@ -200,7 +202,9 @@ class PlainProgress:
         if first:
             task.first = (now, task.done)
         task.rate.add(now, task.done)
-        if first or task.done >= task.total or now - task.said_at >= self.every_s or step > task.said_step:
+        # the first estimate as soon as a few rows give a rate: how long it will take, said within seconds
+        estimate = task.first is not None and task.done == task.first[1] + FIRST_ESTIMATE
+        if first or estimate or task.done >= task.total or now - task.said_at >= self.every_s or step > task.said_step:
             self._say(task, now)
 
     def _say(self, task: _Task, now: float) -> None:
