@@ -47,9 +47,7 @@ class Clock:
         return self.t
 
 
-def test_plain_progress_says_the_start_the_first_row_a_first_estimate_then_each_tenth_or_every_interval_and_the_end() -> (
-    None
-):
+def test_plain_progress_says_the_start_the_first_row_a_first_estimate_each_tenth_or_interval_and_the_end() -> None:
     buf = io.StringIO()
     clock = Clock()
     progress = PlainProgress(Console(file=buf, width=300), every_s=10, clock=clock)
