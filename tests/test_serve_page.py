@@ -126,7 +126,13 @@ def test_a_bad_ticket_is_said_on_the_page(browser: Any) -> None:
 
 
 def _settings(**kw: Any) -> ServeSettings:
+    """The settings of a server on the default pack; a history file is opened first, as `triage serve` opens
+    it at start-up (two first opens at once, the page's list and a score, would both create its tables)."""
+    from triage.store.history import History
+
     pack = default_pack()
+    if kw.get("history_path") is not None:
+        History.open_writable(kw["history_path"]).close()
     return ServeSettings(packs={pack.name: pack}, **kw)
 
 
@@ -221,10 +227,12 @@ def test_a_ticket_not_kept_offers_no_label_on_a_server_that_keeps_a_history(brow
 def _quick_start_settings(history_file: Path | None = None) -> ServeSettings:
     """The settings of `triage serve` as the README's Quick start runs it (no flags; the port aside)."""
     from triage.cli import build_parser
-    from triage.commands.serve import settings_of
+    from triage.commands.serve import _check_history, settings_of
 
     args = ["serve", "--port", "8787"] + (["--history-file", str(history_file)] if history_file else [])
-    return settings_of(build_parser().parse_args(args), {})[0]
+    settings = settings_of(build_parser().parse_args(args), {})[0]
+    _check_history(settings.history_path)  # as the command does before it serves
+    return settings
 
 
 def test_as_the_quick_start_runs_serve_a_label_on_a_fresh_ticket_stays_over_a_reload_and_in_a_second_tab(
@@ -408,8 +416,9 @@ class LongPathEngine(FakeEngine):
 
 
 def test_at_390_px_the_page_has_no_horizontal_overflow_and_no_path_in_its_header(browser: Any, tmp_path: Path) -> None:
-    settings = _settings(history=True, history_path=tmp_path / ("a-long-folder-name" * 6) / "h.sqlite3")
-    settings.history_path.parent.mkdir(parents=True)
+    path = tmp_path / ("a-long-folder-name" * 6) / "h.sqlite3"
+    path.parent.mkdir(parents=True)
+    settings = _settings(history=True, history_path=path)
     with serving(StarterEngine(), settings) as (base, _):
         page = browser.new_page()
         page.set_viewport_size({"width": 390, "height": 844})  # a phone
