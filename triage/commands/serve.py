@@ -23,13 +23,19 @@ come first served (docs/serve.md):
                     per criterion, result
   POST /v1/label    {"id", "labels": {criterion: option}}: as `triage label` does
   GET  /v1/tickets  the history's newest tickets, each with its latest result and labels
-  GET  /v1/health   model, packs, head and calibration, hit rate, queue
+  GET  /v1/health   model, packs, head and calibration, hit rate, queue, and
+                    how far a starter head's fit is (below)
   GET  /openapi.json
   GET  /            a web page: paste a ticket, watch the cards fill in, answer them
 
 Scored tickets are kept in the history, as the app keeps them, so the page's
 answers are kept as labels and a reload or a second tab shows them again;
 --no-history keeps none (the page then offers no labels and says why).
+
+On a model's first start with the built-in pack (no starter head yet) it
+serves at once, zero-shot, and fits the starter head between requests: one
+line says so, then the rows' progress with the time left; decisions say
+"starter" from the request after it is in.
 
 Every request is scored as `triage score` scores (options read by name, all
 tails in one batch), and the stored head and calibration are chosen by the
