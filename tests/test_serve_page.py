@@ -80,10 +80,13 @@ def engine(smollm2_path: Path) -> Iterator[Any]:
 
 
 @pytest.mark.model
-def test_paste_a_ticket_and_every_card_shows_a_percentage_and_a_latency(browser: Any, engine: Any) -> None:
+def test_paste_a_ticket_and_every_card_shows_a_percentage_and_a_latency(
+    browser: Any, engine: Any, tmp_path: Path
+) -> None:
     pack = default_pack()
     outside: list[str] = []
-    with serving(engine, ServeSettings(packs={pack.name: pack})) as (base, worker):
+    settings = _settings(history=True, history_path=tmp_path / "history.sqlite3")  # as `triage serve` runs
+    with serving(engine, settings) as (base, worker):
         page = browser.new_page()
         page.on("request", lambda r: None if r.url.startswith(base) else outside.append(r.url))
         page.goto(base + "/")
