@@ -112,7 +112,8 @@ def test_a_wide_console_gets_a_table_and_an_80_column_one_paragraphs(
         assert col in header, col
     t1 = next(line for line in wide.splitlines() if "T-1" in line)
     corrected = filled["_corrected"]
-    assert f"{filled['queue']} ✓" in t1 and f"{filled[corrected]} → {filled['_wrong']}" in t1  # one row a ticket
+    # the agent's answer is the decision shown: confirmed, or corrected beside what the model said
+    assert f"{filled['queue']} ✓" in t1 and f"{filled['_wrong']} ✎ (model: {filled[corrected]})" in t1
     for width in (80, 40):
         monkeypatch.setenv("COLUMNS", str(width))
         assert main(["history"]) == 0
@@ -124,8 +125,61 @@ def test_a_wide_console_gets_a_table_and_an_80_column_one_paragraphs(
             f"labels: queue={filled['queue']} (confirmed), "
             f"{corrected}={filled['_wrong']} (corrected from {filled[corrected]})" in flat
         )
-        assert f"decided: queue={filled['queue']}," in flat and "labels: -" in flat  # T-2 and T-4 have none
+        assert f"decided: queue={filled['queue']} ✓," in flat and "labels: -" in flat  # T-2 and T-4 have none
+        assert f"{corrected}={filled['_wrong']} ✎ (model: {filled[corrected]})" in flat
         assert shown.splitlines()[2].startswith("T-4 ")
+
+
+def test_at_80_columns_every_criterion_s_decision_shows_and_the_first_line_is_cut(
+    capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A team pack of two criteria (README's Quick start): the table fits 80 columns by shortening the tickets'
+    first lines; every decision is whole, the agent's correction shown beside the model's."""
+    from triage.domain.pack import resolve_pack
+
+    pack = resolve_pack(str(Path(__file__).resolve().parents[1] / "examples" / "team.toml"))
+    long = "This is the third time I write. I was promised a call back on Monday and nobody called."
+    with History.open() as h:
+        for i in range(5):
+            ticket = make_ticket(f"{long} ({i})", f"T-100{i}")
+            result = FakeEngine().score_ticket(ticket, pack)
+            sid = h.start_score(h.save_ticket(ticket), model=result.model, pack=result.pack, orderings="none")
+            h.finish_score(sid, result)
+        t0 = lab.find_ticket(h, "T-1000")
+        queue = next(c for c in t0.result.criteria if c.id == "queue")
+        other = next(o.id for o in queue.options if o.id != queue.choice)
+        lab.record(h, t0, [lab.Answer("queue", other)], origin="cli")
+        shown = {
+            tid: {c.id: c.choice for c in lab.find_ticket(h, tid).result.criteria}
+            for tid in (f"T-100{i}" for i in range(5))
+        }
+    monkeypatch.setenv("COLUMNS", "80")
+
+    def blocks() -> dict[str, str]:  # each ticket's row of the table, or its paragraph
+        assert main(["history"]) == 0
+        out = capsys.readouterr().out
+        assert all(len(line) <= 80 for line in out.splitlines()), out
+        found: dict[str, str] = {}
+        for chunk in out.split("\n\n") if "┃" not in out else out.splitlines():
+            tid = next((t for t in shown if t in chunk), None)
+            if tid is not None:
+                found[tid] = " ".join(chunk.split())
+        assert set(found) == set(shown), out
+        return found
+
+    table = blocks()  # the label's answer is the widest cell: whichever layout fits, every decision is whole
+    assert f"{other} ✎ (model: {shown['T-1000']['queue']})" in table["T-1000"]
+    for tid, decided in shown.items():
+        for criterion, choice in decided.items():
+            if (tid, criterion) != ("T-1000", "queue"):
+                assert f"{choice} " in table[tid] or f"={choice}" in table[tid], (criterion, table[tid])
+    with History.open() as h:
+        h.conn.execute("DELETE FROM labels")
+        h.conn.commit()
+    for tid, row in blocks().items():  # narrower cells: the table, its first lines cut, never a decision
+        assert "│" in row and "…" in row, row
+        for choice in shown[tid].values():
+            assert f" {choice} │" in row, row
 
 
 def test_a_thread_and_an_unfinished_score_say_so(capsys) -> None:

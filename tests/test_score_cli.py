@@ -222,3 +222,25 @@ def test_jsonl_input_streams_records_and_json_is_a_closed_array(
         b"Refund!",
     )
     assert code == 0 and json.loads(out)["schema"] == "triage.result/3"  # one plain-text ticket: one object
+
+
+def test_the_table_says_shared_for_a_criterion_read_in_a_shared_decode() -> None:
+    """A criterion read at the shared position has no tail of its own: ``shared``, never ``0 ms · 0 tok``."""
+    import io
+
+    from fake_engine import FakeEngine
+    from rich.console import Console
+
+    from triage.domain.pack import default_pack
+    from triage.render import print_table
+
+    result = FakeEngine().score_ticket("The app crashes on start.", default_pack())
+    for c in result.criteria[1:]:
+        c.readout, c.tail_ms, c.tail_tokens = "shared", 0.0, 0
+    out = io.StringIO()
+    print_table(result, Console(file=out, width=200))
+    text = out.getvalue()
+    assert "0 ms · 0 tok" not in text
+    assert text.count("shared") == len(result.criteria) - 1
+    first = result.criteria[0]
+    assert f"{first.tail_ms:.0f} ms · {first.tail_tokens} tok" in text

@@ -546,6 +546,20 @@ def test_the_queue_limit_comes_from_the_flag_then_the_config_then_the_default() 
         settings_of(parse(["serve"]), {"serve_queue_limit": 0})
 
 
+def test_serve_keeps_the_history_by_default_and_no_history_turns_it_off(tmp_path: Path) -> None:
+    from triage.cli import build_parser
+    from triage.commands.serve import settings_of
+
+    parse = build_parser().parse_args
+    assert settings_of(parse(["serve"]), {})[0].history is True  # as the app keeps it
+    assert settings_of(parse(["serve", "--history"]), {})[0].history is True
+    assert settings_of(parse(["serve", "--no-history"]), {})[0].history is False
+    kept = settings_of(parse(["serve", "--no-history", "--history-file", str(tmp_path / "h.sqlite3")]), {})[0]
+    assert kept.history is False and kept.history_path == tmp_path / "h.sqlite3"  # still read and labelled
+    with pytest.raises(SystemExit):
+        parse(["serve", "--history", "--no-history"])
+
+
 @pytest.mark.model
 def test_a_thread_sent_again_with_a_reply_evaluates_only_the_reply(engine: Any) -> None:
     first = [{"role": "customer", "text": TICKETS[0]}]

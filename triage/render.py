@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -23,6 +25,14 @@ def bar(p: float, width: int = BAR_WIDTH) -> str:
 def safe(text: object) -> str:
     """A user string (an id, a name) for Rich markup: no terminal escapes, no markup of its own."""
     return escape(printable(text))
+
+
+def _tail(crit: Any) -> str:
+    """A criterion's own tail time and tokens; ``shared`` for one read in the decode it shares with others (its
+    time is counted once, in the ticket's, never as ``0 ms · 0 tok``)."""
+    if crit.readout == "shared" or (crit.tail_tokens == 0 and crit.tail_ms == 0):
+        return "shared"
+    return f"{crit.tail_ms:.0f} ms · {crit.tail_tokens} tok"
 
 
 def print_table(result: TicketResult, console: Console | None = None) -> None:
@@ -52,7 +62,7 @@ def print_table(result: TicketResult, console: Console | None = None) -> None:
                 f"{opt.probability:6.1%}",
                 f"[{style or 'dim'}]{bar(opt.probability)}[/]",
                 crit.source if first else "",
-                f"{crit.tail_ms:.0f} ms · {crit.tail_tokens} tok" if first else "",
+                _tail(crit) if first else "",
             )
             first = False
         if crit.warnings:

@@ -137,8 +137,8 @@ def score_remote(
             fields["pack"] = pack
         if args.criteria is not None:
             fields["criteria"] = args.criteria
-        if args.history:
-            fields["history"] = True
+        # as local scoring: kept only with --history (the server's own default keeps every ticket)
+        fields["history"] = bool(args.history)
         for row, ticket in tickets:
             if ticket is None:
                 failed += 1

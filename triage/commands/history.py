@@ -29,7 +29,10 @@ The history is only read, as `triage stats` reads it: a read-only file, or
 one another triage is writing, is listed as it stands; one that cannot be read
 (damaged, from a newer triage, not a history) is an error, never moved aside.
 
-On a console too narrow for the table, each ticket is a short paragraph.
+A corrected decision shows the agent's answer and what the model said
+(`shipping ✎ (model: billing)`), a confirmed one `billing ✓`. The table
+shortens the tickets' first lines to fit the console, never a decision; on a
+console too narrow for that, each ticket is a short paragraph.
 
 examples:
   triage history
@@ -115,14 +118,19 @@ def criteria_of(tickets: list[Any]) -> list[str]:
 
 
 def cell(t: Any, criterion: str) -> str:
-    """One criterion of a ticket: the choice shown; ``✓`` when an agent confirmed it, ``→ OPTION`` when corrected."""
+    """One criterion of a ticket: the agent's answer where there is one, else the model's choice.
+
+    ``X ✓``: an agent confirmed the model's X; ``X ✎ (model: Y)``: an agent answered X where the model said Y
+    (a correction stays one after the thread grew and the model came round to X: Y is then what it showed).
+    """
     choice = next((d.choice for d in t.decisions if d.criterion == criterion), "-")
     label = t.labels.get(criterion)
     if label is None:
         return choice
-    if label.option == choice:
-        return f"{choice} ✓"
-    return f"{choice} → {label.option}"
+    model = choice if choice != label.option else label.shown_option if label.kind == "correction" else None
+    if model is None or model == label.option:
+        return f"{label.option} ✓"
+    return f"{label.option} ✎ (model: {model})"
 
 
 def paragraph_lines(t: Any, width: int) -> list[str]:
@@ -133,7 +141,7 @@ def paragraph_lines(t: Any, width: int) -> list[str]:
 
     head = printable(f"{t.ticket_id}  {_when(t)}  {t.first_line}{_status(t)}")
     lines = [head if len(head) <= width else head[: max(1, width - 1)] + "…"]
-    decided = ", ".join(f"{d.criterion}={d.choice}" for d in t.decisions) or "-"
+    decided = ", ".join(f"{c}={cell(t, c)}" for c in criteria_of([t])) or "-"
     labels = (
         ", ".join(
             f"{c}={la.option} ({'confirmed' if la.kind == 'confirmation' else f'corrected from {la.shown_option}'})"
@@ -146,6 +154,9 @@ def paragraph_lines(t: Any, width: int) -> list[str]:
             printable(text), width=width, initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False
         )
     return lines
+
+
+TICKET_MIN = 16  # the table's first-line column at its narrowest; narrower, a ticket is a paragraph
 
 
 def _print(tickets: list[Any]) -> None:
@@ -162,20 +173,24 @@ def _print(tickets: list[Any]) -> None:
         + [printable(cell(t, c)) for c in criteria]
         for t in tickets
     ]
-    title = f"{len(tickets)} ticket(s), newest first; a label: ✓ confirmed the decision, → corrected it"
-    table = Table(title=title, title_justify="left")
+    title = f"{len(tickets)} ticket(s), newest first; an agent's answer: ✓ confirmed, ✎ corrected"
 
     def widest(i: int, header: str) -> int:  # a column that never wraps is as wide as its widest cell
         return max([len(header)] + [len(row[i]) for row in rows])
 
-    table.add_column("id", no_wrap=True, min_width=widest(0, "id"))
-    table.add_column("when", no_wrap=True, style="dim", min_width=widest(1, "when"))
-    table.add_column("ticket", min_width=min(20, widest(2, "ticket")), max_width=48, overflow="ellipsis", no_wrap=True)
-    for i, c in enumerate(criteria, 3):
-        table.add_column(printable(c), no_wrap=True, min_width=widest(i, c))
-    for row in rows:
-        table.add_row(*(Text(c) for c in row))
-    if console.measure(table, options=console.options.update_width(10_000)).minimum <= console.width:
+    fixed = [widest(0, "id"), widest(1, "when")] + [widest(i, c) for i, c in enumerate(criteria, 3)]
+    # every column has a space either side and a border after it, and the table one at its start
+    room = console.width - sum(fixed) - 3 * (len(fixed) + 1) - 1
+    ticket_width = min(48, widest(2, "ticket"), room)
+    if ticket_width >= min(TICKET_MIN, widest(2, "ticket")):  # the decisions whole, the first line cut to fit
+        table = Table(title=title, title_justify="left")
+        table.add_column("id", no_wrap=True, width=fixed[0])
+        table.add_column("when", no_wrap=True, style="dim", width=fixed[1])
+        table.add_column("ticket", width=ticket_width, overflow="ellipsis", no_wrap=True)
+        for i, c in enumerate(criteria, 3):
+            table.add_column(printable(c), no_wrap=True, width=fixed[i - 1])
+        for row in rows:
+            table.add_row(*(Text(c) for c in row))
         console.print(table)
         return
     # too narrow for the table (rich would squeeze the columns): a ticket to a short paragraph

@@ -399,7 +399,7 @@ def run(args: argparse.Namespace) -> int:
     mark(head, found)
     # First the verdicts, one plain line per criterion; then how each was fitted and the tables.
     for v in found:
-        style = "green" if v.applied else "yellow" if v.applied is False else "dim"
+        style = "yellow" if v.applied is False or v.weak else "green" if v.applied else "dim"
         out.print(printable(v.line), style=style, markup=False, highlight=False)
     for o in outcomes:
         for w in o.warnings:

@@ -24,9 +24,19 @@ come first served (docs/serve.md):
   GET  /v1/tickets  the history's newest tickets, each with its latest result and labels
                     (long threads summarised, long texts cut: a bounded answer)
   GET  /v1/tickets/ID  one ticket of the history whole
-  GET  /v1/health   model, packs, head and calibration, hit rate, queue
+  GET  /v1/health   model, packs, head and calibration, hit rate, queue, and
+                    how far a starter head's fit is (below)
   GET  /openapi.json
-  GET  /            a web page: paste a ticket, watch the cards fill in
+  GET  /            a web page: paste a ticket, watch the cards fill in, answer them
+
+Scored tickets are kept in the history, as the app keeps them, so the page's
+answers are kept as labels and a reload or a second tab shows them again;
+--no-history keeps none (the page then offers no labels and says why).
+
+On a model's first start with the built-in pack (no starter head yet) it
+serves at once, zero-shot, and fits the starter head between requests: one
+line says so, then the rows' progress with the time left; decisions say
+"starter" from the request after it is in.
 
 Every request is scored as `triage score` scores (options read by name, all
 tails in one batch), and the stored head and calibration are chosen by the
@@ -50,8 +60,9 @@ examples:
   triage serve
   curl -s localhost:8787/v1/score -H 'Content-Type: application/json' \\
        -d '{"id": "T-1", "text": "I was charged twice"}'
+  triage serve --no-history                     # score only: nothing kept, no labels
   openssl rand -hex 16 > ~/.triage-token && chmod 600 ~/.triage-token
-  triage serve --host 0.0.0.0 --token-file ~/.triage-token --history"""
+  triage serve --host 0.0.0.0 --token-file ~/.triage-token"""
 
 DEFAULT_PORT = 8787
 
@@ -91,11 +102,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help=f"largest ticket text in bytes of UTF-8; larger gets 413 (default {DEFAULT_MAX_TICKET_BYTES})",
     )
-    p.add_argument(
+    keep = p.add_mutually_exclusive_group()
+    keep.add_argument(
         "--history",
         action="store_true",
-        help='keep every scored ticket in the history unless its request says "history": false '
-        "(so /v1/label and `triage label` can label it)",
+        help='keep every scored ticket in the history unless its request says "history": false (the default; '
+        "so the page, /v1/label and `triage label` can label it)",
+    )
+    keep.add_argument(
+        "--no-history",
+        action="store_true",
+        help='keep no ticket in the history unless its request says "history": true; the page then offers no labels',
     )
     p.add_argument("--history-file", metavar="PATH", help="the history file (default: the user data dir's)")
     p.add_argument(
@@ -225,7 +242,7 @@ def settings_of(args: argparse.Namespace, config: dict[str, Any]) -> Any:
         token=token,
         allow_origin=allow_origin,
         max_ticket_bytes=max_ticket,
-        history=args.history,
+        history=not args.no_history,
         history_path=Path(args.history_file).expanduser() if args.history_file else None,
         body_timeout=args.body_timeout,
     )
@@ -305,9 +322,15 @@ def run(args: argparse.Namespace) -> int:
             notice=lambda m: _say(f"triage: {m}"),
         )
         request = FitRequest.of(no_head=args.no_head, no_calibration=args.no_calibration, config=config)
-        from triage.commands._starter import fit_starter
+        from triage.evaluation.starter import needs_fit
+        from triage.serve.starter_fit import StarterFit
 
-        fit_starter(engine, settings.default_pack, request)  # before "serving": the first answers are the starter's
+        # no starter head yet: serve at once, zero-shot, and fit it between requests (GET /v1/health: how far)
+        fit = (
+            StarterFit(engine, settings.default_pack, say=lambda m: _say(f"triage: {m}"))
+            if needs_fit(engine, settings.default_pack, request)
+            else None
+        )
         session = Session(
             engine, request=request, history_path=settings.history_path, keep_features=Settings.of(config).keep_features
         )
@@ -317,6 +340,9 @@ def run(args: argparse.Namespace) -> int:
             engine.hold_stable(pack)  # computed (or restored) now, not on the first request
         engine.hold_stable(settings.default_pack)  # the default's stays resident
         worker = EngineWorker(session, queue_limit=queue_limit)
+        if fit is not None:
+            worker.starter = fit
+            worker.run_first(fit.run)
         worker.start()
         app = create_app(worker, settings)
         handler = logging.StreamHandler(sys.stderr)
@@ -343,7 +369,9 @@ def run(args: argparse.Namespace) -> int:
         try:
             server.run(sockets=[sock])
         finally:
-            worker.stop()
+            worker.stop()  # a starter fit still scoring its rows stops at the next one
+            if fit is not None and not fit.join(5.0):
+                _say("triage: note: the starter head's fit was still running at the stop; it is not stored")
     finally:
         sock.close()
     return 0

@@ -2,10 +2,16 @@
 
 On a terminal, Rich's bar: rows done of all, cache hits, rows per second, elapsed and time left.
 Anywhere else (stderr redirected to a file or a pipe) a live bar shows nothing until it ends, so
-:class:`PlainProgress` prints one line at the start, one when the first row is done, then one every
-:data:`EVERY_S` seconds or each tenth of the rows (whichever comes first), and one at the end:
+:class:`PlainProgress` prints one line at the start, one when the first row is done, one with the first time
+left :data:`FIRST_ESTIMATE` rows later, then one every :data:`EVERY_S` seconds or each tenth of the rows
+(whichever comes first), and one at the end:
 
     triage: learn: scored 40/200 rows (3 from the cache), 2.1 rows/s, about 1 min 16 s left
+
+Rows per second and the time left come from :class:`SmoothRate` in both: the rows done over the time taken,
+each second weighing less as it ages (a time constant of :data:`RATE_TAU_S`), so a busy minute on a shared
+machine moves the estimate a little, not from 17 minutes to 28 and back (Rich's own estimate averages the
+last two minutes only).
 
 Both take the calls Rich's ``Progress`` takes here (``add_task``, ``update``, used as a context manager),
 so a caller picks one with :func:`scoring_progress` and does not care which it got.
@@ -13,6 +19,7 @@ so a caller picks one with :func:`scoring_progress` and does not care which it g
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -26,12 +33,72 @@ from rich.progress import (
     Task,
     TextColumn,
     TimeElapsedColumn,
-    TimeRemainingColumn,
 )
 from rich.text import Text
 
 EVERY_S = 10.0  # seconds between two plain lines at most (after the first row)
 STEPS = 10  # and a line at each tenth of the rows
+FIRST_ESTIMATE = 3  # rows after the first (which also pays for loading the model) that give the first time left
+RATE_TAU_S = 600.0  # seconds over which the rate is averaged, the older weighing less (SmoothRate)
+
+
+class SmoothRate:
+    """Rows per second, smoothed over time: rows done over time taken, both decayed by ``exp(-age / tau_s)``.
+
+    At first this is the average since the first call (nothing has aged yet); on a long run it follows a change
+    of speed within a few ``tau_s``, never by a jump. Time without a row counts (a stall lowers the rate).
+    """
+
+    def __init__(self, tau_s: float = RATE_TAU_S) -> None:
+        self.tau_s = tau_s
+        self.last: tuple[float, int] | None = None
+        self.rows = 0.0
+        self.seconds = 0.0
+
+    def add(self, now: float, done: int) -> None:
+        """``done`` rows in all at time ``now`` (the first call only starts the clock)."""
+        if self.last is None:
+            self.last = (now, done)
+            return
+        then, before = self.last
+        dt = now - then
+        if dt < 0:
+            return
+        keep = math.exp(-dt / self.tau_s)
+        self.rows = self.rows * keep + (done - before)
+        self.seconds = self.seconds * keep + dt
+        self.last = (now, done)
+
+    @property
+    def rate(self) -> float | None:
+        """Rows per second, or None before any row came after the first call."""
+        return self.rows / self.seconds if self.rows > 0 and self.seconds > 0 else None
+
+    def left(self, remaining: int) -> float | None:
+        """Seconds until ``remaining`` more rows are done at this rate (None without a rate)."""
+        rate = self.rate
+        return remaining / rate if rate else None
+
+
+class SmoothRemainingColumn(ProgressColumn):
+    """Rich's time-left column, from :class:`SmoothRate` instead of the last two minutes' speed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rates: dict[int, SmoothRate] = {}
+
+    def render(self, task: Task) -> Text:
+        if task.finished:
+            return Text("0:00:00", style="progress.remaining")
+        rate = self.rates.setdefault(int(task.id), SmoothRate())
+        if task.completed > 0:  # from the first row: it also pays for loading the model
+            rate.add(task.get_time(), int(task.completed))
+        left = rate.left(int((task.total or 0) - task.completed))
+        if left is None:
+            return Text("-:--:--", style="progress.remaining")
+        m, sec = divmod(int(left), 60)
+        h, m = divmod(m, 60)
+        return Text(f"{h}:{m:02d}:{sec:02d}", style="progress.remaining")
 
 
 class RateColumn(ProgressColumn):
@@ -56,7 +123,7 @@ def progress_columns() -> tuple[Any, ...]:
         RateColumn(),
         TimeElapsedColumn(),
         TextColumn("ETA"),
-        TimeRemainingColumn(),
+        SmoothRemainingColumn(),
     )
 
 
@@ -85,6 +152,7 @@ class _Task:
         self.done = 0
         self.started = now
         self.first: tuple[float, int] | None = None  # (when, rows done) after the first row: the rate starts there
+        self.rate = SmoothRate()
         self.said_at = now
         self.said_step = 0
 
@@ -133,7 +201,10 @@ class PlainProgress:
         first = task.first is None
         if first:
             task.first = (now, task.done)
-        if first or task.done >= task.total or now - task.said_at >= self.every_s or step > task.said_step:
+        task.rate.add(now, task.done)
+        # the first estimate as soon as a few rows give a rate: how long it will take, said within seconds
+        estimate = task.first is not None and task.done == task.first[1] + FIRST_ESTIMATE
+        if first or estimate or task.done >= task.total or now - task.said_at >= self.every_s or step > task.said_step:
             self._say(task, now)
 
     def _say(self, task: _Task, now: float) -> None:
@@ -146,10 +217,9 @@ class PlainProgress:
             rate = f", {task.done / took:.2f} rows/s" if took > 0 else ""
             self._print(f"{head} in {duration(took)}{rate}")
             return
-        assert task.first is not None
-        since, at = task.first
-        if task.done > at and now > since:
-            rate = (task.done - at) / (now - since)
+        task.rate.add(now, task.done)
+        rate = task.rate.rate
+        if rate:
             left = (task.total - task.done) / rate
             self._print(f"{head}, {rate:.2f} rows/s, about {duration(left)} left")
         else:  # one row only: no rate yet (the first row also pays for loading the model)

@@ -93,9 +93,16 @@ def combine(
 
 
 def fit_starter_head(
-    engine: Any, pack: Pack, rows: Sequence[LabelledRow], outcomes: Sequence[Any], *, read: str = STARTER_READ
+    engine: Any,
+    pack: Pack,
+    rows: Sequence[LabelledRow],
+    outcomes: Sequence[Any],
+    *,
+    read: str = STARTER_READ,
+    on_criterion: Callable[[str, int], None] | None = None,
 ) -> tuple[Any, list[Any]]:
-    """``triage learn``'s fit on the starter rows (scored at ``read`` with their features): the starter head."""
+    """``triage learn``'s fit on the starter rows (scored at ``read`` with their features): the starter head;
+    ``on_criterion(id, rows)`` before each criterion's fit (:class:`CriterionClock` says it)."""
     from triage.evaluation.runner import fit_inputs
     from triage.scoring import learn as learn_mod
 
@@ -110,6 +117,7 @@ def fit_starter_head(
         read=read,
         min_per_option=learn_mod.MIN_PER_OPTION,
         rare="backoff",
+        on_criterion=on_criterion,
     )
     head.kind = "starter"
     for cid, h in head.criteria.items():
@@ -122,6 +130,43 @@ Progress = Callable[[int, int], None]
 """Called with (rows done, rows in all) while the starter set is scored."""
 
 
+class CriterionClock:
+    """The head's fit after the rows, criterion by criterion (seconds each, a minute in all on a busy 2-core
+    machine): says each one as it starts, with the time left at the pace of those fitted so far (measured
+    here, never assumed), so a fit is never silent."""
+
+    def __init__(
+        self, criteria: int, say: Callable[[str], None] | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.criteria = criteria
+        self.say = say
+        self.clock = clock
+        self.done = 0
+        self.started: float | None = None
+        self.last: float | None = None
+
+    def __call__(self, criterion: str, rows: int) -> None:
+        from triage.evaluation.progress import duration
+
+        now = self.clock()
+        if self.started is None:
+            self.started = now
+        else:
+            self.done += 1
+        self.last = now
+        left = self.left()
+        if self.say is not None:
+            pace = f"; about {duration(left)} left" if left is not None else ""
+            self.say(f"starter head: fitting {criterion} ({self.done + 1} of {self.criteria}) on {rows} rows{pace}")
+
+    def left(self) -> float | None:
+        """Seconds left at the pace so far (the running criterion counted whole); None before one is done."""
+        if self.started is None or not self.done or self.last is None:
+            return None
+        per = (self.last - self.started) / self.done
+        return per * (self.criteria - self.done)
+
+
 @dataclass(frozen=True)
 class Fitted:
     """What :func:`fit_and_store` did: the head, how long it took, and what could not be kept on disk."""
@@ -132,50 +177,76 @@ class Fitted:
 
 
 def fit_and_store(
-    engine: Any, pack: Pack, *, progress: Progress | None = None, store: Callable[[Any], Any] | None = None
+    engine: Any,
+    pack: Pack,
+    *,
+    progress: Progress | None = None,
+    say: Callable[[str], None] | None = None,
+    store: Callable[[Any], Any] | None = None,
 ) -> Fitted:
-    """Score the starter set (eval's readout cache first: a second fit scores nothing), fit the starter head,
-    store it (``store``, default :func:`~triage.scoring.fitstore.store_starter_head`; ``scripts/ship_starter_heads.py``
-    writes the shipped heads with the same fit).
+    """Score the starter set (eval's readout cache first: a second fit scores nothing), fit the starter head
+    (``say``: each criterion's fit, :class:`CriterionClock`), store it (``store``, default
+    :func:`~triage.scoring.fitstore.store_starter_head`; ``scripts/ship_starter_heads.py`` writes the shipped
+    heads with the same fit).
 
     A write that fails (a full disk) never costs the fit: readouts that cannot be cached are kept in memory
     for the fit, and a head whose file cannot be written is kept in memory for this process
     (:func:`triage.scoring.fitstore.kept_starter`); :attr:`Fitted.unkept` says what was not kept.
     """
-    from triage.evaluation.cache import ReadoutCache
-    from triage.scoring.fitstore import starter_path, store_starter_head
-
     t0 = time.perf_counter()
     unkept: list[str] = []
-    with ReadoutCache(keep_going=True) as cache:
-        scored = _score_starter(engine, pack, cache, progress)
-    if cache.write_failure:
-        unkept.append(cache.write_failure)
-    head, _ = fit_starter_head(engine, pack, scored.rows, scored.outcomes)
+    scored = score_starter_rows(engine, pack, progress=progress, unkept=unkept)
+    head, _ = fit_starter_head(
+        engine, pack, scored.rows, scored.outcomes, on_criterion=CriterionClock(len(pack.criteria), say)
+    )
+    unkept += keep_head(head, store)
+    return Fitted(head, time.perf_counter() - t0, tuple(unkept))
+
+
+def keep_head(head: Any, store: Callable[[Any], Any] | None = None) -> list[str]:
+    """Store a fitted starter head (``store``, default :func:`~triage.scoring.fitstore.store_starter_head`, which
+    keeps it in memory when its file cannot be written); what could not be kept on disk, one line each."""
+    from triage.scoring.fitstore import starter_path, store_starter_head
+
     try:
         (store or store_starter_head)(head)
     except OSError as exc:
         path = starter_path(head.model_sha256, head.pack_hash, head.prompt_format)
-        unkept.append(f"the head's file {path} cannot be written: {exc.strerror or exc}")
-    return Fitted(head, time.perf_counter() - t0, tuple(unkept))
+        return [f"the head's file {path} cannot be written: {exc.strerror or exc}"]
+    return []
 
 
-def _score_starter(engine: Any, pack: Pack, cache: Any, progress: Progress | None) -> Any:
-    """The starter rows scored (with features) through ``cache``."""
+UNKEPT_HINT = (
+    "the head is applied from memory while this process runs, and the next start fits it again: free space "
+    "there (or set TRIAGE_HOME to a folder on a disk with room)"
+)
+
+
+def score_starter_rows(
+    engine: Any, pack: Pack, *, progress: Progress | None = None, unkept: list[str] | None = None
+) -> Any:
+    """The starter set scored at the starter's read position, with features (eval's readout cache first), as
+    :func:`fit_and_store` fits on; ``progress(done, total)`` after each row, when the engine is free. Readouts
+    the cache cannot write (a full disk) are kept in memory for the fit, and said in ``unkept``."""
+    from triage.evaluation.cache import ReadoutCache
     from triage.evaluation.runner import Scorer, score_rows
 
     rows = starter_rows(pack)
-    scorer = Scorer(engine, pack, cache, "label", STARTER_READ)
-    scorer.features = True
-    done = 0
+    with ReadoutCache(keep_going=True) as cache:
+        scorer = Scorer(engine, pack, cache, "label", STARTER_READ)
+        scorer.features = True
+        done = 0
 
-    def tick(_hit: bool) -> None:
-        nonlocal done
-        done += 1
-        if progress is not None:
-            progress(done, len(rows))
+        def tick(_hit: bool) -> None:
+            nonlocal done
+            done += 1
+            if progress is not None:
+                progress(done, len(rows))
 
-    return score_rows(scorer, rows, tick)
+        scored = score_rows(scorer, rows, tick)
+    if cache.write_failure and unkept is not None:
+        unkept.append(cache.write_failure)
+    return scored
 
 
 def needs_fit(engine: Any, pack: Pack, request: Any) -> bool:
@@ -218,16 +289,13 @@ def ensure(
             f"fitting the starter head for {engine.name} {again}on triage's {n} example tickets (once per model; "
             "TRIAGE_STARTER=0 or `starter = false` in the config turns it off)"
         )
-        fitted = fit_and_store(engine, pack, progress=progress)
+        fitted = fit_and_store(engine, pack, progress=progress, say=say)
     except (TriageError, OSError) as exc:
         say(f"the starter head could not be fitted ({getattr(exc, 'message', None) or exc}); scoring zero-shot")
         return False
     say(f"starter head fitted in {fitted.seconds:.0f} s: {', '.join(fitted.head.criteria)} now decided by it")
     if fitted.unkept:
-        say(
-            f"warning: {'; '.join(fitted.unkept)}; the head is applied from memory while this process runs, and the "
-            "next start fits it again: free space there (or set TRIAGE_HOME to a folder on a disk with room)"
-        )
+        say(f"warning: {'; '.join(fitted.unkept)}; {UNKEPT_HINT}")
     return True
 
 

@@ -13,6 +13,10 @@ What decides:
 
 ``apply`` (``learn --apply``) applies a head its own check found no better, and the line says so. A
 head is never applied while its own check says it is worse unless the line says it is.
+
+A head applied while it is **no surer than chance** (1 / the options) says so on its verdict line, the first
+line learn prints about it, not only in a warning at the end: held out, when the learned balanced accuracy's
+95% interval reaches chance; in cross-validation, when it is within the noise of the rows of chance.
 """
 
 from __future__ import annotations
@@ -35,12 +39,14 @@ class Verdict:
         applied: True (applied), False (stored, not applied), None (not learned: nothing stored for it).
         line: the sentence for the report (starts with the criterion id).
         why: for a head stored but not applied, the reason in a few words (kept in the head file).
+        weak: applied, but no surer than chance (the line says so).
     """
 
     criterion: str
     applied: bool | None
     line: str
     why: str = ""
+    weak: bool = False
 
 
 def _bacc(entry: dict[str, Any] | None, variant: str) -> float | None:
@@ -60,6 +66,8 @@ def verdict(outcome: LearnOutcome, held: dict[str, Any] | None, *, apply: bool =
         n = held["n"]  # type: ignore[index]
         tfidf = _bacc(held, "tfidf")
         if learned > zero:
+            ci = ((held or {}).get("learned") or {}).get("balanced_accuracy_ci95")
+            k = len((held or {}).get("options") or outcome.counts or ())
             if tfidf is None:
                 versus = f"beats zero-shot on the {n} held-out rows ({learned:.3f} against {zero:.3f})"
             elif learned > tfidf:
@@ -71,6 +79,15 @@ def verdict(outcome: LearnOutcome, held: dict[str, Any] | None, *, apply: bool =
                 versus = (
                     f"beats zero-shot on the {n} held-out rows ({learned:.3f} against {zero:.3f}) "
                     f"but not TF-IDF ({tfidf:.3f})"
+                )
+            if ci and k and ci[0] <= 1.0 / k:
+                return Verdict(
+                    cid,
+                    True,
+                    f"{cid}: learned {versus}: applied, but no surer than chance yet: its 95% interval "
+                    f"{ci[0]:.2f}-{ci[1]:.2f} reaches chance ({1.0 / k:.2f}); expect to correct it often, and label "
+                    "more tickets",
+                    weak=True,
                 )
             return Verdict(cid, True, f"{cid}: learned {versus}: applied")
         tf = f"; TF-IDF {tfidf:.3f}" if tfidf is not None else ""
@@ -106,6 +123,15 @@ def verdict(outcome: LearnOutcome, held: dict[str, Any] | None, *, apply: bool =
         )
     check = "" if lead else " (no held-out check: --holdout 0.3 gives one)"
     said = f"{cid}: {lead}learned beats zero-shot in {how} ({c:.3f} against {z:.3f}){check}"
+    k = len(outcome.counts or ())
+    if k and c < 1.0 / k + worse_margin(n):  # the warning learn gives at the end, said here first
+        return Verdict(
+            cid,
+            True,
+            f"{said}: applied, but no surer than chance yet: within {worse_margin(n):.3f} of chance "
+            f"({1.0 / k:.3f}) on {n} rows; expect to correct it often, and label more tickets",
+            weak=True,
+        )
     return Verdict(cid, True, f"{said}: applied")
 
 

@@ -550,7 +550,8 @@ def create_app(worker: EngineWorker, settings: ServeSettings) -> Starlette:
 
 
 def health_of(worker: EngineWorker, settings: ServeSettings) -> dict[str, Any]:
-    """``GET /v1/health``: the model, the packs, what decides (head, calibration), the hit rate, the queue."""
+    """``GET /v1/health``: the model, the packs, what decides (head, calibration), the hit rate, the queue, and
+    how far a starter head's fit in the background is (``starter``)."""
     engine = worker.engine
     fits = worker.session.fits(settings.default_pack, ScoreOptions())
     return {
@@ -572,6 +573,8 @@ def health_of(worker: EngineWorker, settings: ServeSettings) -> dict[str, Any]:
         "fit_notes": [n.text for n in fits.notes],
         "queue": {"waiting": worker.waiting, "running": int(worker.busy), "limit": worker.queue_limit},
         "history": {"default": settings.history, "path": str(settings.history_path) if settings.history_path else None},
+        # the starter head fitted in the background on a first start (triage.serve.starter_fit); None: no fit ran
+        "starter": worker.starter.as_dict() if worker.starter is not None else None,
         "max_ticket_bytes": settings.max_ticket_bytes,
         **worker.stats.as_dict(),
     }

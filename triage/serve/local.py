@@ -10,7 +10,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -36,10 +36,12 @@ def serving(
     queue_limit: int = DEFAULT_QUEUE_LIMIT,
     timeout: float = 30.0,
     gate: Gate | None = None,
+    chore: Callable[[Callable[[], None]], None] | None = None,
 ) -> Iterator[tuple[str, EngineWorker]]:
     """Serve ``engine`` (not closed at the end) on a free port of 127.0.0.1; yields the base URL and the worker.
 
-    ``gate`` sets the connection limits (default: those of ``triage serve``).
+    ``gate`` sets the connection limits (default: those of ``triage serve``); ``chore`` runs on the engine
+    thread between requests from the start (:meth:`EngineWorker.run_first`, as a starter fit does).
 
     Raises:
         RuntimeError: the server did not start within ``timeout`` seconds.
@@ -49,6 +51,8 @@ def serving(
     gate = gate or Gate(max_connections=DEFAULT_MAX_CONNECTIONS, body_timeout=settings.body_timeout)
     session = Session(engine, history_path=settings.history_path)  # the fit policy with no explicit file
     worker = EngineWorker(session, queue_limit=queue_limit, owns_engine=False)
+    if chore is not None:
+        worker.run_first(chore)
     worker.start()
     server = build_server(create_app(worker, settings), worker, gate, lifespan="off")
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="triage-serve-test", daemon=True)

@@ -64,7 +64,7 @@ def openapi(settings: Any) -> dict[str, Any]:
             "history": {
                 "type": "boolean",
                 "description": "keep the ticket and its result in the history, "
-                "so /v1/label can label it (default: the server's --history)",
+                "so /v1/label can label it (default: yes, unless the server runs with --no-history)",
             },
         },
     }
@@ -103,7 +103,8 @@ def openapi(settings: Any) -> dict[str, Any]:
             },
             "labels": {
                 "type": "object",
-                "description": "criterion id -> {option, kind, shown_option, origin}: its labels now",
+                "description": "criterion id -> {option, kind, shown_option, origin, given_at}: its labels now "
+                "(given_at: the message count it was given on; null where it does not stand)",
             },
         },
     }
@@ -255,7 +256,8 @@ def openapi(settings: Any) -> dict[str, Any]:
             },
             "/v1/health": {
                 "get": {
-                    "summary": "model, packs, head and calibration, hit rate, queue",
+                    "summary": "model, packs, head and calibration, hit rate, queue, and how far a starter head's "
+                    "fit in the background is (starter: state, rows_done, rows, rows_per_s, eta_s; null: none)",
                     "responses": {"200": {"description": "the server's state"}},
                 }
             },

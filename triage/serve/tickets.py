@@ -43,7 +43,8 @@ def record_labels(history_path: Path | None, ticket_id: str, labels: dict[str, s
 
 def recent_tickets(history_path: Path | None, limit: int) -> dict[str, Any]:
     """``GET /v1/tickets``: the history's newest tickets (by their last change), each with its messages, the
-    status of its newest score, its newest finished result and its labels now.
+    status of its newest score, its newest finished result and its labels now (each with ``given_at``: the
+    message count it was given on, None where it does not stand for that result).
 
     The history is only read (SQLite ``mode=ro``, as ``triage stats`` reads): nothing is created, migrated or
     moved; a read-only or write-locked history is read as it is; none yet is an empty list.
@@ -73,12 +74,16 @@ def _entry(history: Any, row: int) -> dict[str, Any]:
     result, its labels now."""
     from triage.errors import InputError
     from triage.store import labels as lab
+    from triage.store.label_marks import standing_for
 
     saved = history.load_ticket(row)
     try:
-        result = lab.scored_ticket(history, row).result.to_dict()
+        newest = lab.scored_ticket(history, row).result
     except InputError:  # never scored to the end
-        result = None
+        newest = None
+    result = newest.to_dict() if newest is not None else None
+    # the message count each standing label was given on (a reply since: the card says so)
+    given = {c: s.given_at for c, s in standing_for(history, row, newest).items()} if newest else {}
     return {
         "id": saved.ticket_id,
         "text": saved.text,
@@ -86,7 +91,13 @@ def _entry(history: Any, row: int) -> dict[str, Any]:
         "status": saved.status,
         "result": result,
         "labels": {
-            c: {"option": a.option, "kind": a.kind, "shown_option": a.shown_option, "origin": a.origin}
+            c: {
+                "option": a.option,
+                "kind": a.kind,
+                "shown_option": a.shown_option,
+                "origin": a.origin,
+                "given_at": given.get(c),
+            }
             for c, a in lab.current(history, row).items()
         },
     }

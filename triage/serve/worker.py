@@ -19,6 +19,7 @@ import sqlite3
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -47,6 +48,10 @@ STOPPED_MID_SCORE = {
     "hint": "send it again once triage serve runs again",
 }
 CLIENT_GONE = {"status": 499, "error": "cancelled: the client went away"}
+
+
+class ChoreStopped(Exception):
+    """The server is stopping: a background task on the engine thread ends at its next pause."""
 
 
 class Stopping(Exception):
@@ -165,6 +170,15 @@ class EngineWorker:
         self._stopping = False
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="triage-engine", daemon=True)
+        self._chore: Callable[[Callable[[], None]], None] | None = None
+        self.starter: Any = None  # a StarterFit in the background (triage.serve.starter_fit), for /v1/health
+
+    def run_first(self, chore: Callable[[Callable[[], None]], None]) -> None:
+        """Run ``chore(between)`` on the engine thread as soon as it starts (call before :meth:`start`), serving
+        requests all the while: the chore calls ``between()`` whenever the engine is free (after each row of a
+        fit), which scores every job waiting then, and raises :class:`ChoreStopped` once the server is stopping
+        (the chore ends there). A chore that fails is logged; requests go on being served."""
+        self._chore = chore
 
     # -- the request side (the event loop's thread) -----------------------------------------
     def start(self) -> None:
@@ -230,6 +244,13 @@ class EngineWorker:
 
     # -- the engine thread ---------------------------------------------------------------------
     def _loop(self) -> None:
+        if self._chore is not None:
+            try:
+                self._chore(self._between)
+            except ChoreStopped:
+                pass
+            except BaseException:  # a background task never takes the server down
+                log.exception("the engine thread's background task failed")
         while True:
             with self._cond:
                 while not self._waiting and not self._stopping:
@@ -238,20 +259,35 @@ class EngineWorker:
                     break
                 job = self._waiting.popleft()
                 self._running = job
-            try:
-                if job.cancelled.is_set():
-                    self.stats.cancelled += 1
-                    job.emit("error", job.cancel_error)
-                else:
-                    self._score(job)
-            except BaseException:  # never let one job end the thread
-                log.exception("the engine thread failed on a job")
-                self.stats.failed += 1
-                job.emit("error", {"status": 500, "error": "internal error while scoring; see the server's log"})
-            finally:
-                with self._cond:
-                    self._running = None
+            self._run(job)
         self.session.close()  # the history, opened in this thread
+
+    def _between(self) -> None:
+        """A chore's pause: every job waiting now is scored; :class:`ChoreStopped` once the server stops."""
+        while True:
+            with self._cond:
+                if self._stopping:
+                    raise ChoreStopped()
+                if not self._waiting:
+                    return
+                job = self._waiting.popleft()
+                self._running = job
+            self._run(job)
+
+    def _run(self, job: Job) -> None:
+        try:
+            if job.cancelled.is_set():
+                self.stats.cancelled += 1
+                job.emit("error", job.cancel_error)
+            else:
+                self._score(job)
+        except BaseException:  # never let one job end the thread
+            log.exception("the engine thread failed on a job")
+            self.stats.failed += 1
+            job.emit("error", {"status": 500, "error": "internal error while scoring; see the server's log"})
+        finally:
+            with self._cond:
+                self._running = None
 
     def _score(self, job: Job) -> None:
         from triage.scoring.engine import CriterionScored, Prefilled, TicketScored

@@ -9,9 +9,9 @@ const ROLES = { customer: "Customer", agent: "Agent reply", note: "Internal note
 const state = {
   packs: [],
   running: null,       // the AbortController of the score in flight
-  serverHistory: false, // the server keeps a history: the list comes from GET /v1/tickets
+  serverHistory: false, // the server keeps a history: the list comes from GET /v1/tickets, cards take labels
   session: JSON.parse(sessionStorage.getItem("triage.history") || "[]"), // else: this tab's tickets
-  current: null,       // the ticket on screen: {id, text, messages, pack, result, labels, latencies}
+  current: null,       // the ticket on screen: {id, text, messages, pack, result, labels, latencies, kept}
 };
 
 function el(tag, attrs = {}, ...children) {
@@ -61,17 +61,73 @@ async function loadHealth() {
     return;
   }
   state.packs = h.packs;
-  $("model").textContent = `${h.model.name} · ${h.packs.find((p) => p.default).name}` +
-    (h.head ? ` · head ${h.head}` : "") + (h.calibration ? ` · calibration ${h.calibration}` : "");
+  showFit(h.starter);
+  // the header: what runs, in words; file paths and fit notes behind "details" (they overflow a phone's width)
+  $("model").textContent = `${h.model.name} · pack ${h.packs.find((p) => p.default).name}`;
+  $("server-details").hidden = !info("server-info", [
+    ["model file", h.model.path], ["context", h.n_ctx ? `${h.n_ctx} tokens` : null],
+    ["head", h.head], ["calibration", h.calibration], ["fit", (h.fit_notes || []).join("; ")],
+    ["history", h.history.default ? h.history.path || "the user data dir's" : "off (--no-history)"],
+  ]);
   notice("stand-in", h.model.stand_in
     ? `Stand-in model: ${h.model.name} is running instead of ${PRODUCT_MODEL}, so decisions are less reliable.`
     : "");
   $("keep").checked = h.history.default;
   state.serverHistory = Boolean(h.history.default);
+  $("keep-label").hidden = !state.serverHistory; // nothing to keep a ticket in: no choice offered
+  drawKeys();
   $("history-heading").textContent = state.serverHistory ? "Recent tickets (from the history)" : "This session";
   const sel = $("pack");
   sel.replaceChildren(...h.packs.map((p) => el("option", { value: p.name }, `${p.name} v${p.version}`)));
   await drawHistory();
+}
+
+function info(listId, pairs) {
+  // a details view: the terms and file paths an agent does not need at a glance
+  const shown = pairs.filter(([, v]) => v !== null && v !== undefined && v !== "");
+  $(listId).replaceChildren(...shown.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, String(v))]));
+  return shown.length > 0;
+}
+
+const KEYS_ON = "On a card: Enter confirms the decision, 1-9 picks the right option (or click it); " +
+  "the answer is kept in the history as a label.";
+const KEYS_OFF = "Labels are off: this server keeps no history (it was started with --no-history), so an " +
+  "answer could not be kept. Start triage serve without --no-history to answer the cards.";
+const KEYS_NOT_KEPT = "This ticket was not kept in the history (keep in history was unticked), so its cards " +
+  "take no answers. Tick keep in history and score it again to answer them.";
+
+function drawKeys() {
+  const cur = state.current;
+  $("keys").textContent = !state.serverHistory ? KEYS_OFF : cur && cur.result && !cur.kept ? KEYS_NOT_KEPT : KEYS_ON;
+}
+
+function fitWords(f) {
+  // the starter head's fit in the background (GET /v1/health's starter), in words; "" when none runs
+  if (!f || f.state === "done" || f.state === "stopped") return "";
+  if (f.state === "failed") return `The starter head could not be fitted (${f.error}); decisions stay zero-shot.`;
+  if (f.state === "fitting head") return `Fitting the starter head on the ${f.rows} example tickets read ` +
+    `(${f.criteria_done || 0} of ${f.criteria} criteria${f.eta_s ? `, about ${duration(f.eta_s)} left` : ""}); ` +
+    "decisions are zero-shot until it is in.";
+  const left = f.eta_s !== null && f.eta_s !== undefined ? `, about ${duration(f.eta_s)} left at this machine's ` +
+    `${f.rows_per_s.toFixed(1)} tickets/s` : "";
+  return `Fitting the starter head: ${f.rows_done} of ${f.rows} example tickets read${left}; decisions are ` +
+    "zero-shot until it is in.";
+}
+
+function duration(s) {
+  const n = Math.max(0, Math.round(s));
+  return n < 60 ? `${n} s` : n < 3600 ? `${Math.floor(n / 60)} min ${n % 60} s` :
+    `${Math.floor(n / 3600)} h ${Math.floor((n % 3600) / 60)} min`;
+}
+
+function showFit(f) {
+  notice("starter-fit", fitWords(f));
+  if (f && (f.state === "fitting" || f.state === "fitting head")) {
+    setTimeout(async () => {
+      const { ok, data } = await api("GET", "/v1/health");
+      if (ok) showFit(data.starter);
+    }, 3000);
+  }
 }
 
 function pct(p) { return `${(p * 100).toFixed(1)}%`; }
@@ -97,6 +153,33 @@ const SOURCE_NOTES = {
     "team's labels); your labels teach it your team's answers",
 };
 
+function isShared(c) {
+  // read at the shared position: one decode for every such criterion, its time counted once, on none of them
+  return c.readout === "shared" || (c.tail_tokens === 0 && c.tail_ms === 0);
+}
+
+function tailWords(c) {
+  return isShared(c) ? "read in one decode shared with the other learned criteria (its time is the ticket's)"
+    : `its own tail: ${Math.round(c.tail_ms)} ms, ${c.tail_tokens} tokens`;
+}
+
+function messagesOf(result) { return Math.max(1, (result && result.thread && result.thread.messages) || 1); }
+
+function answerOf(c, label, result) {
+  // how a card shows the agent's answer: a correction stays one after a reply, even where the model now
+  // agrees; an answer given on fewer messages than the score says which message it was given on
+  if (!label) return null;
+  const opt = c.options.find((o) => o.id === label.option);
+  const confirmed = label.kind !== "correction" && label.option === c.choice;
+  let text = confirmed ? "✔ confirmed" : `✔ you: ${opt ? opt.label : label.option}`;
+  let title = confirmed ? "you confirmed the model's decision" : "your answer (a correction of the model's)";
+  if (label.given_at && label.given_at < messagesOf(result)) {
+    text += ` (given on message ${label.given_at})`;
+    title += `, given when the thread had ${label.given_at} message${label.given_at === 1 ? "" : "s"}`;
+  }
+  return { option: label.option, text, title };
+}
+
 function card(c, latencyMs, answer, labellable) {
   const rows = c.options.map((o, i) => {
     const chosen = o.id === c.choice;
@@ -121,14 +204,10 @@ function card(c, latencyMs, answer, labellable) {
     el("span", { class: "choice" }, `choice: ${c.choice_label}`),
     el("span", { class: "source source-" + c.source }, `decided by: ${c.source}`),
     el("span", { class: "margin" }, `margin ${(c.margin * 100).toFixed(1)} pts`),
-    el("span", { class: "latency", title: `tail ${c.tail_ms.toFixed(0)} ms` }, `latency ${Math.round(latencyMs)} ms`));
+    el("span", { class: "latency", title: tailWords(c) }, `latency ${Math.round(latencyMs)} ms`));
+  if (isShared(c)) meta.append(el("span", { class: "shared", title: tailWords(c) }, "shared decode"));
   const parts = [el("h3", {}, c.question), ...rows, meta];
-  if (SOURCE_NOTES[c.source]) parts.push(el("p", { class: "note source-note" }, SOURCE_NOTES[c.source]));
-  if (answer) {
-    const opt = c.options.find((o) => o.id === answer.option);
-    parts.push(el("p", { class: "answer" },
-      answer.option === c.choice ? "✔ confirmed" : `✔ you: ${opt ? opt.label : answer.option}`));
-  }
+  if (answer) parts.push(el("p", { class: "answer", title: answer.title }, answer.text));
   const attrs = { class: "card" + (answer ? " labelled" : ""), role: "listitem", id: "card-" + c.id,
                   "aria-label": c.question, "data-criterion": c.id };
   if (labellable) attrs.tabindex = "0";
@@ -158,8 +237,8 @@ function focusCard(fromId, step, openOnly) {
 
 function showCard(c, latencyMs) {
   const cur = state.current;
-  const complete = Boolean(cur && cur.result);
-  const node = card(c, latencyMs, cur && cur.labels[c.id], complete);
+  const labellable = Boolean(cur && cur.result && cur.kept && state.serverHistory);
+  const node = card(c, latencyMs, cur && answerOf(c, cur.labels[c.id], cur.result || c.result), labellable);
   const old = $("card-" + c.id);
   if (old) old.replaceWith(node); else $("cards").append(node);
   return node;
@@ -173,7 +252,7 @@ async function label(criterion, option) {
     say(`label not saved: ${explain(status, data)}`, true);
     return;
   }
-  for (const s of data.stored) cur.labels[s.criterion] = { option: s.option, kind: s.kind };
+  for (const s of data.stored) cur.labels[s.criterion] = { option: s.option, kind: s.kind, given_at: messagesOf(cur.result) };
   const c = cur.result.criteria.find((x) => x.id === criterion);
   const node = showCard(c, cur.latencies[c.id] ?? cur.result.timing.total_ms);
   const s = data.stored[0];
@@ -183,7 +262,7 @@ async function label(criterion, option) {
 }
 
 function showTicket(t) {
-  // t: {id, text, messages, pack, result, labels, latencies}
+  // t: {id, text, messages, pack, result, labels, latencies, kept}
   state.current = t;
   $("cards").replaceChildren();
   if (t.result) {
@@ -193,7 +272,27 @@ function showTicket(t) {
   } else {
     $("total").textContent = `${t.id} · not scored to the end`;
   }
+  drawNotes(t.result);
+  drawKeys();
   drawThread();
+}
+
+function drawNotes(result) {
+  // one note for the screen, not the same paragraph on every card; the research terms behind "details"
+  const sources = new Set(result ? result.criteria.map((c) => c.source) : []);
+  const notes = [...sources].filter((s) => SOURCE_NOTES[s]).map((s) => SOURCE_NOTES[s]);
+  $("cards-note").textContent = notes.join(" ");
+  $("cards-note").hidden = notes.length === 0;
+  if (!result) { $("result-details").hidden = true; return; }
+  const tk = result.tokens || {}, th = result.thread || {}, tm = result.timing || {};
+  const shared = result.criteria.filter(isShared).map((c) => c.id);
+  $("result-details").hidden = !info("result-info", [
+    ["scored", `${result.mode || ""}${result.readout ? `, options read ${result.readout === "label" ? "by name" : result.readout}` : ""}`],
+    ["prompt", tk.prefix !== undefined ? `prefix ${tk.prefix} tokens, ${tk.prefix_cached} cached` : null],
+    ["time", tm.prefill_ms !== undefined ? `ticket read in ${Math.round(tm.prefill_ms)} ms, tails ${Math.round(tm.tails_ms)} ms` : null],
+    ["shared decode", shared.length ? shared.join(", ") : null],
+    ["thread", th.messages > 1 ? `${th.messages} messages, ${th.reused || 0} tokens reused` : null],
+  ]);
 }
 
 function drawThread() {
@@ -205,7 +304,14 @@ function drawThread() {
 }
 
 function summary(result, labels) {
-  const picks = result ? result.criteria.map((c) => `${c.id}=${c.choice}`).join(", ") : "not scored";
+  // the agent's answer where there is one (✎ beside the model's where it corrected it), else the model's
+  const pick = (c) => {
+    const a = (labels || {})[c.id];
+    if (!a) return `${c.id}=${c.choice}`;
+    const model = a.option !== c.choice ? c.choice : a.kind === "correction" ? a.shown_option : null;
+    return model && model !== a.option ? `${c.id}=${a.option} ✎ (model: ${model})` : `${c.id}=${a.option} ✓`;
+  };
+  const picks = result ? result.criteria.map(pick).join(", ") : "not scored";
   const n = Object.keys(labels || {}).length;
   return picks + (n ? ` · ${n} label${n === 1 ? "" : "s"} ✔` : "");
 }
@@ -215,7 +321,7 @@ function remember() {
   const cur = state.current;
   if (!cur || !cur.result) return;
   const entry = { id: cur.id, text: cur.text, messages: cur.messages, result: cur.result, labels: cur.labels,
-                  latencies: cur.latencies };
+                  latencies: cur.latencies, kept: cur.kept };
   state.session = [entry, ...state.session.filter((h) => h.id !== cur.id)].slice(0, 50);
   sessionStorage.setItem("triage.history", JSON.stringify(state.session));
   drawHistory();
@@ -226,7 +332,19 @@ async function drawHistory() {
   if (state.serverHistory) {
     const { ok, status, data } = await api("GET", "/v1/tickets?limit=50");
     if (!ok) { say(`the history could not be read: ${explain(status, data)}`, true); return; }
-    entries = data.tickets.map((t) => ({ ...t, latencies: {} }));
+    entries = data.tickets.map((t) => ({ ...t, latencies: {}, kept: true }));
+    const cur = state.current;
+    const mine = cur && cur.result && !state.running && entries.find((t) => t.id === cur.id && t.result);
+    if (mine && mine.result.created_at === cur.result.created_at) { // the labels the history holds now, on screen
+      const key = (ls) => JSON.stringify(Object.keys(ls).sort().map((k) => [k, ls[k].option, ls[k].kind]));
+      const changed = key(mine.labels) !== key(cur.labels); // another tab answered: redraw, keeping the focus
+      cur.labels = { ...mine.labels };
+      if (changed) {
+        const focused = document.activeElement && document.activeElement.dataset.criterion;
+        for (const c of cur.result.criteria) showCard(c, cur.latencies[c.id] ?? cur.result.timing.total_ms);
+        if (focused && $("card-" + focused)) $("card-" + focused).focus();
+      }
+    }
   }
   $("history").replaceChildren(...entries.map((h) => {
     const b = el("button", { type: "button" }, `${h.id}: ${summary(h.result, h.labels)}`);
@@ -237,7 +355,7 @@ async function drawHistory() {
         Object.assign(h, data.ticket, { summarised: false });
       }
       showTicket({ id: h.id, text: h.text, messages: h.messages, result: h.result, labels: { ...(h.labels || {}) },
-                   latencies: h.latencies || {} });
+                   latencies: h.latencies || {}, kept: Boolean(h.kept) });
       $("ticket-text").value = h.messages ? h.messages[0].text : h.text;
       $("ticket-id").value = h.id;
     });
@@ -267,8 +385,10 @@ async function send(body, ticket) {
   const ctl = new AbortController();
   state.running = ctl;
   $("score").disabled = true; $("reply-send").disabled = true; $("stop").disabled = false;
-  state.current = { ...ticket, pack: body.pack, result: null, labels: {}, latencies: {} };
+  state.current = { ...ticket, pack: body.pack, result: null, labels: ticket.labels || {}, latencies: {},
+                    kept: Boolean(body.history) };
   pendingCards(body.pack);
+  drawNotes(null);
   $("total").textContent = "";
   say("queued…");
   const t0 = performance.now();
@@ -301,7 +421,7 @@ async function send(body, ticket) {
           showTicket(state.current);
           remember();
           say(`scored ${data.criteria.length} criteria in ${Math.round(performance.now() - t0)} ms` +
-            (body.history ? "; Tab to a card: Enter confirms, 1-9 picks the right option" : ""));
+            (body.history && state.serverHistory ? "; Tab to a card: Enter confirms, 1-9 picks the right option" : ""));
         } else if (kind === "error") {
           ended = true;
           say(explain(data.status, data), true);
@@ -312,7 +432,11 @@ async function send(body, ticket) {
     if (!ended) { say("the server closed the stream before the result", true); stopCards("stopped: no result came"); }
   } catch (e) {
     const aborted = e.name === "AbortError";
-    say(aborted ? "stopped" : `failed: ${e.message}`, !aborted);
+    const all = document.querySelectorAll("#cards article").length;
+    const done = all - document.querySelectorAll("#cards article.pending").length;
+    // a stop says what the score did before it: the cards it filled in stay, the rest were never decided
+    say(aborted ? `stopped after ${done} of ${all} criteria; the others were not scored`
+      : `failed: ${e.message}`, !aborted);
     stopCards(aborted ? "stopped: not scored" : "failed: not scored");
   } finally {
     state.running = null;
@@ -324,7 +448,7 @@ function score(ev) {
   ev.preventDefault();
   const text = $("ticket-text").value;
   if (!text.trim()) { say("paste a ticket first", true); return; }
-  const body = { text, pack: $("pack").value || undefined, history: $("keep").checked };
+  const body = { text, pack: $("pack").value || undefined, history: state.serverHistory && $("keep").checked };
   if ($("ticket-id").value.trim()) body.id = $("ticket-id").value.trim();
   return send(body, { id: body.id || null, text, messages: null });
 }
@@ -337,9 +461,13 @@ function reply(ev) {
   if (!text.trim()) { say("write the reply first", true); return; }
   // the thread so far and the reply, under the same id: the server reads only the reply again
   const messages = [...(cur.messages || [{ role: "customer", text: cur.text }]), { role: $("reply-role").value, text }];
-  const body = { id: cur.id, messages, pack: cur.pack || $("pack").value || undefined, history: $("keep").checked };
+  const body = { id: cur.id, messages, pack: cur.pack || $("pack").value || undefined,
+                 history: state.serverHistory && $("keep").checked };
+  // the answers given so far stay the agent's over the reply, with the message count they were given on
+  const at = messagesOf(cur.result);
+  const labels = Object.fromEntries(Object.entries(cur.labels).map(([k, a]) => [k, { ...a, given_at: a.given_at || at }]));
   $("reply-text").value = "";
-  return send(body, { id: cur.id, text: cur.text, messages });
+  return send(body, { id: cur.id, text: cur.text, messages, labels });
 }
 
 function stop() { if (state.running) state.running.abort(); }
