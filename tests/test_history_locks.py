@@ -250,3 +250,23 @@ def test_a_probe_of_the_header_never_takes_a_small_file_for_a_database(tmp_path:
     os.mkfifo(fifo)  # never opened (it would block until a writer came)
     assert user_version(fifo) is None and user_version(tmp_path) is None and user_version(tmp_path / "missing") is None
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fifo", "notes.txt", "one", "real.sqlite3"]  # nothing made
+
+
+def test_two_connections_that_open_one_new_history_at_once_migrate_it_once(tmp_path: Path) -> None:
+    """Both read schema 0 before either migrates (the page's ticket list and a score at once, on a new file):
+    the second finds the first's migrations applied inside its own write transaction and repeats none."""
+    from triage.store.history_schema import SCHEMA_VERSION, migrate
+
+    path = tmp_path / "history.sqlite3"
+    a = sqlite3.connect(path, isolation_level=None)
+    b = sqlite3.connect(path, isolation_level=None)
+    try:
+        va = int(a.execute("PRAGMA user_version").fetchone()[0])
+        vb = int(b.execute("PRAGMA user_version").fetchone()[0])
+        assert va == vb == 0
+        migrate(a, va, path)
+        migrate(b, vb, path)  # before the fix: "table tickets already exists"
+        assert int(b.execute("PRAGMA user_version").fetchone()[0]) == SCHEMA_VERSION
+    finally:
+        a.close()
+        b.close()

@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Dump the starter, check and mapped sets' shared-cue readouts from eval's readout cache to one .npz.
 
+The check sets are ``assets/starter/check.jsonl`` (``check``), ``check-helpdesk.jsonl`` (``helpdesk``) and
+``check-languages.jsonl`` (``languages``, with each row's ``lang`` and ``group``).
+
     python bench/quality/starter_fit_dump.py MAPPED.jsonl OUT.npz [--model NAME]
 
 No model is run (a lazy engine tokenizes to find each ticket's cache key, :meth:`Scorer.text_key`); a ticket
@@ -39,15 +42,26 @@ def main() -> int:
     pack = default_pack()
     starter = starter_rows(pack)
     check = read_labelled(root / "assets/starter/check.jsonl", pack).rows
+    helpdesk = read_labelled(root / "assets/starter/check-helpdesk.jsonl", pack).rows
+    languages = read_labelled(root / "assets/starter/check-languages.jsonl", pack).rows
+    raw_languages = [
+        json.loads(line) for line in (root / "assets/starter/check-languages.jsonl").open(encoding="utf-8")
+    ]
+    out_meta = {
+        "languages_lang": np.array([r["lang"] for r in raw_languages]),
+        "languages_group": np.array([r["group"] for r in raw_languages]),
+    }
     mapped = [json.loads(line) for line in args.mapped.read_text().splitlines()]
     engine = load_engine(args.model, lazy=True)
-    out: dict[str, np.ndarray] = {}
+    out: dict[str, np.ndarray] = dict(out_meta)
     with engine, ReadoutCache() as cache:
         sc = Scorer(engine, pack, cache, "label", STARTER_READ)
         sc.features = True
         sets = [
             ("starter", [r.ticket for r in starter], [r.labels for r in starter]),
             ("check", [r.ticket for r in check], [r.labels for r in check]),
+            ("helpdesk", [r.ticket for r in helpdesk], [r.labels for r in helpdesk]),
+            ("languages", [r.ticket for r in languages], [r.labels for r in languages]),
             ("mapped", [make_ticket(o["text"], o["id"]) for o in mapped], [o["labels"] for o in mapped]),
         ]
         for name, tickets, labels in sets:
@@ -60,6 +74,8 @@ def main() -> int:
             print(f"{name}: {len(tickets)} rows, {cut} cut to the ticket budget, {len(tickets) - len(have)} not cached")
             out[name + "_have"] = np.array(have)
             out[name + "_labels"] = np.array(json.dumps(labels))
+            if not have:
+                continue
             for c in pack.criteria:
                 out[f"{name}_F_{c.id}"] = np.stack([outs[i].features[c.id] for i in have])
                 out[f"{name}_lp_{c.id}"] = readings(c, [outs[i] for i in have], None).raw

@@ -128,11 +128,17 @@ def shadow_missing(conn: sqlite3.Connection, version: int) -> None:
 
 
 def migrate(conn: sqlite3.Connection, version: int, path: Path | None) -> None:
-    """Apply every migration above ``version``, each in its own transaction."""
+    """Apply every migration above ``version``, each in its own transaction.
+
+    The version is read again inside each migration's write transaction: another process (or connection)
+    that opened the same new file at the same moment may have applied it first, and is then not repeated.
+    """
     for number, statements in MIGRATIONS:
         if number <= version:
             continue
         with tx(conn, path):
+            if int(conn.execute("PRAGMA user_version").fetchone()[0]) >= number:
+                continue  # applied by another connection since ``version`` was read
             for sql in statements:
                 conn.execute(sql)
             conn.execute(f"PRAGMA user_version = {int(number)}")
