@@ -20,6 +20,8 @@ from textual.widget import Widget
 from triage.domain.pack import Criterion, Option
 from triage.domain.result import CriterionResult
 from triage.render import bar
+from triage.store.export import tail_cost
+from triage.store.label_marks import Standing
 
 CardState = Literal["idle", "model", "waiting", "scoring", "done", "cancelled", "failed"]
 
@@ -95,6 +97,8 @@ class CriterionCard(Widget, can_focus=True):
         self.result: CriterionResult | None = None
         self.answer: str | None = None  # the agent's option, once answered (or reopened with a label)
         self.answer_given_at: int | None = None  # a carried answer: the message count it was given at
+        self.label: Standing | None = None  # the answer as a label: its kind as given, the message count
+        self.messages = 1  # the thread's messages the result is on (set by the panel)
         self.previous: str | None = None  # the id of the ticket whose decision this is, once the box holds another
         self.border_title = f"[b]{escape(spec.id)}[/b] [dim]{escape(spec.question)}[/dim]"
         self.tooltip = Text(spec.question + "\n" + "\n".join(f"{oid}: {label}" for oid, label in spec.options))
@@ -105,6 +109,7 @@ class CriterionCard(Widget, can_focus=True):
         self.result = None
         self.answer = None
         self.answer_given_at = None
+        self.label = None
         self.previous = None
         self.state = state
         self._sync()
@@ -122,6 +127,20 @@ class CriterionCard(Widget, can_focus=True):
         """
         self.answer = option
         self.answer_given_at = given_at if option is not None else None
+        self.label = None
+        r = self.result
+        if option is not None and r is not None:  # answered here, now: its kind is against the decision shown
+            kind = "confirmation" if option == r.choice else "correction"
+            at = given_at if given_at is not None else max(1, self.messages)
+            self.label = Standing(self.spec.id, option, at, given_at is not None, kind, r.choice)
+        self._sync()
+
+    def set_label(self, label: Standing) -> None:
+        """Show a stored label that stands for the result on screen, with the meaning it was given with (a
+        correction stays ``you: X`` when the model now says X; :meth:`Standing.verdict`)."""
+        self.answer = label.option
+        self.answer_given_at = label.given_at if label.carried else None
+        self.label = label
         self._sync()
 
     def set_previous(self, ticket_id: str | None) -> None:
@@ -170,11 +189,9 @@ class CriterionCard(Widget, can_focus=True):
         if r is None:
             self.border_subtitle = STATE_NOTES.get(self.state, "")
         else:
-            parts = [f"{r.source} · Δ{r.margin * 100:.0f} pts · {r.tail_ms:.0f} ms · {r.tail_tokens} tok"]
-            if self.answer is not None:
-                verdict = "confirmed" if self.answer == r.choice else f"you: {self.answer}"
-                if self.answer_given_at is not None:
-                    verdict += f" (msg {self.answer_given_at})"
+            parts = [f"{r.source} · Δ{r.margin * 100:.0f} pts · {tail_cost(r, sep=' · ')}"]
+            if self.label is not None:
+                verdict = self.label.verdict(on_thread=self.messages > 1)
                 parts.insert(0, f"[b]✔ {escape(verdict)}[/b]")
             if self.previous is not None:  # whose decision it is comes first; the figures go
                 parts = [f"[b]previous ticket {escape(self.previous)}[/b]", *parts[:-1]]

@@ -80,6 +80,7 @@ class DecisionsPanel(VerticalScroll, can_focus=False):
         """The ticket is done: every card shows its result, or why it has none."""
         by_id = {c.id: c for c in result.criteria}
         for card in self.cards:
+            card.messages = max(1, result.thread.messages)
             r = by_id.get(card.spec.id)
             if r is not None:
                 card.set_result(r)
