@@ -94,6 +94,7 @@ class MainScreen(ModelPart, ScoringPart, LabelsPart, Screen[None]):
         ),
         Binding("f10", "reply('note')", "Note", show=False, priority=True),
         Binding("ctrl+t", "timeline", "Timeline", priority=True),
+        Binding("ctrl+z", "undo_paste", "Undo paste", priority=True),
         Binding("escape", "cancel", "Cancel"),
         Binding("ctrl+l", "clear", "Clear", show=False),
     ]
@@ -227,16 +228,16 @@ class MainScreen(ModelPart, ScoringPart, LabelsPart, Screen[None]):
     def on_paste(self, event: events.Paste) -> None:
         """A paste while a card has the focus (the agent was labelling) is the next ticket: it goes to the box.
 
-        The box's last ticket is in the history already (F2), so the new paste replaces it. With a
-        thread open the box holds its next message: the paste goes there too (F5 would make it a new
-        ticket, F8/F9/F10 a reply).
+        The box's last ticket is in the history already (F2), so the new paste replaces it, as a paste in the
+        box after a decision does (:class:`TicketInput`; ctrl+z brings it back). With a thread open the box
+        holds its next message: the paste goes there too (F5 would make it a new ticket, F8/F9/F10 a reply).
         """
         if self.focused is self.ticket or isinstance(self.focused, TicketInput):
             return
         event.stop()
-        # the box's ticket is in the history already; a message being written to a thread is kept (the paste adds to it)
-        if self.result is not None and self.ticket.ticket_text.strip() and not self.composing:
-            self.ticket.set_ticket("")
+        # the box's scored ticket is in the history already: the box replaces it (ctrl+z brings it back); a text
+        # the agent changed since, or a message being written to a thread, is kept (the paste adds to it)
+        self._mark_previous()
         self.ticket.focus()
         self.ticket.post_message(events.Paste(event.text))
 

@@ -161,6 +161,7 @@ class ModelPart:
             else box_change(self.ticket.ticket_text, self.result_text, composing=self.composing)
         )
         previous = result.ticket_id if result is not None and change != "same" else None
+        self.ticket.scored_text = self.result_text if result is not None and not self.composing else None
         self.decisions.set_previous(previous)
         self.summary.set_previous(previous, reply=change == "added")
 

@@ -38,11 +38,24 @@ class ScoringPart:
     """The main screen's submissions, replies and the score worker."""
 
     # -- scoring ----------------------------------------------------------------------
-    def on_ticket_pasted(self, _msg: TicketPasted) -> None:
+    def on_ticket_pasted(self, msg: TicketPasted) -> None:
+        if msg.replaced and self.result is not None:
+            self.notify(
+                f"The paste is a new ticket: it replaced {self.result.ticket_id}'s text in the box (that ticket is "
+                "in the history, F2). ctrl+z brings its text back; F8/F9/F10 add a reply to it instead.",
+                markup=False,
+            )
         if self.auto_score:
             self.action_score()
         else:
             self._mark_previous()
+        self.refresh_bindings()
+
+    def action_undo_paste(self) -> None:
+        """ctrl+z after a paste replaced the scored ticket: the scored ticket's text is back in the box."""
+        if self.ticket.undo_replace():
+            self._mark_previous()
+        self.refresh_bindings()
 
     def action_score(self) -> None:
         """Score the ticket in the box (a running score is cancelled first).
@@ -269,6 +282,8 @@ class ScoringPart:
             return True if self.result is not None else None
         if action == "reply":  # hidden until there is a ticket to reply to
             return True if self.open_ticket is not None else False
+        if action == "undo_paste":  # only while a paste replaced the scored ticket; else the box's own undo
+            return True if self.ticket.can_undo_replace else False
         if action == "timeline":
             return True if self.open_row is not None and self.result is not None else False
         return True
