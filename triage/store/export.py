@@ -143,7 +143,8 @@ def to_markdown(result: TicketResult, ticket_text: str | None = None, labels: La
         f"- Time: prefill {t.prefill_ms:.0f} ms, total {t.total_ms:.0f} ms; prefix {tok.prefix} tokens, "
         f"{tok.prefix_cached} cached (hit rate {tok.hit_rate:.0%})",
     ]
-    if not result.complete:
+    if not result.complete:  # the read stopped: its planned figures are not what it did
+        lines[-1] = f"- Time: cancelled after {t.total_ms:.0f} ms, {len(result.criteria)} decision(s) made"
         lines.append("- **Incomplete**: scoring was cancelled before every criterion was answered.")
     if labels:
         lines += [

@@ -77,7 +77,7 @@ class MainScreen(ModelPart, ScoringPart, LabelsPart, Screen[None]):
         Binding("f4", "copy_summary", "Copy"),
         Binding("f5", "score", "Score", priority=True),
         Binding("f6", "label", "Label", priority=True),
-        Binding("f7", "app.agreement", "Agreement", show=False, priority=True),
+        Binding("f7", "app.agreement", "Agreement", priority=True),
         Binding(
             "f8",
             "reply('customer')",
@@ -92,11 +92,18 @@ class MainScreen(ModelPart, ScoringPart, LabelsPart, Screen[None]):
             tooltip="Add the box's text as an agent reply and score again",
             priority=True,
         ),
-        Binding("f10", "reply('note')", "Note", show=False, priority=True),
+        Binding(
+            "f10",
+            "reply('note')",
+            "Note",
+            tooltip="Add the box's text as an internal note and score again",
+            priority=True,
+        ),
         Binding("ctrl+t", "timeline", "Timeline", priority=True),
         Binding("ctrl+z", "undo_paste", "Undo paste", priority=True),
         Binding("escape", "cancel", "Cancel"),
         Binding("ctrl+l", "clear", "Clear", show=False),
+        Binding("ctrl+d", "details", "Details", priority=True),
     ]
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (70, "-normal"), (150, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
@@ -257,6 +264,11 @@ class MainScreen(ModelPart, ScoringPart, LabelsPart, Screen[None]):
         self.summary.idle()
         self.ticket.focus()
         self.refresh_bindings()
+
+    def action_details(self) -> None:
+        """Show the engine's figures of the result on screen (prefill, prefix and cache, readout), or hide them."""
+        on = self.summary.toggle_details()
+        self.notify("Details: the engine's figures." if on else "Details hidden.", timeout=2)
 
     def set_pack(self, pack: Pack) -> None:
         """Score with another criteria pack from now on."""

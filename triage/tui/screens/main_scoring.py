@@ -119,6 +119,7 @@ class ScoringPart:
         """Show ``ticket``'s messages above the editor, which is emptied for the next message and gets the focus
         (the reply is typed there; typed on a card, its letters and digits would answer the card)."""
         self.composing = True
+        self.add_class("-composing")
         self.thread_view.show(ticket.id, ticket.thread, scored)
         self.ticket.replying = True
         self.ticket.set_ticket("")
@@ -129,6 +130,7 @@ class ScoringPart:
         """The box is a plain editor again (a new ticket, or cleared)."""
         if self.composing:
             self.composing = False
+            self.remove_class("-composing")
             self.thread_view.hide()
         self.ticket.replying = False
 
@@ -201,6 +203,8 @@ class ScoringPart:
 
     def on_decode_progressed(self, msg: DecodeProgressed) -> None:
         sub = self.desk.subs.get(msg.submission)
+        if sub is not None and msg.phase == "ticket":
+            sub.read = (msg.done, msg.total)  # what a cancel will say was read
         if sub is None or not self._is_current(msg.submission) or sub.tokens is not None or sub.cancel.is_set():
             return  # stale, or past the prefill (the criteria line says the rest), or being cancelled
         left = sub.time_left(msg.phase, msg.done, msg.total, time.monotonic())
@@ -232,7 +236,7 @@ class ScoringPart:
         self.result_rows = (sub.ticket_row, sub.score_id)
         self.decisions.finish(msg.result)
         self._show_labels()
-        self.summary.show(msg.result)
+        self.summary.show(msg.result, read=sub.read if not msg.result.complete else None)
         if self.composing and self.open_ticket is not None:
             self.thread_view.show(self.open_ticket.id, self.open_ticket.thread, msg.result.thread.messages)
         self._mark_previous()  # the box may have been given another ticket while this one was scored
@@ -276,8 +280,10 @@ class ScoringPart:
         return self.desk.scoring
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "cancel":
-            return True if self.scoring else None
+        if action == "cancel":  # shown only while something runs
+            return True if self.scoring else False
+        if action == "details":  # the engine's figures of a result: hidden while there is none
+            return True if self.result is not None else False
         if action in ("export", "copy_summary", "label"):
             return True if self.result is not None else None
         if action == "reply":  # hidden until there is a ticket to reply to

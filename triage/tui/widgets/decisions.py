@@ -1,4 +1,8 @@
-"""The decisions panel: one card per criterion, filled in as the engine streams them."""
+"""The decisions panel: one card per criterion, filled in as the engine streams them.
+
+Where the full cards do not all fit the panel's height (80x24, or a thread open above), every card is drawn
+compact, one line each (class ``-compact``), so that every criterion's decision stays on screen.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +21,26 @@ class DecisionsPanel(VerticalScroll, can_focus=False):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._specs: tuple[CardSpec, ...] = ()
+
+    def on_resize(self) -> None:
+        self.fit_cards()
+
+    def full_height(self, columns: int) -> int:
+        """Rows the full cards take in ``columns`` columns (each grid row as tall as its tallest card)."""
+        heights = [c.full_height() for c in self.cards]
+        return sum(max(heights[i : i + columns]) for i in range(0, len(heights), max(1, columns)))
+
+    def fit_cards(self) -> None:
+        """Draw the cards full when they all fit the panel's height, else compact (one line each)."""
+        if not self.size.height:
+            return
+        screen = self.screen
+        columns = 1 if screen.has_class("-narrow") else 3 if screen.has_class("-wide") else 2
+        compact = self.full_height(columns) > self.size.height
+        if compact != self.has_class("-compact"):
+            self.set_class(compact, "-compact")
+            for c in self.cards:
+                c.set_class(compact, "-compact")
 
     @property
     def cards(self) -> list[CriterionCard]:
@@ -38,8 +62,12 @@ class DecisionsPanel(VerticalScroll, can_focus=False):
             cards = [c for c in self.children if isinstance(c, CriterionCard)]
         else:
             cards = self.cards
+        widest = max((len(s.id) for s in specs), default=0)
         for c in cards:
             c.set_state(state)
+            c.name_width = widest
+            c.set_class(self.has_class("-compact"), "-compact")
+        self.call_after_refresh(self.fit_cards)
 
     def show_pack(self, pack: Pack, state: CardState = "idle") -> None:
         """The pack's criteria, all in ``state``."""
@@ -87,6 +115,7 @@ class DecisionsPanel(VerticalScroll, can_focus=False):
             elif card.state != "done":
                 card.set_state("cancelled" if not result.complete else "idle")
         self.scroll_home(animate=False)  # while scoring the view follows the cards; at the end, start at the top
+        self.call_after_refresh(self.fit_cards)  # warnings make a card taller
 
     def failed(self) -> None:
         """Scoring failed: unfinished cards say so."""
