@@ -7,7 +7,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Static
+from textual.widgets import Footer, Static
 
 KEYS = [
     ("F5", "Score the ticket (a running score is cancelled first)"),
@@ -73,6 +73,7 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,f1,question_mark,q", "close", "Close")]
 
     def compose(self) -> ComposeResult:
+        yield Footer(compact=True, show_command_palette=False)  # this screen's keys, not the main screen's
         with VerticalScroll(id="help-body", classes="dialog"):
             yield Static(ABOUT)
             yield Static("\n[b]Keys[/b]")

@@ -62,10 +62,12 @@ class LabelsPart:
             self.notices.put("learn", f"Not re-learned from {msg.labels} label(s): {msg.why}", "warning")
             return
         crits = ", ".join(sorted(msg.head.criteria))
+        for note in msg.notes:  # the fit's own terms (C, balanced accuracy, backoff): for the log, not the agent
+            log.info("re-fit note: %s", note)
+        more = f" {len(msg.notes)} note(s) on the fit are in triage.log." if msg.notes else ""
         self.notices.put(
             "learn",
-            f"Learned from {msg.labels} labels in {msg.seconds:.1f} s ({crits}); the next "
-            "ticket uses it." + (" " + " ".join(msg.notes) if msg.notes else ""),
+            f"Learned from {msg.labels} labels in {msg.seconds:.1f} s ({crits}); the next ticket uses it.{more}",
             "information",
         )
 

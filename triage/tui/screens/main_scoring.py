@@ -90,7 +90,10 @@ class ScoringPart:
         key, what = REPLY_KEYS[role], REPLY_WORDS[role]
         base = self.open_ticket
         if base is None:
-            self.notify(f"Score a ticket first (F5); {key} adds an {what} to the ticket on screen.", severity="warning")
+            article = "an" if what[0] in "aeiou" else "a"
+            self.notify(
+                f"Score a ticket first (F5); {key} adds {article} {what} to the ticket on screen.", severity="warning"
+            )
             return
         if self.model_state == "failed":
             self.notify("No model is loaded; see the message at the top.", severity="error")

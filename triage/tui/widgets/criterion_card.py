@@ -172,9 +172,7 @@ class CriterionCard(Widget, can_focus=True):
         if self.compact:  # one line: a click only gives the card the focus (its options then get numbers)
             self.focus()
             return
-        row = offset.y if offset is not None else -1
-        if not self._question_in_title():
-            row -= 1  # the question's line comes first
+        row = (offset.y if offset is not None else -1) - self.options_top
         if self.result is not None and 0 <= row < len(self.spec.options):
             self.focus()
             self._answer(self.spec.options[row][0])
@@ -195,18 +193,27 @@ class CriterionCard(Widget, can_focus=True):
     def compact(self) -> bool:
         return self.has_class("-compact")
 
-    def full_height(self) -> int:
-        """Rows the full card takes: its options, its warnings, its question when the title has no room for
-        it, and its two edges."""
+    def full_height(self, width: int) -> int:
+        """Rows the full card takes ``width`` cells wide: its options, its warnings, its question when the title
+        has no room for it, and its two edges."""
         warnings = len(self.result.warnings) if self.result is not None else 0
-        return len(self.spec.options) + warnings + 2 + (0 if self._question_in_title() else 1)
+        return len(self.spec.options) + warnings + 2 + (0 if self._question_in_title(width) else 1)
 
-    def _question_in_title(self) -> bool:
-        room = self.size.width - 6 if self.size.width else 0
+    @property
+    def options_top(self) -> int:
+        """The content row of the first option (1 when the question is the card's first line)."""
+        return 0 if self._question_in_title() else 1
+
+    def _question_in_title(self, width: int | None = None) -> bool:
+        width = self.size.width if width is None else width
+        room = width - 6 if width else 0
         return not room or len(self.spec.id) + 1 + len(self.spec.question) <= room
 
     def on_resize(self) -> None:
         self._sync()
+        fit = getattr(self.parent, "fit_cards", None)  # the panel: a taller card may no longer fit
+        if fit is not None and not self.compact:
+            self.call_after_refresh(fit)
 
     def on_focus(self) -> None:
         if self.compact:

@@ -27,7 +27,8 @@ class DecisionsPanel(VerticalScroll, can_focus=False):
 
     def full_height(self, columns: int) -> int:
         """Rows the full cards take in ``columns`` columns (each grid row as tall as its tallest card)."""
-        heights = [c.full_height() for c in self.cards]
+        width = max(1, (self.size.width - 2 - (columns - 1)) // max(1, columns))  # padding 0 1, gutter 1
+        heights = [c.full_height(width) for c in self.cards]
         return sum(max(heights[i : i + columns]) for i in range(0, len(heights), max(1, columns)))
 
     def fit_cards(self) -> None:

@@ -142,8 +142,7 @@ class ScoreSummary(Static):
             )
             return
         self.update(
-            f"ticket [b]{escape(ticket_id)}[/b] · prefill {_ms(prefill_ms or 0)} · prefix {tokens.prefix} tok, "
-            f"{tokens.prefix_cached} cached · [$accent]{done}/{total} criteria…[/]  [dim]esc cancels[/dim]"
+            f"ticket [b]{escape(ticket_id)}[/b] · [$accent]{done} of {total} decided…[/]  [dim]esc cancels[/dim]"
         )
 
     def progress(self, ticket_id: str, phase: str, done: int, total: int, left: float | None = None) -> None:
