@@ -56,6 +56,12 @@ def agreement_for_width(rows: list[Any], width: int) -> RenderableType:
     return Text("\n".join(agreement_lines(rows)))
 
 
+def line_labels(rows: list[Any]) -> list[str]:
+    """The chart's legend, one name per line: the criterion, with its pack where two packs share the name."""
+    names = [r.criterion for r in rows]
+    return [r.criterion if names.count(r.criterion) == 1 else f"{r.pack}/{r.criterion}" for r in rows]
+
+
 class AgreementTable(Static):
     """The agreement table, redrawn for its width when that changes."""
 
@@ -115,10 +121,8 @@ class AgreementScreen(ModalScreen[None]):
             )
             return
         plt.title(f"agreement per block of {BLOCK} labels")
-        names = [r.criterion for r in self.rows]
-        for r in self.rows:
+        for r, label in zip(self.rows, line_labels(self.rows), strict=True):
             ys = [t.rate * 100 for t in r.trend if t.rate is not None]
-            label = r.criterion if names.count(r.criterion) == 1 else f"{r.pack}/{r.criterion}"  # one per line
             plt.plot(list(range(1, len(ys) + 1)), ys, label=label, marker="braille")
         step = max(1, -(-blocks // 10))  # whole blocks on the axis, at most about ten of them
         plt.xticks(list(range(1, blocks + 1, step)))
