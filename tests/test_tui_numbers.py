@@ -86,3 +86,14 @@ async def test_a_cancelled_score_says_what_it_read_not_a_prefill_of_0_ms() -> No
         for shown in (main.summary.details_text, main.summary.brief_text, to_markdown(result)):
             assert "prefill 0 ms" not in shown and f"evaluated {total}" not in shown, shown
         assert "cancelled" in main.summary.brief_text
+
+
+async def test_a_warning_is_short_on_its_card_and_explained_once() -> None:
+    app = fake_app(FakeFactory(FakeEngine(low_coverage=("queue", "urgency"))))
+    async with app.run_test(size=(140, 45)) as pilot:
+        await _scored(app, pilot)
+        main = app.main
+        bodies = [str(c.render()) for c in main.decisions.cards[:2]]
+        assert all("⚠ low coverage (20%)" in b and "next-token mass" not in b for b in bodies), bodies
+        summary = str(main.summary.render())
+        assert summary.count("low coverage on queue, urgency:") == 1 and "less sure" in summary

@@ -291,7 +291,7 @@ class CriterionCard(Widget, can_focus=True):
                 break
             text.append(more, plain)
         for w in r.warnings:
-            text.append("\n  ⚠ " + w, self.get_component_rich_style("card--warning"))
+            text.append("\n  ⚠ " + short_warning(w), self.get_component_rich_style("card--warning"))
         return text
 
     def render(self) -> Text:
@@ -330,5 +330,14 @@ class CriterionCard(Widget, can_focus=True):
             text.append(f" {p:>{PCT_WIDTH - 1}.1%}", chosen if is_choice else plain)
         if r is not None:
             for w in r.warnings:
-                text.append("\n⚠ " + w, self.get_component_rich_style("card--warning"))
+                text.append("\n⚠ " + short_warning(w), self.get_component_rich_style("card--warning"))
         return text
+
+
+def short_warning(warning: str) -> str:
+    """A card's warning in a few words: ``low coverage (20%)``; what it means is said once, in the summary
+    (:func:`triage.tui.widgets.score_summary.card_notes`), not on every card."""
+    if warning.startswith("low coverage:"):
+        pct = next((w for w in warning.split() if w.endswith("%")), "")
+        return f"low coverage ({pct})" if pct else "low coverage"
+    return warning

@@ -212,7 +212,7 @@ class ScoreSummary(Static):
         thread = thread_line(result, of_messages) if result.complete else None
         if thread:
             lines.append(thread)
-        warnings = [f"[$warning]⚠ {escape(w)}[/]" for w in result.warnings]
+        warnings = [f"[$warning]⚠ {escape(w)}[/]" for w in result.warnings + card_notes(result)]
         self.details_text = "\n".join(lines + warnings + ["[dim]ctrl+d: the short form[/dim]"])
         self.brief_text = "\n".join([brief_line(result, reopened_at, of_messages), *warnings])
         self.update(self.details_text if self.details else self.brief_text)
@@ -246,6 +246,17 @@ def brief_line(result: TicketResult, reopened_at: float | None = None, of_messag
             thread += f" [dim](now {of_messages}: these decisions are on the first {n})[/dim]"
         parts.append(thread)
     return " · ".join(parts) + "  [dim]ctrl+d details[/dim]"
+
+
+def card_notes(result: TicketResult) -> list[str]:
+    """What the cards' short warnings mean, once for the screen: ``low coverage on queue, urgency: …``."""
+    low = [c for c in result.criteria if any(w.startswith("low coverage:") for w in c.warnings)]
+    if not low:
+        return []
+    return [
+        f"low coverage on {', '.join(c.id for c in low)}: the model's next word was mostly none of the options, "
+        f"so {'that decision is' if len(low) == 1 else 'those decisions are'} less sure"
+    ]
 
 
 def cancelled_words(result: TicketResult, read: tuple[int, int] | None) -> str:
