@@ -97,3 +97,45 @@ async def test_a_warning_is_short_on_its_card_and_explained_once() -> None:
         assert all("⚠ low coverage (20%)" in b and "next-token mass" not in b for b in bodies), bodies
         summary = str(main.summary.render())
         assert summary.count("low coverage on queue, urgency:") == 1 and "less sure" in summary
+
+
+async def test_after_a_reply_the_estimate_counts_only_what_the_next_score_evaluates() -> None:
+    engine = FakeEngine(shared=True, delay=0.12)  # the reply's score outlasts the box's 0.3 s recount after F9
+    app = fake_app(FakeFactory(engine))
+    async with app.run_test(size=(140, 45)) as pilot:
+        await _scored(app, pilot)
+        main = app.main
+        await pilot.press("f9")
+        main.ticket.insert(REPLY)
+        for _ in range(8):  # a slow machine: 10 tokens a second, so that the tokens counted show in the seconds
+            engine.speed.record(10, 1000.0)
+        await pilot.press("f9")
+        await wait_until(pilot, lambda: main.result is not None and main.result.thread.messages == 2, what="reply")
+        result = main.result
+        pack = app.pack
+        orders = [debias.orders_for(len(c.options), "none") for c in pack.criteria]
+        builder = engine.builder(pack)
+        want = count_ticket(
+            main.open_ticket.text,
+            pack,
+            orders,
+            builder=builder,
+            n_ctx=engine.n_ctx,
+            speed=engine.speed,
+            tails=result.tokens.tails,
+            kept=result.tokens.ticket,
+        )
+        assert want is not None and want.seconds is not None
+        from triage.tui.widgets.score_summary import about_seconds
+
+        # the count after the score is made with this score's tails and kept thread, not every question's tail
+        assert want.decode_tokens == decode_overhead(builder, orders, engine.n_ctx, tails=result.tokens.tails)
+        every = count_ticket(
+            main.open_ticket.text, pack, orders, builder=builder, n_ctx=engine.n_ctx, speed=engine.speed
+        )
+        assert every is not None and about_seconds(every.seconds or 0) != about_seconds(want.seconds)
+        await wait_until(
+            pilot,
+            lambda: about_seconds(want.seconds) in str(main.thread_view.border_subtitle),
+            what="the estimate from the measured figures",
+        )

@@ -243,6 +243,7 @@ class ScoringPart:
         if self.composing and self.open_ticket is not None:
             self.thread_view.show(self.open_ticket.id, self.open_ticket.thread, msg.result.thread.messages)
         self._mark_previous()  # the box may have been given another ticket while this one was scored
+        self._request_count()  # the estimate: this score's rate, tails and kept thread are measured now
         if not msg.result.complete:
             self.notify(
                 f"Scoring cancelled: {len(msg.result.criteria)} of {len(sub.pack.criteria)} criteria were done.",

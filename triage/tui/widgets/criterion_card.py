@@ -282,7 +282,7 @@ class CriterionCard(Widget, can_focus=True):
                 f"  ✔ {self.label.verdict(on_thread=self.messages > 1)}", self.get_component_rich_style("card--answer")
             )
         if self.previous is not None:
-            text.append(f"  (previous ticket {self.previous})", empty)
+            text.append("  (previous)", empty)  # the summary names the ticket
         for o in sorted(r.options, key=lambda o: -o.probability):
             if o.id == r.choice:
                 continue
