@@ -53,5 +53,5 @@ async def test_help_timeline_and_agreement_show_their_own_keys_and_the_palette_r
         await wait_until(pilot, lambda: isinstance(app.screen, AgreementScreen))
         await pilot.pause(0.1)
         note = str(app.screen.query_one("#stats-chart-note").render())
-        assert "it shows once a criterion has two blocks (now at most 1)" in note
+        assert "it shows from the second block (now at most 1)" in note
         assert not app.screen.query_one("#stats-chart").display

@@ -133,6 +133,8 @@ def _done_app() -> tuple[TriageApp, Any]:
         await _pasted(app, pilot)
         await pilot.press("f5")
         await wait_until(pilot, lambda: app.main.result is not None)
+        # the count is made again with the score's measured rate: its estimate is in
+        await wait_until(pilot, lambda: " s" in str(app.main.ticket.border_subtitle), what="the estimate")
 
     return app, run_before
 
@@ -166,7 +168,7 @@ def _thread_app() -> tuple[TriageApp, Any]:
         app.main.ticket.insert(REPLY)
         await pilot.press("f9")
         await wait_until(pilot, lambda: app.main.result is not None and app.main.result.thread.messages == 2)
-        await wait_until(pilot, lambda: "tokens" in str(app.main.thread_view.border_subtitle), what="the count")
+        await wait_until(pilot, lambda: " s" in str(app.main.thread_view.border_subtitle), what="the count")
         app.clear_notifications()  # F9's hint, whose toast would cover the cards
         await pilot.pause()
 

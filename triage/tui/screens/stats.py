@@ -116,8 +116,8 @@ class AgreementScreen(ModalScreen[None]):
         if blocks < 2:  # one point per line draws no trend: say so, rather than plot a lone dot
             plot.display = False
             self.query_one("#stats-chart-note", Static).update(
-                f"[dim]The trend is drawn per block of {BLOCK} labels, oldest first: it shows once a criterion "
-                f"has two blocks (now at most {blocks}).[/dim]"
+                f"[dim]The trend is drawn per block of {BLOCK} labels, oldest first: it shows from the second "
+                f"block (now at most {blocks}).[/dim]"
             )
             return
         plt.title(f"agreement per block of {BLOCK} labels")

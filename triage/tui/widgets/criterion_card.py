@@ -13,6 +13,7 @@ from typing import Literal
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
+from textual.geometry import Size
 from textual.markup import escape
 from textual.message import Message
 from textual.widget import Widget
@@ -197,7 +198,8 @@ class CriterionCard(Widget, can_focus=True):
         """Rows the full card takes ``width`` cells wide: its options, its warnings, its question when the title
         has no room for it, and its two edges."""
         warnings = len(self.result.warnings) if self.result is not None else 0
-        return len(self.spec.options) + warnings + 2 + (0 if self._question_in_title(width) else 1)
+        question = 0 if self._question_in_title(width) else -(-len(self.spec.question) // max(1, width - 4))
+        return len(self.spec.options) + warnings + 2 + question  # a warning may wrap too: counted as one row
 
     @property
     def options_top(self) -> int:
@@ -265,8 +267,8 @@ class CriterionCard(Widget, can_focus=True):
         text = Text(no_wrap=False, overflow="fold")
         name_w = min(max(self.name_width, len(self.spec.id), 8), 16)
         text.append(self.spec.id[:name_w].ljust(name_w) + " ", "bold")
-        if r is None:
-            text.append(STATE_NOTES.get(self.state, "") or "–", empty)
+        if r is None:  # why it is empty, or (nothing scored yet) its options
+            text.append(STATE_NOTES.get(self.state, "") or " · ".join(o for o, _ in self.spec.options), empty)
             return text
         if self.has_focus:  # answering: every option with its number
             for i, (oid, _label) in enumerate(self.spec.options):
@@ -294,10 +296,21 @@ class CriterionCard(Widget, can_focus=True):
             text.append("\n  ⚠ " + short_warning(w), self.get_component_rich_style("card--warning"))
         return text
 
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        """The rows of the body drawn ``width`` cells wide (its question line wraps: counted, never cut)."""
+        if self.compact:
+            return super().get_content_height(container, viewport, width)
+        body = self._body(max(width, 20), question=not self._question_in_title(width + 4))
+        return len(body.wrap(self.app.console, max(width, 1)))
+
     def render(self) -> Text:
         width = max(self.content_size.width, 20)
         if self.compact:
             return self._compact_line(width)
+        return self._body(width, question=not self._question_in_title())
+
+    def _body(self, width: int, *, question: bool) -> Text:
+        """The full card's body ``width`` cells wide: the question first when ``question``, then the options."""
         r = self.result
         label_w = min(max((len(oid) for oid, _ in self.spec.options), default=4), 14)
         bar_w = max(MIN_BAR, min(MAX_BAR, width - 2 - label_w - 1 - 1 - PCT_WIDTH))
@@ -306,7 +319,7 @@ class CriterionCard(Widget, can_focus=True):
         bar_style = self.get_component_rich_style("card--bar")
         empty = self.get_component_rich_style("card--empty")
         text = Text(no_wrap=False, overflow="fold")
-        if not self._question_in_title():
+        if question:
             text.append(self.spec.question + "\n", empty)
         for i, (oid, _label) in enumerate(self.spec.options):
             if i:
