@@ -55,3 +55,26 @@ async def test_help_timeline_and_agreement_show_their_own_keys_and_the_palette_r
         note = str(app.screen.query_one("#stats-chart-note").render())
         assert "it shows from the second block (now at most 1)" in note
         assert not app.screen.query_one("#stats-chart").display
+
+
+async def test_the_summary_is_in_agent_words_and_ctrl_o_shows_the_engines_figures() -> None:
+    app = fake_app(FakeFactory(FakeEngine()))
+    async with app.run_test(size=(100, 32)) as pilot:
+        await wait_until(pilot, lambda: app.main.model_state == "ready", what="the model")
+        main = app.main
+        assert "by name" not in str(main.status.render())
+        app.post_message(events.Paste(TICKET))
+        await wait_until(pilot, lambda: bool(main.ticket.ticket_text))
+        await pilot.press("f5")
+        await wait_until(pilot, lambda: main.result is not None and not main.scoring)
+        brief = str(main.summary.render())
+        assert "scored in 0.4 s" in brief and "prefix" not in brief and "cached" not in brief and "by name" not in brief
+        await pilot.press("ctrl+o")
+        shown = str(main.summary.render())
+        assert "prefill 120 ms" in shown and "cached" in shown and "by name" in shown
+        await pilot.press("ctrl+o")
+        assert str(main.summary.render()) == brief
+        # ctrl+d stays the editor's delete-right key
+        main.ticket.focus()
+        await pilot.press("home", "ctrl+d")
+        assert main.ticket.text == TICKET[1:]

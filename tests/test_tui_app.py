@@ -61,7 +61,7 @@ async def test_paste_score_cards_fill_one_by_one_and_history_is_written() -> Non
         await wait_until(pilot, lambda: main.result is not None, what="the result")
         assert states(app) == ["done"] * 5
         assert main.result is not None and main.result.complete
-        summary = main.summary.details_text  # the engine's figures: ctrl+d shows them
+        summary = main.summary.details_text  # the engine's figures: ctrl+o shows them
         assert (
             "prefill 120 ms" in summary
             and "hit rate" in summary

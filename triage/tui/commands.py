@@ -74,7 +74,7 @@ def app_commands(app: PaletteApp, main: MainScreen) -> Iterator[SystemCommand]:
         )
     if main.result is not None:
         yield SystemCommand(
-            "Details", "Show or hide the engine's figures of the decisions (ctrl+d)", main.action_details
+            "Details", "Show or hide the engine's figures of the decisions (ctrl+o)", main.action_details
         )
     yield SystemCommand("Clear", "Empty the ticket box and the cards (ctrl+l)", main.action_clear)
     yield SystemCommand("History", "Search past tickets and reopen one (F2)", app.action_history)

@@ -26,7 +26,7 @@ KEYS = [
     ("F10", "The same as an internal note"),
     ("ctrl+t", "Timeline: how each criterion's choice and confidence moved over the thread's messages"),
     ("ctrl+z", "After a paste replaced the scored ticket: bring its text back"),
-    ("ctrl+d", "Details: the engine's figures of the decisions (prefill, prefix and cache), and back"),
+    ("ctrl+o", "Details: the engine's figures of the decisions (prefill, prefix and cache), and back"),
     ("ctrl+l", "Clear the ticket"),
     ("ctrl+p", "Command palette: switch pack or model, export, learn now, auto-score, theme…"),
     ("ctrl+q", "Quit"),

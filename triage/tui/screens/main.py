@@ -103,7 +103,7 @@ class MainScreen(ModelPart, ScoringPart, LabelsPart, Screen[None]):
         Binding("ctrl+z", "undo_paste", "Undo paste", priority=True),
         Binding("escape", "cancel", "Cancel"),
         Binding("ctrl+l", "clear", "Clear", show=False),
-        Binding("ctrl+d", "details", "Details", priority=True),
+        Binding("ctrl+o", "details", "Details", priority=True),
     ]
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (70, "-normal"), (150, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]

@@ -43,7 +43,7 @@ class ScoreSummary(Static):
     A finished result is said in an agent's words (the ticket, how long it took, the model and pack, what
     decided, the thread); the engine's figures (prefill, prefix tokens and their cache, the readout, what a
     thread's score evaluated and reused) are its *details*, shown instead while :attr:`details` is on
-    (ctrl+d). While the box holds another text than the result's ticket (:meth:`set_previous`), a first line
+    (ctrl+o). While the box holds another text than the result's ticket (:meth:`set_previous`), a first line
     says whose decisions these are and the lines under it are dimmed.
     """
 
@@ -57,7 +57,7 @@ class ScoreSummary(Static):
         self._shown = ""
         self._previous_line = ""
         self._reply = False
-        self.details = False  # the engine's figures instead of the brief lines (ctrl+d)
+        self.details = False  # the engine's figures instead of the brief lines (ctrl+o)
         self.brief_text = ""  # the last result's lines, both ways ("" while no result is shown)
         self.details_text = ""
         self.idle()
@@ -213,14 +213,14 @@ class ScoreSummary(Static):
         if thread:
             lines.append(thread)
         warnings = [f"[$warning]⚠ {escape(w)}[/]" for w in result.warnings + card_notes(result)]
-        self.details_text = "\n".join(lines + warnings + ["[dim]ctrl+d: the short form[/dim]"])
+        self.details_text = "\n".join(lines + warnings + ["[dim]ctrl+o: the short form[/dim]"])
         self.brief_text = "\n".join([brief_line(result, reopened_at, of_messages), *warnings])
         self.update(self.details_text if self.details else self.brief_text)
 
 
 def brief_line(result: TicketResult, reopened_at: float | None = None, of_messages: int | None = None) -> str:
     """A finished result in an agent's words: ``ID · scored in 0.6 s · MODEL (stand-in) · pack P v3 · starter
-    head · thread of 2 messages`` and where the details are (ctrl+d)."""
+    head · thread of 2 messages`` and where the details are (ctrl+o)."""
     model = result.model
     parts = [f"[b]{escape(result.ticket_id)}[/b]"]
     if reopened_at is not None:
@@ -245,7 +245,7 @@ def brief_line(result: TicketResult, reopened_at: float | None = None, of_messag
         if of_messages is not None and of_messages > n:
             thread += f" [dim](now {of_messages}: these decisions are on the first {n})[/dim]"
         parts.append(thread)
-    return " · ".join(parts) + "  [dim]ctrl+d details[/dim]"
+    return " · ".join(parts) + "  [dim]ctrl+o details[/dim]"
 
 
 def card_notes(result: TicketResult) -> list[str]:
