@@ -109,3 +109,19 @@ def test_a_label_keeps_its_meaning_over_the_thread_and_says_its_message() -> Non
     # on the score it was given on: no message count for a plain ticket, and a count once it is a thread
     assert here[a.id].verdict() == f"you: {fixed}" and here[b.id].verdict() == "confirmed"
     assert here[b.id].verdict(on_thread=True) == "confirmed (msg 1)"
+
+
+def test_the_history_lists_marks_stand_per_score_as_on_the_cards() -> None:
+    from triage.store.label_marks import standing_on_entries
+
+    with History.open() as h:
+        row, s1, r1 = _score(h, 1)
+        _, s2, r2 = _score(h, 2, row)
+        a = r2.criteria[0]
+        fixed = next(o.id for o in a.options if o.id != a.choice)
+        lab.record(h, lab.ScoredTicket(row, r2.ticket_id, "", s2, r2), [lab.Answer(a.id, fixed)], origin="app")
+        marks = standing_on_entries(h, [(row, s1, "support", 1), (row, s2, "support", 2)])
+        assert standing_on_entries(h, [(row, s2, "another-pack", 2)]) == {}  # given with another pack: no mark
+    assert (row, s1) not in marks  # given after message 2: not put on the score of message 1
+    mark = marks[(row, s2)][a.id]
+    assert (mark.option, mark.kind, mark.shown, mark.given_at, mark.carried) == (fixed, "correction", a.choice, 2, False)
