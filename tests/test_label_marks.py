@@ -124,4 +124,10 @@ def test_the_history_lists_marks_stand_per_score_as_on_the_cards() -> None:
         assert standing_on_entries(h, [(row, s2, "another-pack", 2)]) == {}  # given with another pack: no mark
     assert (row, s1) not in marks  # given after message 2: not put on the score of message 1
     mark = marks[(row, s2)][a.id]
-    assert (mark.option, mark.kind, mark.shown, mark.given_at, mark.carried) == (fixed, "correction", a.choice, 2, False)
+    assert (mark.option, mark.kind, mark.shown, mark.given_at, mark.carried) == (
+        fixed,
+        "correction",
+        a.choice,
+        2,
+        False,
+    )

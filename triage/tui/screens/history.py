@@ -95,12 +95,16 @@ class HistoryScreen(Screen[Reopen | None]):
 
     def on_mount(self) -> None:
         table = self.table
+        # at 80 columns the ticket's preview gives way, so that the decisions (the agent's answers) show
+        narrow = self.app.size.width < 120
+        ticket_w = 16 if narrow else 32
+        decisions_w = max(30, self.app.size.width - (11 + 10 + ticket_w + 5 + 6) - 2 * 6 - 2) if narrow else 60
         table.add_column("When", width=11, key="when")
         table.add_column("Status", width=10, key="status")
-        table.add_column("Ticket", width=32, key="ticket")
+        table.add_column("Ticket", width=ticket_w, key="ticket")
         table.add_column("Msgs", width=5, key="messages")
         table.add_column("Labels", width=6, key="labels")
-        table.add_column("Decisions", width=60, key="decisions")
+        table.add_column("Decisions", width=decisions_w, key="decisions")
         table.add_column("Model", key="model")
         self.reload()
         self.search.focus()
