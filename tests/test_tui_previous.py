@@ -106,6 +106,12 @@ async def test_a_paste_after_a_decision_replaces_the_scored_ticket_and_ctrl_z_br
         assert main.ticket.ticket_text == B
         await score(app, pilot)
         assert main.result.ticket_id == make_ticket(B).id
+        # with no paste to take back, ctrl+z is the box's own undo
+        main.ticket.focus()
+        await pilot.press("end", "x")
+        assert main.ticket.text == B + "x"
+        await pilot.press("ctrl+z")
+        assert main.ticket.text == B
 
 
 async def test_an_edit_in_the_box_marks_them_and_undoing_it_unmarks_them() -> None:
