@@ -95,8 +95,8 @@ class HistoryScreen(Screen[Reopen | None]):
 
     def on_mount(self) -> None:
         table = self.table
-        # at 80 columns the ticket's preview gives way, so that the decisions (the agent's answers) show
-        narrow = self.app.size.width < 120
+        # below 100 columns (80) the ticket's preview gives way, so that the decisions (the agent's answers) show
+        narrow = self.app.size.width < 100
         ticket_w = 16 if narrow else 32
         decisions_w = max(30, self.app.size.width - (11 + 10 + ticket_w + 5 + 6) - 2 * 6 - 2) if narrow else 60
         table.add_column("When", width=11, key="when")
