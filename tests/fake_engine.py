@@ -75,6 +75,8 @@ class FakeEngine:
         fixed_time: stamp results with a fixed ``created_at`` (stable snapshots).
         prefill_steps: progress reports before the prefix is in (0: none).
         prefill_hold_at: after this many of them, wait for ``gate`` (None: never).
+        shared: read every criterion at the shared position in one decode, as a starter head does: the
+            first criterion carries the decode's tail cost, the others none (``readout`` ``shared``).
     """
 
     def __init__(
@@ -89,8 +91,10 @@ class FakeEngine:
         fixed_time: bool = True,
         prefill_steps: int = 0,
         prefill_hold_at: int | None = None,
+        shared: bool = False,
     ) -> None:
         self.name = name
+        self.shared = shared
         self.stand_in = stand_in
         self.n_ctx = n_ctx
         self.delay = delay
@@ -176,7 +180,9 @@ class FakeEngine:
                 prefix_cached=cached,
                 stable=len(prompts.stable),
                 ticket=prompts.ticket_tokens,
-                tails=sum(len(prompts.tail(s)) for s in prompts.prompts),
+                tails=len(prompts.tail(prompts.prompts[0]))
+                if self.shared
+                else sum(len(prompts.tail(s)) for s in prompts.prompts),
                 full_prompts=prompts.full_tokens,
             )
             tokens.evaluated = tokens.prefix - cached + tokens.tails
@@ -200,7 +206,8 @@ class FakeEngine:
                 if self._wait(self.delay, stop):
                     complete = False
                     break
-                results.append(self._criterion(ci, pack, ticket, len(prompts.tail(prompts.prompts[ci]))))
+                tail = len(prompts.tail(prompts.prompts[ci])) if not self.shared or ci == 0 else 0
+                results.append(self._criterion(ci, pack, ticket, tail))
                 yield CriterionScored(results[-1])
             if complete:
                 self._resident = prompts.prefix
@@ -279,11 +286,12 @@ class FakeEngine:
             margin=probs[ranked[0]] - probs[ranked[1]],
             coverage=coverage,
             tail_tokens=tail_tokens,
-            tail_ms=40.0 + 7.0 * ci,
+            tail_ms=0.0 if self.shared and ci else 40.0 + 7.0 * ci,
             orderings=1,
             top_token=" A",
             raw_choice=crit.options[choice].id,
             order_flips=0,
+            readout="shared" if self.shared else "letter",
             index=ci,
             warnings=[f"low coverage: only {coverage:.0%} of the model's next-token mass is on the option letters"]
             if low

@@ -83,3 +83,51 @@ def test_labelled_criteria_counts_criteria_per_ticket_not_answers() -> None:
         other = h.save_ticket(make_ticket("Another ticket, never labelled."))
         assert labelled_criteria(h, [row, other]) == {row: 2}
         assert labelled_criteria(h, []) == {}
+
+
+def test_a_label_keeps_its_meaning_over_the_thread_and_says_its_message() -> None:
+    """A correction to X stays a correction when a reply makes the model say X too; a confirmation of Y stays a
+    confirmation of Y when the model moves away from it (issue 40: `you: medium` became `confirmed (msg 1)`)."""
+    from dataclasses import replace
+
+    with History.open() as h:
+        row, s1, r1 = _score(h, 1)
+        a, b = r1.criteria[0], r1.criteria[1]
+        fixed = next(o.id for o in a.options if o.id != a.choice)
+        scored = lab.ScoredTicket(row, r1.ticket_id, TICKET, s1, r1)
+        lab.record(h, scored, [lab.Answer(a.id, fixed), lab.Answer(b.id, b.choice)], origin="app")
+        _, _, r2 = _score(h, 2, row)
+        moved = next(o.id for o in b.options if o.id != b.choice)
+        r2.criteria = [replace(r2.criteria[0], choice=fixed), replace(r2.criteria[1], choice=moved), *r2.criteria[2:]]
+        marks = standing_for(h, row, r2)
+        here = standing_for(h, row, r1)
+    corrected, confirmed = marks[a.id], marks[b.id]
+    assert (corrected.kind, corrected.shown, corrected.carried) == ("correction", a.choice, True)
+    assert corrected.corrected and corrected.verdict() == f"you: {fixed} (msg 1)"  # the model now agrees: still yours
+    assert (confirmed.kind, confirmed.shown) == ("confirmation", b.choice)
+    assert confirmed.verdict() == f"confirmed {b.choice} (msg 1)"  # not "you: X" though the model moved
+    # on the score it was given on: no message count for a plain ticket, and a count once it is a thread
+    assert here[a.id].verdict() == f"you: {fixed}" and here[b.id].verdict() == "confirmed"
+    assert here[b.id].verdict(on_thread=True) == "confirmed (msg 1)"
+
+
+def test_the_history_lists_marks_stand_per_score_as_on_the_cards() -> None:
+    from triage.store.label_marks import standing_on_entries
+
+    with History.open() as h:
+        row, s1, r1 = _score(h, 1)
+        _, s2, r2 = _score(h, 2, row)
+        a = r2.criteria[0]
+        fixed = next(o.id for o in a.options if o.id != a.choice)
+        lab.record(h, lab.ScoredTicket(row, r2.ticket_id, "", s2, r2), [lab.Answer(a.id, fixed)], origin="app")
+        marks = standing_on_entries(h, [(row, s1, "support", 1), (row, s2, "support", 2)])
+        assert standing_on_entries(h, [(row, s2, "another-pack", 2)]) == {}  # given with another pack: no mark
+    assert (row, s1) not in marks  # given after message 2: not put on the score of message 1
+    mark = marks[(row, s2)][a.id]
+    assert (mark.option, mark.kind, mark.shown, mark.given_at, mark.carried) == (
+        fixed,
+        "correction",
+        a.choice,
+        2,
+        False,
+    )

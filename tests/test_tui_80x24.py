@@ -61,8 +61,10 @@ async def test_the_footer_shows_its_keys_whole_at_80x24_in_every_state() -> None
         scoring = await footer_whole(app, pilot, "f1 Help", "f5 Score", "esc Cancel")
         engine.gate.set()
         await wait_until(pilot, lambda: main.result is not None and not main.scoring, what="the result")
-        done = await footer_whole(app, pilot, "f1 Help", "f3 Export", "f5 Score", "f6 Label", "f8 Customer", "f9 Agent")
-        assert "esc Cancel" not in done and "esc Cancel" in scoring  # a key that does nothing now goes early
+        done = await footer_whole(
+            app, pilot, "f1 Help", "f3 Export", "f5 Score", "f6 Label", "f7 Agreement", "f8·f9·f10 Reply"
+        )
+        assert "esc Cancel" not in done and "esc Cancel" in scoring  # Esc only while something runs
         await pilot.press("f6")  # a card: its own keys come first
         labelling = await footer_whole(app, pilot, "⏎ Confirm", "1-9 Pick", "f1 Help", "f6 Label")
         assert labelling.index("1-9 Pick") < labelling.index("f1 Help")
@@ -71,7 +73,7 @@ async def test_the_footer_shows_its_keys_whole_at_80x24_in_every_state() -> None
         main.ticket.insert(REPLY)
         await pilot.press("f9")
         await wait_until(pilot, lambda: main.result is not None and main.result.thread.messages == 2, what="reply")
-        await footer_whole(app, pilot, "f1 Help", "f8 Customer", "f9 Agent")
+        await footer_whole(app, pilot, "f1 Help", "f6 Label", "f7 Agreement", "f8·f9·f10 Reply")
     # wide enough, nothing is left out: the timeline, the palette
     app = fake_app(FakeFactory(FakeEngine()))
     async with app.run_test(size=(140, 45)) as pilot:

@@ -69,7 +69,7 @@ async def test_clicking_an_option_row_labels_it() -> None:
         await _scored(app, pilot)
         card = app.main.decisions.cards[0]
         last = len(card.spec.options) - 1
-        await pilot.click(card, offset=(4, 1 + last))  # inside the border: row `last` of the options
+        await pilot.click(card, offset=(4, 1 + card.options_top + last))  # inside the border: the last option
         await wait_until(pilot, lambda: card.answer is not None, what="the click to label")
         assert card.answer == card.spec.options[last][0]
         [row] = {e.ticket_row for e in app.history.search()}

@@ -81,7 +81,7 @@ async def test_pasting_ticket_b_after_a_marks_every_card_as_the_previous_ticket_
         assert "previous" not in summary(app) and b_id in summary(app)
 
 
-async def test_a_paste_or_an_edit_in_the_box_marks_them_and_undoing_it_unmarks_them() -> None:
+async def test_a_paste_after_a_decision_replaces_the_scored_ticket_and_ctrl_z_brings_it_back() -> None:
     app = fake_app(FakeFactory(FakeEngine()))
     async with app.run_test(size=(100, 40)) as pilot:
         await ready(app, pilot)
@@ -89,9 +89,43 @@ async def test_a_paste_or_an_edit_in_the_box_marks_them_and_undoing_it_unmarks_t
         await paste(app, pilot, A)
         await score(app, pilot)
         a_id = main.result.ticket_id
-        # the box has the focus: the paste lands under A's text (a reply, F8/F9/F10; or F5, a new ticket)
+        # the box has the focus after F5: a paste is a new ticket, it replaces A's text (not "…replacement.I was…")
         assert app.focused is main.ticket
         await paste(app, pilot, B)
+        assert main.ticket.ticket_text == B
+        assert shown_as_current(app, a_id) == []
+        assert f"previous ticket {a_id}: the box has changed since these decisions; F5 scores the box" in summary(app)
+        await wait_until(pilot, lambda: "Undo paste" in str(app.screen.active_bindings.get("ctrl+z")), what="^z")
+        # one key brings A back: its decisions are the box's again
+        await pilot.press("ctrl+z")
+        assert main.ticket.ticket_text == A
+        await wait_until(pilot, lambda: not main.decisions.has_class("-previous"), what="the unmark")
+        assert shown_as_current(app, "nobody") == [c.spec.id for c in main.decisions.cards]
+        # F5 on the pasted ticket after all: paste it again, F5 scores B
+        await paste(app, pilot, B)
+        assert main.ticket.ticket_text == B
+        await score(app, pilot)
+        assert main.result.ticket_id == make_ticket(B).id
+        # with no paste to take back, ctrl+z is the box's own undo
+        main.ticket.focus()
+        await pilot.press("end", "x")
+        assert main.ticket.text == B + "x"
+        await pilot.press("ctrl+z")
+        assert main.ticket.text == B
+
+
+async def test_an_edit_in_the_box_marks_them_and_undoing_it_unmarks_them() -> None:
+    app = fake_app(FakeFactory(FakeEngine()))
+    async with app.run_test(size=(100, 40)) as pilot:
+        await ready(app, pilot)
+        main = app.main
+        await paste(app, pilot, A)
+        await score(app, pilot)
+        a_id = main.result.ticket_id
+        # text typed under A's: a reply (F8/F9/F10) or, with F5, a new ticket
+        main.ticket.focus()
+        await pilot.press("end", "enter", *"Thanks")
+        await wait_until(pilot, lambda: main.decisions.has_class("-previous"), what="the mark")
         assert main.ticket.ticket_text.startswith(A)
         assert shown_as_current(app, a_id) == []
         assert f"previous ticket {a_id}" in summary(app) and "F8/F9/F10 add the text under it as a reply" in summary(

@@ -1,4 +1,5 @@
-"""Snapshots of the main states: empty, loading, half-way, done (100x32 and 80x24), no model.
+"""Snapshots of the main states: empty, loading, half-way, done (100x32, 80x24, 140x45), a thread open after a
+reply (80x24, 140x45), no model.
 
 Stable by construction: a scripted engine with fixed timings and timestamps,
 a fixed theme, no cursor blink, no spinner. Baselines live in
@@ -132,6 +133,8 @@ def _done_app() -> tuple[TriageApp, Any]:
         await _pasted(app, pilot)
         await pilot.press("f5")
         await wait_until(pilot, lambda: app.main.result is not None)
+        # the count is made again with the score's measured rate: its estimate is in
+        await wait_until(pilot, lambda: " s" in str(app.main.ticket.border_subtitle), what="the estimate")
 
     return app, run_before
 
@@ -144,6 +147,42 @@ def test_done(snap_compare: Any) -> None:
 def test_done_at_80x24(snap_compare: Any) -> None:
     app, run_before = _done_app()
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_done_at_140x45(snap_compare: Any) -> None:
+    app, run_before = _done_app()
+    assert snap_compare(app, terminal_size=(140, 45), run_before=run_before)
+
+
+REPLY = "Sorry about the double charge. I have refunded the second one; it shows on your card in 3 days."
+
+
+def _thread_app() -> tuple[TriageApp, Any]:
+    app = fake_app(FakeFactory(FakeEngine()), pack=PACK)
+
+    async def run_before(pilot: Any) -> None:
+        await _pasted(app, pilot)
+        await pilot.press("f5")
+        await wait_until(pilot, lambda: app.main.result is not None and not app.main.scoring)
+        await pilot.press("f9")
+        app.main.ticket.insert(REPLY)
+        await pilot.press("f9")
+        await wait_until(pilot, lambda: app.main.result is not None and app.main.result.thread.messages == 2)
+        await wait_until(pilot, lambda: " s" in str(app.main.thread_view.border_subtitle), what="the count")
+        app.clear_notifications()  # F9's hint, whose toast would cover the cards
+        await pilot.pause()
+
+    return app, run_before
+
+
+def test_thread_at_80x24(snap_compare: Any) -> None:
+    app, run_before = _thread_app()
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+def test_thread_at_140x45(snap_compare: Any) -> None:
+    app, run_before = _thread_app()
+    assert snap_compare(app, terminal_size=(140, 45), run_before=run_before)
 
 
 def test_no_model(snap_compare: Any) -> None:

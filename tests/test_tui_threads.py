@@ -69,7 +69,7 @@ async def test_a_reply_grows_the_ticket_into_a_thread_and_only_the_new_message_i
         assert [m.role for m in main.open_ticket.thread] == ["customer", "agent"]
         assert second.thread.messages == 2 and second.thread.previous == 1 and second.thread.reused > 0
         assert second.tokens.evaluated < first.tokens.evaluated
-        summary = str(main.summary.render())
+        summary = main.summary.details_text
         assert f"evaluated {second.tokens.evaluated} tokens, reused {second.thread.reused} of the thread" in summary, (
             summary
         )

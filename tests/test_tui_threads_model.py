@@ -63,7 +63,7 @@ async def test_a_reply_is_scored_at_the_cost_of_its_own_tokens(smollm2_path: Pat
         assert second.thread.reused == shared - len(builder.stable_tokens) > 0
         assert second.tokens.evaluated == len(new.prefix) - shared + second.tokens.tails
         assert second.tokens.evaluated < first.tokens.evaluated
-        summary = str(main.summary.render())
+        summary = main.summary.details_text  # the engine's figures (ctrl+o)
         want = f"evaluated {second.tokens.evaluated} tokens, reused {second.thread.reused} of the thread"
         assert want in summary, summary
 

@@ -155,6 +155,7 @@ def ticket_result_from_dict(d: dict[str, Any]) -> TicketResult:
         c["options"] = [OptionScore(**o) for o in c["options"]]
         crits.append(CriterionResult(**{**c, "index": c.get("index", i)}))
     tokens = {k: v for k, v in d["tokens"].items() if k not in ("total_input", "hit_rate")}
-    rest = {k: v for k, v in d.items() if k not in ("schema", "criteria", "timing", "tokens", "thread")}
+    # "labels": the agents' answers an app export adds beside the result (triage.store.export), not the result's
+    rest = {k: v for k, v in d.items() if k not in ("schema", "criteria", "timing", "tokens", "thread", "labels")}
     thread = ThreadInfo(**d["thread"]) if isinstance(d.get("thread"), dict) else ThreadInfo()
     return TicketResult(criteria=crits, timing=Timing(**d["timing"]), tokens=Tokens(**tokens), thread=thread, **rest)

@@ -63,13 +63,18 @@ def app_commands(app: PaletteApp, main: MainScreen) -> Iterator[SystemCommand]:
     if main.open_ticket is not None:
         for role, key in (("customer", "F8"), ("agent", "F9"), ("note", "F10")):
             what = {"customer": "customer reply", "agent": "agent reply", "note": "internal note"}[role]
+            article = "an" if what[0] in "aeiou" else "a"
             yield SystemCommand(
                 f"Add {what}",
-                f"Add the box's text to the ticket on screen as an {what} and score again ({key})",
+                f"Add the box's text to the ticket on screen as {article} {what} and score again ({key})",
                 lambda role=role: main.action_reply(role),
             )
         yield SystemCommand(
             "Timeline", "How each choice and its confidence moved over the thread (ctrl+t)", main.action_timeline
+        )
+    if main.result is not None:
+        yield SystemCommand(
+            "Details", "Show or hide the engine's figures of the decisions (ctrl+o)", main.action_details
         )
     yield SystemCommand("Clear", "Empty the ticket box and the cards (ctrl+l)", main.action_clear)
     yield SystemCommand("History", "Search past tickets and reopen one (F2)", app.action_history)

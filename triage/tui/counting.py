@@ -9,7 +9,11 @@ before a space anyway), which lets the UI thread run between chunks.
 With a loaded engine the count also says what scoring will cost: the tokens the
 ticket's decode evaluates (the ticket cut to its budget, its block and every
 criterion's tail) and, at the rate the engine measured on its last decodes
-(:class:`~triage.scoring.speed.Speed`), about how many seconds that takes.
+(:class:`~triage.scoring.speed.Speed`), about how many seconds that takes. Where
+the last score of the pack measured them, its tails (a head read at the shared
+position evaluates one short cue, not every question) and the thread's tokens it
+kept (a reply evaluates only what is new) replace the builder's figures, so that
+the tokens estimated are those the rate was measured on.
 """
 
 from __future__ import annotations
@@ -79,17 +83,19 @@ def ticket_budget(builder: PromptBuilder, n_ctx: int) -> int:
     return builder.ticket_room(n_ctx)
 
 
-def decode_overhead(builder: PromptBuilder, orders: list[list[tuple[int, ...]]], n_ctx: int) -> int:
+def decode_overhead(
+    builder: PromptBuilder, orders: list[list[tuple[int, ...]]], n_ctx: int, tails: int | None = None
+) -> int:
     """Tokens a ticket's decode evaluates besides the ticket's own (stable block resident): the ticket
-    block's own text and every prompt's tail, measured on a one-character ticket with the builder itself."""
+    block's own text and every prompt's tail, measured on a one-character ticket with the builder itself.
+    ``tails``: the tails a score of this pack evaluated (measured), in place of the builder's."""
     known = _overheads.setdefault(builder, {})
     key = f"{orders!r}@{n_ctx}"
     if key not in known:
         probe = builder.build("x", orders, n_ctx=n_ctx)
-        known[key] = (
-            len(probe.prefix) - len(probe.stable) - probe.ticket_tokens + sum(len(probe.tail(s)) for s in probe.prompts)
-        )
-    return known[key]
+        known[key] = len(probe.prefix) - len(probe.stable) - probe.ticket_tokens
+        known[key + ":tails"] = sum(len(probe.tail(s)) for s in probe.prompts)
+    return known[key] + (known[key + ":tails"] if tails is None else tails)
 
 
 def count_ticket(
@@ -102,6 +108,8 @@ def count_ticket(
     cancelled: Callable[[], bool] = lambda: False,
     readout: str = DEFAULT_READOUT,
     speed: Speed | None = None,
+    tails: int | None = None,
+    kept: int = 0,
 ) -> TokenCount | None:
     """Count a cleaned ticket with the engine's builder, or estimate with Qwen3's tokenizer.
 
@@ -114,6 +122,8 @@ def count_ticket(
         cancelled: polled between chunks.
         readout: ``label`` or ``letter`` (for the estimate's prompt, before the model loads).
         speed: the loaded engine's measured rate, for :attr:`TokenCount.seconds`.
+        tails: the tails the last score of this pack evaluated (None: the builder's, every question's).
+        kept: ticket tokens whose state the engine kept from the thread's last score (not evaluated again).
     """
     estimated = builder is None
     if builder is None:
@@ -128,5 +138,5 @@ def count_ticket(
     if n is None:
         return None
     budget = ticket_budget(builder, n_ctx)
-    work = min(n, budget) + decode_overhead(builder, orders, n_ctx)
+    work = max(0, min(n, budget) - kept) + decode_overhead(builder, orders, n_ctx, tails)
     return TokenCount(n, budget, n_ctx, estimated, work, speed.seconds(work) if speed is not None else None)

@@ -45,7 +45,10 @@ class TicketEdited(Message):
 
 @dataclass
 class TicketPasted(Message):
-    """A paste landed in the ticket box (auto-score listens)."""
+    """A paste landed in the ticket box (auto-score listens). ``replaced``: it replaced the scored ticket's
+    text (a new ticket; ctrl+z brings the old text back)."""
+
+    replaced: bool = False
 
 
 @dataclass

@@ -40,6 +40,7 @@ class Submission:
     tokens: Tokens | None = None
     prefill_ms: float | None = None
     progress_from: tuple[str, float, int] | None = None  # (phase, when, tokens done) at its first progress
+    read: tuple[int, int] | None = None  # (tokens read, of) at the ticket phase's last progress
     _owner: str = ""  # "worker" once claimed, "screen" once abandoned
     _owner_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

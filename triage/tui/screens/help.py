@@ -7,7 +7,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Static
+from textual.widgets import Footer, Static
 
 KEYS = [
     ("F5", "Score the ticket (a running score is cancelled first)"),
@@ -25,6 +25,8 @@ KEYS = [
     ("F9", "The same as an agent reply"),
     ("F10", "The same as an internal note"),
     ("ctrl+t", "Timeline: how each criterion's choice and confidence moved over the thread's messages"),
+    ("ctrl+z", "After a paste replaced the scored ticket: bring its text back"),
+    ("ctrl+o", "Details: the engine's figures of the decisions (prefill, prefix and cache), and back"),
     ("ctrl+l", "Clear the ticket"),
     ("ctrl+p", "Command palette: switch pack or model, export, learn now, auto-score, theme…"),
     ("ctrl+q", "Quit"),
@@ -35,7 +37,9 @@ ABOUT = (
     "[b]triage[/b]: paste a support ticket, press [b]F5[/b], and a local model answers each decision of the "
     "criteria pack (queue, urgency, sentiment, approval, type).\n\n"
     "Each card shows every option's probability as a bar; the chosen option is marked [b]▶[/b]. The card's bottom "
-    "edge shows the margin to the runner-up (Δ, in percentage points), the time the criterion took and its tokens."
+    "edge shows the margin to the runner-up (Δ, in percentage points), the time the criterion took and its tokens "
+    "(shared when the criteria were read together in one decode). Where the cards do not fit, each is one line: "
+    "the criterion and its choice."
 )
 NOTES = (
     "Every scored ticket is saved in the history (SQLite, in triage's data folder); re-scoring a ticket keeps "
@@ -43,8 +47,10 @@ NOTES = (
     "Your answers on the cards are labels, kept in the history at once with the decision you were shown: "
     "[b]triage stats[/b] measures how often the decisions were right, and [b]triage label --export[/b] writes "
     "them for [b]triage learn[/b]. A decision nobody answered is no label. A label belongs to the ticket: after "
-    "a reply the new cards still show it ([b]✔ you: X (msg 1)[/b]: given on message 1) until you answer again.\n\n"
-    "Once the box holds another text than the ticket scored (a new paste, an edit), the cards are dimmed and say "
+    "a reply the new cards still show it with the meaning it had "
+    "([b]✔ you: X (msg 1)[/b]: a correction given on message 1) until you answer again.\n\n"
+    "After a decision, a paste in the box is a new ticket: it replaces the scored text, and ctrl+z brings that "
+    "back. Once the box holds another text than the ticket scored (a new paste, an edit), the cards are dimmed and say "
     "[b]previous ticket ID[/b]: they are not the box's decisions until F5 scores it.\n\n"
     "A ticket can grow into a thread: type or paste the next message in the box and press F8 (customer), F9 "
     "(agent) or F10 (note). The ticket keeps its id and its history entry; only the new message and the "
@@ -73,6 +79,7 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,f1,question_mark,q", "close", "Close")]
 
     def compose(self) -> ComposeResult:
+        yield Footer(compact=True, show_command_palette=False)  # this screen's keys, not the main screen's
         with VerticalScroll(id="help-body", classes="dialog"):
             yield Static(ABOUT)
             yield Static("\n[b]Keys[/b]")

@@ -1,7 +1,9 @@
 """The history screen: every scored ticket, newest first, searchable; Enter reopens one.
 
 The ``Labels`` column marks a labelled ticket with ``✔`` and how many of its criteria have a label
-(labels belong to the ticket, so every score of a thread shows its count).
+(labels belong to the ticket, so every score of a thread shows its count). The ``Decisions`` column gives
+the agent's answer where a label stands for the score (``queue=shipping ✔ (corrected; model billing 41%)``;
+:func:`triage.store.export.marked_summary`), else the model's decision.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Input, Static
 
+from triage.store.export import marked_summary
 from triage.store.history import History, HistoryEntry
+from triage.store.label_marks import labelled_criteria, standing_on_entries
 
 STATUS_LABELS = {
     "done": "done",
@@ -67,6 +71,7 @@ class HistoryScreen(Screen[Reopen | None]):
         self.cursor_blink = cursor_blink
         self.entries: list[HistoryEntry] = []
         self.labelled: dict[int, int] = {}  # per ticket row of the entries, how many criteria have a label
+        self.answers: dict[tuple[int, int | None], dict] = {}  # per entry, the labels that stand for its score
         self._debounce: Timer | None = None
 
     @property
@@ -89,27 +94,34 @@ class HistoryScreen(Screen[Reopen | None]):
 
     def on_mount(self) -> None:
         table = self.table
+        # below 100 columns (80) the ticket's preview gives way, so that the decisions (the agent's answers) show
+        narrow = self.app.size.width < 100
+        ticket_w = 16 if narrow else 32
+        decisions_w = max(30, self.app.size.width - (11 + 10 + ticket_w + 5 + 6) - 2 * 6 - 2) if narrow else 60
         table.add_column("When", width=11, key="when")
         table.add_column("Status", width=10, key="status")
-        table.add_column("Ticket", width=32, key="ticket")
+        table.add_column("Ticket", width=ticket_w, key="ticket")
         table.add_column("Msgs", width=5, key="messages")
         table.add_column("Labels", width=6, key="labels")
-        table.add_column("Decisions", width=60, key="decisions")
+        table.add_column("Decisions", width=decisions_w, key="decisions")
         table.add_column("Model", key="model")
         self.reload()
         self.search.focus()
 
     def reload(self) -> None:
         """Fill the table from the history, filtered by the search box."""
-        from triage.store.label_marks import labelled_criteria
         from triage.store.times import shown
 
         self.entries = self.history.search(self.search.value)
         self.labelled = labelled_criteria(self.history, (e.ticket_row for e in self.entries))
+        self.answers = standing_on_entries(
+            self.history,
+            ((e.ticket_row, e.score_id, (e.pack or "").rsplit(" v", 1)[0] or None, e.scored) for e in self.entries),
+        )
         table = self.table
         table.clear()
         for i, e in enumerate(self.entries):
-            summary = (e.summary or "").split("] ", 1)[-1]
+            summary = marked_summary((e.summary or "").split("] ", 1)[-1], self.answers.get((e.ticket_row, e.score_id)))
             table.add_row(  # Text, not str: a ticket's brackets are not markup
                 shown(e.when, "%m-%d %H:%M"),  # "unknown" for a stored time that is no time
                 STATUS_LABELS.get(e.status, e.status),
@@ -163,7 +175,9 @@ class HistoryScreen(Screen[Reopen | None]):
             parts.append(f"{e.total_ms:.0f} ms")
         line = " · ".join(parts)
         if e.summary:
-            line += "\n" + escape(e.summary.split("] ", 1)[-1])
+            line += "\n" + escape(
+                marked_summary(e.summary.split("] ", 1)[-1], self.answers.get((e.ticket_row, e.score_id)))
+            )
         detail.update(line)
 
     @property

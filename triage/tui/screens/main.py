@@ -77,7 +77,7 @@ class MainScreen(ModelPart, ScoringPart, LabelsPart, Screen[None]):
         Binding("f4", "copy_summary", "Copy"),
         Binding("f5", "score", "Score", priority=True),
         Binding("f6", "label", "Label", priority=True),
-        Binding("f7", "app.agreement", "Agreement", show=False, priority=True),
+        Binding("f7", "app.agreement", "Agreement", priority=True),
         Binding(
             "f8",
             "reply('customer')",
@@ -92,10 +92,18 @@ class MainScreen(ModelPart, ScoringPart, LabelsPart, Screen[None]):
             tooltip="Add the box's text as an agent reply and score again",
             priority=True,
         ),
-        Binding("f10", "reply('note')", "Note", show=False, priority=True),
+        Binding(
+            "f10",
+            "reply('note')",
+            "Note",
+            tooltip="Add the box's text as an internal note and score again",
+            priority=True,
+        ),
         Binding("ctrl+t", "timeline", "Timeline", priority=True),
+        Binding("ctrl+z", "undo_paste", "Undo paste", priority=True),
         Binding("escape", "cancel", "Cancel"),
         Binding("ctrl+l", "clear", "Clear", show=False),
+        Binding("ctrl+o", "details", "Details", priority=True),
     ]
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (70, "-normal"), (150, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
@@ -227,16 +235,16 @@ class MainScreen(ModelPart, ScoringPart, LabelsPart, Screen[None]):
     def on_paste(self, event: events.Paste) -> None:
         """A paste while a card has the focus (the agent was labelling) is the next ticket: it goes to the box.
 
-        The box's last ticket is in the history already (F2), so the new paste replaces it. With a
-        thread open the box holds its next message: the paste goes there too (F5 would make it a new
-        ticket, F8/F9/F10 a reply).
+        The box's last ticket is in the history already (F2), so the new paste replaces it, as a paste in the
+        box after a decision does (:class:`TicketInput`; ctrl+z brings it back). With a thread open the box
+        holds its next message: the paste goes there too (F5 would make it a new ticket, F8/F9/F10 a reply).
         """
         if self.focused is self.ticket or isinstance(self.focused, TicketInput):
             return
         event.stop()
-        # the box's ticket is in the history already; a message being written to a thread is kept (the paste adds to it)
-        if self.result is not None and self.ticket.ticket_text.strip() and not self.composing:
-            self.ticket.set_ticket("")
+        # the box's scored ticket is in the history already: the box replaces it (ctrl+z brings it back); a text
+        # the agent changed since, or a message being written to a thread, is kept (the paste adds to it)
+        self._mark_previous()
         self.ticket.focus()
         self.ticket.post_message(events.Paste(event.text))
 
@@ -256,6 +264,11 @@ class MainScreen(ModelPart, ScoringPart, LabelsPart, Screen[None]):
         self.summary.idle()
         self.ticket.focus()
         self.refresh_bindings()
+
+    def action_details(self) -> None:
+        """Show the engine's figures of the result on screen (prefill, prefix and cache, readout), or hide them."""
+        on = self.summary.toggle_details()
+        self.notify("Details: the engine's figures." if on else "Details hidden.", timeout=2)
 
     def set_pack(self, pack: Pack) -> None:
         """Score with another criteria pack from now on."""

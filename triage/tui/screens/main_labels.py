@@ -62,10 +62,12 @@ class LabelsPart:
             self.notices.put("learn", f"Not re-learned from {msg.labels} label(s): {msg.why}", "warning")
             return
         crits = ", ".join(sorted(msg.head.criteria))
+        for note in msg.notes:  # the fit's own terms (C, balanced accuracy, backoff): for the log, not the agent
+            log.info("re-fit note: %s", note)
+        more = f" {len(msg.notes)} note(s) on the fit are in triage.log." if msg.notes else ""
         self.notices.put(
             "learn",
-            f"Learned from {msg.labels} labels in {msg.seconds:.1f} s ({crits}); the next "
-            "ticket uses it." + (" " + " ".join(msg.notes) if msg.notes else ""),
+            f"Learned from {msg.labels} labels in {msg.seconds:.1f} s ({crits}); the next ticket uses it.{more}",
             "information",
         )
 
@@ -89,16 +91,22 @@ class LabelsPart:
     def _show_labels(self) -> None:
         """Show on its cards the agent's labels that stand for the result on screen: given on it, or carried
         from an earlier score of the thread (:mod:`triage.store.label_marks`)."""
+        if self.result is None:
+            return
+        standing = self.standing_labels()
+        for card in self.decisions.cards:
+            label = standing.get(card.spec.id)
+            if label is not None and card.result is not None:
+                card.set_label(label)
+
+    def standing_labels(self) -> dict:
+        """The agent's labels that stand for the result on screen, by criterion (empty: none, or no history)."""
         from triage.store.label_marks import standing_for
 
         ticket_row = self.result_rows[0]
         if ticket_row is None or self.result is None:
-            return
-        standing = self.desk.record(standing_for, self.history, ticket_row, self.result) or {}
-        for card in self.decisions.cards:
-            label = standing.get(card.spec.id)
-            if label is not None and card.result is not None:
-                card.set_answer(label.option, given_at=label.given_at if label.carried else None)
+            return {}
+        return self.desk.record(standing_for, self.history, ticket_row, self.result) or {}
 
     def on_criterion_card_answered(self, msg: CriterionCard.Answered) -> None:
         """Store the agent's answer as a label, in its own transaction, then move to the next open card."""
@@ -163,7 +171,9 @@ class LabelsPart:
         if self.result is None:
             return None
         try:
-            written = export_result(self.result, path, fmt=fmt, ticket_text=self.result_text)
+            written = export_result(
+                self.result, path, fmt=fmt, ticket_text=self.result_text, labels=self.standing_labels()
+            )
         except (OSError, ValueError, TriageError) as exc:  # the output guard refuses a folder, a database
             self.notify(f"Export failed: {exc}", severity="error", timeout=10, markup=False)
             return None
@@ -175,6 +185,8 @@ class LabelsPart:
         if self.result is None:
             self.notify("Nothing to copy yet: score a ticket first.", severity="warning")
             return
-        line = self.result.summary()
+        from triage.store.export import summary_line
+
+        line = summary_line(self.result, self.standing_labels())
         self.app.copy_to_clipboard(line)
         self.notify(f"Copied: {line}", markup=False)

@@ -161,6 +161,7 @@ class ModelPart:
             else box_change(self.ticket.ticket_text, self.result_text, composing=self.composing)
         )
         previous = result.ticket_id if result is not None and change != "same" else None
+        self.ticket.scored_text = self.result_text if result is not None and not self.composing else None
         self.decisions.set_previous(previous)
         self.summary.set_previous(previous, reply=change == "added")
 
@@ -169,15 +170,19 @@ class ModelPart:
         if self.composing and self.open_ticket is not None:  # the thread with the message being written
             text = self.open_ticket.text + ("\n\n" + text if text.strip() else "")
         self._count_stamp = stamp = time.monotonic()
+        self.ticket.border_subtitle = ""  # a count is of the text it describes: until the new one is in, none
         if not text.strip():
-            self.ticket.border_subtitle = ""
             return
         if len(text) > 100_000:
             self.ticket.border_subtitle = "[dim]counting tokens…[/dim]"
-        self._count(text, stamp, self.pack)
+        # what the last score of this pack measured: its tails, and for a reply the thread's tokens it kept
+        last = self.result if self.result is not None and self.result.pack.get("hash") == self.pack.hash else None
+        tails = last.tokens.tails if last is not None and last.complete else None
+        kept = last.tokens.ticket if last is not None and last.complete and self.composing else 0
+        self._count(text, stamp, self.pack, tails, kept)
 
     @work(thread=True, exclusive=True, group="count", exit_on_error=False)
-    def _count(self, text: str, stamp: float, pack: Pack) -> None:
+    def _count(self, text: str, stamp: float, pack: Pack, tails: int | None = None, kept: int = 0) -> None:
         from triage.domain.ticket import clean_text
         from triage.scoring import debias
         from triage.scoring.loader import engine_settings
@@ -201,6 +206,8 @@ class ModelPart:
                     n_ctx=n_ctx,
                     cancelled=lambda: worker.is_cancelled,
                     speed=speed,
+                    tails=tails,
+                    kept=kept,
                 )
         except TriageError as exc:  # e.g. the pack alone does not fit n_ctx
             log.warning("token count failed: %s", exc.message)
@@ -217,8 +224,12 @@ class ModelPart:
         when = f" · {about_seconds(msg.seconds)}" if msg.seconds is not None else ""
         if msg.tokens > msg.budget:
             what = "the thread will be compacted" if self.composing else "the middle will be cut"
-            self.ticket.border_subtitle = (
-                f"[$warning]⚠ {approx}{msg.tokens:,} tokens: over the {msg.budget:,}-token budget; {what}[/]{when}"
-            )
+            line = f"[$warning]⚠ {approx}{msg.tokens:,} tokens: over the {msg.budget:,}-token budget; {what}[/]{when}"
         else:
-            self.ticket.border_subtitle = f"{approx}{msg.tokens:,} tokens [dim]of {msg.budget:,}[/dim]{when}"
+            line = f"{approx}{msg.tokens:,} tokens [dim]of {msg.budget:,}[/dim]{when}"
+        if self.composing:  # the count is the thread's (with the message being written): said on the thread's edge
+            with_it = " with this message" if self.ticket.ticket_text.strip() else ""
+            self.thread_view.border_subtitle = f"thread{with_it}: {line}"
+            self.ticket.border_subtitle = ""
+        else:
+            self.ticket.border_subtitle = line

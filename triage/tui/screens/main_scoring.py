@@ -38,11 +38,24 @@ class ScoringPart:
     """The main screen's submissions, replies and the score worker."""
 
     # -- scoring ----------------------------------------------------------------------
-    def on_ticket_pasted(self, _msg: TicketPasted) -> None:
+    def on_ticket_pasted(self, msg: TicketPasted) -> None:
+        if msg.replaced and self.result is not None:
+            self.notify(
+                f"The paste is a new ticket: it replaced {self.result.ticket_id}'s text in the box (that ticket is "
+                "in the history, F2). ctrl+z brings its text back; F8/F9/F10 add a reply to it instead.",
+                markup=False,
+            )
         if self.auto_score:
             self.action_score()
         else:
             self._mark_previous()
+        self.refresh_bindings()
+
+    def action_undo_paste(self) -> None:
+        """ctrl+z after a paste replaced the scored ticket: the scored ticket's text is back in the box."""
+        if self.ticket.undo_replace():
+            self._mark_previous()
+        self.refresh_bindings()
 
     def action_score(self) -> None:
         """Score the ticket in the box (a running score is cancelled first).
@@ -77,7 +90,10 @@ class ScoringPart:
         key, what = REPLY_KEYS[role], REPLY_WORDS[role]
         base = self.open_ticket
         if base is None:
-            self.notify(f"Score a ticket first (F5); {key} adds an {what} to the ticket on screen.", severity="warning")
+            article = "an" if what[0] in "aeiou" else "a"
+            self.notify(
+                f"Score a ticket first (F5); {key} adds {article} {what} to the ticket on screen.", severity="warning"
+            )
             return
         if self.model_state == "failed":
             self.notify("No model is loaded; see the message at the top.", severity="error")
@@ -106,6 +122,7 @@ class ScoringPart:
         """Show ``ticket``'s messages above the editor, which is emptied for the next message and gets the focus
         (the reply is typed there; typed on a card, its letters and digits would answer the card)."""
         self.composing = True
+        self.add_class("-composing")
         self.thread_view.show(ticket.id, ticket.thread, scored)
         self.ticket.replying = True
         self.ticket.set_ticket("")
@@ -116,6 +133,7 @@ class ScoringPart:
         """The box is a plain editor again (a new ticket, or cleared)."""
         if self.composing:
             self.composing = False
+            self.remove_class("-composing")
             self.thread_view.hide()
         self.ticket.replying = False
 
@@ -188,6 +206,8 @@ class ScoringPart:
 
     def on_decode_progressed(self, msg: DecodeProgressed) -> None:
         sub = self.desk.subs.get(msg.submission)
+        if sub is not None and msg.phase == "ticket":
+            sub.read = (msg.done, msg.total)  # what a cancel will say was read
         if sub is None or not self._is_current(msg.submission) or sub.tokens is not None or sub.cancel.is_set():
             return  # stale, or past the prefill (the criteria line says the rest), or being cancelled
         left = sub.time_left(msg.phase, msg.done, msg.total, time.monotonic())
@@ -219,10 +239,11 @@ class ScoringPart:
         self.result_rows = (sub.ticket_row, sub.score_id)
         self.decisions.finish(msg.result)
         self._show_labels()
-        self.summary.show(msg.result)
+        self.summary.show(msg.result, read=sub.read if not msg.result.complete else None)
         if self.composing and self.open_ticket is not None:
             self.thread_view.show(self.open_ticket.id, self.open_ticket.thread, msg.result.thread.messages)
         self._mark_previous()  # the box may have been given another ticket while this one was scored
+        self._request_count()  # the estimate: this score's rate, tails and kept thread are measured now
         if not msg.result.complete:
             self.notify(
                 f"Scoring cancelled: {len(msg.result.criteria)} of {len(sub.pack.criteria)} criteria were done.",
@@ -263,12 +284,16 @@ class ScoringPart:
         return self.desk.scoring
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "cancel":
-            return True if self.scoring else None
+        if action == "cancel":  # shown only while something runs
+            return True if self.scoring else False
+        if action == "details":  # the engine's figures of a result: hidden while there is none
+            return True if self.result is not None else False
         if action in ("export", "copy_summary", "label"):
             return True if self.result is not None else None
         if action == "reply":  # hidden until there is a ticket to reply to
             return True if self.open_ticket is not None else False
+        if action == "undo_paste":  # only while a paste replaced the scored ticket; else the box's own undo
+            return True if self.ticket.can_undo_replace else False
         if action == "timeline":
             return True if self.open_row is not None and self.result is not None else False
         return True

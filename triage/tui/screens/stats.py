@@ -56,6 +56,12 @@ def agreement_for_width(rows: list[Any], width: int) -> RenderableType:
     return Text("\n".join(agreement_lines(rows)))
 
 
+def line_labels(rows: list[Any]) -> list[str]:
+    """The chart's legend, one name per line: the criterion, with its pack where two packs share the name."""
+    names = [r.criterion for r in rows]
+    return [r.criterion if names.count(r.criterion) == 1 else f"{r.pack}/{r.criterion}" for r in rows]
+
+
 class AgreementTable(Static):
     """The agreement table, redrawn for its width when that changes."""
 
@@ -98,6 +104,7 @@ class AgreementScreen(ModalScreen[None]):
             )
             yield AgreementTable(self.rows, self.app.size.width - 8, id="stats-table")
             yield PlotextPlot(id="stats-chart")
+            yield Static("", id="stats-chart-note")
             yield Static("[dim]Esc, F7 or q closes this screen.[/dim]")
 
     def on_mount(self) -> None:
@@ -105,12 +112,18 @@ class AgreementScreen(ModalScreen[None]):
             return
         plot = self.query_one(PlotextPlot)
         plt = plot.plt
+        blocks = max((len([t for t in r.trend if t.rate is not None]) for r in self.rows), default=0)
+        if blocks < 2:  # one point per line draws no trend: say so, rather than plot a lone dot
+            plot.display = False
+            self.query_one("#stats-chart-note", Static).update(
+                f"[dim]The trend is drawn per block of {BLOCK} labels, oldest first: it shows from the second "
+                f"block (now at most {blocks}).[/dim]"
+            )
+            return
         plt.title(f"agreement per block of {BLOCK} labels")
-        blocks = 1
-        for r in self.rows:
+        for r, label in zip(self.rows, line_labels(self.rows), strict=True):
             ys = [t.rate * 100 for t in r.trend if t.rate is not None]
-            plt.plot(list(range(1, len(ys) + 1)), ys, label=r.criterion, marker="braille")
-            blocks = max(blocks, len(ys))
+            plt.plot(list(range(1, len(ys) + 1)), ys, label=label, marker="braille")
         step = max(1, -(-blocks // 10))  # whole blocks on the axis, at most about ten of them
         plt.xticks(list(range(1, blocks + 1, step)))
         plt.xlim(0.5, blocks + 0.5)

@@ -19,7 +19,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.markup import escape
 from textual.screen import ModalScreen
-from textual.widgets import Static
+from textual.widgets import Footer, Static
 from textual_plotext import PlotextPlot
 
 from triage.domain.result import TicketResult
@@ -89,6 +89,7 @@ class TimelineScreen(ModalScreen[None]):
         self.ticket_id = result.ticket_id
 
     def compose(self) -> ComposeResult:
+        yield Footer(compact=True, show_command_palette=False)  # this screen's keys, not the main screen's
         with VerticalScroll(id="timeline-body", classes="dialog"):
             n, k = len(self.messages), len(self.points)
             title = (

@@ -13,6 +13,7 @@ from typing import Literal
 from rich.text import Text
 from textual import events
 from textual.binding import Binding
+from textual.geometry import Size
 from textual.markup import escape
 from textual.message import Message
 from textual.widget import Widget
@@ -20,6 +21,8 @@ from textual.widget import Widget
 from triage.domain.pack import Criterion, Option
 from triage.domain.result import CriterionResult
 from triage.render import bar
+from triage.store.export import tail_cost
+from triage.store.label_marks import Standing
 
 CardState = Literal["idle", "model", "waiting", "scoring", "done", "cancelled", "failed"]
 
@@ -68,6 +71,11 @@ class CriterionCard(Widget, can_focus=True):
 
     A card marked *previous* (:meth:`set_previous`) shows the decision of a ticket the
     box no longer holds: dimmed, ``previous ticket ID`` on its edge, and it takes no answer.
+
+    A *compact* card (class ``-compact``, set by the panel when the full cards do not fit) is one line:
+    the criterion, the choice and its probability, the agent's answer, then the other options as room
+    allows; with the focus its options are numbered, for 1-9. Its title and bottom edge are fitted to the
+    card's width: the question and the figures go before a word is cut.
     """
 
     COMPONENT_CLASSES = {"card--chosen", "card--bar", "card--option", "card--empty", "card--warning", "card--answer"}
@@ -95,6 +103,9 @@ class CriterionCard(Widget, can_focus=True):
         self.result: CriterionResult | None = None
         self.answer: str | None = None  # the agent's option, once answered (or reopened with a label)
         self.answer_given_at: int | None = None  # a carried answer: the message count it was given at
+        self.label: Standing | None = None  # the answer as a label: its kind as given, the message count
+        self.messages = 1  # the thread's messages the result is on (set by the panel)
+        self.name_width = 0  # compact: the widest criterion id of the panel, so that the choices line up
         self.previous: str | None = None  # the id of the ticket whose decision this is, once the box holds another
         self.border_title = f"[b]{escape(spec.id)}[/b] [dim]{escape(spec.question)}[/dim]"
         self.tooltip = Text(spec.question + "\n" + "\n".join(f"{oid}: {label}" for oid, label in spec.options))
@@ -105,6 +116,7 @@ class CriterionCard(Widget, can_focus=True):
         self.result = None
         self.answer = None
         self.answer_given_at = None
+        self.label = None
         self.previous = None
         self.state = state
         self._sync()
@@ -122,6 +134,20 @@ class CriterionCard(Widget, can_focus=True):
         """
         self.answer = option
         self.answer_given_at = given_at if option is not None else None
+        self.label = None
+        r = self.result
+        if option is not None and r is not None:  # answered here, now: its kind is against the decision shown
+            kind = "confirmation" if option == r.choice else "correction"
+            at = given_at if given_at is not None else max(1, self.messages)
+            self.label = Standing(self.spec.id, option, at, given_at is not None, kind, r.choice)
+        self._sync()
+
+    def set_label(self, label: Standing) -> None:
+        """Show a stored label that stands for the result on screen, with the meaning it was given with (a
+        correction stays ``you: X`` when the model now says X; :meth:`Standing.verdict`)."""
+        self.answer = label.option
+        self.answer_given_at = label.given_at if label.carried else None
+        self.label = label
         self._sync()
 
     def set_previous(self, ticket_id: str | None) -> None:
@@ -144,7 +170,10 @@ class CriterionCard(Widget, can_focus=True):
     def on_click(self, event: events.Click) -> None:
         """A click on an option's row picks it."""
         offset = event.get_content_offset(self)  # None on the border
-        row = offset.y if offset is not None else -1
+        if self.compact:  # one line: a click only gives the card the focus (its options then get numbers)
+            self.focus()
+            return
+        row = (offset.y if offset is not None else -1) - self.options_top
         if self.result is not None and 0 <= row < len(self.spec.options):
             self.focus()
             self._answer(self.spec.options[row][0])
@@ -161,8 +190,52 @@ class CriterionCard(Widget, can_focus=True):
         self.set_answer(option)
         self.post_message(self.Answered(self, self.spec.id, option))
 
+    @property
+    def compact(self) -> bool:
+        return self.has_class("-compact")
+
+    def full_height(self, width: int) -> int:
+        """Rows the full card takes ``width`` cells wide: its options, its warnings, its question when the title
+        has no room for it, and its two edges."""
+        warnings = len(self.result.warnings) if self.result is not None else 0
+        question = 0 if self._question_in_title(width) else -(-len(self.spec.question) // max(1, width - 4))
+        return len(self.spec.options) + warnings + 2 + question  # a warning may wrap too: counted as one row
+
+    @property
+    def options_top(self) -> int:
+        """The content row of the first option (1 when the question is the card's first line)."""
+        return 0 if self._question_in_title() else 1
+
+    def _question_in_title(self, width: int | None = None) -> bool:
+        width = self.size.width if width is None else width
+        room = width - 6 if width else 0
+        return not room or len(self.spec.id) + 1 + len(self.spec.question) <= room
+
+    def on_resize(self) -> None:
+        self._sync()
+        fit = getattr(self.parent, "fit_cards", None)  # the panel: a taller card may no longer fit
+        if fit is not None and not self.compact:
+            self.call_after_refresh(fit)
+
+    def on_focus(self) -> None:
+        if self.compact:
+            self.refresh(layout=True)
+
+    def on_blur(self) -> None:
+        if self.compact:
+            self.refresh(layout=True)
+
+    def _fit_title(self) -> None:
+        """The criterion and, where it fits whole, its question; else the question is the card's first line,
+        wrapped, never cut (the tooltip has it too)."""
+        title = f"[b]{escape(self.spec.id)}[/b]"
+        if self._question_in_title():
+            title += f" [dim]{escape(self.spec.question)}[/dim]"
+        self.border_title = title
+
     def _sync(self) -> None:
         """Classes and subtitle follow the state; the body is drawn in :meth:`render`."""
+        self._fit_title()
         for name in STATE_NOTES.keys() | {"done"}:
             self.set_class(self.state == name, f"-{name}")
         r = self.result
@@ -170,21 +243,74 @@ class CriterionCard(Widget, can_focus=True):
         if r is None:
             self.border_subtitle = STATE_NOTES.get(self.state, "")
         else:
-            parts = [f"{r.source} · Δ{r.margin * 100:.0f} pts · {r.tail_ms:.0f} ms · {r.tail_tokens} tok"]
-            if self.answer is not None:
-                verdict = "confirmed" if self.answer == r.choice else f"you: {self.answer}"
-                if self.answer_given_at is not None:
-                    verdict += f" (msg {self.answer_given_at})"
-                parts.insert(0, f"[b]✔ {escape(verdict)}[/b]")
+            figures = [r.source, f"Δ{r.margin * 100:.0f} pts", tail_cost(r, sep=" · ")]
+            first = []
             if self.previous is not None:  # whose decision it is comes first; the figures go
-                parts = [f"[b]previous ticket {escape(self.previous)}[/b]", *parts[:-1]]
-            self.border_subtitle = " · ".join(parts)
+                first.append(f"[b]previous ticket {escape(self.previous)}[/b]")
+                figures = figures[:2]
+            if self.label is not None:
+                first.append(f"[b]✔ {escape(self.label.verdict(on_thread=self.messages > 1))}[/b]")
+            room = self.size.width - 6 if self.size.width else 10_000
+            while figures and Text.from_markup(" · ".join(first + figures)).cell_len > room:
+                figures.pop()  # the cost first, then the margin: never a cut word
+            self.border_subtitle = " · ".join(first + figures)
         self.set_class(self.previous is not None and r is not None, "-previous")
         self.set_class(self.answer is not None, "-answered")
         self.refresh(layout=True)
 
+    def _compact_line(self, width: int) -> Text:
+        """The card in one line (see the class docstring); numbered options while it has the focus."""
+        r = self.result
+        chosen = self.get_component_rich_style("card--chosen")
+        plain = self.get_component_rich_style("card--option")
+        empty = self.get_component_rich_style("card--empty")
+        text = Text(no_wrap=False, overflow="fold")
+        name_w = min(max(self.name_width, len(self.spec.id), 8), 16)
+        text.append(self.spec.id[:name_w].ljust(name_w) + " ", "bold")
+        if r is None:  # why it is empty, or (nothing scored yet) its options
+            text.append(STATE_NOTES.get(self.state, "") or " · ".join(o for o, _ in self.spec.options), empty)
+            return text
+        if self.has_focus:  # answering: every option with its number
+            for i, (oid, _label) in enumerate(self.spec.options):
+                mark = "✔" if self.answer == oid else ("▶" if oid == r.choice else " ")
+                text.append(
+                    f"{' ' if i else ''}{i + 1}{mark}{oid} {r.probability(oid):.0%}",
+                    chosen if oid == r.choice else plain,
+                )
+            return text
+        text.append(f"▶ {r.choice} {r.probability(r.choice):.0%}", chosen)
+        if self.label is not None:
+            text.append(
+                f"  ✔ {self.label.verdict(on_thread=self.messages > 1)}", self.get_component_rich_style("card--answer")
+            )
+        if self.previous is not None:
+            text.append("  (previous)", empty)  # the summary names the ticket
+        for o in sorted(r.options, key=lambda o: -o.probability):
+            if o.id == r.choice:
+                continue
+            more = f" · {o.id} {o.probability:.0%}"
+            if text.cell_len + len(more) > width:
+                break
+            text.append(more, plain)
+        for w in r.warnings:
+            text.append("\n  ⚠ " + short_warning(w), self.get_component_rich_style("card--warning"))
+        return text
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        """The rows of the body drawn ``width`` cells wide (its question line wraps: counted, never cut)."""
+        if self.compact:
+            return super().get_content_height(container, viewport, width)
+        body = self._body(max(width, 20), question=not self._question_in_title(width + 4))
+        return len(body.wrap(self.app.console, max(width, 1)))
+
     def render(self) -> Text:
         width = max(self.content_size.width, 20)
+        if self.compact:
+            return self._compact_line(width)
+        return self._body(width, question=not self._question_in_title())
+
+    def _body(self, width: int, *, question: bool) -> Text:
+        """The full card's body ``width`` cells wide: the question first when ``question``, then the options."""
         r = self.result
         label_w = min(max((len(oid) for oid, _ in self.spec.options), default=4), 14)
         bar_w = max(MIN_BAR, min(MAX_BAR, width - 2 - label_w - 1 - 1 - PCT_WIDTH))
@@ -193,6 +319,8 @@ class CriterionCard(Widget, can_focus=True):
         bar_style = self.get_component_rich_style("card--bar")
         empty = self.get_component_rich_style("card--empty")
         text = Text(no_wrap=False, overflow="fold")
+        if question:
+            text.append(self.spec.question + "\n", empty)
         for i, (oid, _label) in enumerate(self.spec.options):
             if i:
                 text.append("\n")
@@ -215,5 +343,14 @@ class CriterionCard(Widget, can_focus=True):
             text.append(f" {p:>{PCT_WIDTH - 1}.1%}", chosen if is_choice else plain)
         if r is not None:
             for w in r.warnings:
-                text.append("\n⚠ " + w, self.get_component_rich_style("card--warning"))
+                text.append("\n⚠ " + short_warning(w), self.get_component_rich_style("card--warning"))
         return text
+
+
+def short_warning(warning: str) -> str:
+    """A card's warning in a few words: ``low coverage (20%)``; what it means is said once, in the summary
+    (:func:`triage.tui.widgets.score_summary.card_notes`), not on every card."""
+    if warning.startswith("low coverage:"):
+        pct = next((w for w in warning.split() if w.endswith("%")), "")
+        return f"low coverage ({pct})" if pct else "low coverage"
+    return warning

@@ -1,4 +1,8 @@
-"""The decisions panel: one card per criterion, filled in as the engine streams them."""
+"""The decisions panel: one card per criterion, filled in as the engine streams them.
+
+Where the full cards do not all fit the panel's height (80x24, or a thread open above), every card is drawn
+compact, one line each (class ``-compact``), so that every criterion's decision stays on screen.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +21,27 @@ class DecisionsPanel(VerticalScroll, can_focus=False):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._specs: tuple[CardSpec, ...] = ()
+
+    def on_resize(self) -> None:
+        self.fit_cards()
+
+    def full_height(self, columns: int) -> int:
+        """Rows the full cards take in ``columns`` columns (each grid row as tall as its tallest card)."""
+        width = max(1, (self.size.width - 2 - (columns - 1)) // max(1, columns))  # padding 0 1, gutter 1
+        heights = [c.full_height(width) for c in self.cards]
+        return sum(max(heights[i : i + columns]) for i in range(0, len(heights), max(1, columns)))
+
+    def fit_cards(self) -> None:
+        """Draw the cards full when they all fit the panel's height, else compact (one line each)."""
+        if not self.size.height:
+            return
+        screen = self.screen
+        columns = 1 if screen.has_class("-narrow") else 3 if screen.has_class("-wide") else 2
+        compact = self.full_height(columns) > self.size.height
+        if compact != self.has_class("-compact"):
+            self.set_class(compact, "-compact")
+            for c in self.cards:
+                c.set_class(compact, "-compact")
 
     @property
     def cards(self) -> list[CriterionCard]:
@@ -38,8 +63,12 @@ class DecisionsPanel(VerticalScroll, can_focus=False):
             cards = [c for c in self.children if isinstance(c, CriterionCard)]
         else:
             cards = self.cards
+        widest = max((len(s.id) for s in specs), default=0)
         for c in cards:
             c.set_state(state)
+            c.name_width = widest
+            c.set_class(self.has_class("-compact"), "-compact")
+        self.call_after_refresh(self.fit_cards)
 
     def show_pack(self, pack: Pack, state: CardState = "idle") -> None:
         """The pack's criteria, all in ``state``."""
@@ -80,12 +109,14 @@ class DecisionsPanel(VerticalScroll, can_focus=False):
         """The ticket is done: every card shows its result, or why it has none."""
         by_id = {c.id: c for c in result.criteria}
         for card in self.cards:
+            card.messages = max(1, result.thread.messages)
             r = by_id.get(card.spec.id)
             if r is not None:
                 card.set_result(r)
             elif card.state != "done":
                 card.set_state("cancelled" if not result.complete else "idle")
         self.scroll_home(animate=False)  # while scoring the view follows the cards; at the end, start at the top
+        self.call_after_refresh(self.fit_cards)  # warnings make a card taller
 
     def failed(self) -> None:
         """Scoring failed: unfinished cards say so."""

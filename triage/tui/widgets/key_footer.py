@@ -1,10 +1,11 @@
 """The main screen's footer, fitted to the terminal's width: every key it shows is shown whole.
 
 Textual's footer lays its keys out in one row and cuts whatever does not fit (at 80 columns the reply keys,
-the timeline and cancel were lost mid-word). This one leaves keys out instead, least needed first, until the
-rest fits: first the palette's ``^p`` (ctrl+p still opens it), then the keys that do nothing right now (shown
-dimmed), then :data:`DROP_ORDER`, then from the end. F1 (help, which lists every key) always stays.
-The function keys are shown in their order (F1 first), after the focused widget's own keys.
+the timeline and cancel were lost mid-word). This one first draws the three reply keys as one
+(``f8·f9·f10 Reply``), then leaves keys out, least needed first, until the rest fits: the palette's ``^p``
+(ctrl+p still opens it), the keys that do nothing right now (shown dimmed), then :data:`DROP_ORDER`, then
+from the end. F1 (help, which lists every key) always stays. The function keys are shown in their order
+(F1 first), after the focused widget's own keys.
 """
 
 from __future__ import annotations
@@ -20,16 +21,34 @@ from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
 DROP_ORDER = (
+    "details",
     "timeline",
     "quit",
     "copy_summary",
+    "export('json')",
+    "app.history",
+    "cancel",
+    "undo_paste",
     "app.agreement",
     "reply('note')",
-    "cancel",
-    "app.history",
-    "export('json')",
 )  # actions, least needed first, left out while the footer is too narrow for them (F1 lists them all)
 KEEP = "app.help"
+REPLIES = ("reply('customer')", "reply('agent')", "reply('note')")
+REPLY_TOOLTIP = "F8 adds the box's text as a customer reply, F9 as an agent reply, F10 as an internal note"
+
+
+def merge_replies(keys: Sequence[Key]) -> list[Key]:
+    """``keys`` with the three reply keys drawn as one (``f8·f9·f10 Reply``, where the first of them was)."""
+    replies = [k for k in keys if k.action in REPLIES]
+    if len(replies) < len(REPLIES):
+        return list(keys)
+    out: list[Key] = []
+    for k in keys:
+        if k.action == REPLIES[0]:
+            out.append(Key(k.action, "·".join(r.label for r in replies), "Reply", k.enabled))
+        elif k.action not in REPLIES:
+            out.append(k)
+    return out
 
 
 @dataclass(frozen=True)
@@ -71,7 +90,7 @@ def fit(keys: Sequence[Key], width: int) -> list[int]:
 def in_order(keys: Sequence[Key]) -> list[int]:
     """The keys' indexes in the order to show them: the keys before the first function key (the focused
     widget's own), then the function keys by number, then the rest, each group in its given order."""
-    numbers = [int(m.group(1)) if (m := re.fullmatch(r"[fF](\d+)", k.label)) else None for k in keys]
+    numbers = [int(m.group(1)) if (m := re.fullmatch(r"[fF](\d+)(?:·.*)?", k.label)) else None for k in keys]
     first = next((i for i, n in enumerate(numbers) if n is not None), len(keys))
 
     def rank(i: int) -> tuple[int, int]:
@@ -103,6 +122,14 @@ class KeyFooter(Footer):
             for w in widgets
         ]
         self._fitted_for = width = self.size.width or self.app.size.width
+        if sum(k.width for k in keys) > width and len(merged := merge_replies(keys)) < len(keys):
+            first = next(i for i, k in enumerate(keys) if k.action == REPLIES[0])
+            m = merged[first]
+            one = FooterKey(
+                "f8", m.label, m.description, m.action, disabled=not m.enabled, tooltip=REPLY_TOOLTIP
+            ).data_bind(compact=Footer.compact)
+            widgets = [one if w is widgets[first] else w for w in widgets if w.action not in REPLIES[1:]]
+            keys = merged
         kept = set(fit(keys, width))
         for i in in_order(keys):
             if i in kept:

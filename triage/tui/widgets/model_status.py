@@ -78,7 +78,9 @@ class ModelStatus(Static):
             left = f"[$success]●[/] [b]{escape(self.model)}[/b]{tag} [dim]ctx {self.n_ctx}[/dim]"
         else:
             left = "[$error]✖ no model[/]"
-        right = f"pack [b]{escape(self.pack_label)}[/b] · {escape(self.how)}"
+        right = f"pack [b]{escape(self.pack_label)}[/b]"
+        if self.how != "by name":  # how every ticket is read is no news; a reopened older result's way is
+            right += f" · {escape(self.how)}"
         if self.auto_score:
             right += " · auto-score"
         self.update(f"{left}  [dim]│[/dim] {right}")

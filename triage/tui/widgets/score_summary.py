@@ -38,9 +38,12 @@ def bar(share: float, cells: int = BAR_CELLS) -> str:
 
 
 class ScoreSummary(Static):
-    """Two or three short lines under the ticket box.
+    """One or two short lines under the ticket box.
 
-    While the box holds another text than the result's ticket (:meth:`set_previous`), a first line
+    A finished result is said in an agent's words (the ticket, how long it took, the model and pack, what
+    decided, the thread); the engine's figures (prefill, prefix tokens and their cache, the readout, what a
+    thread's score evaluated and reused) are its *details*, shown instead while :attr:`details` is on
+    (ctrl+o). While the box holds another text than the result's ticket (:meth:`set_previous`), a first line
     says whose decisions these are and the lines under it are dimmed.
     """
 
@@ -53,13 +56,29 @@ class ScoreSummary(Static):
         self.previous: str | None = None  # the result's ticket id, once the box holds another text
         self._shown = ""
         self._previous_line = ""
+        self._reply = False
+        self.details = False  # the engine's figures instead of the brief lines (ctrl+o)
+        self.brief_text = ""  # the last result's lines, both ways ("" while no result is shown)
+        self.details_text = ""
         self.idle()
+
+    def toggle_details(self) -> bool:
+        """Show the engine's figures instead of the brief lines, or back; returns whether details are on."""
+        self.details = not self.details
+        if self.brief_text:
+            previous = self.previous
+            self.update(self.details_text if self.details else self.brief_text)
+            if previous is not None:
+                self.set_previous(previous, reply=self._reply)
+        return self.details
 
     def update(self, content: VisualType = "", *, layout: bool = True) -> None:
         """Show ``content`` (every state below comes through here); a previous mark is dropped."""
         self.previous, self._previous_line = None, ""
         self.remove_class("-previous")
         self._shown = content if isinstance(content, str) else ""
+        if self._shown not in (self.brief_text, self.details_text):
+            self.brief_text = self.details_text = ""  # another state: no result on show
         super().update(content, layout=layout)
 
     def set_previous(self, ticket_id: str | None, *, reply: bool = False) -> None:
@@ -67,6 +86,7 @@ class ScoreSummary(Static):
 
         ``reply``: the box holds that ticket with text added under it (F8/F9/F10 would add it as a reply).
         """
+        self._reply = reply
         if ticket_id is None:
             if self.previous is not None:
                 self.update(self._shown)
@@ -122,8 +142,7 @@ class ScoreSummary(Static):
             )
             return
         self.update(
-            f"ticket [b]{escape(ticket_id)}[/b] · prefill {_ms(prefill_ms or 0)} · prefix {tokens.prefix} tok, "
-            f"{tokens.prefix_cached} cached · [$accent]{done}/{total} criteria…[/]  [dim]esc cancels[/dim]"
+            f"ticket [b]{escape(ticket_id)}[/b] · [$accent]{done} of {total} decided…[/]  [dim]esc cancels[/dim]"
         )
 
     def progress(self, ticket_id: str, phase: str, done: int, total: int, left: float | None = None) -> None:
@@ -143,10 +162,19 @@ class ScoreSummary(Static):
         """Scoring stopped with an error."""
         self.update(f"ticket [b]{escape(ticket_id)}[/b] · [$error]scoring failed: {escape(message)}[/]")
 
-    def show(self, result: TicketResult, *, reopened_at: float | None = None, of_messages: int | None = None) -> None:
+    def show(
+        self,
+        result: TicketResult,
+        *,
+        reopened_at: float | None = None,
+        of_messages: int | None = None,
+        read: tuple[int, int] | None = None,
+    ) -> None:
         """A finished (or cancelled, or reopened) result.
 
-        ``of_messages``: the thread's messages now, when a reopened score decided on fewer.
+        ``of_messages``: the thread's messages now, when a reopened score decided on fewer. ``read``: of a
+        cancelled score, the tokens its decode had read when it stopped, of how many (the last progress); a
+        cancelled score says what it did, never the prefill and evaluated tokens of a read that did not end.
         """
         t, tok, model = result.timing, result.tokens, result.model
         head = f"[b]{escape(result.ticket_id)}[/b]"
@@ -165,6 +193,8 @@ class ScoreSummary(Static):
             f"prefill {_ms(t.prefill_ms)} · total {_ms(t.total_ms)} · "
             f"prefix {tok.prefix} tok, {tok.prefix_cached} cached (hit rate {tok.hit_rate:.0%}{session})"
         )
+        if not result.complete:
+            line1 = f"cancelled after {_ms(t.total_ms)}: " + cancelled_words(result, read)
         stand_in = f" [$warning](stand-in, not {PRODUCT_MODEL})[/]" if model.get("stand_in") else ""
         line2 = (
             f"{head} · {escape(str(model.get('name')))}{stand_in} · pack {escape(str(result.pack.get('name')))} "
@@ -179,11 +209,71 @@ class ScoreSummary(Static):
         if result.calibration and any(c.source == "calibrated" for c in result.criteria):
             line2 += f" · calibration {escape(result.calibration)}"
         lines = [line1, line2]
-        thread = thread_line(result, of_messages)
+        thread = thread_line(result, of_messages) if result.complete else None
         if thread:
             lines.append(thread)
-        lines += [f"[$warning]⚠ {escape(w)}[/]" for w in result.warnings]
-        self.update("\n".join(lines))
+        warnings = [f"[$warning]⚠ {escape(w)}[/]" for w in result.warnings + card_notes(result)]
+        self.details_text = "\n".join(lines + warnings + ["[dim]ctrl+o: the short form[/dim]"])
+        self.brief_text = "\n".join([brief_line(result, reopened_at, of_messages), *warnings])
+        self.update(self.details_text if self.details else self.brief_text)
+
+
+def brief_line(result: TicketResult, reopened_at: float | None = None, of_messages: int | None = None) -> str:
+    """A finished result in an agent's words: ``ID · scored in 0.6 s · MODEL (stand-in) · pack P v3 · starter
+    head · thread of 2 messages`` and where the details are (ctrl+o)."""
+    model = result.model
+    parts = [f"[b]{escape(result.ticket_id)}[/b]"]
+    if reopened_at is not None:
+        parts[0] += f" [dim](from history, {time.strftime('%Y-%m-%d %H:%M', time.localtime(reopened_at))})[/dim]"
+    if not result.complete:
+        parts.append(f"[$warning]cancelled after {len(result.criteria)} decision(s)[/]")
+    else:
+        parts.append(f"scored in {_seconds(result.timing.total_ms)}")
+    stand_in = " [$warning](stand-in)[/]" if model.get("stand_in") else ""
+    parts.append(f"{escape(str(model.get('name')))}{stand_in}")
+    parts.append(f"pack {escape(str(result.pack.get('name')))} v{escape(str(result.pack.get('version')))}")
+    sources = {c.source for c in result.criteria}
+    if result.head and "learned" in sources:
+        parts.append(f"learned head [b]{escape(result.head)}[/b]")
+    if "starter" in sources:
+        parts.append("[b]starter[/b] head")
+    if result.calibration and "calibrated" in sources:
+        parts.append("calibrated")
+    n = result.thread.messages
+    if n > 1 or (of_messages or 0) > 1:
+        thread = f"thread of {n} message{'' if n == 1 else 's'}"
+        if of_messages is not None and of_messages > n:
+            thread += f" [dim](now {of_messages}: these decisions are on the first {n})[/dim]"
+        parts.append(thread)
+    return " · ".join(parts) + "  [dim]ctrl+o details[/dim]"
+
+
+def card_notes(result: TicketResult) -> list[str]:
+    """What the cards' short warnings mean, once for the screen: ``low coverage on queue, urgency: …``."""
+    low = [c for c in result.criteria if any(w.startswith("low coverage:") for w in c.warnings)]
+    if not low:
+        return []
+    return [
+        f"low coverage on {', '.join(c.id for c in low)}: the model's next word was mostly none of the options, "
+        f"so {'that decision is' if len(low) == 1 else 'those decisions are'} less sure"
+    ]
+
+
+def cancelled_words(result: TicketResult, read: tuple[int, int] | None) -> str:
+    """What a cancelled score did: the tokens its read got through (when known) and the decisions it made."""
+    n = len(result.criteria)
+    if n:
+        done = f"{n} decision{'' if n == 1 else 's'} made before the stop"
+    elif read is not None and read[1]:
+        done = f"read {read[0]:,} of {read[1]:,} tokens ({read[0] / read[1]:.0%}), no decision made"
+    else:
+        done = "stopped before the read finished, no decision made"
+    return done
+
+
+def _seconds(ms: float) -> str:
+    """A score's time: ``0.4 s``, ``12 s``."""
+    return f"{ms / 1000:.1f} s" if ms < 10_000 else f"{ms / 1000:.0f} s"
 
 
 def thread_line(result: TicketResult, of_messages: int | None = None) -> str | None:

@@ -48,7 +48,7 @@ class ThreadView(VerticalScroll):
     """The open thread's messages, scrolled to the newest."""
 
     DEFAULT_CSS = """
-    ThreadView { height: auto; max-height: 12; display: none; }
+    ThreadView { height: auto; max-height: 12; display: none; border-subtitle-align: right; }
     ThreadView.-shown { display: block; }
     """
 
@@ -72,6 +72,7 @@ class ThreadView(VerticalScroll):
     def hide(self) -> None:
         """No thread is open."""
         self.messages = ()
+        self.border_subtitle = ""
         self.remove_class("-shown")
 
     @property

@@ -6,6 +6,11 @@ A huge paste is kept whole for scoring but shown shortened and read-only:
 soft-wrapping a megabyte in the editor would freeze the UI on every key.
 Edits are debounced into one :class:`TicketEdited` so token counting runs
 once the text stops changing, not on every key.
+
+A paste while the box holds the ticket on screen, as it was scored (:attr:`TicketInput.scored_text`, set by
+the screen), is the next ticket: it *replaces* the box's text, as one edit, and :meth:`TicketInput.undo_replace`
+(ctrl+z) brings the scored text back while the paste is unchanged. Adding to the ticket is the thread's
+reply box (F8/F9/F10), or typing under it.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ class TicketInput(TextArea):
         self._large: str | None = None
         self._debounce: Timer | None = None
         self._replying = False
+        self.scored_text: str | None = None  # the decided ticket's text (cleaned) while on screen, else None
+        self.replaced: tuple[str, str] | None = None  # (the text a paste replaced, the paste) while unchanged
 
     @property
     def replying(self) -> bool:
@@ -69,6 +76,7 @@ class TicketInput(TextArea):
             self._show_large(text)
             return
         self._large = None
+        self.replaced = None
         self.read_only = False
         self.border_title = REPLY_TITLE if self._replying else "Ticket"
         self.load_text(text)
@@ -93,13 +101,44 @@ class TicketInput(TextArea):
                 "The paste held only control characters or escape codes; nothing was added.", severity="warning"
             )
             return
+        replaced = False
         if self._large is not None or len(self.text) + len(text) > LARGE_CHARS:
             self._show_large(text)  # a huge paste is a whole ticket: it replaces the box
             self.focus()
+        elif self.scored_text is not None and self.text.strip() and clean_text(self.text) == self.scored_text:
+            self.replace_all(text)  # after a decision a paste is a new ticket
+            replaced = True
         else:
             event.text = text
             await super()._on_paste(event)
-        self.post_message(TicketPasted())
+        self.post_message(TicketPasted(replaced))
+
+    def replace_all(self, text: str) -> None:
+        """Put ``text`` in place of the box's text as one edit that :meth:`undo_replace` takes back."""
+        old = self.text
+        self.history.checkpoint()
+        self.replace(text, self.document.start, self.document.end)
+        self.history.checkpoint()
+        self.move_cursor(self.document.end)
+        self.replaced = (old, text)
+
+    def undo_replace(self) -> bool:
+        """Bring back the text the last paste replaced, while the box still holds that paste (True when done)."""
+        if self.replaced is None or self.text != self.replaced[1]:
+            self.replaced = None
+            return False
+        old, _ = self.replaced
+        self.replaced = None
+        self.history.checkpoint()
+        self.replace(old, self.document.start, self.document.end)
+        self.history.checkpoint()
+        self.move_cursor(self.document.end)
+        return True
+
+    @property
+    def can_undo_replace(self) -> bool:
+        """The box holds a paste that replaced the scored ticket, unchanged."""
+        return self.replaced is not None and self.text == self.replaced[1] and self._large is None
 
     def on_text_area_changed(self, _event: TextArea.Changed) -> None:
         if self._debounce is not None:
