@@ -18,7 +18,6 @@ import importlib.util
 import io
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -43,10 +42,6 @@ os.environ["TRIAGE_STARTER"] = "0"
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 _REAL_MODELS = user_dirs().models  # resolved at import, before any TRIAGE_HOME override
-# The user's eval readout cache, where scripts/setup's `triage model pull` left the starter set's readouts
-# (resolved at import too); the ``starter_readouts`` fixture starts tests' homes from a copy of it.
-READOUTS = Path("eval") / "readouts.sqlite3"  # under a cache dir, as triage.evaluation.cache.ReadoutCache keeps it
-_REAL_READOUTS = user_dirs().cache / READOUTS
 
 
 def _installed(filename: str) -> Path | None:
@@ -146,37 +141,28 @@ def smollm2_engine(smollm2_path: Path) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def starter_readouts(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
-    """A copy of the user's eval readout cache, or None when there is none.
-
-    ``scripts/setup`` pulls smollm2-135m, and the pull fits its starter head: the cache then holds the
-    starter set's readouts for it (475 tickets, about 10 minutes of scoring here). A test of the starter's
-    first use copies this file into its home (:func:`seed_readouts`) and fits from those readouts, as a
-    user's second fit does, instead of scoring the set again. That the readouts are what scoring gives now is
-    tests/test_starter.py's ``test_the_seeded_readouts_are_what_scoring_gives_now``. Without the file, the
-    tests score the set themselves: slower, the same result.
-    """
-    if not _REAL_READOUTS.is_file():
-        return None
-    copy = tmp_path_factory.mktemp("readouts") / "readouts.sqlite3"
-    src = sqlite3.connect(f"file:{_REAL_READOUTS}?mode=ro", uri=True)
-    dst = sqlite3.connect(copy)
-    try:
-        src.backup(dst)  # a consistent copy even while a user's triage writes it
-    finally:
-        dst.close()
-        src.close()
-    return copy
+def other_model(tmp_path_factory: pytest.TempPathFactory, smollm2_path: Path) -> Path:
+    """smollm2's weights under another sha256 (a line appended after the tensors, which llama.cpp never reads):
+    a model triage ships no starter head for (assets/heads/), as Qwen3-0.6B is on a user's machine, so its
+    first use fits one. Pair it with :func:`starter_slice` to keep that fit to seconds."""
+    path = tmp_path_factory.mktemp("other-model") / "other-model.gguf"
+    shutil.copyfile(smollm2_path, path)
+    with path.open("ab") as fh:
+        fh.write(b"triage test: a model file with no shipped starter head\n")
+    return path
 
 
-def seed_readouts(home: Path, readouts: Path | None) -> Path:
-    """Start ``home``'s eval readout cache (``TRIAGE_HOME=home``) from ``readouts`` (the ``starter_readouts``
-    fixture's copy) when there is one; returns that cache's path."""
-    target = home / "cache" / READOUTS
-    if readouts is not None:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(readouts, target)
-    return target
+STARTER_SLICE = 10  # a starter fit in a test: every 10th starter row (125 of 1245), the product's fit on fewer rows
+
+
+def starter_slice(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Fit starter heads in this process on every ``STARTER_SLICE``-th starter row; returns those rows."""
+    from triage.domain.pack import default_pack
+    from triage.evaluation import starter
+
+    rows = starter.starter_rows(default_pack())[::STARTER_SLICE]
+    monkeypatch.setattr(starter, "starter_rows", lambda pack: list(rows) if starter.is_builtin(pack) else [])
+    return rows
 
 
 @pytest.fixture(scope="session")

@@ -508,25 +508,24 @@ def test_a_starter_head_whose_file_cannot_be_written_is_applied_from_memory(
 
 
 def test_on_a_full_disk_score_fits_the_starter_once_and_applies_it_from_memory(
-    tmp_path: Path, smollm2_path: Path, starter_readouts: Path | None
+    tmp_path: Path, other_model: Path, cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The real thing on smollm2: TRIAGE_HOME on a tmpfs just big enough for the readouts setup's pull left
-    (so the fit scores nothing), then filled. One `triage score` of two tickets fits the starter head once,
-    cannot keep it, says so once, and decides both tickets with it."""
-    if starter_readouts is None:
-        pytest.skip("no readouts of the starter set in the user's cache (scripts/setup's pull leaves them)")
-    from conftest import seed_readouts
+    """The real thing on a model triage ships no starter head for (smollm2 under another sha256), in-process on
+    a slice of the starter set: TRIAGE_HOME on a tmpfs that is full. One `triage score` of two tickets fits the
+    starter head once, cannot keep it (nor the readouts), says so once, and decides both tickets with it."""
+    from conftest import starter_slice
 
+    starter_slice(monkeypatch)
     mnt = tmp_path / "disk"
     mnt.mkdir()
-    size = starter_readouts.stat().st_size + (1 << 20)
     proc = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], capture_output=True, text=True
+        ["mount", "-t", "tmpfs", "-o", f"size={1 << 20}", "tmpfs", str(mnt)], capture_output=True, text=True
     )
     if proc.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
     try:
-        seed_readouts(mnt, starter_readouts)
+        (mnt / "cache").mkdir()  # the folders exist; the disk under them is full
+        (mnt / "data").mkdir()
         with open(mnt / "filler", "wb", buffering=0) as fh:
             for chunk in (65536, 4096, 1):
                 try:
@@ -540,14 +539,9 @@ def test_on_a_full_disk_score_fits_the_starter_once_and_applies_it_from_memory(
             '{"id": "B", "text": "My parcel was due last Tuesday and tracking has not moved."}\n',
             encoding="utf-8",
         )
-        env = {**os.environ, "TRIAGE_HOME": str(mnt), "TRIAGE_STARTER": "1", "PYTHONPATH": str(ROOT)}
-        env.pop("TRIAGE_MODEL", None)
-        ran = subprocess.run(
-            [sys.executable, "-m", "triage.cli", "score", str(tickets), "--model", str(smollm2_path), "--threads", "1"],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=1800,
+        monkeypatch.delenv("TRIAGE_MODEL", raising=False)
+        ran = cli(
+            ["score", str(tickets), "--model", str(other_model), "--threads", "1"], mnt, env={"TRIAGE_STARTER": "1"}
         )
         assert ran.returncode == 0, ran.stderr
         assert ran.stderr.count("fitting the starter head for") == 1, ran.stderr

@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import seed_readouts
 from fake_engine import FakeEngine
 
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
 from triage.domain.pack import default_pack  # noqa: E402
+from triage.evaluation.starter import starter_rows  # noqa: E402
 from triage.serve.app import ServeSettings  # noqa: E402
 from triage.serve.local import free_port, serving  # noqa: E402
 from triage.serve.worker import ChoreStopped  # noqa: E402
@@ -90,9 +90,11 @@ def test_requests_are_served_between_the_steps_of_a_background_task_which_stops_
 
 @pytest.mark.model
 def test_serve_without_a_starter_head_answers_at_once_and_fits_it_in_the_background(
-    smollm2_path: Path, triage_home: Path, starter_readouts: Path | None
+    other_model: Path, triage_home: Path
 ) -> None:
-    seed_readouts(triage_home, starter_readouts)  # the fit's rows from the readouts setup's pull left, if any
+    """A model triage ships no starter head for: serve answers within seconds, zero-shot, while the fit scores
+    the starter set between requests (the fit's end, in the same chore, is the fast test above)."""
+    n = len(starter_rows(default_pack()))
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     env = {**os.environ, "TRIAGE_HOME": str(triage_home), "TRIAGE_STARTER": "1", "PYTHONPATH": str(ROOT)}
@@ -100,7 +102,7 @@ def test_serve_without_a_starter_head_answers_at_once_and_fits_it_in_the_backgro
     err_path = triage_home / "serve.err"
     with err_path.open("w") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "triage.cli", "serve", "--model", str(smollm2_path), "--port", str(port)],
+            [sys.executable, "-m", "triage.cli", "serve", "--model", str(other_model), "--port", str(port)],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=err,  # a file, not a terminal: the fit's progress comes as plain lines
@@ -119,24 +121,15 @@ def test_serve_without_a_starter_head_answers_at_once_and_fits_it_in_the_backgro
                 time.sleep(0.05)
         assert health is not None, err_path.read_text()
         fit = health["starter"]
-        assert fit["rows"] == 475 and fit["state"] in ("fitting", "fitting head"), fit  # answered before the head
+        assert fit["rows"] == n and fit["state"] in ("fitting", "fitting head"), fit  # answered before the head
         first = _post(base, {"id": "T-1", "text": "I was charged twice this month, refund me."})
         assert time.monotonic() - serving_at < 5, "the first score waited for the fit"
         said = err_path.read_text()
         assert "fitting the starter head for" in said and "in the background" in said
-        assert "starter head: scoring 475 row(s)" in said
-        if starter_readouts is not None:  # the rows are read from the cache: wait for the head
-            end = time.monotonic() + 240
-            while _get(base, "/v1/health")["starter"]["state"] not in ("done", "failed") and time.monotonic() < end:
-                time.sleep(0.5)
-            done = _get(base, "/v1/health")
-            assert done["starter"]["state"] == "done", done["starter"]
-            assert done["starter"]["rows_done"] == 475 and done["starter"]["rows_per_s"] > 0
-            later = _post(base, {"id": "T-2", "text": "I was charged twice this month, refund me."})
-            assert {c["source"] for c in later["criteria"]} == {"starter"}, later["criteria"]
-            assert "starter head fitted in" in err_path.read_text()
-        else:
-            assert {c["source"] for c in first["criteria"]} <= {"zero-shot", "calibrated"}
+        assert f"starter head: scoring {n} row(s)" in said
+        assert {c["source"] for c in first["criteria"]} <= {"zero-shot", "calibrated"}
+        later = _get(base, "/v1/health")["starter"]
+        assert later["rows_done"] >= fit["rows_done"] and later["state"] in ("fitting", "fitting head", "done")
     finally:
         proc.send_signal(signal.SIGTERM)
         try:

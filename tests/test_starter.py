@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -14,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from conftest import starter_slice
 
 from triage.assets_path import asset
 from triage.domain.pack import default_pack
@@ -185,20 +186,6 @@ TICKETS = {
 }
 
 
-SLICE = 10  # the first-use test fits on every 10th starter row (125 of 1245): the product's fit, on fewer rows
-
-
-@pytest.fixture(scope="module")
-def other_model(tmp_path_factory: pytest.TempPathFactory, smollm2_path: Path) -> Path:
-    """smollm2's weights under another sha256 (a line appended after the tensors, which llama.cpp never reads):
-    a model triage ships no starter head for, as Qwen3-0.6B is on a user's machine."""
-    path = tmp_path_factory.mktemp("other-model") / "other-model.gguf"
-    shutil.copyfile(smollm2_path, path)
-    with path.open("ab") as fh:
-        fh.write(b"triage test: a model file with no shipped starter head\n")
-    return path
-
-
 def _score(home: Path, model: Path, text: str, *, on: bool, extra: tuple[str, ...] = ()) -> tuple[int, dict, str]:
     env = {**os.environ, "TRIAGE_HOME": str(home), "TRIAGE_STARTER": "1" if on else "0"}
     env.pop("TRIAGE_MODEL", None)
@@ -240,8 +227,7 @@ def test_first_use_of_a_model_without_a_shipped_head_fits_the_starter_once(
 ) -> None:
     """`triage score`'s first use fits (and says so, with progress off a terminal), the second applies what the
     first stored; in-process, on a slice of the starter set, so the product's fit runs in seconds."""
-    rows = starter.starter_rows(default_pack())[::SLICE]
-    monkeypatch.setattr(starter, "starter_rows", lambda pack: rows if starter.is_builtin(pack) else [])
+    rows = starter_slice(monkeypatch)
     home = tmp_path / "home"
     env = {"TRIAGE_STARTER": "1"}
     args = ["score", "--model", str(other_model), "--threads", "1", "--format", "json"]
