@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import starter_slice
 
 from triage.assets_path import asset
