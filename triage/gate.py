@@ -65,6 +65,7 @@ KINDS: dict[str, Kind] = {
     "model": Kind("model file", _UNBOUNDED, "only the GGUF header is read by triage; llama.cpp maps the rest"),
     "export": Kind("export", _UNBOUNDED, "read as a stream: memory is bounded per row"),
     "labels": Kind("label file", _UNBOUNDED, "read as a stream: memory is bounded per line"),
+    "sniff": Kind("file", _UNBOUNDED, "only its first bytes are read, to tell what it is"),
     "eval-cache": Kind("eval readout cache", _UNBOUNDED, "SQLite reads it in pages"),
 }
 

@@ -38,6 +38,7 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from triage import gate
 from triage.errors import InputError
 
 BACKUP_SUFFIX = ".prev"
@@ -88,7 +89,7 @@ def describe_kind(kind: str) -> str:
 def is_sqlite(path: str | Path) -> bool:
     """Whether ``path`` is a regular file that starts with SQLite's header."""
     try:
-        with open(path, "rb") as fh:
+        with gate.open_binary(path, "sniff") as fh:  # a FIFO is refused (False), never waited on
             return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
     except OSError:
         return False
