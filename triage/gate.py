@@ -71,7 +71,7 @@ KINDS: dict[str, Kind] = {
 
 _TYPES = (
     (stat.S_ISDIR, "a folder", "pass a file inside it"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)", "triage reads only regular files; write the data to a file"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)", "triage reads only regular files"),
     (stat.S_ISCHR, "a character device", "triage reads only regular files"),
     (stat.S_ISBLK, "a block device", "triage reads only regular files"),
     (stat.S_ISSOCK, "a socket", "triage reads only regular files"),
@@ -103,8 +103,8 @@ def refusal(path: str | Path, mode: int) -> NotARegularFile:
     for test, name, todo in _TYPES:
         if test(mode):
             cls = FolderNotFile if test is stat.S_ISDIR else NotARegularFile
-            return cls(errno.EINVAL, f"it is {name}, not a regular file; {todo}", str(path))
-    return NotARegularFile(errno.EINVAL, "it is not a regular file; triage reads only regular files", str(path))
+            return cls(errno.EINVAL, f"it is {name}, not a regular file ({todo})", str(path))
+    return NotARegularFile(errno.EINVAL, "it is not a regular file (triage reads only regular files)", str(path))
 
 
 def _kind(kind: str) -> Kind:
@@ -239,7 +239,7 @@ def toml_depth(text: str) -> int:
                 key_dots = 0
                 in_key = False
             continue
-        containers = sum(1 for s in stack if s != "h")
+        containers = len(stack)  # a header is only ever alone on the stack, and handled above
         if in_key:
             if ch == ".":
                 key_dots += 1
