@@ -130,7 +130,14 @@ def open_fd(path: str | Path, kind: str) -> tuple[int, os.stat_result]:
         OSError: as ``open`` raises it (``FileNotFoundError``, ``PermissionError``, ...).
     """
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(path, flags)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a socket cannot be opened: say what it is
+            st = os.stat(path)
+            if not stat.S_ISREG(st.st_mode):
+                raise refusal(path, st.st_mode) from None
+        raise
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -165,11 +172,16 @@ def read_bytes(path: str | Path, kind: str) -> bytes:
     """The bytes of ``path``, at most the kind's bound (:func:`open_fd`'s errors)."""
     limit = _kind(kind).limit
     fd, st = open_fd(path, kind)
-    with os.fdopen(fd, "rb") as fh:
-        data = fh.read(min(limit, st.st_size + (1 << 16)) + 1)  # a file growing meanwhile is read to the bound
-        if len(data) > limit:
-            raise TooLarge(f"it is larger than {mib(limit)}; a {_kind(kind).what} is at most that")
-    return data
+    chunks: list[bytes] = []
+    got = 0
+    with os.fdopen(fd, "rb", buffering=0) as fh:
+        want = st.st_size + 1  # one read of what fstat said; a file growing meanwhile is read on, to the bound
+        while got <= limit and (chunk := fh.read(min(limit + 1 - got, max(want - got, 1 << 16)))):
+            chunks.append(chunk)
+            got += len(chunk)
+    if got > limit:
+        raise TooLarge(f"it grew past {mib(limit)} while it was read; a {_kind(kind).what} is at most that")
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def read_text(path: str | Path, kind: str) -> str:
@@ -206,65 +218,75 @@ _TOML_MARKS = re.compile(r"[\[\]{}=,.\n]")
 def toml_depth(text: str) -> int:
     """A bound on how deeply ``tomllib`` nests the tables and arrays of TOML ``text`` (no recursion).
 
-    Counted conservatively, strings and comments skipped: each ``[`` and ``{`` of a value, each
-    dot of a key (``a.b.c = 1`` is three tables deep) and of a table header, which the keys under
-    it are added to. Dots in values (``0.5``) do not count.
+    The document is 1 (a table). Counted conservatively, strings and comments skipped: each ``[``
+    and ``{`` of a value one level inside what holds it; each dot of a key one table more (``a.b.c =
+    1`` is three tables deep), and a key's value inside its last table; a table header's last name
+    one table (two for ``[[header]]``), each name before it two (it may name an array of tables),
+    and the keys under it start there. Dots in values (``0.5``)
+    do not count.
     """
     if not any(ch in text for ch in "[{."):
-        return 1 if "=" in text else 0
+        return 1
     body = _TOML_SKIP.sub("_", text)
-    stack: list[str] = []  # "[" an array, "{" an inline table, "h" a table header
-    header = 0  # the depth of the current [table]
-    in_key = True  # at a key (a line's start at the top, after { or a , of an inline table)
-    key_dots = 0
-    at_line_start = True
-    deepest = 0
+    stack: list[tuple[str, int]] = []  # open values: ("[", depth) an array, ("{", depth) an inline table
+    table = 1  # the depth of the current [table]
+    deepest = 1
+    in_key, key_dots, parent = True, 0, 1  # at a key, its dots so far; the depth a value's container is in
+    in_header, header_dots, double = False, 0, False
+    line_start = True
     for m in _TOML_MARKS.finditer(body):
         ch = m.group()
+        if in_header:
+            if ch == ".":
+                header_dots += 1
+            elif ch == "[":
+                double = True  # the second bracket of [[
+            elif ch in "]\n":
+                in_header, in_key = False, False  # what follows on its line: the second ] or nothing
+                table = 1 + 2 * header_dots + 1 + double  # a segment before the last may be an [[array]]
+                deepest = max(deepest, table)
+                if ch == "\n":
+                    in_key, key_dots, line_start = True, 0, True
+            continue
         if ch == "\n":
             if not stack:
-                in_key, key_dots, at_line_start = True, 0, True
+                in_key, key_dots, line_start = True, 0, True
             continue
-        if ch == "[" and at_line_start and not stack:  # a table header [a.b] or [[a.b]]
-            stack.append("h")
-            key_dots = 0
-            at_line_start = False
+        if ch == "[" and line_start and not stack:
+            in_header, header_dots, double, line_start = True, 0, False, False
             continue
-        at_line_start = False
-        top = stack[-1] if stack else ""
-        if top == "h":
-            if ch == ".":
-                key_dots += 1
-            elif ch == "[":
-                continue  # the second bracket of [[
-            elif ch == "]":
-                stack.pop()
-                header = key_dots + 1
-                deepest = max(deepest, header + 1)
-                key_dots = 0
-                in_key = False
-            continue
-        containers = len(stack)  # a header is only ever alone on the stack, and handled above
+        line_start = False
         if in_key:
             if ch == ".":
                 key_dots += 1
             elif ch == "=":
-                deepest = max(deepest, header + containers + key_dots + 1)
+                parent = (stack[-1][1] if stack else table) + key_dots
+                deepest = max(deepest, parent)
                 in_key, key_dots = False, 0
-            elif ch == "}" and top == "{":  # an empty inline table
+            elif ch == "}" and stack and stack[-1][0] == "{":  # an empty inline table
                 stack.pop()
                 in_key = False
+                if stack and stack[-1][0] == "[":
+                    parent = stack[-1][1]
             continue
         if ch in "[{":
-            stack.append(ch)
-            deepest = max(deepest, header + containers + 1 + 1)
+            depth = parent + 1
+            deepest = max(deepest, depth)
+            stack.append((ch, depth))
             if ch == "{":
                 in_key, key_dots = True, 0
+            else:
+                parent = depth
         elif ch in "]}":
             if stack:
                 stack.pop()
-        elif ch == "," and top == "{":
-            in_key, key_dots = True, 0
+            if stack and stack[-1][0] == "[":
+                parent = stack[-1][1]
+        elif ch == "," and stack:
+            if stack[-1][0] == "{":
+                in_key, key_dots = True, 0
+            else:
+                parent = stack[-1][1]
     return deepest
 
 
