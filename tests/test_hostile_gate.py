@@ -348,6 +348,8 @@ def test_a_fifo_as_an_installed_model_is_listed_as_such(tmp_path: Path) -> None:
     proc = run_triage(["model", "list", "--json"], home, timeout=HANG)
     assert_clean(proc)
     assert proc.returncode == 0, proc.stderr
+    (row,) = [m for m in json.loads(proc.stdout) if m["name"] == "smollm2-135m"]
+    assert row["state"] == "not-a-file" and f"{fifo} is a FIFO (named pipe), not a model file" in row["problem"]
     assert is_fifo(fifo)
 
 
@@ -480,3 +482,19 @@ def test_a_kvstate_header_struct_is_what_the_test_builds() -> None:
     from triage.scoring.prefix import _HEAD
 
     assert _HEAD.size == struct.calcsize("<8sIHI32sQ32s")
+
+
+def test_a_pull_never_replaces_a_fifo_in_the_models_folder(tmp_path: Path) -> None:
+    """The check comes before any download: no network is needed to see it."""
+    home = tmp_path / "home"
+    models = home / "data" / "models"
+    models.mkdir(parents=True)
+    fifo = models / "smollm2-135m.gguf"
+    os.mkfifo(fifo)
+    code = (
+        "from triage.model.modelstore import pull\nfrom triage.errors import TriageError\n"
+        "try:\n    pull('smollm2-135m')\nexcept TriageError as exc:\n    print('REFUSED', exc)\n"
+    )
+    proc = run_py(code, home)
+    assert proc.stdout.startswith("REFUSED") and f"{fifo} is a FIFO (named pipe)" in proc.stdout, proc.stdout
+    assert is_fifo(fifo)

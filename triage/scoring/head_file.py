@@ -134,10 +134,8 @@ def read_head(path: str | Path, *, shape: tuple[int, int] | None = None) -> Head
         raise InputError(
             f"head file {path} does not exist", hint="make one with `triage learn LABELLED.jsonl --pack PACK`"
         ) from None
-    except gate.TooLarge:
-        raise DamagedHead(
-            f"head file {path} is {path.stat().st_size:,} bytes; a head is never more than {MAX_HEAD_BYTES >> 20} MiB"
-        ) from None
+    except gate.TooLarge as exc:
+        raise DamagedHead(f"head file {path} is not read: {exc}; a head is a few hundred KB") from None
     except OSError as exc:
         raise InputError(f"head file {path} cannot be read: {exc.strerror or exc}") from None
     damaged = "it is damaged or not a head file; run `triage learn` again"
