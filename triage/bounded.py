@@ -5,6 +5,10 @@ A hostile or damaged input must cost a clear message, never a ``MemoryError``
 traceback from Python's 4,300-digit limit on integers. These helpers check
 before they allocate or recurse; the callers turn their :class:`Bounded` error
 into the right per-row error or :class:`~triage.errors.InputError`.
+
+A file is opened through :mod:`triage.gate` (regular files only, a bound per kind); here are the
+text-level bounds it and the stream readers share. :func:`read_bounded` is for what may be a
+stream on purpose: a ticket file (``score <(cmd)``) and standard input.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from typing import Any
 MAX_DEPTH = 64  # nesting of arrays and objects; triage's own files need 4
 MAX_LINE = 8 << 20  # bytes in one line of a JSON Lines file read as a stream (a label row is a few hundred)
 _CHUNK = 1 << 16
-_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+# Possessive (no backtracking): a greedy (?:a|b)* keeps a backtracking mark per character, 146 bytes
+# each (a 1 MiB string cost 153 MB); this costs nothing.
+_STRINGS = re.compile(r'"(?:[^"\\]++|\\.)*+"', re.S)
 _NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
 
 
@@ -112,66 +118,3 @@ def _split(fh: Any, sep: bytes, limit: int, head: bytes = b"") -> Iterator[bytes
                 yield bytes(buf)
             return
         buf += chunk
-
-
-def iter_json_lines(path: str | Path, what: str, *, max_line: int = MAX_LINE) -> Iterator[tuple[int, Any, str | None]]:
-    """A JSON Lines file as a stream of ``(line number, object, None)`` or ``(line number, None, error)``.
-
-    Memory is bounded by one line. Lines end in ``\n`` (a trailing ``\r`` dropped), or in ``\r``
-    when the file's first 64 KiB have carriage returns and no ``\n`` (old Mac line ends). Each
-    line is its own UTF-8 (a BOM on the first is dropped): a line that is not UTF-8, holds a NUL
-    byte, is nested deeper than :data:`MAX_DEPTH`, gives one key two values, or is not JSON is
-    that line's error.
-
-    Raises:
-        InputError: the file is missing, a folder or unreadable, or a line is longer than ``max_line``
-            (reading stops there: a row of labels is not megabytes; this is not the right file).
-    """
-    from triage.errors import InputError
-
-    path = Path(path)
-    try:
-        fh = open(path, "rb")
-    except FileNotFoundError:
-        raise InputError(f"{what} {path} does not exist") from None
-    except IsADirectoryError:
-        raise InputError(f"{path} is a directory; pass the {what} itself") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {path}: {exc.strerror}") from None
-    with fh:
-        n = 0
-        try:
-            head = fh.read(_CHUNK)
-            sep = b"\r" if b"\r" in head and b"\n" not in head else b"\n"
-            for n, raw in enumerate(_split(fh, sep, max_line, head), 1):
-                if n == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                    raw = raw[3:]
-                raw = raw.removesuffix(b"\r")
-                if not raw.strip():
-                    continue
-                if b"\x00" in raw:
-                    column = raw.index(b"\x00") + 1
-                    yield n, None, f"holds a NUL byte (at column {column}); the line is not text"
-                    continue
-                try:
-                    text = raw.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    yield n, None, f"is not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
-                    continue
-                try:
-                    obj = loads_json(text, object_pairs_hook=_no_duplicate_keys)
-                except json.JSONDecodeError as exc:
-                    where = f"column {exc.colno}" if exc.msg.endswith(" at") else f"at column {exc.colno}"
-                    yield n, None, f"not valid JSON ({exc.msg} {where})"
-                    continue
-                except Bounded as exc:
-                    yield n, None, f"not read: {exc}"
-                    continue
-                yield n, obj, None
-        except Bounded as exc:
-            raise InputError(
-                f"{what} {path} line {n + 1}: {exc}; a row of it is a few hundred bytes",
-                hint="check that it is the right file",
-            ) from None
-        except OSError as exc:
-            raise InputError(f"cannot read {path}: {exc.strerror}") from None

@@ -34,7 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from triage import gate
 from triage.backlog.rows import record_key
+from triage.bounded import Bounded, loads_json
 from triage.errors import InputError, TriageError
 from triage.scoring.options import ScoreOptions
 from triage.store.files import write_json_atomic
@@ -183,9 +185,16 @@ def read_existing(path: Path, signature: RunSignature) -> Existing:
     recorded = run_file(path)
     if recorded.exists():
         try:
-            diffs = signature.differences(json.loads(recorded.read_text(encoding="utf-8")))
-        except (OSError, ValueError) as exc:
-            raise InputError(f"cannot read {recorded}: {exc}") from None
+            diffs = signature.differences(gate.load_json(recorded, "run-record"))
+        except OSError as exc:
+            raise InputError(
+                f"cannot read {recorded}: {exc.strerror or exc}", hint="move it away to start afresh"
+            ) from None
+        except (ValueError, AttributeError, TypeError) as exc:  # not JSON, nested too deep, not a run record
+            raise InputError(
+                f"cannot read {recorded}: {exc}",
+                hint="it is not the run record triage wrote; move it away to start afresh",
+            ) from None
         if diffs:
             raise _mismatch(path, diffs)
     for n, record in enumerate(_parquet_records(path) if is_parquet(str(path)) else _jsonl_records(path), 1):
@@ -211,7 +220,10 @@ def _mismatch(path: Path, diffs: list[str], where: str = "") -> InputError:
 
 
 def _jsonl_records(path: Path) -> Iterable[dict[str, Any]]:
-    data = path.read_bytes()
+    try:
+        data = gate.read_bytes(path, "run-output")  # a FIFO, device or folder is refused, never waited on
+    except OSError as exc:
+        raise InputError(f"cannot resume {path}: {exc.strerror or exc}", hint="write to a new --output") from None
     end = data.rfind(b"\n") + 1
     if end < len(data):  # a stopped run's half line: cut it off, that ticket is scored again
         with path.open("r+b") as fh:
@@ -225,8 +237,8 @@ def _jsonl_records(path: Path) -> Iterable[dict[str, Any]]:
         if not raw.strip():
             continue
         try:
-            record = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            record = loads_json(raw.decode("utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError, Bounded) as exc:
             raise InputError(f"{path} line {n} is not a JSON record ({exc}); cannot resume it safely") from None
         if isinstance(record, dict):
             yield record
@@ -236,7 +248,12 @@ def _parquet_records(path: Path) -> Iterable[dict[str, Any]]:
     import pyarrow.parquet as pq
 
     for part in sorted(path.glob("part-*.parquet")):
-        for record in pq.read_table(part).to_pylist():
+        try:
+            with gate.open_binary(part, "run-output") as fh:  # the descriptor the gate checked
+                table = pq.read_table(fh)
+        except OSError as exc:
+            raise InputError(f"cannot resume {path}: {part.name}: {exc.strerror or exc}") from None
+        for record in table.to_pylist():
             yield _from_parquet(record)
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from triage import gate
 from triage.errors import InputError
 
 SUFFIXES = (".jsonl", ".json", ".ndjson", ".parquet", ".csv", ".tsv")
@@ -200,7 +201,10 @@ def _parquet_rows(path: Path, source: str | None) -> Iterator[BacklogRow]:
     except ImportError:
         raise InputError(f"reading {path} needs pyarrow", hint="pip install 'triage[ray]'") from None
     try:
-        table = pq.read_table(path)
+        with gate.open_binary(path, "export") as fh:  # a FIFO, device or folder is refused, never waited on
+            table = pq.read_table(fh)
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     except Exception as exc:  # pyarrow raises several types for a bad file
         raise InputError(f"cannot read {path} as Parquet: {exc}") from None
     names = table.column_names

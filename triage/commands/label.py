@@ -112,7 +112,7 @@ def _open_history(path: str | None) -> History:
 
 def _file_rows(path: Path) -> Iterator[LabelRow]:
     """The rows of a label file, streamed: each as (where, id, answers) or (where, error)."""
-    from triage.bounded import iter_json_lines
+    from triage.gate import iter_json_lines
     from triage.store import labels as lab
 
     for line, obj, error in iter_json_lines(path, "label file"):

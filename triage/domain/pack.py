@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from triage import gate
+from triage.bounded import Bounded
 from triage.errors import InputError
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -381,7 +383,7 @@ def load_pack(path: str | Path) -> Pack:
     """
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        raw = gate.read_bytes(path, "pack")  # a FIFO, device or folder is refused, never waited on
     except FileNotFoundError:
         raise PackError(
             f"pack file {path} does not exist",
@@ -389,18 +391,19 @@ def load_pack(path: str | Path) -> Pack:
         ) from None
     except IsADirectoryError:
         raise PackError(f"pack path {path} is a directory; pass the .toml file itself") from None
+    except gate.TooLarge as exc:
+        raise PackError(f"pack file {path} is not read: {exc}", hint="check that it is the right file") from None
     except OSError as exc:
-        raise PackError(f"cannot read pack file {path}: {exc.strerror}") from exc
+        raise PackError(f"cannot read pack file {path}: {exc.strerror}", hint="pass the .toml file itself") from None
     try:
-        data = tomllib.loads(raw.decode("utf-8"))
+        data = gate.loads_toml(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise PackError(f"pack file {path} is not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise PackError(f"pack file {path} is not valid TOML: {exc}") from exc
-    except RecursionError:  # tomllib recurses per nested array or table; a pack nests 3 deep
+    except Bounded as exc:  # a pack nests 3 deep; tomllib recurses per level
         raise PackError(
-            f"pack file {path} is nested too deep to be a pack"
-            " (arrays or tables inside each other, thousands of levels)"
+            f"pack file {path} is nested too deep to be a pack ({exc}: arrays or tables inside each other)"
         ) from None
     return parse_pack(data, str(path))
 

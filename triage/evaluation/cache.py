@@ -43,6 +43,8 @@ from pathlib import Path
 
 import numpy as np
 
+from triage import gate
+from triage.bounded import loads_json
 from triage.errors import TriageError
 from triage.store.files import move_aside
 from triage.store.history_faults import describe_error, is_busy
@@ -87,7 +89,7 @@ class Outcome:
     @classmethod
     def from_json(cls, text: str) -> Outcome:
         """Read back; raises ValueError/KeyError on a foreign format."""
-        d = json.loads(text)
+        d = loads_json(text)  # Bounded (a ValueError) when nested too deep
         if d.get("f") != FORMAT:
             raise ValueError("other cache format")
         crits = {
@@ -160,6 +162,15 @@ class ReadoutCache:
         self._db = self._open()
 
     def _open(self) -> sqlite3.Connection:
+        try:
+            gate.check_regular(self.path, "eval-cache", missing_ok=True)  # SQLite would block on a FIFO
+        except (FileNotFoundError, NotADirectoryError):
+            pass  # a missing folder is created below, and the error said there
+        except OSError as exc:  # a FIFO, device or folder is not triage's: never moved aside
+            raise TriageError(
+                f"the eval readout cache {self.path} cannot be used: {exc.strerror or exc}; triage leaves it as it is",
+                hint=f"move {self.path} away and run again",
+            ) from None
         try:
             return self._connect()
         except (sqlite3.DatabaseError, OSError) as exc:

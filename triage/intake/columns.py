@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from triage import gate
 from triage.errors import InputError
 from triage.intake.html import html_to_text
 
@@ -236,7 +237,7 @@ def is_export(path: str, columns: ColumnMap) -> bool:
         return True
     if suffix == ".json":
         try:
-            with open(path, "rb") as fh:
+            with gate.open_binary(path, "export") as fh:  # a FIFO is not an export (nor waited on)
                 return fh.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"[")
         except OSError:
             return False

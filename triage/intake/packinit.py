@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from triage import gate
 from triage.domain.pack import LETTERS, Pack, parse_pack, readable_id, value_key
 from triage.errors import InputError
 from triage.intake.columns import as_text, cell_problem, check_columns, get_value, label_text
@@ -185,7 +186,7 @@ def plan_pack(
     plan = PackPlan(str(path), slug(name or path.stem) or "team", rows, bad, no_text, plans, export.notice)
     plan.text = render(plan)
     try:
-        plan.pack = parse_pack(tomllib.loads(plan.text), str(path.with_suffix(".toml")))
+        plan.pack = parse_pack(gate.loads_toml(plan.text), str(path.with_suffix(".toml")))
     except (tomllib.TOMLDecodeError, InputError) as exc:  # a bug here, or values the loader cannot take
         raise InputError(f"the pack written from {path} does not load: {getattr(exc, 'message', exc)}") from None
     return plan

@@ -22,6 +22,7 @@ from __future__ import annotations
 import codecs
 import csv
 import json
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -31,6 +32,7 @@ from itertools import chain
 from pathlib import Path
 from typing import Any, Literal
 
+from triage import gate
 from triage.bounded import MAX_DEPTH, Bounded, json_depth, loads_json
 from triage.errors import InputError
 
@@ -134,7 +136,7 @@ def open_export(path: str | Path, what: str = "export") -> Export:
     """
     path = Path(path).expanduser()
     try:
-        with path.open("rb") as fh:
+        with gate.open_binary(path, "export") as fh:
             head = fh.read(SNIFF_BYTES)
     except FileNotFoundError:
         raise InputError(f"{what} {path} does not exist") from None
@@ -197,7 +199,7 @@ def detect_encoding(path: Path) -> tuple[str, str | None]:
     """
     decoder = codecs.getincrementaldecoder("utf-8")()
     try:
-        with path.open("rb") as fh:
+        with gate.open_binary(path, "export") as fh:
             while chunk := fh.read(CHUNK):
                 decoder.decode(chunk)
         decoder.decode(b"", final=True)
@@ -207,7 +209,7 @@ def detect_encoding(path: Path) -> tuple[str, str | None]:
     line, bad, first = 1, 0, None
     line_bad = False
     decoder = codecs.getincrementaldecoder("utf-8")()
-    with path.open("rb") as fh:
+    with gate.open_binary(path, "export") as fh:
         while piece := fh.readline(CHUNK):
             ends = piece.endswith(b"\n")
             if not line_bad:
@@ -265,7 +267,7 @@ def _csv_limit() -> Iterator[None]:
 
 
 def _csv_header(path: Path, encoding: str, delimiter: str) -> list[str]:
-    with path.open(encoding=encoding, errors=FALLBACK, newline="") as fh, _csv_limit():
+    with gate.open_text(path, "export", encoding=encoding, errors=FALLBACK, newline="") as fh, _csv_limit():
         try:
             header = next(csv.reader(fh, delimiter=delimiter, quotechar='"', doublequote=True), None)
         except csv.Error as exc:
@@ -274,7 +276,7 @@ def _csv_header(path: Path, encoding: str, delimiter: str) -> list[str]:
 
 
 def _csv_records(path: Path, encoding: str, delimiter: str) -> Iterator[Record]:
-    with path.open(encoding=encoding, errors=FALLBACK, newline="") as fh, _csv_limit():
+    with gate.open_text(path, "export", encoding=encoding, errors=FALLBACK, newline="") as fh, _csv_limit():
         reader = csv.reader(fh, delimiter=delimiter, quotechar='"', doublequote=True, strict=False)
         try:
             header = next(reader, None)
@@ -322,7 +324,7 @@ def _json_error(exc: json.JSONDecodeError) -> str:
 
 
 def _jsonl_records(path: Path, encoding: str) -> Iterator[Record]:
-    with path.open(encoding=encoding, errors=FALLBACK, newline="") as fh:
+    with gate.open_text(path, "export", encoding=encoding, errors=FALLBACK, newline="") as fh:
         n = 0
         for line_no, raw in enumerate(fh, 1):
             if not raw.strip():
@@ -382,7 +384,7 @@ def _json_array_records(path: Path, encoding: str) -> Iterator[Record]:
     is that element's error; the next elements are read. ``where`` names the element and its line.
     """
     decoder = json.JSONDecoder()
-    with path.open(encoding=encoding, errors=FALLBACK, newline="") as fh:
+    with gate.open_text(path, "export", encoding=encoding, errors=FALLBACK, newline="") as fh:
         buf = fh.read(CHUNK).lstrip("\ufeff \t\r\n")
         if not buf.startswith("["):
             raise InputError(f"{path} does not start with a JSON array")
@@ -465,11 +467,16 @@ def _parquet_records(path: Path) -> Iterator[Record]:
     except ImportError:
         raise InputError(f"reading {path} needs pyarrow", hint="pip install pyarrow (or 'triage[ray]')") from None
     try:
-        pfile = pq.ParquetFile(path)
-    except Exception as exc:  # pyarrow raises several types for a bad file
-        raise InputError(f"cannot read {path} as Parquet: {exc}") from None
-    n = 0
-    for batch in pfile.iter_batches(batch_size=2048):
-        for data in batch.to_pylist():
-            n += 1
-            yield Record(n, f"row {n}", data)
+        fd, _ = gate.open_fd(path, "export")
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            pfile = pq.ParquetFile(fh)  # the descriptor the gate checked
+        except Exception as exc:  # pyarrow raises several types for a bad file
+            raise InputError(f"cannot read {path} as Parquet: {exc}") from None
+        n = 0
+        for batch in pfile.iter_batches(batch_size=2048):
+            for data in batch.to_pylist():
+                n += 1
+                yield Record(n, f"row {n}", data)

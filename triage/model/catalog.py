@@ -15,6 +15,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from triage import gate
+from triage.bounded import Bounded
 from triage.errors import InputError, TriageError
 
 DEFAULT_MODEL = "qwen3-0.6b"
@@ -211,9 +213,11 @@ def parse_catalog(text: str, where: str = "models.toml") -> Catalog:
         CatalogError: the text is not TOML, or an entry is malformed.
     """
     try:
-        data = tomllib.loads(text)
+        data = gate.loads_toml(text)
     except tomllib.TOMLDecodeError as exc:
         raise CatalogError(f"{where} is not valid TOML: {exc}") from exc
+    except Bounded as exc:
+        raise CatalogError(f"{where} is not a model catalog: {exc}") from None
     models = data.get("models")
     if not isinstance(models, dict) or not models:
         raise CatalogError(f"{where}: no [models.NAME] tables")
@@ -238,16 +242,18 @@ def load_catalog(path: Path | None = None) -> Catalog:
     if path is None:
         return _shipped_catalog()
     try:
-        text = path.read_text(encoding="utf-8")
+        text = gate.read_text(path, "catalog")
     except OSError as exc:
-        raise CatalogError(f"cannot read model catalog {path}: {exc.strerror}") from exc
+        raise CatalogError(f"cannot read model catalog {path}: {exc.strerror}") from None
+    except ValueError as exc:  # too large, not UTF-8
+        raise CatalogError(f"cannot read model catalog {path}: {exc}") from None
     return parse_catalog(text, str(path))
 
 
 @lru_cache(maxsize=1)
 def _shipped_catalog() -> Catalog:
     path = _catalog_file()
-    return parse_catalog(path.read_text(encoding="utf-8"), str(path))
+    return parse_catalog(gate.read_text(path, "catalog"), str(path))
 
 
 def get_entry(name: str) -> CatalogEntry:

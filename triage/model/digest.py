@@ -6,6 +6,8 @@ import hashlib
 from pathlib import Path
 from typing import Protocol
 
+from triage import gate
+
 CHUNK = 1 << 20  # 1 MiB: big enough to hash at disk speed, small enough to stay responsive
 
 
@@ -26,7 +28,7 @@ def sha256_file(path: str | Path, progress: Advance | None = None) -> str:
         The lower-case hex digest.
     """
     h = hashlib.sha256()
-    with Path(path).open("rb") as fh:
+    with gate.open_binary(path, "model") as fh:  # a FIFO or a device is refused, never waited on
         while chunk := fh.read(CHUNK):
             h.update(chunk)
             if progress is not None:

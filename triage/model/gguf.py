@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from triage import gate
 from triage.errors import InputError
 
 MAGIC = b"GGUF"
@@ -317,14 +318,14 @@ def read_gguf_info(path: str | os.PathLike[str]) -> GGUFInfo:
     """
     path = Path(path)
     try:
-        fh = path.open("rb")
+        fd, _ = gate.open_fd(path, "model")  # a FIFO or a device is refused, never waited on
     except FileNotFoundError:
         raise InputError(f"model file {path} does not exist") from None
     except IsADirectoryError:
         raise InputError(f"{path} is a directory, not a .gguf model file") from None
     except OSError as exc:
-        raise InputError(f"cannot read model file {path}: {exc.strerror}") from exc
-    with fh:
+        raise InputError(f"cannot read model file {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         if size == 0:
             raise NotGGUFError(f"{path} is empty (0 bytes), not a GGUF model", hint="download the model again")

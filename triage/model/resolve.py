@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from triage import gate
 from triage.environment import text
 from triage.errors import InputError, TriageError
 from triage.model.catalog import Catalog, CatalogEntry, load_catalog
@@ -189,8 +190,8 @@ def _cache_file() -> Path:
 
 def _load_cache(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        data = gate.load_json(path, "sha-cache")
+    except (OSError, ValueError):  # ValueError: not UTF-8, not JSON, too large or nested too deep
         return {}  # a lost or damaged cache only costs a recomputation
     return data if isinstance(data, dict) else {}
 
@@ -215,6 +216,8 @@ def cached_sha256(path: Path, *, refresh: bool = False) -> str:
     # Drop stale entries for the same file (older size/mtime) so the cache stays small.
     cache = {k: v for k, v in cache.items() if not k.startswith(f"{real}|")}
     cache[key] = digest
+    if not gate.is_regular_or_absent(cache_path):
+        return digest  # a FIFO or a folder in its place is not ours to replace
     try:
         write_text_atomic(cache_path, json.dumps(cache, indent=1, sort_keys=True) + "\n")
     except OSError:

@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from triage.bounded import Bounded, loads_json, read_bounded
+from triage import gate
+from triage.bounded import Bounded, loads_json
 from triage.errors import InputError
 from triage.scoring.debias import log_normalize
 from triage.store.files import write_json_atomic
@@ -88,7 +89,7 @@ class Calibration:
         }
 
 
-MAX_CALIBRATION_BYTES = 16 << 20  # a real one is a few KB
+MAX_CALIBRATION_BYTES = gate.KINDS["calibration"].limit  # a real one is a few KB
 
 
 class DamagedCalibration(InputError):
@@ -104,7 +105,7 @@ def read_calibration(path: str | Path) -> Calibration:
     """
     path = Path(path)
     try:
-        raw = read_bounded(path, MAX_CALIBRATION_BYTES)
+        raw = gate.read_bytes(path, "calibration")  # a FIFO, device or folder is refused, never waited on
     except FileNotFoundError:
         raise InputError(
             f"calibration file {path} does not exist",
@@ -114,6 +115,8 @@ def read_calibration(path: str | Path) -> Calibration:
         raise InputError(f"calibration path {path} is a directory; pass the .json file itself") from None
     except Bounded as exc:
         raise DamagedCalibration(f"calibration file {path} is not a calibration: {exc}") from None
+    except gate.NotARegularFile as exc:
+        raise InputError(f"calibration file {path} cannot be read: {exc.strerror}") from None
     except OSError as exc:
         raise InputError(f"calibration file {path} cannot be read: {exc.strerror or exc}") from None
     try:

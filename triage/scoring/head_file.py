@@ -10,6 +10,7 @@ fit its meta (or the model's widths) is refused as :class:`DamagedHead`.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 import zipfile
@@ -19,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from triage import gate
 from triage.bounded import Bounded, loads_json
 from triage.errors import InputError
 from triage.scoring.cue import READS, TAIL
@@ -96,7 +98,7 @@ def _plain(value: Any) -> Any:
 
 # Limits checked before anything is decompressed or allocated. A real head is a few
 # hundred KB (Qwen3-0.6B's width 1024: about 3.6 KB per option); these leave a wide margin.
-MAX_HEAD_BYTES = 256 << 20  # the archive, and the sum of its members once decompressed
+MAX_HEAD_BYTES = gate.KINDS["head"].limit  # the archive, and the sum of its members once decompressed
 MAX_META_BYTES = 16 << 20
 MAX_N_VOCAB = 1 << 22  # 4M tokens (today's largest vocabularies are ~260k)
 MAX_N_EMBD = 1 << 16  # 65,536 (today's largest models are 16-32k wide)
@@ -126,40 +128,44 @@ def read_head(path: str | Path, *, shape: tuple[int, int] | None = None) -> Head
         InputError: missing, unreadable, or (``shape``) fitted for another width.
     """
     path = Path(path)
-    if not path.is_file():
+    try:
+        fd, _ = gate.open_fd(path, "head")  # a FIFO, device or folder is refused, never waited on
+    except FileNotFoundError:
         raise InputError(
             f"head file {path} does not exist", hint="make one with `triage learn LABELLED.jsonl --pack PACK`"
-        )
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as fh:
-            magic = fh.read(4)
+        ) from None
+    except gate.TooLarge as exc:
+        raise DamagedHead(f"head file {path} is not read: {exc}; a head is a few hundred KB") from None
     except OSError as exc:
         raise InputError(f"head file {path} cannot be read: {exc.strerror or exc}") from None
-    if magic != b"PK\x03\x04":  # .npz is a zip archive; anything else is not a head (and is never unpickled)
-        raise DamagedHead(
-            f"{path} is not a head file (a head is an .npz archive written by `triage learn`)",
-            hint="pass the .npz that `triage learn` wrote, or run it again",
-        )
-    if size > MAX_HEAD_BYTES:
-        raise DamagedHead(f"head file {path} is {size:,} bytes; a head is never more than {MAX_HEAD_BYTES >> 20} MiB")
     damaged = "it is damaged or not a head file; run `triage learn` again"
-    try:
-        with zipfile.ZipFile(path) as zf:
-            return _read_archive(zf, path, shape)
-    except (DamagedHead, InputError):
-        raise
-    except (
-        OSError,
-        ValueError,
-        EOFError,
-        zipfile.BadZipFile,
-        zlib.error,
-        KeyError,
-        NotImplementedError,
-        RuntimeError,
-    ) as exc:
-        raise DamagedHead(f"head file {path} cannot be read: {exc}", hint=damaged) from None
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            magic = fh.read(4)
+        except OSError as exc:
+            raise InputError(f"head file {path} cannot be read: {exc.strerror or exc}") from None
+        if magic != b"PK\x03\x04":  # .npz is a zip archive; anything else is not a head (and is never unpickled)
+            raise DamagedHead(
+                f"{path} is not a head file (a head is an .npz archive written by `triage learn`)",
+                hint="pass the .npz that `triage learn` wrote, or run it again",
+            )
+        try:
+            fh.seek(0)
+            with zipfile.ZipFile(fh) as zf:  # the descriptor the gate checked, not the path again
+                return _read_archive(zf, path, shape)
+        except (DamagedHead, InputError):
+            raise
+        except (
+            OSError,
+            ValueError,
+            EOFError,
+            zipfile.BadZipFile,
+            zlib.error,
+            KeyError,
+            NotImplementedError,
+            RuntimeError,
+        ) as exc:
+            raise DamagedHead(f"head file {path} cannot be read: {exc}", hint=damaged) from None
 
 
 def _read_archive(zf: zipfile.ZipFile, path: Path, shape: tuple[int, int] | None) -> Head:

@@ -19,12 +19,14 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import stat
 import struct
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
+from triage import gate
 from triage.settings import DEFAULTS, Settings
 from triage.store.files import write_text_atomic
 
@@ -66,6 +68,10 @@ def _forget(path: Path) -> bool:
     return True
 
 
+def _reason(exc: BaseException) -> str:
+    return str(exc.strerror or exc) if isinstance(exc, OSError) else str(exc)
+
+
 def tokens_digest(tokens: tuple[int, ...]) -> bytes:
     """sha256 of token ids (little-endian int32s)."""
     return hashlib.sha256(struct.pack(f"<{len(tokens)}i", *tokens)).digest()
@@ -101,6 +107,7 @@ class StableCache:
         self.stats = CacheStats()
         self._memory: OrderedDict[str, tuple[bytes, bytearray]] = OrderedDict()
         self._last: dict[str, str] | None = None  # the stable block this process used last
+        self._said: set[Path] = set()  # files the log has already named
 
     @classmethod
     def default(cls) -> StableCache:
@@ -131,15 +138,18 @@ class StableCache:
             return mem[1]
         path = self.path(key)
         try:
-            data = path.read_bytes()
+            state = self._read(path, key, tokens, digest)
         except FileNotFoundError:
             self.stats.misses += 1
             return None
-        except OSError as exc:
-            log.warning("cannot read stable cache file %s: %s", path, exc)
+        except gate.NotARegularFile as exc:  # not triage's: left alone, the cache is skipped for it
+            self._say_once(path, f"stable cache file {path} is not used: {exc.strerror}; it is left as it is")
             self.stats.misses += 1
             return None
-        state = self._validate(data, key, tokens, digest)
+        except OSError as exc:
+            self._say_once(path, f"cannot read stable cache file {path}: {exc.strerror or exc}")
+            self.stats.misses += 1
+            return None
         if state is None:
             self.stats.rejected += 1
             self.stats.misses += 1
@@ -161,6 +171,9 @@ class StableCache:
         kb = key.encode("utf-8")
         head = _HEAD.pack(MAGIC, FORMAT, len(kb), len(tokens), digest, len(state), hashlib.sha256(state).digest())
         path = self.path(key)
+        if not gate.is_regular_or_absent(path):
+            self._say_once(path, f"stable cache file {path} is not a regular file; it is left as it is, not written")
+            return
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -182,9 +195,10 @@ class StableCache:
     def prune(self, keep: Path | None = None) -> None:
         """Drop files past the TTL, then least recently used ones past the size cap."""
         try:
-            files = [(p, p.stat()) for p in self.folder.glob("*.kvstate")]
+            files = [(p, p.lstat()) for p in self.folder.glob("*.kvstate")]
         except OSError:
             return
+        files = [(p, st) for p, st in files if stat.S_ISREG(st.st_mode)]  # only files triage wrote
         now = time.time()
         alive = []
         for p, st in files:
@@ -216,10 +230,16 @@ class StableCache:
 
         path = self.folder / "last.json"
         try:
-            prev = json.loads(path.read_text(encoding="utf-8"))
+            prev = gate.load_json(path, "stable-last")
             if not isinstance(prev, dict):
                 prev = None
-        except (OSError, ValueError):
+        except FileNotFoundError:
+            prev = None
+        except gate.NotARegularFile as exc:  # not triage's: left alone, and nothing is recorded
+            self._say_once(path, f"stable cache record {path} is not used: {exc.strerror}; it is left as it is")
+            return None
+        except (OSError, ValueError) as exc:  # damaged (ValueError: not JSON, too deep, too large): replaced below
+            self._say_once(path, f"stable cache record {path} is damaged ({_reason(exc)}); it is written afresh")
             prev = None
         try:
             write_text_atomic(path, json.dumps({**parts, WRITER: os.getpid()}, sort_keys=True))
@@ -257,17 +277,41 @@ class StableCache:
         while len(self._memory) > MEMORY_ENTRIES:
             self._memory.popitem(last=False)
 
+    def _say_once(self, path: Path, message: str) -> None:
+        """Log ``message`` about ``path`` once per cache (a FIFO in the folder is not news every ticket)."""
+        if path not in self._said:
+            self._said.add(path)
+            log.warning("%s", message)
+
     @staticmethod
-    def _validate(data: bytes, key: str, tokens: tuple[int, ...], digest: bytes) -> bytearray | None:
-        if len(data) < _HEAD.size:
+    def _read(path: Path, key: str, tokens: tuple[int, ...], digest: bytes) -> bytearray | None:
+        """The payload of the cache file at ``path`` if it is whole and for ``key``/``tokens``, else None.
+
+        The header is read and checked first, the payload's size against the file's (``fstat``)
+        before the payload is read: a file of the right header but gigabytes long costs one header.
+
+        Raises:
+            OSError: as :func:`triage.gate.open_fd` (``NotARegularFile`` for a FIFO, device or folder).
+        """
+        try:
+            fd, st = gate.open_fd(path, "stable-state")
+        except gate.TooLarge:
             return None
-        magic, fmt, klen, ntok, tdig, size, pdig = _HEAD.unpack_from(data)
-        if magic != MAGIC or fmt != FORMAT or ntok != len(tokens) or tdig != digest:
-            return None
-        start = _HEAD.size + klen
-        if data[_HEAD.size : start] != key.encode("utf-8") or len(data) - start != size:
-            return None
-        payload = bytearray(data[start:])
+        with os.fdopen(fd, "rb") as fh:
+            head = fh.read(_HEAD.size)
+            if len(head) < _HEAD.size:
+                return None
+            magic, fmt, klen, ntok, tdig, size, pdig = _HEAD.unpack(head)
+            if magic != MAGIC or fmt != FORMAT or ntok != len(tokens) or tdig != digest:
+                return None
+            kb = key.encode("utf-8")
+            if klen != len(kb) or st.st_size != _HEAD.size + klen + size:
+                return None
+            if fh.read(klen) != kb:
+                return None
+            payload = bytearray(size)
+            if fh.readinto(payload) != size or fh.read(1):
+                return None
         if hashlib.sha256(payload).digest() != pdig:
             return None
         return payload

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from triage import gate
 from triage.domain.pack import Pack
 from triage.domain.ticket import make_ticket
 from triage.scoring import debias
@@ -84,7 +85,7 @@ class Priors:
         if path is None:
             return None
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = gate.load_json(path, "prior")
             if any(data.get(k) != v for k, v in self._identity(pack, opts).items()):
                 return None
             prior = {c.id: np.array(data["logprobs"][c.id], dtype=np.float64) for c in pack.criteria}
@@ -106,6 +107,8 @@ class Priors:
         if path is None:
             return
         data = {**self._identity(pack, opts), "text": PRIOR_TEXT, "logprobs": {k: v.tolist() for k, v in prior.items()}}
+        if not gate.is_regular_or_absent(path):
+            return  # a FIFO or a folder in its place is not ours to replace
         try:
             write_text_atomic(path, json.dumps(data))
         except OSError as exc:

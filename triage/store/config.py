@@ -21,6 +21,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from triage import gate
+from triage.bounded import Bounded
 from triage.errors import TriageError
 from triage.settings import RETIRED, SETTINGS, retired_message
 from triage.store.files import write_text_atomic
@@ -56,8 +58,8 @@ def config_source(key: str, value: object, path: Path | None = None) -> str:
     """Where a config value came from, as a message names it: ``config /path line 3: n_ctx = 100``."""
     path = path or config_path()
     try:
-        found = key_line(path.read_text(encoding="utf-8-sig"), key)
-    except (OSError, UnicodeDecodeError):
+        found = key_line(gate.read_bytes(path, "config").decode("utf-8-sig"), key)
+    except (OSError, ValueError):  # UnicodeDecodeError and the gate's Bounded are ValueErrors
         found = None
     if found is None:
         return f"config {path}: {key} = {value!r}"
@@ -76,16 +78,28 @@ def _read(path: Path) -> tuple[dict[str, Any], str] | None:
         ConfigError: not TOML, a key that is no setting, a value of the wrong type.
     """
     try:
-        raw = path.read_bytes()
+        raw = gate.read_bytes(path, "config")  # a FIFO, a device or a folder is refused, never waited on
     except FileNotFoundError:
         return None
+    except gate.TooLarge as exc:
+        raise ConfigError(
+            f"config file {path} is not read: {exc}",
+            hint="a config file is a few lines; check that it is the right file",
+        ) from None
     except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
+        raise ConfigError(
+            f"cannot read config file {path}: {exc.strerror}",
+            hint="make it a regular file, or delete it to start from the defaults",
+        ) from None
     if raw.startswith(BOM):  # Notepad's "UTF-8 with BOM": the mark is no TOML, the rest is read as written
         raw = raw[len(BOM) :]
     try:
         text = raw.decode("utf-8")
-        data = tomllib.loads(text)
+        data = gate.loads_toml(text)
+    except Bounded as exc:
+        raise ConfigError(
+            f"config file {path} is not read: {exc}", hint="a config file is a flat table; fix it or delete it"
+        ) from None
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(
             f"config file {path} is not valid TOML: {exc}",
@@ -163,6 +177,8 @@ def save_config(updates: dict[str, Any], path: Path | None = None) -> Path:
         got = _read(path)
         current = dict(got[0]) if got is not None else {}
     except ConfigError:
+        if not gate.is_regular_or_absent(path):
+            raise  # a FIFO, device or folder named config.toml is not ours to move or replace
         current = {}
         if path.exists():
             path.rename(path.with_name(f"{path.name}.bad-{time.strftime('%Y%m%d-%H%M%S')}"))
