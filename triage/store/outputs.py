@@ -86,7 +86,7 @@ def describe_kind(kind: str) -> str:
 
 def is_sqlite(path: str | Path) -> bool:
     """Whether ``path`` is a regular file with SQLite's header, looked at through SQLite only: a plain
-    ``open()`` of a history this process has open would drop its locks (:mod:`triage.store.sqlite_file`)."""
+    ``open`` of a history this process has open would drop its locks (:mod:`triage.store.sqlite_file`)."""
     from triage.store.sqlite_file import is_sqlite as through_sqlite
 
     return through_sqlite(path)

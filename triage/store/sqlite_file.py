@@ -1,7 +1,7 @@
-"""Looking at a file that may be a SQLite database (a history) without a plain ``open()``.
+"""Looking at a file that may be a SQLite database (a history) without a plain ``open`` of it.
 
 POSIX drops every lock a process holds on a file when it closes *any* descriptor of that file: a
-plain ``open()`` and ``close()`` of a history this process also has a SQLite connection to takes that
+plain ``open`` and ``close`` of a history this process also has a SQLite connection to takes that
 connection's locks away, and another process may then check the WAL into the file and delete it
 under this one ("How To Corrupt An SQLite Database File", section 2.2: acknowledged writes lost, a
 corrupt index). SQLite's own opens keep them: a process's connections to one file share one lock
