@@ -154,7 +154,7 @@ def run_score(model: Path, lines: str, threads: int | None) -> dict:
     with tempfile.TemporaryDirectory() as home:
         env = {**os.environ, "TRIAGE_HOME": home, "TRIAGE_STARTER": "1"}
         env.pop("TRIAGE_MODEL", None)
-        cmd = [sys.executable, "-m", "triage.cli", "score", "--model", str(model), "--format", "json"]
+        cmd = [sys.executable, "-m", "triage.cli", "score", "--model", str(model)]  # JSON Lines in, JSON Lines out
         if threads:
             cmd += ["--threads", str(threads)]
         p = subprocess.run(cmd, input=lines, capture_output=True, text=True, env=env, cwd=ROOT, timeout=3600)
