@@ -404,7 +404,7 @@ def test_a_stored_starter_head_for_another_setup_is_fitted_again(monkeypatch) ->
     assert starter.needs_fit(engine, pack, FitRequest())
     fits: list[int] = []
 
-    def fit_and_store(eng, pk, *, progress=None):
+    def fit_and_store(eng, pk, *, progress=None, **kw):
         from triage.scoring.fitstore import store_starter_head
 
         head = _starter_head(eng, pk)
@@ -485,11 +485,14 @@ def test_a_starter_head_whose_file_cannot_be_written_is_applied_from_memory(
     fits: list[int] = []
     real_fit_head = starter.fit_starter_head
 
-    def fit_head(eng, pk, rows, outcomes):  # type: ignore[no-untyped-def]
+    def fit_head(eng, pk, rows, outcomes, **kw):  # type: ignore[no-untyped-def]
         fits.append(1)  # the fake engine reads no features: the fit's inputs are made here, the rest is real
         return _starter_head(eng, pk), []
 
-    monkeypatch.setattr(starter, "_score_starter", lambda *a: type("Scored", (), {"rows": [], "outcomes": []})())
+    from triage.evaluation import runner
+
+    # the readout cache is opened on the full disk as the real fit opens it; no row is scored
+    monkeypatch.setattr(runner, "score_rows", lambda *a, **kw: type("Scored", (), {"rows": [], "outcomes": []})())
     monkeypatch.setattr(starter, "fit_starter_head", fit_head)
     monkeypatch.setattr(fitstore, "_KEPT", {})
     said: list[str] = []

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import _installed as installed
 from conftest import load_module
 
 from triage.assets_path import asset
 from triage.domain.pack import default_pack
 from triage.model.catalog import load_catalog
-from triage.model.installed import model_file
 from triage.scoring.fitstore import shipped_dir, stored_starter
 from triage.scoring.head_file import read_head
 from triage.scoring.prompt import PROMPT_VERSION
@@ -68,8 +68,8 @@ def test_a_shipped_head_matches_the_pack_the_prompt_format_and_the_starter_set(p
 
 
 def _installed(witness: dict) -> Path:
-    path = model_file(witness["model"])
-    if not path.is_file():
+    path = installed(f"{witness['model']}.gguf")  # the user's models, found before each test's own TRIAGE_HOME
+    if path is None:
         pytest.skip(f"{witness['model']} is not installed (./scripts/setup pulls it)")
     return path
 
