@@ -89,9 +89,9 @@ def held() -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-        for s in got:
-            handler = previous[s]
+        for signum in got:
+            handler = previous[signal.Signals(signum)]
             if handler is signal.default_int_handler or handler is _on_signal:
-                handler(s, None)
+                handler(signum, None)
             if callable(handler):
                 handler(s, None)

@@ -23,9 +23,13 @@ import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triage.errors import InputError, TriageError
+
+if TYPE_CHECKING:
+    from triage.domain.ticket import Ticket
+    from triage.evaluation.cache import Outcome
 
 DEFAULT_BATCH = 16  # tickets per batch (what a dead worker loses), fewer when that would leave workers idle
 
@@ -176,9 +180,9 @@ class _Returned:
     """What the Ray workers returned (by ticket sha256: an outcome, or the message of a ticket that failed), asked
     as :func:`triage.evaluation.runner.score_rows` asks a scorer: so rows are assembled as a local run's are."""
 
-    have: dict[str, Any]
+    have: dict[str, Outcome | str]
 
-    def outcome(self, ticket: Any) -> tuple[Any, bool]:
+    def outcome(self, ticket: Ticket) -> tuple[Outcome, bool]:
         out = self.have[ticket.sha256]
         if isinstance(out, str):
             raise TriageError(out)

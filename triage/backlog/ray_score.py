@@ -315,16 +315,16 @@ def check_nodes(ray: Any, spec: str, expected: str | None, prompt_style: str) ->
     if bad:
         raise NodeModelError("; ".join(bad), hint="fix the model on the nodes named; nothing was scored")
     ids: list[ModelIdentity] = [r["identity"] for r in reports]
-    first = ids[0]
+    one = ids[0]
     for other in ids[1:]:
         for what in ("sha256", "prompt_format", "triage_version"):
-            if getattr(other, what) != getattr(first, what):
+            if getattr(other, what) != getattr(one, what):
                 raise NodeModelError(
                     f"node {other.node} has {what.replace('_', ' ')} "
-                    f"{getattr(other, what)}, node {first.node} {getattr(first, what)}",
+                    f"{getattr(other, what)}, node {one.node} {getattr(one, what)}",
                     hint="every node must run the same model file and the same triage version; nothing was scored",
                 )
-    return first
+    return one
 
 
 def score_backlog(

@@ -363,7 +363,7 @@ def _shared_cost(run: BenchRun, ms: dict[str, dict[str, float]]) -> dict[str, An
         if not ids:
             continue
         block = {t: run.ticket_block_tokens.get(t) for t in ids}
-        over = [max(evaluated[(SHARED_MODE, t)]) - block[t] for t in ids if block[t] is not None]
+        over = [max(evaluated[(SHARED_MODE, t)]) - b for t in ids if (b := block[t]) is not None]
         by_kind[kind] = {
             "n": len(ids),
             "tail_ms": clean(median([ms[LEARNED_MODE][t] for t in ids]), 1),
@@ -430,6 +430,7 @@ def _cost_and_raw(run: BenchRun, readout_ms: float | None) -> tuple[dict[str, An
                 "ticket prefixes, then truncated (serial/truncate's work per tail)"
             ),
         )
+        assert cost is not None  # a fit gives its dict
     else:
         fit = _try_fit([x for x, _ in engine_tail], [y for _, y in engine_tail]) if engine_tail else None
         cost = _fit_dict(fit, source="serial/truncate per-criterion tails (per-tail means)") or {

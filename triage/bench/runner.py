@@ -30,6 +30,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from triage.domain.pack import Pack
     from triage.domain.result import TicketResult
     from triage.scoring.engine import Engine
+    from triage.scoring.options import Orderings, ScoreOptions
 
 PROBE_SEQ = 62  # the tail probe's copy of the prefix (fan-out uses 1..k)
 FRESH_SEQ = 63  # fresh sequences for the raw-throughput reference
@@ -236,7 +238,7 @@ class BenchRunner:
         steps: list[Step] = [("loading the model", self._load)]
         shortest = min(wl.tickets, key=lambda t: len(t.text))
         for pack in self._packs():
-            steps.append((f"warm-up {pack.name}", lambda p=pack: self._warm_up(p, shortest)))
+            steps.append((f"warm-up {pack.name}", partial(self._warm_up, pack, shortest)))
         for rep in range(wl.repeats):
             for i, ticket in enumerate(wl.tickets):
                 modes = list(wl.modes)
@@ -247,13 +249,11 @@ class BenchRunner:
                 if ticket.id in wl.split_ids and rep == 0:
                     order.append(SPLIT)
                 for slot, mode in enumerate(order):
-                    steps.append(
-                        (f"{ticket.id} {mode}", lambda m=mode, t=ticket, r=rep, s=slot: self._score(m, t, r, s))
-                    )
+                    steps.append((f"{ticket.id} {mode}", partial(self._score, mode, ticket, rep, slot)))
                 if rep == 0:
-                    steps.append((f"{ticket.id} raw reference", lambda t=ticket: self._raw_reference(t)))
+                    steps.append((f"{ticket.id} raw reference", partial(self._raw_reference, ticket)))
                 if rep == 0 and ticket.id in wl.probe_ids:
-                    steps.append((f"{ticket.id} tail probe", lambda t=ticket: self._probe(t)))
+                    steps.append((f"{ticket.id} tail probe", partial(self._probe, ticket)))
         steps.append(("closing the model", self._close_main))
         session = [t for t in wl.tickets if t.id in wl.session_ids]
         for label, pack in self._labelled_packs() if session else ():
@@ -261,11 +261,11 @@ class BenchRunner:
                 steps.append(
                     (
                         f"cold start {pack.name}: {ticket.id}",
-                        lambda lb=label, p=pack, t=ticket, first=(j == 0): self._cold(lb, p, t, first),
+                        partial(self._cold, label, pack, ticket, j == 0),
                     )
                 )
-            steps.append((f"cold start {pack.name}: done", lambda lb=label: self._end_cold(lb)))
-            steps.append((f"warm restart {pack.name}", lambda lb=label, p=pack, t=session[0]: self._warm(lb, p, t)))
+            steps.append((f"cold start {pack.name}: done", partial(self._end_cold, label)))
+            steps.append((f"warm restart {pack.name}", partial(self._warm, label, pack, session[0])))
         return steps
 
     def run(self, on_step: Callable[[str], None] | None = None) -> BenchRun:
@@ -310,7 +310,7 @@ class BenchRunner:
             return self.wl.long_pack
         return self.wl.pack
 
-    def _options(self, mode: str, orderings: str | None = None) -> Any:
+    def _options(self, mode: str, orderings: Orderings | None = None) -> ScoreOptions:
         from triage.scoring.options import ScoreOptions
 
         kind, asked = self.wl.mode_readout(mode)
@@ -491,7 +491,9 @@ class BenchRunner:
         eng = self._stable_engine
         if eng is not None:
             store = eng.stable_store
-            self.run_data.stable[-1].cache_stats = dict(vars(store.stats)) if store is not None else {}
+            from triage.scoring.prefix import StableCache  # bench's own store (_cold)
+
+            self.run_data.stable[-1].cache_stats = dict(vars(store.stats)) if isinstance(store, StableCache) else {}
             self.run_data.stable[-1].file_bytes = sum(
                 f.stat().st_size for f in self._cache_dir(label).glob("*.kvstate")
             )

@@ -204,7 +204,7 @@ def read_input(
 
     export = file not in (None, "-") and not force_text and not force_jsonl and columns is not None
     if export and is_export(str(file), columns):
-        return [Row(t.n, t.id or f"row-{t.n}", t.text, t.error) for t in export_tickets(file, columns)]
+        return [Row(t.n, t.id or f"row-{t.n}", t.text, t.error) for t in export_tickets(str(file), columns)]
 
     if file in (None, "-"):
         if sys.stdin is None or sys.stdin.isatty():

@@ -214,8 +214,8 @@ class PlainProgress:
         head = f"{task.description}: scored {task.done}/{task.total} rows{cached}"
         if task.done >= task.total:
             took = now - task.started
-            rate = f", {task.done / took:.2f} rows/s" if took > 0 else ""
-            self._print(f"{head} in {duration(took)}{rate}")
+            per_s = f", {task.done / took:.2f} rows/s" if took > 0 else ""
+            self._print(f"{head} in {duration(took)}{per_s}")
             return
         task.rate.add(now, task.done)
         rate = task.rate.rate

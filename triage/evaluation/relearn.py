@@ -62,14 +62,14 @@ def learn_from_history(path: Path, engine: Any, pack: Any, *, store: bool = True
             f"{got.to_score} labelled ticket(s) have no kept features and were left out "
             "(`triage learn --history` scores them)"
         )
-    outcomes = [kept_outcome(r.kept, []) for r in rows]
-    features, logprobs, labels = fit_inputs(pack, [r.labels for r in rows], outcomes)
+    kept = [kept_outcome(r.kept, []) for r in rows]
+    features, logprobs, labels = fit_inputs(pack, [r.labels for r in rows], kept)
     n = sum(len(v) for v in labels.values())
     if not labels:
         return Relearned(None, 0, "no labelled ticket with kept features yet", notes)
     weights, with_starter = None, None
     if starter and is_builtin(pack):  # the built-in pack: the starter rows beside the team's labels
-        with_starter = fit_set(pack, [r.labels for r in rows], outcomes, *_starter_at_tails(engine, pack))
+        with_starter = fit_set(pack, [r.labels for r in rows], kept, *_starter_at_tails(engine, pack))
         features, logprobs, labels = with_starter.features, with_starter.logprobs, with_starter.labels
         weights = with_starter.weights
         notes.append(f"learned {with_starter.said()}")

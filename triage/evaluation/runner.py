@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -28,18 +28,31 @@ from triage.evaluation.variants import (
 )
 from triage.scoring.cue import TAIL, check_read
 from triage.scoring.head import FEATURES as FEATURES_KIND
-from triage.scoring.options import DEFAULT_MODE, DEFAULT_READOUT, effective_orderings
+from triage.scoring.options import (
+    DEFAULT_MODE,
+    DEFAULT_READOUT,
+    Mode,
+    Orderings,
+    Readout,
+    as_readout,
+    effective_orderings,
+)
+
+if TYPE_CHECKING:
+    from triage.scoring.engine import Engine
 
 SCHEMA = "triage.eval/1"
-ORDERINGS = "cyclic"  # the letter readout is always asked in every rotation: raw is the identity's readout alone
+ORDERINGS: Orderings = (
+    "cyclic"  # the letter readout is always asked in every rotation: raw is the identity's readout alone
+)
 
 
-def orderings_for(readout: str) -> str:
+def orderings_for(readout: str) -> Orderings:
     """What eval asks: every rotation for letters; the label readout has no option order."""
     return effective_orderings(readout, ORDERINGS)
 
 
-def mode_for(readout: str) -> str:
+def mode_for(readout: str) -> Mode:
     """How eval scores: the label readout as `triage score` and the app do (fanout, the default), so that
     calibrations and learned heads are fitted on the numbers they will be applied to; letters serially,
     one rotation after another, as they were measured before the label readout."""
@@ -57,12 +70,12 @@ class Scorer:
     """
 
     def __init__(
-        self, engine: Any, pack: Pack, cache: ReadoutCache, readout: str = DEFAULT_READOUT, read: str = TAIL
+        self, engine: Engine, pack: Pack, cache: ReadoutCache, readout: str = DEFAULT_READOUT, read: str = TAIL
     ) -> None:
         self.engine = engine
         self.pack = pack
         self.cache = cache
-        self.readout = readout
+        self.readout: Readout = as_readout(readout)
         self.read = check_read(read)
         if self.read != TAIL and readout != "label":
             raise TriageError("the shared read position reads options by name: use --readout label", exit_code=2)
@@ -163,8 +176,15 @@ class Scored:
         return sum(o.cut for o in self.outcomes)
 
 
+class OutcomeSource(Protocol):
+    """What :func:`score_rows` asks: a ticket's outcome and whether it came from a cache (a :class:`Scorer`, or
+    the Ray workers' returns)."""
+
+    def outcome(self, ticket: Ticket) -> tuple[Outcome, bool]: ...
+
+
 def score_rows(
-    scorer: Scorer,
+    scorer: OutcomeSource,
     rows: Sequence[LabelledRow],
     on_row: Callable[[bool], None] | None = None,
     known: dict[str, Outcome] | None = None,

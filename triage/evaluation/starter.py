@@ -72,7 +72,7 @@ def combine(
     A starter row keeps only the labels of the criteria it still serves (a criterion the team has enough of
     is fitted on the team's labels alone). Row weights: ``team_weight`` for the team's, 1 for the starter's.
     """
-    team = {}
+    team: dict[str, int] = {}
     for lab in team_labels:
         for cid in lab:
             team[cid] = team.get(cid, 0) + 1

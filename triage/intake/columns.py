@@ -11,7 +11,7 @@ criterion).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -52,7 +52,7 @@ class ColumnMap:
         Raises:
             InputError: an empty column list, or a ``--label`` that is not ``CRITERION=COLUMN``.
         """
-        cols = ("text",)
+        cols: tuple[str, ...] = ("text",)
         if text is not None:
             cols = tuple(c.strip() for c in text.split(",") if c.strip())
             if not cols:
@@ -96,7 +96,7 @@ class ColumnMap:
         return out
 
 
-def check_columns(wanted: dict[str, Sequence[str]], columns: Sequence[str], source: str) -> None:
+def check_columns(wanted: Mapping[str, Sequence[str]], columns: Sequence[str], source: str) -> None:
     """Every named column exists in the export, or an error names it and lists those that do.
 
     ``wanted``: flag -> column names (``{"--text": ["Subject"], ...}``).

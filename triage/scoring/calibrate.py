@@ -217,7 +217,7 @@ def _objective(
 
 def fit_vector_scaling(
     logprobs: np.ndarray,
-    y: Sequence[int],
+    y: Sequence[int] | np.ndarray,
     *,
     l2_bias: float = L2_BIAS,
     l2_log_t: float = L2_LOG_T,

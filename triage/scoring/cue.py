@@ -26,7 +26,7 @@ import numpy as np
 
 from triage.errors import TriageError
 from triage.model.seq import Seq
-from triage.scoring.readout import LabelReader, Readout, read
+from triage.scoring.readout import LabelReader, Reader, Readout, read
 
 if TYPE_CHECKING:
     from triage.scoring.prompt import PromptBuilder, TicketPrompts
@@ -177,8 +177,8 @@ class SharedReader:
 
 
 def shared_read(
-    prompts: TicketPrompts, reader: object, ctx: tuple[PromptBuilder, object, object], read: str | None
-) -> tuple[TicketPrompts, object]:
+    prompts: TicketPrompts, reader: Reader, ctx: tuple[PromptBuilder, object, object], read: str | None
+) -> tuple[TicketPrompts, Reader]:
     """The engine's hook: ``(prompts, reader)`` with the criteria read at the shared position, if any.
 
     Args:
@@ -192,7 +192,7 @@ def shared_read(
         TriageError: the shared position with a readout other than label.
     """
     builder, pack, head = ctx
-    where = read or getattr(head, "read", TAIL)
+    where = read or str(getattr(head, "read", TAIL))  # a Head's read is a str
     cue = cue_name(where)
     if cue is None:
         return prompts, reader

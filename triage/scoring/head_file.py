@@ -68,7 +68,7 @@ def write_head(head: Head, path: str | Path, *, backup: bool = False) -> Path:
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         with tmp.open("wb") as fh:
-            np.savez_compressed(fh, **arrays)
+            np.savez_compressed(fh, allow_pickle=True, **arrays)  # numpy's default, named for the type checker
         if backup:
             from triage.store.outputs import replace_keeping_backup
 

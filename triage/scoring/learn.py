@@ -13,12 +13,13 @@ the other options and leaves that one to the zero-shot readout.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from triage.domain.pack import Pack
 from triage.scoring.calibrate import fit_vector_scaling
 from triage.scoring.cue import TAIL
 from triage.scoring.head import ATTENTION, CriterionHead, Head
@@ -43,7 +44,7 @@ class LearnOutcome:
     refused: str | None = None
     backoff: list[str] = field(default_factory=list)  # options left to the zero-shot readout
     c: float | None = None
-    cv: dict[str, float] = field(default_factory=dict)  # cross-validated scores of the chosen fit
+    cv: dict[str, Any] = field(default_factory=dict)  # cross-validated scores of the chosen fit (JSON: c_tried a list)
     warnings: list[str] = field(default_factory=list)
     worse: str | None = None  # kept, but cross-validates worse than zero-shot by more than the noise: why
 
@@ -73,6 +74,12 @@ class _RowSpaceLR:
     (``x = z Vᵀ``, ``|w| = |w_z|``) and mapped back: the same solution, on a
     problem with as many columns as rows.
     """
+
+    basis: np.ndarray
+    classes_: np.ndarray
+    row_coef_: np.ndarray
+    intercept_: np.ndarray
+    coef_: np.ndarray
 
     def __init__(self, c: float) -> None:
         self.c = c
@@ -253,13 +260,13 @@ def fit_criterion(
     k_folds = min(folds, rarest)
     best: tuple[float, float, float] | None = None  # (balanced log loss, C, balanced accuracy)
     best_pred = np.zeros((len(yk), len(classes)))
-    folds = [_fold(x, tr, te, rank) for tr, te in stratified_folds(yk, k_folds, SEED)]  # the same folds for every C
-    last: list[_RowSpaceLR | None] = [None] * len(folds)  # each fold's fit at the previous C: a warm start
+    splits = [_fold(x, tr, te, rank) for tr, te in stratified_folds(yk, k_folds, SEED)]  # the same folds for every C
+    last: list[_RowSpaceLR | None] = [None] * len(splits)  # each fold's fit at the previous C: a warm start
     tried: list[float] = []
     for c in c_grid:
         tried.append(float(c))
         pred = np.zeros((len(yk), len(classes)))
-        for i, f in enumerate(folds):
+        for i, f in enumerate(splits):
             w_train = None if wk is None else wk[f.train]
             lr = last[i] = _RowSpaceLR(c).fit(f.scaled, yk[f.train], f.basis, start=last[i], weight=w_train)
             pred[f.test] = _proba(f.scaler, lr, x[f.test], classes)
@@ -353,10 +360,10 @@ def engine_keys(engine: Any) -> dict[str, Any]:
 
 
 def fit_head(
-    pack: Any,
-    features: dict[str, np.ndarray],
-    logprobs: dict[str, np.ndarray],
-    labels: dict[str, Sequence[int]],
+    pack: Pack,
+    features: Mapping[str, np.ndarray],
+    logprobs: Mapping[str, np.ndarray],
+    labels: Mapping[str, Sequence[int]],
     *,
     model_sha256: str,
     prompt_format: str,
@@ -367,7 +374,7 @@ def fit_head(
     attention: str = ATTENTION,
     criteria: Sequence[str] | None = None,
     on_criterion: Callable[[str, int], None] | None = None,
-    weights: dict[str, Sequence[float]] | None = None,
+    weights: Mapping[str, Sequence[float]] | None = None,
     **fit_kw: Any,
 ) -> tuple[Head, list[LearnOutcome]]:
     """Fit every criterion that has labels (refused ones are left out of the head).
@@ -399,10 +406,10 @@ def fit_head(
         kw = {"hidden_width": n_embd, **fit_kw}
         if weights is not None and crit.id in weights:
             kw["weight"] = weights[crit.id]
-        head, outcome = fit_criterion(crit, features[crit.id], logprobs[crit.id], labels[crit.id], **kw)
+        fitted, outcome = fit_criterion(crit, features[crit.id], logprobs[crit.id], labels[crit.id], **kw)
         outcomes.append(outcome)
-        if head is not None:
-            heads[crit.id] = head
+        if fitted is not None:
+            heads[crit.id] = fitted
     report = {
         "settings": {k: v for k, v in fit_kw.items() if k != "c_grid"},
         "criteria": [o.to_dict() for o in outcomes],

@@ -56,6 +56,11 @@ def check_choice(value: object, choices: tuple[str, ...], what: str, source: str
     raise TriageError(f"{source or what}: unknown {what} {value!r}; use one of {', '.join(choices)}", exit_code=2)
 
 
+def as_readout(value: object, source: str | None = None) -> Readout:
+    """``value`` as a :data:`Readout`, checked as :func:`check_choice` checks it."""
+    return "letter" if check_choice(value, READOUTS, "readout", source) == "letter" else "label"
+
+
 @dataclass(frozen=True)
 class ScoreOptions:
     """How to score: the readout, the mode, orderings, prior.
@@ -87,9 +92,9 @@ class ScoreOptions:
         check_choice(self.orderings, ORDERINGS, "orderings")
 
 
-def effective_orderings(readout: str, orderings: str) -> Orderings:
+def effective_orderings(readout: str, orderings: Orderings) -> Orderings:
     """The one rule: the label readout asks no option order (``none``); letters ask ``orderings``."""
-    return "none" if readout == "label" else orderings  # type: ignore[return-value]
+    return "none" if readout == "label" else orderings
 
 
 def parse_criteria(arg: str | None, pack: Any, source: str = "--criteria") -> tuple[str, ...] | None:

@@ -12,7 +12,7 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -140,7 +140,7 @@ def error(
     *,
     field_name: str | None = None,
     hint: str | None = None,
-    headers: dict[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
     """An error response: :func:`error_body` with its status."""
     return JSON(error_body(message, field_name, hint), status_code=status, headers=headers)

@@ -82,7 +82,7 @@ def openapi(settings: Any) -> dict[str, Any]:
             },
         },
     }
-    ticket = {
+    ticket: dict[str, Any] = {
         "type": "object",
         "required": ["id", "text", "messages", "status", "result", "labels"],
         "properties": {
@@ -149,7 +149,7 @@ def openapi(settings: Any) -> dict[str, Any]:
         "required": ["history", "ticket"],
         "properties": {"history": {"type": "string", "description": "the history file"}, "ticket": ticket},
     }
-    secured = [{"bearer": []}] if settings.token else []
+    secured: list[dict[str, list[str]]] = [{"bearer": []}] if settings.token else []
     common = {
         "400": _err("the body's keys are not Unicode text, or the request is not HTTP/1.1"),
         "401": _err("no or a wrong bearer token"),

@@ -174,7 +174,7 @@ def parse_score(body: object, *, max_ticket_bytes: int = DEFAULT_MAX_TICKET_BYTE
             raise Invalid(
                 "messages", f"field 'messages' must be a list of {{role, text}}, not {type(messages).__name__}"
             )
-        parts = [m.get("text") for m in messages if isinstance(m, Mapping) and isinstance(m.get("text"), str)]
+        parts = [t for m in messages if isinstance(m, Mapping) and isinstance(t := m.get("text"), str)]
         text_for_size = "".join(parts)
     elif text is None:
         raise Invalid("text", "field 'text' is required (the ticket's text), or 'messages' for a thread")

@@ -372,7 +372,7 @@ def build_server(app: Any, worker: Any, gate: Gate, on_started: Any = None, **co
     :class:`GuardedH11` bound to ``gate``; ``on_started()`` is called once it accepts connections;
     ``config`` overrides any uvicorn setting."""
     quiet_accept_errors()
-    settings = dict(
+    settings: dict[str, Any] = dict(  # uvicorn.Config's keywords
         access_log=False,
         log_level="warning",
         server_header=False,

@@ -160,7 +160,7 @@ class EngineWorker:
         if queue_limit < 1:
             raise ValueError("queue_limit must be at least 1")
         self.session = session
-        self.engine = session.engine
+        self.engine = session.scorer  # a worker scores: its session has an engine
         self.queue_limit = queue_limit
         self.owns_engine = owns_engine
         self.stats = Stats()

@@ -138,7 +138,7 @@ class Desk:
             fits = choose_fits(engine, sub.pack, sub.options, FitRequest(no_calibration=True, starter=request.starter))
         notices: dict[str, str | None] = {}
         for about in ("head", "calibration"):
-            said = fits.passed_over(about) + ([refused] if refused and about == "calibration" else [])  # type: ignore[arg-type]
+            said = fits.passed_over(about) + ([refused] if refused and about == "calibration" else [])
             notices[about] = " ".join(said) if said else None
         return FitChoice(fits, notices)
 
