@@ -28,8 +28,10 @@ from typing import TYPE_CHECKING, Any
 from triage.errors import InputError, TriageError
 
 if TYPE_CHECKING:
+    from triage.domain.pack import Pack
     from triage.domain.ticket import Ticket
     from triage.evaluation.cache import Outcome
+    from triage.scoring.protocol import ScoringEngine
 
 DEFAULT_BATCH = 16  # tickets per batch (what a dead worker loses), fewer when that would leave workers idle
 
@@ -115,7 +117,7 @@ class RowScorer:
     """
 
     def __init__(
-        self, model: str, expected_sha256: str, n_ctx: int, threads: int, prompt_style: str, pack: Any
+        self, model: str, expected_sha256: str, n_ctx: int, threads: int, prompt_style: str, pack: Pack
     ) -> None:
         from triage.backlog.worker import NodeModelError, ensure_model, node_name
         from triage.scoring.loader import load_engine
@@ -213,8 +215,8 @@ class RaySets:
 
     def __call__(
         self,
-        engine: Any,
-        pack: Any,
+        engine: ScoringEngine,
+        pack: Pack,
         parts: Sequence[tuple[str, Sequence[Any]]],
         console: Any,
         readout: str = "label",
@@ -248,7 +250,7 @@ class RaySets:
         if self._owned:
             ray.shutdown()
 
-    def _start(self, engine: Any, pack: Any, todo: int) -> None:
+    def _start(self, engine: ScoringEngine, pack: Pack, todo: int) -> None:
         """Join or start the cluster, check the model on every node, start the actors."""
         from triage.backlog.ray_score import _import_ray, check_nodes, connect, model_spec
         from triage.store.config import load_config
@@ -298,7 +300,7 @@ class RaySets:
     def _score(
         self,
         engine: Any,
-        pack: Any,
+        pack: Pack,
         parts: Sequence[tuple[str, Sequence[Any]]],
         console: Any,
         readout: str,

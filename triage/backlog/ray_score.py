@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triage.backlog.output import RunSignature, WriteFailed, Writer, check_output, open_writer, read_existing
 from triage.backlog.rows import BacklogRow, read_rows, thread_blocks
@@ -33,6 +33,9 @@ from triage.backlog.worker import ModelIdentity, NodeModelError, ScorerConfig, c
 from triage.errors import InputError, TriageError
 from triage.scoring.fit import FitRequest
 from triage.scoring.options import ScoreOptions
+
+if TYPE_CHECKING:
+    from triage.domain.pack import Pack
 
 DEFAULT_BATCH = 16
 _ADDRESS = re.compile(r"^(auto|local|ray://.+|[\w.-]+:\d+)$")
@@ -88,7 +91,7 @@ class RayJob:
     """
 
     source: str
-    pack: Any  # triage.domain.pack.Pack
+    pack: Pack
     options: ScoreOptions
     fits: FitRequest = field(default_factory=FitRequest)
     address: str = "local"

@@ -16,10 +16,15 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triage.errors import TriageError
 from triage.scoring.options import ScoreOptions
+
+if TYPE_CHECKING:
+    from triage.domain.pack import Pack
+    from triage.scoring.calibrate import Calibration
+    from triage.scoring.head import Head
 
 PROBE_N_CTX = 512  # enough to read the prompt format; the probe scores nothing
 
@@ -150,13 +155,13 @@ class ScorerConfig:
 
     model: str  # catalog name or path
     expected_sha256: str
-    pack: Any  # triage.domain.pack.Pack
+    pack: Pack
     options: ScoreOptions  # passed through unchanged: ``triage score``'s (the product's, with --criteria)
-    calibration: Any  # triage.scoring.calibrate.Calibration or None
+    calibration: Calibration | None
     n_ctx: int | None
     threads: int
     prompt_style: str
-    head: Any = None  # triage.scoring.head.Head or None
+    head: Head | None = None
 
 
 class TicketScorer:

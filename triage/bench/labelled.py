@@ -11,16 +11,19 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from triage.domain.pack import Pack
 
 
 @dataclass
 class ScoredSet:
     """The usable rows of a labelled set, each scored once, and what fitting a head on them needs."""
 
-    pack: Any
+    pack: Pack
     rows: list[Any]  # triage.evaluation.data.LabelledRow, in file order
     outcomes: list[Any]  # each row's score
     features: dict[str, np.ndarray]  # per criterion, (n, F): what a head reads on every row

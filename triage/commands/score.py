@@ -7,10 +7,13 @@ import sys
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triage.commands._records import RecordWriter
 from triage.errors import InputError, TriageError
+
+if TYPE_CHECKING:
+    from triage.domain.pack import Pack
 
 NAME = "score"
 ORDER = 10
@@ -259,7 +262,7 @@ def _say(line: str) -> None:
     print(printable(line), file=sys.stderr)
 
 
-def options_of(args: argparse.Namespace, pack: Any) -> Any:
+def options_of(args: argparse.Namespace, pack: Pack) -> Any:
     """The :class:`~triage.scoring.options.ScoreOptions` of these arguments: the product's, with ``--criteria``
     checked against ``pack``. One place for ``triage score`` and ``--ray``, so both score alike."""
     from triage.scoring.options import ScoreOptions, parse_criteria
@@ -419,7 +422,7 @@ def run(args: argparse.Namespace) -> int:
 def _score_all(
     args: argparse.Namespace,
     config: dict[str, Any],
-    pack: Any,
+    pack: Pack,
     options: Any,
     tickets: list[tuple[Row, Any]],
     writer: RecordWriter,

@@ -9,7 +9,7 @@ the same training labels; zero-shot is the label readout as it stands.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.console import Console
@@ -22,6 +22,9 @@ from triage.evaluation import metrics
 from triage.evaluation.report import print_confusion
 from triage.evaluation.runner import Scored, gold, stack_features
 from triage.evaluation.variants import readings
+
+if TYPE_CHECKING:
+    from triage.scoring.head import Head
 
 VARIANTS = ("learned", "zero-shot", "tfidf")
 LEGEND = (
@@ -37,7 +40,7 @@ LEGEND = (
 
 
 def holdout_metrics(
-    pack: Pack, head: Any, train: Scored, held: Scored, criteria: Sequence[str] | None = None
+    pack: Pack, head: Head, train: Scored, held: Scored, criteria: Sequence[str] | None = None
 ) -> dict[str, dict[str, Any]]:
     """Per learned criterion (applied or not yet: this check decides it): ``{"n", "options", "learned",
     "zero-shot", "tfidf"}``, each a metrics dict (:func:`triage.evaluation.metrics.summarize`) or

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triage.errors import TriageError
 from triage.evaluation.runner import fit_inputs
@@ -26,18 +26,25 @@ from triage.store import features as feat
 from triage.store.history import History
 from triage.store.training import training_rows
 
+if TYPE_CHECKING:
+    from triage.domain.pack import Pack
+    from triage.scoring.head import Head
+    from triage.scoring.protocol import ScoringEngine
+
 
 @dataclass
 class Relearned:
     """The stored head (None when nothing could be learned, ``why`` says), from how many labels."""
 
-    head: Any
+    head: Head | None
     labels: int
     why: str | None = None
     notes: list[str] = field(default_factory=list)
 
 
-def learn_from_history(path: Path, engine: Any, pack: Any, *, store: bool = True, starter: bool = True) -> Relearned:
+def learn_from_history(
+    path: Path, engine: ScoringEngine, pack: Pack, *, store: bool = True, starter: bool = True
+) -> Relearned:
     """Fit a head on the labels of the history at ``path`` and store it (see the module docstring).
 
     Args:
@@ -97,7 +104,7 @@ def learn_from_history(path: Path, engine: Any, pack: Any, *, store: bool = True
     return Relearned(head, n, None, notes + [w for o in outcomes for w in o.warnings])
 
 
-def _starter_at_tails(engine: Any, pack: Any) -> tuple[list[Any], list[Any]]:
+def _starter_at_tails(engine: Any, pack: Pack) -> tuple[list[Any], list[Any]]:
     """The starter rows and their outcomes at the tails, where the history keeps a team's features."""
     from triage.evaluation.cache import ReadoutCache
     from triage.evaluation.runner import Scorer, score_rows

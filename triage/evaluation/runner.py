@@ -40,6 +40,7 @@ from triage.scoring.options import (
 
 if TYPE_CHECKING:
     from triage.scoring.engine import Engine
+    from triage.scoring.head import CriterionHead, Head
 
 SCHEMA = "triage.eval/1"
 ORDERINGS: Orderings = (
@@ -249,7 +250,7 @@ class CalibrationPlan:
     learn: bool = False  # also fit a learned head (label readout; the outcomes must hold features)
     learn_kw: dict[str, Any] = field(default_factory=dict)  # triage.scoring.learn.fit_criterion's options
     curve: tuple[int, ...] = ()  # learning curve: training-row counts to fit on (first N rows)
-    stored_head: Any = None  # a learned Head (triage learn), already checked against the engine and pack
+    stored_head: Head | None = None  # a learned Head (triage learn), already checked against the engine and pack
     stored_head_path: str | None = None
 
 
@@ -448,7 +449,7 @@ def fit_inputs(
     return features, logprobs, gold_idx
 
 
-def _head_metrics(head: Any, x_dev: np.ndarray, r_dev: Any, y_dev: list[int]) -> dict[str, Any]:
+def _head_metrics(head: CriterionHead, x_dev: np.ndarray, r_dev: Any, y_dev: list[int]) -> dict[str, Any]:
     """A criterion head (:class:`triage.scoring.head.CriterionHead`) applied to the dev rows, measured."""
     k = len(r_dev.criterion.options)
     out = np.stack([head.apply(f, lp) for f, lp in zip(x_dev, r_dev.raw, strict=True)]) if len(y_dev) else r_dev.raw

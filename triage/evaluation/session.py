@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.console import Console
@@ -16,6 +16,9 @@ from triage.evaluation.data import LabelledRow, LabelledSet
 from triage.evaluation.progress import scoring_progress
 from triage.evaluation.runner import Scored, Scorer, score_rows
 from triage.scoring.options import DEFAULT_READOUT
+
+if TYPE_CHECKING:
+    pass
 
 SHOW_BAD = 10
 

@@ -17,12 +17,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triage.assets_path import asset
 from triage.domain.pack import Pack, default_pack
 from triage.evaluation.data import LabelledRow, read_labelled
 from triage.scoring.cue import DEFAULT_CUE
+
+if TYPE_CHECKING:
+    from triage.scoring.head import Head
+    from triage.scoring.protocol import ScoringEngine
 
 STARTER_SET = "starter/support.jsonl"
 STARTER_READ = f"shared:{DEFAULT_CUE}"
@@ -93,7 +97,7 @@ def combine(
 
 
 def fit_starter_head(
-    engine: Any,
+    engine: ScoringEngine,
     pack: Pack,
     rows: Sequence[LabelledRow],
     outcomes: Sequence[Any],
@@ -171,13 +175,13 @@ class CriterionClock:
 class Fitted:
     """What :func:`fit_and_store` did: the head, how long it took, and what could not be kept on disk."""
 
-    head: Any
+    head: Head
     seconds: float
     unkept: tuple[str, ...] = ()  # one line each: the head's file, the readouts, that could not be written
 
 
 def fit_and_store(
-    engine: Any,
+    engine: ScoringEngine,
     pack: Pack,
     *,
     progress: Progress | None = None,
@@ -203,7 +207,7 @@ def fit_and_store(
     return Fitted(head, time.perf_counter() - t0, tuple(unkept))
 
 
-def keep_head(head: Any, store: Callable[[Any], Any] | None = None) -> list[str]:
+def keep_head(head: Head, store: Callable[[Any], Any] | None = None) -> list[str]:
     """Store a fitted starter head (``store``, default :func:`~triage.scoring.fitstore.store_starter_head`, which
     keeps it in memory when its file cannot be written); what could not be kept on disk, one line each."""
     from triage.scoring.fitstore import starter_path, store_starter_head
@@ -249,7 +253,7 @@ def score_starter_rows(
     return scored
 
 
-def needs_fit(engine: Any, pack: Pack, request: Any) -> bool:
+def needs_fit(engine: ScoringEngine, pack: Pack, request: Any) -> bool:
     """Whether the starter head must be fitted before scoring: the ``starter`` setting is on, no head was asked
     for or refused, the pack is the built-in one, and neither a head of the team's nor a starter head is stored
     for this model, pack and prompt format. A stored starter head that does not fit this setup (another model's
@@ -268,7 +272,7 @@ def needs_fit(engine: Any, pack: Pack, request: Any) -> bool:
 
 
 def ensure(
-    engine: Any, pack: Pack, request: Any, *, say: Callable[[str], None], progress: Progress | None = None
+    engine: ScoringEngine, pack: Pack, request: Any, *, say: Callable[[str], None], progress: Progress | None = None
 ) -> bool:
     """Fit and store the starter head when :func:`needs_fit`, saying so once (``say``) before and after.
 
@@ -341,7 +345,7 @@ def fit_set(
     return FitSet(features, logprobs, labels, weights, both.team, both.starter_used)
 
 
-def rows_info(fitted: FitSet, head: Any) -> None:
+def rows_info(fitted: FitSet, head: Head) -> None:
     """Record in ``head`` how many of each criterion's rows were the team's and the starter's (its decisions
     say ``starter`` where none was the team's)."""
     for cid, h in head.criteria.items():

@@ -17,7 +17,7 @@ why. A head none of whose chosen criteria applies is not applied at all.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 from triage.errors import InputError
 
@@ -26,16 +26,7 @@ if TYPE_CHECKING:
     from triage.scoring.calibrate import Calibration
     from triage.scoring.head import Head
     from triage.scoring.options import ScoreOptions
-    from triage.scoring.prompt import PromptFormat
-
-
-class ModelIdentity(Protocol):
-    """What the policy reads of the model: an :class:`~triage.scoring.engine.Engine`, or what Ray nodes reported."""
-
-    @property
-    def sha256(self) -> str: ...
-
-    def format_for(self, kind: str) -> PromptFormat: ...
+    from triage.scoring.protocol import ModelIdentity
 
 
 @dataclass(frozen=True)

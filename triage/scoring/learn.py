@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,6 +24,9 @@ from triage.scoring.calibrate import fit_vector_scaling
 from triage.scoring.cue import TAIL
 from triage.scoring.head import ATTENTION, CriterionHead, Head
 from triage.scoring.logistic import Standardizer, fit_logistic, stratified_folds
+
+if TYPE_CHECKING:
+    pass
 
 MIN_PER_OPTION = 5
 # L2 strength candidates, as C = 1 / strength (scikit-learn's name for it)

@@ -7,13 +7,16 @@ context size, threads and the stable-prefix cache behave the same everywhere.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triage.model.native import FLASH_ATTN
 from triage.scoring.engine import Engine
 from triage.scoring.prefix import StableCache
 from triage.settings import DEFAULTS
 from triage.store.config import load_config
+
+if TYPE_CHECKING:
+    pass
 
 
 def engine_settings(

@@ -16,9 +16,12 @@ the ``Literal`` types here, never retyped.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 from triage.errors import InputError, TriageError
+
+if TYPE_CHECKING:
+    from triage.domain.pack import Pack
 
 Mode = Literal["fanout", "serial"]
 """The engine's own schedules: ``fanout``, every tail in one batch; ``serial``, tails in turn (eval's letters)."""
@@ -97,7 +100,7 @@ def effective_orderings(readout: str, orderings: Orderings) -> Orderings:
     return "none" if readout == "label" else orderings
 
 
-def parse_criteria(arg: str | None, pack: Any, source: str = "--criteria") -> tuple[str, ...] | None:
+def parse_criteria(arg: str | None, pack: Pack, source: str = "--criteria") -> tuple[str, ...] | None:
     """``--criteria a,b`` as ids of ``pack``, checked before any model loads.
 
     Raises:

@@ -26,6 +26,15 @@ if TYPE_CHECKING:  # annotations only: importing the protocol loads no engine (n
     from triage.scoring.tokenizer import Tokenizer
 
 
+class ModelIdentity(Protocol):
+    """What the policy reads of the model: an :class:`~triage.scoring.engine.Engine`, or what Ray nodes reported."""
+
+    @property
+    def sha256(self) -> str: ...
+
+    def format_for(self, kind: str) -> PromptFormat: ...
+
+
 @runtime_checkable
 class ScoringEngine(Protocol):
     """One loaded model that scores tickets against packs (its calls are serialised by the engine)."""

@@ -8,11 +8,14 @@ result never overwrites a newer one (history still records it).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
 from triage.domain.result import CriterionResult, TicketResult, Tokens
+
+if TYPE_CHECKING:
+    from triage.scoring.head import Head
 
 
 @dataclass
@@ -126,7 +129,7 @@ class TicketDecided(Message):
 class HeadLearned(Message):
     """The background re-fit stored a new head (``head`` None: nothing could be learned; ``why`` says)."""
 
-    head: Any
+    head: Head | None
     labels: int
     seconds: float
     why: str | None = None
