@@ -296,7 +296,7 @@ class Session:
             yield ticket, scoring, done
 
 
-def record_quietly(call: Callable[..., None], *args: Any, log: logging.Logger | None = None) -> None:
+def record_quietly(call: Callable[..., None], *args: object, log: logging.Logger | None = None) -> None:
     """Keep a score's end (``call(*args)``: the session's fail, cancel or finish) where an error is already on
     its way: a history that refuses now (locked, full) is logged (``log``, default ``triage``), never raised
     over that error."""

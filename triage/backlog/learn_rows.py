@@ -94,13 +94,13 @@ class _NoCache:
     hits = 0
     misses = 0
 
-    def get(self, *args: Any, **kw: Any) -> None:
+    def get(self, *args: object, **kw: object) -> None:
         return None
 
-    def put(self, *args: Any) -> None:
+    def put(self, *args: object) -> None:
         pass
 
-    def put_features(self, *args: Any) -> None:
+    def put_features(self, *args: object) -> None:
         pass
 
 
@@ -161,7 +161,7 @@ class RowScorer:
         return out
 
 
-def _differences(mine: Any, theirs: Any) -> str:
+def _differences(mine: object, theirs: object) -> str:
     """What differs between two cache keys, in words."""
     names = {
         "model_sha256": "model sha256",
@@ -217,12 +217,12 @@ class RaySets:
         self,
         engine: ScoringEngine,
         pack: Pack,
-        parts: Sequence[tuple[str, Sequence[Any]]],
-        console: Any,
+        parts: Sequence[tuple[str, Sequence[object]]],
+        console: object,
         readout: str = "label",
         *,
         features: bool = False,
-        known: dict[str, Any] | None = None,
+        known: dict[str, object] | None = None,
         prior: bool = True,
         read: str = "tail",
     ) -> Any:
@@ -282,7 +282,7 @@ class RaySets:
             actor.remote(spec, engine.sha256, engine.n_ctx, self.threads, self.prompt_style, pack) for _ in range(want)
         ]
 
-    def _check_keys(self, mine: Any, readout: str, read: str, features: bool) -> None:
+    def _check_keys(self, mine: object, readout: str, read: str, features: bool) -> None:
         from triage.backlog.ray_score import _ray_failure
 
         try:

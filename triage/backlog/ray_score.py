@@ -103,8 +103,8 @@ class RayJob:
     workers: int | None = None
     batch_size: int | None = None
     resume: bool = False
-    config: dict[str, Any] = field(default_factory=dict)
-    columns: Any = None  # triage.intake.columns.ColumnMap: the export's text and id columns (None: text, id)
+    config: dict[str, object] = field(default_factory=dict)
+    columns: object = None  # triage.intake.columns.ColumnMap: the export's text and id columns (None: text, id)
 
     def __post_init__(self) -> None:
         for flag, value in (
@@ -254,7 +254,7 @@ def connect(ray: Any, address: str) -> bool:
     return True
 
 
-def model_spec(requested: str | None, config: dict[str, Any]) -> tuple[str, str | None]:
+def model_spec(requested: str | None, config: dict[str, object]) -> tuple[str, str | None]:
     """The model for every node (a catalog name or an absolute path) and the sha256 it must have.
 
     The sha256 is the catalog's pin for a catalog model, and the driver's own hash of
@@ -379,7 +379,7 @@ def score_backlog(
     bad_keys = {r.key for r in bad}
     progress = BacklogProgress(len(todo), summary)
 
-    def write(records: list[tuple[str, dict[str, Any]]]) -> None:
+    def write(records: list[tuple[str, dict[str, object]]]) -> None:
         try:
             writer.write(records)
         except WriteFailed as exc:  # what is not in the output is not counted as scored

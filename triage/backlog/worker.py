@@ -122,7 +122,7 @@ def ensure_model(spec: str, expected_sha256: str | None) -> Any:
     return ref
 
 
-def probe(spec: str, expected_sha256: str | None, prompt_style: str) -> dict[str, Any]:
+def probe(spec: str, expected_sha256: str | None, prompt_style: str) -> dict[str, object]:
     """Check the model on this node and read its prompt format (one Ray task per node).
 
     Returns:
@@ -196,7 +196,7 @@ class TicketScorer:
         # The driver chose the fits for the nodes' model; nothing is kept in a history on a node.
         self.session = Session(self.engine, fits=Fits(head=config.head, calibration=config.calibration))
 
-    def __call__(self, batch: Any) -> dict[str, list[Any]]:
+    def __call__(self, batch: Any) -> dict[str, list[object]]:
         """Score one batch (a ``pyarrow.Table``), in order, one ticket per decode as ``triage score`` does."""
         import json
 
@@ -204,7 +204,7 @@ class TicketScorer:
 
         cfg = self.config
         rows = batch.to_pylist()
-        made: list[tuple[dict[str, Any], Any]] = []  # (row, its ticket or the error that stops it)
+        made: list[tuple[dict[str, object], Any]] = []  # (row, its ticket or the error that stops it)
         for row in rows:
             messages = row.get("messages")
             try:

@@ -126,7 +126,7 @@ class BenchRun:
     """Everything measured, before any summarising."""
 
     workload: Workload
-    model: dict[str, Any] = field(default_factory=dict)
+    model: dict[str, object] = field(default_factory=dict)
     engine: dict[str, Any] = field(default_factory=dict)
     samples: list[Sample] = field(default_factory=list)
     probe: list[ProbePoint] = field(default_factory=list)

@@ -77,7 +77,7 @@ class Turn:
     reused: int = 0
     tails: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         r, f, b = median(self.rescore_ms), median(self.fresh_ms), median(self.bound_ms)
         return {
             "messages": self.messages,
@@ -121,7 +121,7 @@ def measure(
     the criteria's tails by one short cue, so the re-score evaluates the new message and that cue.
     """
     engine.score_ticket("warm up: the stable block", pack, head=head)
-    results: list[dict[str, Any]] = []
+    results: list[dict[str, object]] = []
     for tid, kind, msgs in threads:
         turns = [Turn(k) for k in range(1, len(msgs) + 1)]
         for rep in range(repeats):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from triage.domain.pack import Pack
 from triage.domain.ticket import Ticket, jsonl_lines, make_ticket, read_text_file
@@ -121,7 +120,7 @@ class Workload:
             if (m != "serial_long" or self.long_pack is not None) and (m not in HEAD_READ or self.readout == "label")
         )
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """The workload as JSON: what exactly was run."""
         return {
             "quick": self.quick,

@@ -186,7 +186,7 @@ class Row:
     ticket_id: str | None
     text: str | None
     error: str | None = None
-    messages: Any = None  # a thread's messages, as the row gave them (checked by make_ticket)
+    messages: object = None  # a thread's messages, as the row gave them (checked by make_ticket)
 
 
 def read_input(
@@ -270,7 +270,7 @@ def options_of(args: argparse.Namespace, pack: Pack) -> Any:
     return ScoreOptions(criteria=parse_criteria(args.criteria, pack))
 
 
-def fit_request(args: argparse.Namespace, config: dict[str, Any]) -> Any:
+def fit_request(args: argparse.Namespace, config: dict[str, object]) -> Any:
     """The explicit head and calibration asks of ``--head``, ``--no-head``, ``--calibration``, ``--no-calibration``."""
     from triage.scoring.fit import FitRequest
 
@@ -289,7 +289,7 @@ def say_fit_notes(fits: Any) -> None:
         _say(f"triage: {'' if note.applied else 'note: '}{note.text}")
 
 
-def ray_job(args: argparse.Namespace, config: dict[str, Any] | None = None) -> Any:
+def ray_job(args: argparse.Namespace, config: dict[str, object] | None = None) -> Any:
     """The :class:`~triage.backlog.ray_score.RayJob` of ``triage score ... --ray [ADDRESS]``.
 
     Raises:
@@ -421,7 +421,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _score_all(
     args: argparse.Namespace,
-    config: dict[str, Any],
+    config: dict[str, object],
     pack: Pack,
     options: Any,
     tickets: list[tuple[Row, Any]],
@@ -459,7 +459,7 @@ def _score_all(
             if ticket is not None:
                 yield ticket
 
-    def bad_rows_before(ticket: Any) -> Iterator[dict[str, Any]]:
+    def bad_rows_before(ticket: object) -> Iterator[dict[str, object]]:
         """The error records of the bad rows read before ``ticket`` (None: all that are left)."""
         while waiting and waiting[0][1] is None:
             row = waiting.popleft()[0]
@@ -495,7 +495,7 @@ def _score_all(
     return 1 if failed else 0
 
 
-def _open_history(args: argparse.Namespace, config: dict[str, Any]) -> Any:
+def _open_history(args: argparse.Namespace, config: dict[str, object]) -> Any:
     """The history to keep scores in (``--history``), opened for writing, or None."""
     if not args.history:
         if args.history_file:

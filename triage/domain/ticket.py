@@ -131,7 +131,7 @@ def safe_id(ticket_id: str) -> str:
     return _SURROGATE.sub("\ufffd", ticket_id)
 
 
-def make_ticket(text: str | None, ticket_id: str | None = None, messages: Any = None) -> Ticket:
+def make_ticket(text: str | None, ticket_id: str | None = None, messages: object = None) -> Ticket:
     """Clean ``text`` (or a thread's ``messages``, a list of ``{"role", "text"}``) and wrap it as a :class:`Ticket`.
 
     Raises:

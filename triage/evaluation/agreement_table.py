@@ -55,7 +55,7 @@ def agreement_lines(rows: list[Any], *, trend_blocks: int = 0) -> list[str]:
     return out
 
 
-def by_source_lines(rows: list[Any]) -> list[str]:
+def by_source_lines(rows: list[object]) -> list[str]:
     """The ``by source`` column of :func:`agreement_table` as plain lines, a criterion to a line (for a table
     drawn without it, ``by_source=False``, where it is too narrow)."""
     _, columns, cells = _agreement_cells(rows, 0)

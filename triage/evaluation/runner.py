@@ -224,7 +224,7 @@ def gold(rows: Sequence[LabelledRow], criterion: Any) -> list[int]:
 
 def variant_metrics(
     logprobs: np.ndarray, y: Sequence[int], k: int, flips: list[list[int]], coverage: Sequence[float]
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Every metric of one variant, plus the readout's flip rate and mean coverage."""
     m = metrics.summarize(logprobs, y, k)
     m["flip_rate"] = metrics.flip_rate(flips)
@@ -262,7 +262,7 @@ def _fit(
     orderings: str,
     use_prior: bool,
     engine_info: dict[str, Any],
-    fit_kw: dict[str, Any],
+    fit_kw: dict[str, object],
 ) -> Any:
     from triage.evaluation.calibrating import fit_calibration
 
@@ -282,7 +282,7 @@ def _fit(
     return cal
 
 
-def _calibrated_entry(cal: Any, crit: Any, source: str | None) -> dict[str, Any]:
+def _calibrated_entry(cal: Any, crit: Any, source: str | None) -> dict[str, object]:
     """What the report says about one criterion's calibration: parameters and holdout check, or why it was refused."""
     note = next((c for c in cal.report.get("criteria", []) if c.get("criterion") == crit.id), None)
     if crit.id not in cal.criteria:
@@ -309,7 +309,7 @@ def build_report(
     prior: dict[str, np.ndarray] | None,
     plan: CalibrationPlan | None = None,
     baseline: bool = True,
-    engine_info: dict[str, Any] | None = None,
+    engine_info: dict[str, object] | None = None,
     readout: str = DEFAULT_READOUT,
 ) -> tuple[dict[str, Any], Any]:
     """Metrics of every variant (and the baseline) for every criterion.
@@ -356,7 +356,7 @@ def build_report(
             variants[RAW]["flip_rate"] = variants[CYCLIC]["flip_rate"]
         if r.prior is not None:
             variants[RAW_PRIOR if label else PRIOR] = variant_metrics(r.prior, y, k, r.per_order_argmax, r.coverage)
-        entry: dict[str, Any] = {
+        entry: dict[str, object] = {
             "id": crit.id,
             "options": [o.id for o in crit.options],
             "n": len(y),
@@ -449,7 +449,7 @@ def fit_inputs(
     return features, logprobs, gold_idx
 
 
-def _head_metrics(head: CriterionHead, x_dev: np.ndarray, r_dev: Any, y_dev: list[int]) -> dict[str, Any]:
+def _head_metrics(head: CriterionHead, x_dev: np.ndarray, r_dev: Any, y_dev: list[int]) -> dict[str, object]:
     """A criterion head (:class:`triage.scoring.head.CriterionHead`) applied to the dev rows, measured."""
     k = len(r_dev.criterion.options)
     out = np.stack([head.apply(f, lp) for f, lp in zip(x_dev, r_dev.raw, strict=True)]) if len(y_dev) else r_dev.raw
@@ -479,7 +479,7 @@ def _learned_entry(
     r_tr = readings(crit, train.outcomes, prior)
     y_tr = gold(train.rows, crit)
 
-    def learned(n: int) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    def learned(n: int) -> tuple[dict[str, object] | None, dict[str, object]]:
         head, outcome = fit_criterion(crit, x_tr[:n], r_tr.raw[:n], y_tr[:n], **plan.learn_kw)
         return (None if head is None else _head_metrics(head, x_dev, r_dev, y_dev)), outcome.to_dict()
 
@@ -491,7 +491,7 @@ def _learned_entry(
     sizes = sorted({min(n, len(y_tr)) for n in plan.curve})  # a size past the training rows is all of them
     base_tr, base_dev = r_tr.base(plan.prior, "none"), r_dev.base(plan.prior, "none")
     for n in sizes:
-        point: dict[str, Any] = {"n": n}
+        point: dict[str, object] = {"n": n}
         lm, lnote = learned(n)
         point["learned"] = _brief(lm) if lm is not None else {"refused": lnote.get("refused")}
         point["calibrated"] = _curve_calibrated(crit, plan, train.rows[:n], base_tr[:n], base_dev, y_dev)
@@ -510,7 +510,7 @@ def _learned_entry(
         entry["learning_curve"] = curve
 
 
-def _brief(m: dict[str, Any]) -> dict[str, Any]:
+def _brief(m: dict[str, object]) -> dict[str, object]:
     return {
         key: m[key]
         for key in ("balanced_accuracy", "balanced_accuracy_ci95", "accuracy", "ece", "ece_floor", "nll")
@@ -525,7 +525,7 @@ def _curve_calibrated(
     base_tr: np.ndarray,
     base_dev: np.ndarray,
     y_dev: list[int],
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Calibration fitted on some training rows (``rows``, their log-probs ``base_tr``), measured on the dev rows."""
     from triage.evaluation.calibrating import fit_criterion as fit_cal
     from triage.scoring.calibrate import apply_vector_scaling
@@ -538,7 +538,7 @@ def _curve_calibrated(
     return _brief(metrics.summarize(apply_vector_scaling(base_dev, out.temperature, b), y_dev, len(crit.options)))
 
 
-def set_summary(label_set: LabelledSet, scored: Scored, limit: int | None) -> dict[str, Any]:
+def set_summary(label_set: LabelledSet, scored: Scored, limit: int | None) -> dict[str, object]:
     """The input file's part of the report: counts, skipped rows, cut tickets."""
     return {
         "path": label_set.source,

@@ -64,9 +64,9 @@ class Combined:
 
 def combine(
     team_labels: Sequence[dict[str, str]],
-    team_outcomes: Sequence[Any],
+    team_outcomes: Sequence[object],
     starter: Sequence[LabelledRow],
-    starter_outcomes: Sequence[Any],
+    starter_outcomes: Sequence[object],
     *,
     team_weight: float = TEAM_WEIGHT,
     enough: int = TEAM_ENOUGH,
@@ -334,7 +334,7 @@ def fit_set(
     team_labels: Sequence[dict[str, str]],
     team_outcomes: Sequence[Any],
     starter: Sequence[LabelledRow],
-    starter_outcomes: Sequence[Any],
+    starter_outcomes: Sequence[object],
 ) -> FitSet:
     """:func:`combine`, then :func:`triage.evaluation.runner.fit_inputs` with each criterion's row weights."""
     from triage.evaluation.runner import fit_inputs

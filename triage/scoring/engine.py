@@ -146,7 +146,7 @@ class Engine:
         self.close()
 
     @property
-    def model_info(self) -> dict[str, Any]:
+    def model_info(self) -> dict[str, object]:
         """The ``model`` object of the result schema."""
         return {"name": self.name, "path": str(self.model_path), "sha256": self.sha256, "stand_in": self.stand_in}
 
@@ -296,7 +296,7 @@ class Engine:
         return next(e for e in self._run(run, ticket, what, schedule) if isinstance(e, TicketScored))
 
     def score_ticket(
-        self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None = None, **kw: Any
+        self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None = None, **kw: object
     ) -> TicketResult:
         """Score one ticket and return only the final result."""
         return self._scored(ticket, pack, options, **kw).result

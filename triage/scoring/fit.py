@@ -56,7 +56,7 @@ class FitRequest:
         no_head: bool = False,
         calibration: str | None = None,
         no_calibration: bool = False,
-        config: dict[str, Any] | None = None,
+        config: dict[str, object] | None = None,
     ) -> FitRequest:
         """A request from a command's flags; ``calibration`` falls back to the config's ``calibration`` key,
         ``starter`` is the config's ``starter`` key (default on; TRIAGE_STARTER overrides it)."""
@@ -196,7 +196,7 @@ def choose_fits(
     return Fits(head, calibration, tuple(notes), head_path, calibration_path)
 
 
-def starter_on(config: dict[str, Any] | None = None) -> bool:
+def starter_on(config: dict[str, object] | None = None) -> bool:
     """The ``starter`` setting: whether the built-in pack's starter head is fitted and applied (default on).
 
     ``TRIAGE_STARTER`` in the environment (a switch: :data:`triage.environment.WORDS`) beats the config key;

@@ -97,7 +97,7 @@ class LazyEngine:
         return self._sizes.n_ctx
 
     @property
-    def model_info(self) -> dict[str, Any]:
+    def model_info(self) -> dict[str, object]:
         """The ``model`` object of the result schema (as the engine gives it)."""
         return {"name": self.name, "path": str(self.model_path), "sha256": self.sha256, "stand_in": self.stand_in}
 

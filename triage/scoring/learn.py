@@ -51,7 +51,7 @@ class LearnOutcome:
     warnings: list[str] = field(default_factory=list)
     worse: str | None = None  # kept, but cross-validates worse than zero-shot by more than the noise: why
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """Plain data for reports and the head file's meta."""
         return dict(self.__dict__)
 
@@ -127,7 +127,7 @@ class _Fold:
 
     train: np.ndarray
     test: np.ndarray
-    scaler: Any
+    scaler: object
     scaled: np.ndarray
     basis: np.ndarray
 

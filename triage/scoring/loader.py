@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 def engine_settings(
-    n_ctx: int | None = None, threads: int | None = None, config: dict[str, Any] | None = None
+    n_ctx: int | None = None, threads: int | None = None, config: dict[str, object] | None = None
 ) -> dict[str, Any]:
     """Context size and threads: explicit values, then the config file, then defaults.
 
@@ -44,7 +44,7 @@ def engine_settings(
         threads = check_threads(threads, f"--threads {threads}")
     elif "threads" in config:
         threads = check_threads(config["threads"], config_source("threads", config["threads"]))
-    settings: dict[str, Any] = {"n_ctx": n_ctx, "threads": threads}
+    settings: dict[str, object] = {"n_ctx": n_ctx, "threads": threads}
     if "thread_cache_mib" in config:
         mib = config["thread_cache_mib"]
         if not isinstance(mib, int) or isinstance(mib, bool) or not 0 <= mib <= 1 << 20:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from triage.domain.pack import Pack
 from triage.domain.result import TicketResult
@@ -50,7 +50,7 @@ class ScoringEngine(Protocol):
         ...
 
     @property
-    def model_info(self) -> dict[str, Any]:
+    def model_info(self) -> dict[str, object]:
         """The ``model`` object of the result schema (JSON: name, path, sha256, stand_in...)."""
         ...
 

@@ -12,11 +12,11 @@ from triage import __version__
 from triage.serve import listing
 
 
-def _json(schema: str) -> dict[str, Any]:
+def _json(schema: str) -> dict[str, object]:
     return {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}}
 
 
-def _err(description: str) -> dict[str, Any]:
+def _err(description: str) -> dict[str, object]:
     return {"description": description, "content": _json("Error")}
 
 

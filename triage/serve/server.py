@@ -77,7 +77,7 @@ def connection_cap(requested: int, limit: int | None = None) -> int:
     return min(requested, room)
 
 
-def json_error_response(status: int, reason: str, body: dict[str, Any]) -> bytes:
+def json_error_response(status: int, reason: str, body: dict[str, object]) -> bytes:
     """A whole HTTP/1.1 response with the JSON error ``body``, closing the connection."""
     data = json.dumps(body, ensure_ascii=True).encode("ascii")
     head = (
@@ -184,7 +184,7 @@ class GuardedH11(H11Protocol):
         self.phase = "head"  # head: waiting for (the rest of) the headers; body; busy: a whole request
         self.lingering = False
         self.answered_one = False  # a response went out on it: with nothing since, it is an idle keep-alive
-        self._cycle_seen: Any = None
+        self._cycle_seen: object = None
 
     @property
     def owes_answer(self) -> bool:
@@ -280,7 +280,7 @@ class GuardedH11(H11Protocol):
         answering = cycle is not None and not cycle.response_complete and self.phase != "head"
         answered = False
         if status and not (answering and cycle.response_started):
-            body: dict[str, Any] = {"error": message}
+            body: dict[str, object] = {"error": message}
             if hint:
                 body["hint"] = hint
             try:

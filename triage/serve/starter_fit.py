@@ -124,7 +124,7 @@ class StarterFit:
             return not fitter.is_alive()
         return True
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """``GET /v1/health``'s ``starter``: the state, rows done of all, the measured rate and the time left."""
         with self._lock:
             now = self.ended if self.ended is not None else time.monotonic()

@@ -67,7 +67,7 @@ class QueueFull(Exception):
         self.retry_after = retry_after
 
 
-def criterion_dict(c: CriterionResult) -> dict[str, Any]:
+def criterion_dict(c: CriterionResult) -> dict[str, object]:
     """One criterion as it appears in ``criteria`` of the ``triage.result/3`` JSON (``TicketResult.to_dict``)."""
     d = asdict(c)
     d["choice_label"] = c.choice_label
@@ -103,13 +103,13 @@ class Job:
             self.cancelled.set()
 
     @property
-    def cancel_error(self) -> dict[str, Any]:
+    def cancel_error(self) -> dict[str, object]:
         """The error event of a job that was cancelled (before it started or mid-score)."""
         if self.reason == "shutdown":
             return STOPPED_MID_SCORE if self.started else STOPPING
         return CLIENT_GONE if self.started else {"status": 499, "error": "cancelled before it started"}
 
-    def emit(self, kind: str, data: Any) -> None:
+    def emit(self, kind: str, data: object) -> None:
         """Hand one event to the request's loop (from the engine thread)."""
         if kind in TERMINAL:
             self.finished = True
@@ -133,7 +133,7 @@ class Stats:
     prefix_cached: int = 0
     recent_ms: deque[float] = field(default_factory=lambda: deque(maxlen=20))
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "served": self.served,
             "cancelled": self.cancelled,

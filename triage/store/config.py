@@ -19,7 +19,6 @@ import re
 import time
 import tomllib
 from pathlib import Path
-from typing import Any
 
 from triage.errors import TriageError
 from triage.settings import RETIRED, SETTINGS, retired_message
@@ -69,7 +68,7 @@ def _where(path: Path, text: str, key: str) -> str:
     return f"config file {path}" + (f" line {found[0]}" if found else "")
 
 
-def _read(path: Path) -> tuple[dict[str, Any], str] | None:
+def _read(path: Path) -> tuple[dict[str, object], str] | None:
     """The file's table and text, checked against the settings (None: no file).
 
     Raises:
@@ -109,7 +108,7 @@ def _read(path: Path) -> tuple[dict[str, Any], str] | None:
     return data, text
 
 
-def load_config(path: Path | None = None) -> dict[str, Any]:
+def load_config(path: Path | None = None) -> dict[str, object]:
     """The config file's settings, checked; a missing file is an empty config.
 
     Removed keys are left out (:func:`retired_notes` says so).
@@ -143,7 +142,7 @@ def retired_notes(path: Path | None = None) -> list[str]:
     ]
 
 
-def _toml_value(value: Any) -> str:
+def _toml_value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
@@ -152,7 +151,7 @@ def _toml_value(value: Any) -> str:
     return f'"{text}"'
 
 
-def save_config(updates: dict[str, Any], path: Path | None = None) -> Path:
+def save_config(updates: dict[str, object], path: Path | None = None) -> Path:
     """Merge ``updates`` into the config file, atomically.
 
     A config file that does not parse is renamed aside first, never lost. Removed keys the

@@ -403,7 +403,7 @@ def count_since(history: History, pack_hash: str, since: float) -> int:
     return int(row[0])
 
 
-def export_rows(history: History) -> list[dict[str, Any]]:
+def export_rows(history: History) -> list[dict[str, object]]:
     """The history's labels in ``triage learn``'s input format: one row per (ticket, pack), newest answers.
 
     Rows are ``{"id", "text", "pack", "labels": {criterion: option}}`` (``pack``: the name of the pack the labels
@@ -435,7 +435,7 @@ def parse_pairs(pairs: Iterable[str]) -> list[Answer]:
     return out
 
 
-def answers_from_mapping(labels: Mapping[str, Any], where: str) -> list[Answer]:
+def answers_from_mapping(labels: Mapping[str, object], where: str) -> list[Answer]:
     """A JSON object ``{criterion: option}`` as answers.
 
     Raises:

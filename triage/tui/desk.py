@@ -58,7 +58,7 @@ class Desk:
         on_fault: called with one line when a history write fails.
     """
 
-    def __init__(self, history: History, config: dict[str, Any], *, on_fault: Callable[[str], None]) -> None:
+    def __init__(self, history: History, config: dict[str, object], *, on_fault: Callable[[str], None]) -> None:
         self.history = history
         self.config = config
         self.settings = Settings.of(config)
@@ -84,7 +84,7 @@ class Desk:
             )
         return self._session
 
-    def record(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+    def record(self, fn: Callable[..., T], *args: object, **kwargs: object) -> T | None:
         """Write to the history; a failure is said (``on_fault``), never fatal: returns None."""
         from triage.store.history_faults import HistoryFault
 
@@ -150,12 +150,12 @@ class Desk:
         *,
         cancel: Callable[[], bool],
         progress: Callable[[Any], None] | None = None,
-    ) -> Iterator[Any]:
+    ) -> Iterator[object]:
         """The engine's events for ``sub`` (the score worker's thread; writes nothing): what a head reads comes
         back on the final event when the score has a history row."""
         yield from self.session(engine).events(self._scoring(sub), fits=fits, cancel=cancel, progress=progress)
 
-    def decided(self, submission: int, result: TicketResult, kept: dict[str, Any]) -> Submission | None:
+    def decided(self, submission: int, result: TicketResult, kept: dict[str, object]) -> Submission | None:
         """Keep a finished score (stale ones too) with what a head reads; returns its submission (None: unknown)."""
         sub = self.subs.pop(submission, None)
         if sub is None:

@@ -8,7 +8,7 @@ result never overwrites a newer one (history still records it).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
@@ -122,7 +122,7 @@ class TicketDecided(Message):
 
     submission: int
     result: TicketResult
-    kept: dict[str, Any] = field(default_factory=dict)
+    kept: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass
