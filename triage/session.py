@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from triage.scoring.engine import Progress, ScoreEvent, TicketScored
     from triage.scoring.protocol import ScoringEngine
     from triage.store.history import History
-    from triage.store.labels import Answer, ScoredTicket
+    from triage.store.labels import Answer, Label, ScoredTicket
 
 
 @dataclass
@@ -198,7 +198,7 @@ class Session:
             return {}
         return feat.from_scored(final.readouts, final.features)
 
-    def label(self, scored: ScoredTicket, answers: Sequence[Answer], *, origin: str) -> Any:
+    def label(self, scored: ScoredTicket, answers: Sequence[Answer], *, origin: str) -> list[Label]:
         """Record an agent's ``answers`` on a kept score (:func:`triage.store.labels.record`).
 
         Raises:

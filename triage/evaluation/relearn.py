@@ -28,6 +28,8 @@ from triage.store.training import training_rows
 
 if TYPE_CHECKING:
     from triage.domain.pack import Pack
+    from triage.evaluation.cache import Outcome
+    from triage.evaluation.data import LabelledRow
     from triage.scoring.head import Head
     from triage.scoring.protocol import ScoringEngine
 
@@ -104,7 +106,7 @@ def learn_from_history(
     return Relearned(head, n, None, notes + [w for o in outcomes for w in o.warnings])
 
 
-def _starter_at_tails(engine: Any, pack: Pack) -> tuple[list[Any], list[Any]]:
+def _starter_at_tails(engine: Any, pack: Pack) -> tuple[list[LabelledRow], list[Outcome]]:
     """The starter rows and their outcomes at the tails, where the history keeps a team's features."""
     from triage.evaluation.cache import ReadoutCache
     from triage.evaluation.runner import Scorer, score_rows

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from triage.domain.pack import Pack
+from triage.domain.pack import Criterion, Pack
 from triage.domain.ticket import Ticket, make_ticket
 from triage.errors import TriageError
 from triage.evaluation import metrics
@@ -39,6 +39,7 @@ from triage.scoring.options import (
 )
 
 if TYPE_CHECKING:
+    from triage.scoring.calibrate import Calibration
     from triage.scoring.engine import Engine
     from triage.scoring.head import CriterionHead, Head
 
@@ -216,7 +217,7 @@ def score_rows(
     return out
 
 
-def gold(rows: Sequence[LabelledRow], criterion: Any) -> list[int]:
+def gold(rows: Sequence[LabelledRow], criterion: Criterion) -> list[int]:
     """Gold option indices of one criterion."""
     ids = [o.id for o in criterion.options]
     return [ids.index(r.labels[criterion.id]) for r in rows]
@@ -243,7 +244,7 @@ class CalibrationPlan:
     """
 
     train: Scored | None = None
-    stored: Any = None  # a Calibration, already checked against the engine and pack
+    stored: Calibration | None = None  # a Calibration, already checked against the engine and pack
     stored_path: str | None = None
     prior: bool = False  # fit on cyclic+prior rather than cyclic
     fit_kw: dict[str, Any] = field(default_factory=dict)
@@ -282,7 +283,7 @@ def _fit(
     return cal
 
 
-def _calibrated_entry(cal: Any, crit: Any, source: str | None) -> dict[str, object]:
+def _calibrated_entry(cal: Calibration, crit: Criterion, source: str | None) -> dict[str, object]:
     """What the report says about one criterion's calibration: parameters and holdout check, or why it was refused."""
     note = next((c for c in cal.report.get("criteria", []) if c.get("criterion") == crit.id), None)
     if crit.id not in cal.criteria:
@@ -458,7 +459,7 @@ def _head_metrics(head: CriterionHead, x_dev: np.ndarray, r_dev: Any, y_dev: lis
 
 def _learned_entry(
     entry: dict[str, Any],
-    crit: Any,
+    crit: Criterion,
     plan: CalibrationPlan,
     dev: Scored,
     r_dev: Any,
@@ -519,7 +520,7 @@ def _brief(m: dict[str, object]) -> dict[str, object]:
 
 
 def _curve_calibrated(
-    crit: Any,
+    crit: Criterion,
     plan: CalibrationPlan,
     rows: Sequence[LabelledRow],
     base_tr: np.ndarray,

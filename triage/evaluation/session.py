@@ -18,6 +18,8 @@ from triage.evaluation.runner import Scored, Scorer, score_rows
 from triage.scoring.options import DEFAULT_READOUT
 
 if TYPE_CHECKING:
+    from triage.evaluation.cache import Outcome
+
     pass
 
 SHOW_BAD = 10
@@ -113,7 +115,7 @@ def score_sets(
     readout: str = DEFAULT_READOUT,
     *,
     features: bool = False,
-    known: dict[str, Any] | None = None,
+    known: dict[str, Outcome] | None = None,
     prior: bool = True,
     read: str = "tail",
 ) -> ScoringRun:

@@ -25,6 +25,10 @@ from triage.evaluation.data import LabelledRow, read_labelled
 from triage.scoring.cue import DEFAULT_CUE
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from triage.evaluation.cache import Outcome
+    from triage.scoring.fit import FitRequest
     from triage.scoring.head import Head
     from triage.scoring.protocol import ScoringEngine
 
@@ -56,7 +60,7 @@ class Combined:
     """Training rows for a head on the built-in pack: the team's and the starter's, with each row's weight."""
 
     labels: list[dict[str, str]]
-    outcomes: list[Any]
+    outcomes: list[Outcome]
     weights: list[float]
     team: dict[str, int]  # per criterion, how many of the team's labels
     starter_used: dict[str, int]  # per criterion, how many starter rows went in (0: the team's alone)
@@ -64,9 +68,9 @@ class Combined:
 
 def combine(
     team_labels: Sequence[dict[str, str]],
-    team_outcomes: Sequence[object],
+    team_outcomes: Sequence[Outcome],
     starter: Sequence[LabelledRow],
-    starter_outcomes: Sequence[object],
+    starter_outcomes: Sequence[Outcome],
     *,
     team_weight: float = TEAM_WEIGHT,
     enough: int = TEAM_ENOUGH,
@@ -100,7 +104,7 @@ def fit_starter_head(
     engine: ScoringEngine,
     pack: Pack,
     rows: Sequence[LabelledRow],
-    outcomes: Sequence[Any],
+    outcomes: Sequence[Outcome],
     *,
     read: str = STARTER_READ,
     on_criterion: Callable[[str, int], None] | None = None,
@@ -253,7 +257,7 @@ def score_starter_rows(
     return scored
 
 
-def needs_fit(engine: ScoringEngine, pack: Pack, request: Any) -> bool:
+def needs_fit(engine: ScoringEngine, pack: Pack, request: FitRequest) -> bool:
     """Whether the starter head must be fitted before scoring: the ``starter`` setting is on, no head was asked
     for or refused, the pack is the built-in one, and neither a head of the team's nor a starter head is stored
     for this model, pack and prompt format. A stored starter head that does not fit this setup (another model's
@@ -272,7 +276,12 @@ def needs_fit(engine: ScoringEngine, pack: Pack, request: Any) -> bool:
 
 
 def ensure(
-    engine: ScoringEngine, pack: Pack, request: Any, *, say: Callable[[str], None], progress: Progress | None = None
+    engine: ScoringEngine,
+    pack: Pack,
+    request: FitRequest,
+    *,
+    say: Callable[[str], None],
+    progress: Progress | None = None,
 ) -> bool:
     """Fit and store the starter head when :func:`needs_fit`, saying so once (``say``) before and after.
 
@@ -308,8 +317,8 @@ class FitSet:
     """What a head on the built-in pack is fitted on once the starter rows are in: per criterion, features,
     raw log-probs, gold indices and row weights, and what went in (:func:`combine`)."""
 
-    features: dict[str, Any]
-    logprobs: dict[str, Any]
+    features: dict[str, np.ndarray]
+    logprobs: dict[str, np.ndarray]
     labels: dict[str, list[int]]
     weights: dict[str, list[float]]
     team: dict[str, int]
@@ -332,9 +341,9 @@ class FitSet:
 def fit_set(
     pack: Pack,
     team_labels: Sequence[dict[str, str]],
-    team_outcomes: Sequence[Any],
+    team_outcomes: Sequence[Outcome],
     starter: Sequence[LabelledRow],
-    starter_outcomes: Sequence[object],
+    starter_outcomes: Sequence[Outcome],
 ) -> FitSet:
     """:func:`combine`, then :func:`triage.evaluation.runner.fit_inputs` with each criterion's row weights."""
     from triage.evaluation.runner import fit_inputs

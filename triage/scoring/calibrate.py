@@ -58,7 +58,7 @@ class Calibration:
     prior: bool
     criteria: dict[str, CriterionCalibration]
     name: str = "calibration"
-    report: dict[str, object] = field(default_factory=dict)
+    report: dict[str, Any] = field(default_factory=dict)
     _option_ids: dict[str, list[str]] = field(default_factory=dict, repr=False)
 
     def covers(self, criterion_id: str) -> bool:

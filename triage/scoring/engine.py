@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -59,6 +59,9 @@ from triage.scoring.speed import Speed
 from triage.scoring.start import start_run
 from triage.scoring.tokenizer import NativeTokenizer
 from triage.settings import DEFAULTS
+
+if TYPE_CHECKING:
+    from triage.model.resolve import ModelRef
 
 __all__ = [  # re-exported: callers import the events, options and defaults from here
     "DEFAULT_MODE",
@@ -131,7 +134,7 @@ class Engine:
         self.speed = Speed()  # tokens per second, measured over the last scores (the app's time estimate)
 
     @classmethod
-    def from_ref(cls, ref: Any, **kwargs: Any) -> Engine:
+    def from_ref(cls, ref: ModelRef, **kwargs: Any) -> Engine:
         """Load from a resolved model (``triage.model.resolve.ModelRef``)."""
         return cls(ref.path, name=ref.name, sha256=ref.sha256, stand_in=ref.stand_in, **kwargs)
 

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from triage.errors import InputError
 from triage.scoring.calibrate import Calibration, DamagedCalibration, read_calibration, write_calibration
@@ -36,7 +36,20 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def check_keys(fit: Any, *, model_sha256: str, pack_hash: str, prompt_format: str) -> str | None:
+class Keyed(Protocol):
+    """What a fit is stored under: a :class:`~triage.scoring.calibrate.Calibration` or a learned head."""
+
+    @property
+    def model_sha256(self) -> str: ...
+
+    @property
+    def pack_hash(self) -> str: ...
+
+    @property
+    def prompt_format(self) -> str: ...
+
+
+def check_keys(fit: Keyed, *, model_sha256: str, pack_hash: str, prompt_format: str) -> str | None:
     """Why ``fit`` (a calibration or a learned head) does not fit this
     model, pack and prompt format, or None when it does."""
     problems = []

@@ -29,6 +29,7 @@ from triage.scoring.tokenizer import NativeTokenizer
 
 if TYPE_CHECKING:
     from triage.domain.pack import Pack
+    from triage.model.resolve import ModelRef
     from triage.scoring.engine import Engine
 
 __all__ = ["LazyEngine", "ModelSizes"]
@@ -59,7 +60,13 @@ class LazyEngine:
     """
 
     def __init__(
-        self, ref: Any, open_engine: Callable[[], Any], *, n_ctx: int, flash_attn: bool, prompt_style: str = "auto"
+        self,
+        ref: ModelRef,
+        open_engine: Callable[[], Engine],
+        *,
+        n_ctx: int,
+        flash_attn: bool,
+        prompt_style: str = "auto",
     ) -> None:
         check_n_ctx(n_ctx)
         self._open = open_engine

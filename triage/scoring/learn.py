@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from triage.domain.pack import Pack
+from triage.domain.pack import Criterion, Pack
 from triage.scoring.calibrate import fit_vector_scaling
 from triage.scoring.cue import TAIL
 from triage.scoring.head import ATTENTION, CriterionHead, Head
@@ -127,7 +127,7 @@ class _Fold:
 
     train: np.ndarray
     test: np.ndarray
-    scaler: object
+    scaler: Standardizer
     scaled: np.ndarray
     basis: np.ndarray
 
@@ -138,13 +138,15 @@ def _fold(x: np.ndarray, train: np.ndarray, test: np.ndarray, rank: int | None =
     return _Fold(train, test, scaler, scaled, _row_basis(scaled, rank))
 
 
-def _fit_lr(x: np.ndarray, y: np.ndarray, c: float, rank: int | None = None, weight: np.ndarray | None = None) -> Any:
+def _fit_lr(
+    x: np.ndarray, y: np.ndarray, c: float, rank: int | None = None, weight: np.ndarray | None = None
+) -> tuple[Standardizer, _RowSpaceLR]:
     scaler = Standardizer.fit(x)
     scaled = scaler.transform(x)
     return scaler, _RowSpaceLR(c).fit(scaled, y, _row_basis(scaled, rank), weight=weight)
 
 
-def _proba(scaler: Any, lr: Any, x: np.ndarray, classes: Sequence[int]) -> np.ndarray:
+def _proba(scaler: Standardizer, lr: _RowSpaceLR, x: np.ndarray, classes: Sequence[int]) -> np.ndarray:
     p = lr.predict_proba(scaler.transform(x))
     out = np.zeros((len(x), len(classes)))
     for j, c in enumerate(lr.classes_):
@@ -178,7 +180,7 @@ def _balanced_accuracy(p: np.ndarray, y: np.ndarray, classes: Sequence[int]) -> 
 
 
 def fit_criterion(
-    criterion: Any,
+    criterion: Criterion,
     features: np.ndarray,
     logprobs: np.ndarray,
     y: Sequence[int],
@@ -332,7 +334,7 @@ def fit_criterion(
     return CriterionHead(ids, [ids[c] for c in classes], coef, icpt, info), out
 
 
-def _folded(scaler: Any, lr: Any, classes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+def _folded(scaler: Standardizer, lr: _RowSpaceLR, classes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     """Weights and intercepts on unscaled inputs, one row per class in ``classes`` order.
 
     ``w · (x - mean) / scale + b`` = ``(w / scale) · x + (b - w · mean / scale)``.

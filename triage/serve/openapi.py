@@ -6,10 +6,22 @@ route is in it, and every field a request may hold).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from triage import __version__
 from triage.serve import listing
+
+
+class Documented(Protocol):
+    """What the document says of the server's settings (:class:`~triage.serve.app.ServeSettings`; a protocol, as
+    the app imports this module)."""
+
+    token: str | None
+    max_ticket_bytes: int
+
+    @property
+    def packs(self) -> Mapping[str, object]: ...
 
 
 def _json(schema: str) -> dict[str, object]:
@@ -20,7 +32,7 @@ def _err(description: str) -> dict[str, object]:
     return {"description": description, "content": _json("Error")}
 
 
-def openapi(settings: Any) -> dict[str, Any]:
+def openapi(settings: Documented) -> dict[str, Any]:
     """The document; ``settings`` (:class:`~triage.serve.app.ServeSettings`) gives the packs and limits."""
     packs = list(settings.packs)
     score_body = {

@@ -31,13 +31,17 @@ import logging
 import resource
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from triage.serve.limits import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS
+
+if TYPE_CHECKING:
+    from triage.serve.worker import EngineWorker
 
 log = logging.getLogger("triage.serve")
 
@@ -313,7 +317,9 @@ def protocol_for(gate: Gate) -> type[GuardedH11]:
 class TriageServer(uvicorn.Server):
     """uvicorn's server; on shutdown the worker stops first, so every request gets its JSON answer."""
 
-    def __init__(self, config: uvicorn.Config, worker: Any, gate: Gate, on_started: Any = None) -> None:
+    def __init__(
+        self, config: uvicorn.Config, worker: EngineWorker, gate: Gate, on_started: Callable[[], None] | None = None
+    ) -> None:
         super().__init__(config)
         self.worker = worker
         self.gate = gate
@@ -365,7 +371,9 @@ def quiet_accept_errors() -> None:
         logger.addFilter(_OncePerMinute())
 
 
-def build_server(app: Any, worker: Any, gate: Gate, on_started: Any = None, **config: Any) -> TriageServer:
+def build_server(
+    app: Any, worker: EngineWorker, gate: Gate, on_started: Callable[[], None] | None = None, **config: Any
+) -> TriageServer:
     """The server of ``app``, to run on a socket from :func:`bind` (``server.run(sockets=[sock])``).
 
     uvicorn's own access log is off (the app logs each request, escaped); the protocol is

@@ -9,9 +9,12 @@ agent's answers as ``triage label`` does (origin ``serve``), with the same check
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from triage.serve.requests import Invalid
+
+if TYPE_CHECKING:
+    from triage.store.history import History
 
 
 def record_labels(history_path: Path | None, ticket_id: str, labels: dict[str, str]) -> list[dict[str, object]]:
@@ -69,7 +72,7 @@ def recent_tickets(history_path: Path | None, limit: int) -> dict[str, object]:
     return {"history": str(history.path), "tickets": out}
 
 
-def _entry(history: Any, row: int) -> dict[str, object]:
+def _entry(history: History, row: int) -> dict[str, object]:
     """One ticket of the history, whole: its messages, the status of its newest score, its newest finished
     result, its labels now."""
     from triage.errors import InputError

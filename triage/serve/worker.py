@@ -21,7 +21,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triage.domain.pack import Pack
 from triage.domain.result import CriterionResult
@@ -30,6 +30,9 @@ from triage.errors import TriageError
 from triage.scoring.options import ScoreOptions
 from triage.session import Session, record_quietly
 from triage.settings import DEFAULTS
+
+if TYPE_CHECKING:
+    from triage.serve.starter_fit import StarterFit
 
 log = logging.getLogger("triage.serve")
 
@@ -171,7 +174,7 @@ class EngineWorker:
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="triage-engine", daemon=True)
         self._chore: Callable[[Callable[[], None]], None] | None = None
-        self.starter: Any = None  # a StarterFit in the background (triage.serve.starter_fit), for /v1/health
+        self.starter: StarterFit | None = None  # a StarterFit in the background, for /v1/health
 
     def run_first(self, chore: Callable[[Callable[[], None]], None]) -> None:
         """Run ``chore(between)`` on the engine thread as soon as it starts (call before :meth:`start`), serving

@@ -20,7 +20,7 @@ import logging
 import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from triage.domain.pack import Pack
 from triage.domain.ticket import Ticket
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from triage.domain.result import TicketResult
     from triage.scoring.fit import Fits
     from triage.scoring.protocol import AppEngine
+    from triage.scoring.run import Progress
     from triage.store.history import History
 
 log = logging.getLogger(__name__)
@@ -149,7 +150,7 @@ class Desk:
         fits: Fits,
         *,
         cancel: Callable[[], bool],
-        progress: Callable[[Any], None] | None = None,
+        progress: Callable[[Progress], None] | None = None,
     ) -> Iterator[object]:
         """The engine's events for ``sub`` (the score worker's thread; writes nothing): what a head reads comes
         back on the final event when the score has a history row."""
