@@ -210,7 +210,7 @@ def _mismatch(path: Path, diffs: list[str], where: str = "") -> InputError:
     )
 
 
-def _jsonl_records(path: Path) -> Iterable[dict[str, object]]:
+def _jsonl_records(path: Path) -> Iterable[dict[str, Any]]:
     data = path.read_bytes()
     end = data.rfind(b"\n") + 1
     if end < len(data):  # a stopped run's half line: cut it off, that ticket is scored again
