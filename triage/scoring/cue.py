@@ -29,6 +29,7 @@ from triage.model.seq import Seq
 from triage.scoring.readout import LabelReader, Reader, Readout, read
 
 if TYPE_CHECKING:
+    from triage.domain.pack import Pack
     from triage.scoring.prompt import PromptBuilder, TicketPrompts
     from triage.scoring.prompt_spec import PromptSpec
 
@@ -177,7 +178,7 @@ class SharedReader:
 
 
 def shared_read(
-    prompts: TicketPrompts, reader: Reader, ctx: tuple[PromptBuilder, object, object], read: str | None
+    prompts: TicketPrompts, reader: Reader, ctx: tuple[PromptBuilder, Pack, object], read: str | None
 ) -> tuple[TicketPrompts, Reader]:
     """The engine's hook: ``(prompts, reader)`` with the criteria read at the shared position, if any.
 
@@ -199,7 +200,7 @@ def shared_read(
     if not isinstance(reader, LabelReader):
         raise TriageError("the shared read position reads options by name: use the label readout", exit_code=2)
     chosen = sorted({s.criterion for s in prompts.prompts})
-    ids = [c.id for c in pack.criteria]  # type: ignore[attr-defined]
+    ids = [c.id for c in pack.criteria]
     shared = [ci for ci in chosen if head is None or head.covers(ids[ci])]  # type: ignore[attr-defined]
     prompts, carrier = share(prompts, builder, shared, cue)
     if carrier is None:
