@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from triage.domain.pack import Pack
     from triage.scoring.calibrate import Calibration
     from triage.scoring.head import Head
+    from triage.scoring.prompt import PromptFormat
 
 PROBE_N_CTX = 512  # enough to read the prompt format; the probe scores nothing
 
@@ -55,7 +56,7 @@ class ModelIdentity:
     node: str
     name: str
     sha256: str
-    fmt: Any  # the model's triage.scoring.prompt.PromptFormat
+    fmt: PromptFormat
     triage_version: str
 
     @property
@@ -63,7 +64,7 @@ class ModelIdentity:
         """The prompt format's id (with its default readout): what nodes must agree on."""
         return str(self.fmt.id)
 
-    def format_for(self, kind: str) -> Any:
+    def format_for(self, kind: str) -> PromptFormat:
         """The prompt format with readout ``kind``, as ``Engine.format_for``."""
         return self.fmt.with_readout(kind)
 
