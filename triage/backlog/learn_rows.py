@@ -30,7 +30,8 @@ from triage.errors import InputError, TriageError
 if TYPE_CHECKING:
     from triage.domain.pack import Pack
     from triage.domain.ticket import Ticket
-    from triage.evaluation.cache import Outcome
+    from triage.evaluation.cache import CacheKey, Outcome
+    from triage.evaluation.runner import Scorer
     from triage.scoring.protocol import ScoringEngine
 
 DEFAULT_BATCH = 16  # tickets per batch (what a dead worker loses), fewer when that would leave workers idle
@@ -129,9 +130,9 @@ class RowScorer:
                 f"node {node_name()}: model {model} loaded with sha256 {self.engine.sha256}, expected {expected_sha256}"
             )
         self.pack = pack
-        self._scorers: dict[tuple[str, str, bool], Any] = {}
+        self._scorers: dict[tuple[str, str, bool], Scorer] = {}
 
-    def _scorer(self, readout: str, read: str, features: bool) -> Any:
+    def _scorer(self, readout: str, read: str, features: bool) -> Scorer:
         from triage.evaluation.runner import Scorer
 
         key = (readout, read, features)
@@ -141,16 +142,16 @@ class RowScorer:
             self._scorers[key] = scorer
         return self._scorers[key]
 
-    def key(self, readout: str, read: str, features: bool) -> tuple[str, Any]:
+    def key(self, readout: str, read: str, features: bool) -> tuple[str, CacheKey]:
         """(this node, the cache key its outcomes would be stored under): the driver compares it with its own."""
         from triage.backlog.worker import node_name
 
         return node_name(), self._scorer(readout, read, features).key
 
-    def score(self, tickets: list[Any], readout: str, read: str, features: bool) -> list[tuple[str, Any]]:
+    def score(self, tickets: list[Ticket], readout: str, read: str, features: bool) -> list[tuple[str, Outcome | str]]:
         """``[(ticket sha256, Outcome or the error message)]`` for ``tickets``, in order."""
         scorer = self._scorer(readout, read, features)
-        out: list[tuple[str, Any]] = []
+        out: list[tuple[str, Outcome | str]] = []
         for ticket in tickets:
             try:
                 outcome, _ = scorer.outcome(ticket)
@@ -222,7 +223,7 @@ class RaySets:
         readout: str = "label",
         *,
         features: bool = False,
-        known: dict[str, object] | None = None,
+        known: dict[str, Outcome] | None = None,
         prior: bool = True,
         read: str = "tail",
     ) -> Any:
@@ -305,7 +306,7 @@ class RaySets:
         console: Any,
         readout: str,
         features: bool,
-        known: dict[str, Any] | None,
+        known: dict[str, Outcome] | None,
         prior: bool,
         read: str,
     ) -> Any:
@@ -326,8 +327,8 @@ class RaySets:
             prior_ticket = make_ticket(PRIOR_TEXT, "prior") if prior else None
             tickets = [prior_ticket] if prior_ticket is not None else []
             tickets += [r.ticket for _, rows in parts for r in rows if known is None or r.ticket.sha256 not in known]
-            have: dict[str, Any] = {}  # sha256 -> Outcome, or the message of a ticket that failed
-            todo: dict[str, Any] = {}  # sha256 -> Ticket, each text once
+            have: dict[str, Outcome | str] = {}  # sha256 -> Outcome, or the message of a ticket that failed
+            todo: dict[str, Ticket] = {}  # sha256 -> Ticket, each text once
             for t in tickets:
                 if t.sha256 in have or t.sha256 in todo:
                     continue
