@@ -52,8 +52,12 @@ from triage.settings import DEFAULTS
 if TYPE_CHECKING:
     from triage.domain.pack import Pack
     from triage.domain.result import TicketResult
+    from triage.model.native import NativeModel
     from triage.scoring.engine import Engine
+    from triage.scoring.head import Head
     from triage.scoring.options import Orderings, ScoreOptions
+    from triage.scoring.resident import StableStore
+    from triage.scoring.schedule import Schedule
 
 PROBE_SEQ = 62  # the tail probe's copy of the prefix (fan-out uses 1..k)
 FRESH_SEQ = 63  # fresh sequences for the raw-throughput reference
@@ -71,7 +75,7 @@ class EngineSpec:
     threads: int | None = None
     prompt_style: str = "auto"
 
-    def open(self, stable_store: Any = None) -> Engine:
+    def open(self, stable_store: StableStore | None = None) -> Engine:
         """Load the model (the caller closes it)."""
         from triage.scoring.engine import Engine
 
@@ -183,7 +187,7 @@ def _time_readout(engine: Engine, pack: Pack) -> float:
     return statistics.median(times)
 
 
-def _time_fresh(native: Any, filler: tuple[int, ...], size: int) -> float:
+def _time_fresh(native: NativeModel, filler: tuple[int, ...], size: int) -> float:
     """ms to decode ``size`` tokens (``filler`` repeated) as one fresh sequence, then drop them:
     llama.cpp's raw prompt processing, the physical reference."""
     from triage.model.native import Seq
@@ -196,13 +200,13 @@ def _time_fresh(native: Any, filler: tuple[int, ...], size: int) -> float:
     return ms
 
 
-def _schedule(mode: str) -> Any:
+def _schedule(mode: str) -> Schedule | None:
     """The schedule of bench's own that ``mode`` decodes with, made for one score, or None (the engine's)."""
     from triage.bench.full import Full
     from triage.bench.restore import Restore
     from triage.bench.split import Split
 
-    own: dict[str, Callable[[], Any]] = {"full": Full, "serial_restore": Restore, SPLIT: Split}
+    own: dict[str, Callable[[], Schedule]] = {"full": Full, "serial_restore": Restore, SPLIT: Split}
     return own[mode]() if mode in own else None
 
 
@@ -380,7 +384,7 @@ class BenchRunner:
             self.run_data.ticket_block_tokens[ticket.id] = len(eng.tokenizer.encode(block))
         self._mark("scoring")
 
-    def _bench_head(self, eng: Engine, pack: Pack, read: str = "tail") -> Any:
+    def _bench_head(self, eng: Engine, pack: Pack, read: str = "tail") -> Head:
         """A learned head on every criterion reading at ``read``: what applying one costs, and what reading
         there costs. At the shared position it is the built-in pack's starter head when one is stored for this
         model (the head a new user's decisions come from: every criterion at the cue), else random weights of

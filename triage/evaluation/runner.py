@@ -264,7 +264,7 @@ def _fit(
     use_prior: bool,
     engine_info: dict[str, Any],
     fit_kw: dict[str, object],
-) -> Any:
+) -> Calibration:
     from triage.evaluation.calibrating import fit_calibration
 
     read = {c.id: readings(c, train.outcomes, prior) for c in pack.criteria}
