@@ -10,6 +10,9 @@ criteria until the test releases it, so "half-way" and cancellation can be
 tested without races. With ``prefill_steps`` it tells a ``progress`` callback how far its
 "prefill" has got in that many steps (holding at ``prefill_hold_at`` until the gate opens), as
 the real engine does from inside a decode; it measures its rate (``speed``) as the engine does.
+
+``FakeEngine`` subclasses the protocol it implements (:class:`triage.scoring.protocol.AppEngine`), so the type
+checker (``./scripts/test`` runs mypy over this file) refuses it when a protocol member is missing or differs.
 """
 
 from __future__ import annotations
@@ -17,20 +20,25 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from triage.domain.pack import Pack
 from triage.domain.result import CriterionResult, OptionScore, ThreadInfo, TicketResult, Timing, Tokens
 from triage.domain.thread import Message
 from triage.domain.ticket import Ticket, make_ticket
 from triage.errors import TriageError
+from triage.scoring.decide import Calibration
 from triage.scoring.engine import CriterionScored, Prefilled, ScoreEvent, ScoreOptions, TicketScored
+from triage.scoring.head import Head
 from triage.scoring.memory import common_length, first_edit
 from triage.scoring.options import DEFAULT_READOUT
 from triage.scoring.prompt import PromptBuilder, PromptFormat
-from triage.scoring.run import Progress
+from triage.scoring.protocol import AppEngine
+from triage.scoring.run import Progress, RawReadouts
 from triage.scoring.speed import Speed
 
 FIXED_TIME = 1_700_000_000.0
@@ -62,7 +70,7 @@ def scripted_probabilities(n: int, choice: int, strength: float) -> list[float]:
     return probs[:n]
 
 
-class FakeEngine:
+class FakeEngine(AppEngine):
     """Streams scripted results like the real engine.
 
     Args:
@@ -96,7 +104,7 @@ class FakeEngine:
         self.name = name
         self.shared = shared
         self.stand_in = stand_in
-        self.n_ctx = n_ctx
+        self._n_ctx = n_ctx
         self.delay = delay
         self.hold_after = hold_after
         self.gate = threading.Event()
@@ -107,16 +115,24 @@ class FakeEngine:
         self.speed = Speed()
         self.model_path = Path(f"/models/{name}.gguf")
         self.sha256 = hashlib.sha256(name.encode()).hexdigest()
-        self.tokenizer = CharTokenizer()
+        self._tokenizer = CharTokenizer()
         self.fmt = PromptFormat("plain")
         self.load_ms = 1.0
         self.scored: list[str] = []  # ticket texts, in the order scoring started
         self.held = threading.Event()  # set while waiting at the gate
         self.closed = False
-        self._builders: dict[str, PromptBuilder] = {}
+        self._builders: dict[tuple[str, str], PromptBuilder] = {}
         self._resident: tuple[int, ...] = ()
         self._kept: dict[str, tuple[tuple[int, ...], tuple[Message, ...], int]] = {}  # id: prefix, messages, dropped
         self._lock = threading.Lock()
+
+    @property
+    def tokenizer(self) -> CharTokenizer:
+        return self._tokenizer
+
+    @property
+    def n_ctx(self) -> int:
+        return self._n_ctx
 
     @property
     def model_info(self) -> dict[str, Any]:
@@ -130,6 +146,19 @@ class FakeEngine:
         if b is None:
             b = self._builders[(pack.hash, kind)] = PromptBuilder(pack, self.fmt.with_readout(kind), self.tokenizer)
         return b
+
+    def stable_key(self, pack: Pack, kind: str = DEFAULT_READOUT) -> str:
+        """As the engine's: model sha256, prompt format (with readout), pack hash."""
+        fid = self.format_for(kind).id
+        return f"{self.sha256[:16]}-{fid.replace('/', '_').replace(':', '_')}-{pack.hash}"
+
+    def forget(self, ticket_id: str | None = None) -> None:
+        """Drop the kept prefix of ``ticket_id`` (None: of every ticket); its next score reads it whole."""
+        with self._lock:
+            if ticket_id is None:
+                self._kept.clear()
+            else:
+                self._kept.pop(ticket_id, None)
 
     def close(self) -> None:
         self.closed = True
@@ -150,8 +179,8 @@ class FakeEngine:
         options: ScoreOptions | None = None,
         *,
         cancel: Callable[[], bool] | None = None,
-        calibration: Any = None,
-        head: Any = None,
+        calibration: Calibration | None = None,
+        head: Head | None = None,
         features: bool = False,  # the real engine gathers what a head reads; the fake has no hidden state
         progress: Callable[[Progress], None] | None = None,
     ) -> Iterator[ScoreEvent]:
@@ -243,7 +272,14 @@ class FakeEngine:
             )
 
     def score_many(
-        self, tickets: Any, pack: Pack, options: ScoreOptions | None = None, **kw: Any
+        self,
+        tickets: Iterable[Ticket],
+        pack: Pack,
+        options: ScoreOptions | None = None,
+        *,
+        calibration: Calibration | None = None,
+        head: Head | None = None,
+        features: bool = False,
     ) -> Iterator[tuple[Ticket, TicketScored | TriageError]]:
         """As the engine: one ticket at a time in input order, ``(ticket, final event)``; a ticket whose text holds
         ``FAIL`` gets the :class:`TriageError` that stops it (the others still score)."""
@@ -251,7 +287,8 @@ class FakeEngine:
             if "FAIL" in ticket.text:
                 yield ticket, TriageError(f"ticket {ticket.id} could not be scored")
                 continue
-            final = [e for e in self.score(ticket, pack, options, **kw) if isinstance(e, TicketScored)]
+            events = self.score(ticket, pack, options, calibration=calibration, head=head, features=features)
+            final = [e for e in events if isinstance(e, TicketScored)]
             yield ticket, final[-1]
 
     def _prefill(self, total: int, stop: Callable[[], bool], progress: Callable[[Progress], None] | None) -> bool:
@@ -306,6 +343,16 @@ class FakeEngine:
                 final = event.result
         assert final is not None
         return final
+
+    def raw_readouts(self, ticket: Ticket | str, pack: Pack, options: ScoreOptions) -> tuple[TicketResult, RawReadouts]:
+        """The result and, per criterion, its one ordering's readout as the engine gives it: the options' scripted
+        log-probabilities in natural order and the coverage."""
+        result = self.score_ticket(ticket, pack, options)
+        raw: RawReadouts = {
+            c.id: [(tuple(range(len(c.options))), np.log([o.probability for o in c.options]), c.coverage)]
+            for c in result.criteria
+        }
+        return result, raw
 
 
 # -- factories and helpers for the app's tests ------------------------------------------------

@@ -86,8 +86,8 @@ def mib(n: int) -> str:
     return f"{n / (1 << 20):g} MiB"
 
 
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, object]:
+    out: dict[str, object] = {}
     for key, value in pairs:
         if key in out and out[key] != value:
             raise Bounded(f"key {key!r} is given twice, as {out[key]!r} and {value!r}")

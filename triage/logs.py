@@ -40,7 +40,7 @@ class LogFileHandler(logging.handlers.RotatingFileHandler):
             super().handleError(record)  # a bad format string is a bug: Python's report is the right one
             return
         self.failed = exc.strerror or str(exc) or type(exc).__name__
-        stream, self.stream = self.stream, None  # type: ignore[assignment]
+        stream, self.stream = self.stream, None
         try:
             if stream is not None:
                 stream.close()  # drops what is buffered (its flush fails the same way)

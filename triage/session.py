@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from triage.scoring.engine import Progress, ScoreEvent, TicketScored
     from triage.scoring.protocol import ScoringEngine
     from triage.store.history import History
-    from triage.store.labels import Answer, ScoredTicket
+    from triage.store.labels import Answer, Label, ScoredTicket
 
 
 @dataclass
@@ -198,7 +198,7 @@ class Session:
             return {}
         return feat.from_scored(final.readouts, final.features)
 
-    def label(self, scored: ScoredTicket, answers: Sequence[Answer], *, origin: str) -> Any:
+    def label(self, scored: ScoredTicket, answers: Sequence[Answer], *, origin: str) -> list[Label]:
         """Record an agent's ``answers`` on a kept score (:func:`triage.store.labels.record`).
 
         Raises:
@@ -296,7 +296,7 @@ class Session:
             yield ticket, scoring, done
 
 
-def record_quietly(call: Callable[..., None], *args: Any, log: logging.Logger | None = None) -> None:
+def record_quietly(call: Callable[..., None], *args: object, log: logging.Logger | None = None) -> None:
     """Keep a score's end (``call(*args)``: the session's fail, cancel or finish) where an error is already on
     its way: a history that refuses now (locked, full) is logged (``log``, default ``triage``), never raised
     over that error."""

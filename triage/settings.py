@@ -21,7 +21,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
 
-def setting(default: Any, description: str, *, flag: str | None = None, unset: str | None = None) -> Any:
+def setting(default: object, description: str, *, flag: str | None = None, unset: str | None = None) -> Any:
     """A field of :class:`Settings`.
 
     Args:
@@ -99,7 +99,7 @@ class Described:
 
     key: str
     kinds: tuple[type, ...]  # the types a config value may have (a float's include int; an int's never bool)
-    default: Any
+    default: object
     description: str
     flag: str | None
     unset: str | None

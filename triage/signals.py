@@ -12,7 +12,6 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 _received: list[int] = []
 _pending: list[int] = []
@@ -20,7 +19,7 @@ _deferring = 0
 HANDLED = (signal.SIGINT, signal.SIGTERM)
 
 
-def _on_signal(signum: int, _frame: Any) -> None:
+def _on_signal(signum: int, _frame: object) -> None:
     """Raise KeyboardInterrupt, unless native code is running (:func:`deferred`): then only note it.
 
     A Python handler runs wherever the main thread next runs Python code, and inside a
@@ -89,9 +88,9 @@ def held() -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-        for s in got:
-            handler = previous[s]
+        for signum in got:
+            handler = previous[signal.Signals(signum)]
             if handler is signal.default_int_handler or handler is _on_signal:
-                handler(s, None)
+                handler(signum, None)
             if callable(handler):
                 handler(s, None)

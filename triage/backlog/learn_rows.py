@@ -23,9 +23,16 @@ import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triage.errors import InputError, TriageError
+
+if TYPE_CHECKING:
+    from triage.domain.pack import Pack
+    from triage.domain.ticket import Ticket
+    from triage.evaluation.cache import CacheKey, Outcome
+    from triage.evaluation.runner import Scorer
+    from triage.scoring.protocol import ScoringEngine
 
 DEFAULT_BATCH = 16  # tickets per batch (what a dead worker loses), fewer when that would leave workers idle
 
@@ -88,13 +95,13 @@ class _NoCache:
     hits = 0
     misses = 0
 
-    def get(self, *args: Any, **kw: Any) -> None:
+    def get(self, *args: object, **kw: object) -> None:
         return None
 
-    def put(self, *args: Any) -> None:
+    def put(self, *args: object) -> None:
         pass
 
-    def put_features(self, *args: Any) -> None:
+    def put_features(self, *args: object) -> None:
         pass
 
 
@@ -111,7 +118,7 @@ class RowScorer:
     """
 
     def __init__(
-        self, model: str, expected_sha256: str, n_ctx: int, threads: int, prompt_style: str, pack: Any
+        self, model: str, expected_sha256: str, n_ctx: int, threads: int, prompt_style: str, pack: Pack
     ) -> None:
         from triage.backlog.worker import NodeModelError, ensure_model, node_name
         from triage.scoring.loader import load_engine
@@ -123,9 +130,9 @@ class RowScorer:
                 f"node {node_name()}: model {model} loaded with sha256 {self.engine.sha256}, expected {expected_sha256}"
             )
         self.pack = pack
-        self._scorers: dict[tuple[str, str, bool], Any] = {}
+        self._scorers: dict[tuple[str, str, bool], Scorer] = {}
 
-    def _scorer(self, readout: str, read: str, features: bool) -> Any:
+    def _scorer(self, readout: str, read: str, features: bool) -> Scorer:
         from triage.evaluation.runner import Scorer
 
         key = (readout, read, features)
@@ -135,16 +142,16 @@ class RowScorer:
             self._scorers[key] = scorer
         return self._scorers[key]
 
-    def key(self, readout: str, read: str, features: bool) -> tuple[str, Any]:
+    def key(self, readout: str, read: str, features: bool) -> tuple[str, CacheKey]:
         """(this node, the cache key its outcomes would be stored under): the driver compares it with its own."""
         from triage.backlog.worker import node_name
 
         return node_name(), self._scorer(readout, read, features).key
 
-    def score(self, tickets: list[Any], readout: str, read: str, features: bool) -> list[tuple[str, Any]]:
+    def score(self, tickets: list[Ticket], readout: str, read: str, features: bool) -> list[tuple[str, Outcome | str]]:
         """``[(ticket sha256, Outcome or the error message)]`` for ``tickets``, in order."""
         scorer = self._scorer(readout, read, features)
-        out: list[tuple[str, Any]] = []
+        out: list[tuple[str, Outcome | str]] = []
         for ticket in tickets:
             try:
                 outcome, _ = scorer.outcome(ticket)
@@ -155,7 +162,7 @@ class RowScorer:
         return out
 
 
-def _differences(mine: Any, theirs: Any) -> str:
+def _differences(mine: object, theirs: object) -> str:
     """What differs between two cache keys, in words."""
     names = {
         "model_sha256": "model sha256",
@@ -176,9 +183,9 @@ class _Returned:
     """What the Ray workers returned (by ticket sha256: an outcome, or the message of a ticket that failed), asked
     as :func:`triage.evaluation.runner.score_rows` asks a scorer: so rows are assembled as a local run's are."""
 
-    have: dict[str, Any]
+    have: dict[str, Outcome | str]
 
-    def outcome(self, ticket: Any) -> tuple[Any, bool]:
+    def outcome(self, ticket: Ticket) -> tuple[Outcome, bool]:
         out = self.have[ticket.sha256]
         if isinstance(out, str):
             raise TriageError(out)
@@ -209,14 +216,14 @@ class RaySets:
 
     def __call__(
         self,
-        engine: Any,
-        pack: Any,
-        parts: Sequence[tuple[str, Sequence[Any]]],
-        console: Any,
+        engine: ScoringEngine,
+        pack: Pack,
+        parts: Sequence[tuple[str, Sequence[object]]],
+        console: object,
         readout: str = "label",
         *,
         features: bool = False,
-        known: dict[str, Any] | None = None,
+        known: dict[str, Outcome] | None = None,
         prior: bool = True,
         read: str = "tail",
     ) -> Any:
@@ -244,7 +251,7 @@ class RaySets:
         if self._owned:
             ray.shutdown()
 
-    def _start(self, engine: Any, pack: Any, todo: int) -> None:
+    def _start(self, engine: ScoringEngine, pack: Pack, todo: int) -> None:
         """Join or start the cluster, check the model on every node, start the actors."""
         from triage.backlog.ray_score import _import_ray, check_nodes, connect, model_spec
         from triage.store.config import load_config
@@ -276,7 +283,7 @@ class RaySets:
             actor.remote(spec, engine.sha256, engine.n_ctx, self.threads, self.prompt_style, pack) for _ in range(want)
         ]
 
-    def _check_keys(self, mine: Any, readout: str, read: str, features: bool) -> None:
+    def _check_keys(self, mine: object, readout: str, read: str, features: bool) -> None:
         from triage.backlog.ray_score import _ray_failure
 
         try:
@@ -294,12 +301,12 @@ class RaySets:
     def _score(
         self,
         engine: Any,
-        pack: Any,
+        pack: Pack,
         parts: Sequence[tuple[str, Sequence[Any]]],
         console: Any,
         readout: str,
         features: bool,
-        known: dict[str, Any] | None,
+        known: dict[str, Outcome] | None,
         prior: bool,
         read: str,
     ) -> Any:
@@ -320,8 +327,8 @@ class RaySets:
             prior_ticket = make_ticket(PRIOR_TEXT, "prior") if prior else None
             tickets = [prior_ticket] if prior_ticket is not None else []
             tickets += [r.ticket for _, rows in parts for r in rows if known is None or r.ticket.sha256 not in known]
-            have: dict[str, Any] = {}  # sha256 -> Outcome, or the message of a ticket that failed
-            todo: dict[str, Any] = {}  # sha256 -> Ticket, each text once
+            have: dict[str, Outcome | str] = {}  # sha256 -> Outcome, or the message of a ticket that failed
+            todo: dict[str, Ticket] = {}  # sha256 -> Ticket, each text once
             for t in tickets:
                 if t.sha256 in have or t.sha256 in todo:
                     continue

@@ -45,7 +45,7 @@ RUN_SCHEMA = "triage.backlog-run/1"
 # Options a run.json written by an earlier triage may hold that ScoreOptions no longer has, with the
 # value every such run scored with: with it, the run resumes as the same run (serial's way back to the
 # prefix left the options when its restore moved to bench, triage.bench.restore); any other value differs.
-RETIRED_OPTIONS: dict[str, Any] = {"strategy": "truncate"}
+RETIRED_OPTIONS: dict[str, object] = {"strategy": "truncate"}
 PART_ROWS = 1000  # rows per Parquet part (and at most a minute between parts)
 PART_SECONDS = 60.0
 ERROR_COLUMNS = ("ticket_id", "line", "error", "source", "ticket_sha256")  # an error record's fields
@@ -58,7 +58,7 @@ class RunSignature:
     model_sha256: str
     pack_hash: str
     prompt_format: str
-    options: dict[str, Any]
+    options: dict[str, object]
     calibration: str | None
     # What a result record of this run says of its options (orderings as asked, readout...).
     record_options: dict[str, Any] = field(default_factory=dict, compare=False)
@@ -244,7 +244,7 @@ def _jsonl_records(path: Path) -> Iterable[dict[str, Any]]:
             yield record
 
 
-def _parquet_records(path: Path) -> Iterable[dict[str, Any]]:
+def _parquet_records(path: Path) -> Iterable[dict[str, object]]:
     import pyarrow.parquet as pq
 
     for part in sorted(path.glob("part-*.parquet")):
@@ -257,7 +257,7 @@ def _parquet_records(path: Path) -> Iterable[dict[str, Any]]:
             yield _from_parquet(record)
 
 
-def _from_parquet(record: dict[str, Any]) -> dict[str, Any]:
+def _from_parquet(record: dict[str, object]) -> dict[str, object]:
     # Every part carries the error columns; a result's are null, and an error row's result columns.
     if record.get("schema"):
         return {k: v for k, v in record.items() if v is not None or k not in ERROR_COLUMNS}
@@ -310,7 +310,7 @@ class JsonlWriter:
         self.written = 0  # records this writer wrote, all whole
         self.failed: str | None = None
 
-    def write(self, records: Iterable[tuple[str, dict[str, Any]]]) -> None:
+    def write(self, records: Iterable[tuple[str, dict[str, object]]]) -> None:
         """Append records and flush them.
 
         Raises:
@@ -376,12 +376,12 @@ class ParquetWriter:
         folder.mkdir(parents=True, exist_ok=True)
         self._run = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:6]}"
         self._n = 0
-        self._buffer: list[tuple[str, dict[str, Any]]] = []
+        self._buffer: list[tuple[str, dict[str, object]]] = []
         self._since = time.monotonic()
         self.written = 0  # records in the parts this writer completed
         self.failed: str | None = None
 
-    def write(self, records: Iterable[tuple[str, dict[str, Any]]]) -> None:
+    def write(self, records: Iterable[tuple[str, dict[str, object]]]) -> None:
         """Buffer records; write a part when it is full or a minute old.
 
         Raises:
@@ -418,7 +418,7 @@ class ParquetWriter:
         self._since = time.monotonic()
 
 
-def records_table(records: list[dict[str, Any]]) -> Any:
+def records_table(records: list[dict[str, object]]) -> Any:
     """Records as an Arrow table: nested columns as structs and lists; error columns always present.
 
     A column with no value in a part (``calibration`` unset, no warnings) is typed as

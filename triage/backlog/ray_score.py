@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triage.backlog.output import RunSignature, WriteFailed, Writer, check_output, open_writer, read_existing
 from triage.backlog.rows import BacklogRow, read_rows, thread_blocks
@@ -33,6 +33,9 @@ from triage.backlog.worker import ModelIdentity, NodeModelError, ScorerConfig, c
 from triage.errors import InputError, TriageError
 from triage.scoring.fit import FitRequest
 from triage.scoring.options import ScoreOptions
+
+if TYPE_CHECKING:
+    from triage.domain.pack import Pack
 
 DEFAULT_BATCH = 16
 _ADDRESS = re.compile(r"^(auto|local|ray://.+|[\w.-]+:\d+)$")
@@ -88,7 +91,7 @@ class RayJob:
     """
 
     source: str
-    pack: Any  # triage.domain.pack.Pack
+    pack: Pack
     options: ScoreOptions
     fits: FitRequest = field(default_factory=FitRequest)
     address: str = "local"
@@ -100,8 +103,8 @@ class RayJob:
     workers: int | None = None
     batch_size: int | None = None
     resume: bool = False
-    config: dict[str, Any] = field(default_factory=dict)
-    columns: Any = None  # triage.intake.columns.ColumnMap: the export's text and id columns (None: text, id)
+    config: dict[str, object] = field(default_factory=dict)
+    columns: object = None  # triage.intake.columns.ColumnMap: the export's text and id columns (None: text, id)
 
     def __post_init__(self) -> None:
         for flag, value in (
@@ -251,7 +254,7 @@ def connect(ray: Any, address: str) -> bool:
     return True
 
 
-def model_spec(requested: str | None, config: dict[str, Any]) -> tuple[str, str | None]:
+def model_spec(requested: str | None, config: dict[str, object]) -> tuple[str, str | None]:
     """The model for every node (a catalog name or an absolute path) and the sha256 it must have.
 
     The sha256 is the catalog's pin for a catalog model, and the driver's own hash of
@@ -315,16 +318,16 @@ def check_nodes(ray: Any, spec: str, expected: str | None, prompt_style: str) ->
     if bad:
         raise NodeModelError("; ".join(bad), hint="fix the model on the nodes named; nothing was scored")
     ids: list[ModelIdentity] = [r["identity"] for r in reports]
-    first = ids[0]
+    one = ids[0]
     for other in ids[1:]:
         for what in ("sha256", "prompt_format", "triage_version"):
-            if getattr(other, what) != getattr(first, what):
+            if getattr(other, what) != getattr(one, what):
                 raise NodeModelError(
                     f"node {other.node} has {what.replace('_', ' ')} "
-                    f"{getattr(other, what)}, node {first.node} {getattr(first, what)}",
+                    f"{getattr(other, what)}, node {one.node} {getattr(one, what)}",
                     hint="every node must run the same model file and the same triage version; nothing was scored",
                 )
-    return first
+    return one
 
 
 def score_backlog(
@@ -376,7 +379,7 @@ def score_backlog(
     bad_keys = {r.key for r in bad}
     progress = BacklogProgress(len(todo), summary)
 
-    def write(records: list[tuple[str, dict[str, Any]]]) -> None:
+    def write(records: list[tuple[str, dict[str, object]]]) -> None:
         try:
             writer.write(records)
         except WriteFailed as exc:  # what is not in the output is not counted as scored

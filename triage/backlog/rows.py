@@ -40,9 +40,9 @@ class BacklogRow:
     error: str | None = None
     messages: str | None = None  # a thread's messages as JSON ([{"role", "text"}, ...]); ``text`` is then None
 
-    def error_record(self) -> dict[str, Any]:
+    def error_record(self) -> dict[str, object]:
         """The error record ``triage score`` writes for a bad row (plus ``source``)."""
-        record: dict[str, Any] = {"ticket_id": self.ticket_id, "line": self.line, "error": self.error}
+        record: dict[str, object] = {"ticket_id": self.ticket_id, "line": self.line, "error": self.error}
         if self.source is not None:
             record["source"] = self.source
         if self.ticket_sha256 is not None:
@@ -94,7 +94,7 @@ def input_files(spec: str) -> list[Path]:
     return matches
 
 
-def read_rows(spec: str, columns: Any = None) -> list[BacklogRow]:
+def read_rows(spec: str, columns: object = None) -> list[BacklogRow]:
     """Every row of the input, in order; a repeated ticket (same id and text) is kept once.
 
     ``columns``: a :class:`~triage.intake.columns.ColumnMap` (default: ``text`` and ``id``).
@@ -139,7 +139,9 @@ def _export_rows(path: Path, source: str | None, columns: Any) -> Iterator[Backl
         yield _make(t.n, tid, t.text, source, f"{prefix}{t.where}")
 
 
-def _make(line: int, tid: str | None, text: Any, source: str | None, where: str, messages: Any = None) -> BacklogRow:
+def _make(
+    line: int, tid: str | None, text: object, source: str | None, where: str, messages: object = None
+) -> BacklogRow:
     import json
 
     from triage.domain.ticket import make_ticket

@@ -16,10 +16,16 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triage.errors import TriageError
 from triage.scoring.options import ScoreOptions
+
+if TYPE_CHECKING:
+    from triage.domain.pack import Pack
+    from triage.scoring.calibrate import Calibration
+    from triage.scoring.head import Head
+    from triage.scoring.prompt import PromptFormat
 
 PROBE_N_CTX = 512  # enough to read the prompt format; the probe scores nothing
 
@@ -50,7 +56,7 @@ class ModelIdentity:
     node: str
     name: str
     sha256: str
-    fmt: Any  # the model's triage.scoring.prompt.PromptFormat
+    fmt: PromptFormat
     triage_version: str
 
     @property
@@ -58,7 +64,7 @@ class ModelIdentity:
         """The prompt format's id (with its default readout): what nodes must agree on."""
         return str(self.fmt.id)
 
-    def format_for(self, kind: str) -> Any:
+    def format_for(self, kind: str) -> PromptFormat:
         """The prompt format with readout ``kind``, as ``Engine.format_for``."""
         return self.fmt.with_readout(kind)
 
@@ -117,7 +123,7 @@ def ensure_model(spec: str, expected_sha256: str | None) -> Any:
     return ref
 
 
-def probe(spec: str, expected_sha256: str | None, prompt_style: str) -> dict[str, Any]:
+def probe(spec: str, expected_sha256: str | None, prompt_style: str) -> dict[str, object]:
     """Check the model on this node and read its prompt format (one Ray task per node).
 
     Returns:
@@ -150,13 +156,13 @@ class ScorerConfig:
 
     model: str  # catalog name or path
     expected_sha256: str
-    pack: Any  # triage.domain.pack.Pack
+    pack: Pack
     options: ScoreOptions  # passed through unchanged: ``triage score``'s (the product's, with --criteria)
-    calibration: Any  # triage.scoring.calibrate.Calibration or None
+    calibration: Calibration | None
     n_ctx: int | None
     threads: int
     prompt_style: str
-    head: Any = None  # triage.scoring.head.Head or None
+    head: Head | None = None
 
 
 class TicketScorer:
@@ -191,7 +197,7 @@ class TicketScorer:
         # The driver chose the fits for the nodes' model; nothing is kept in a history on a node.
         self.session = Session(self.engine, fits=Fits(head=config.head, calibration=config.calibration))
 
-    def __call__(self, batch: Any) -> dict[str, list[Any]]:
+    def __call__(self, batch: Any) -> dict[str, list[object]]:
         """Score one batch (a ``pyarrow.Table``), in order, one ticket per decode as ``triage score`` does."""
         import json
 
@@ -199,7 +205,7 @@ class TicketScorer:
 
         cfg = self.config
         rows = batch.to_pylist()
-        made: list[tuple[dict[str, Any], Any]] = []  # (row, its ticket or the error that stops it)
+        made: list[tuple[dict[str, object], Any]] = []  # (row, its ticket or the error that stops it)
         for row in rows:
             messages = row.get("messages")
             try:

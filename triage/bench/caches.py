@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from triage.domain.result import TicketResult
 
 
-def session_report(results: list[TicketResult]) -> dict[str, Any]:
+def session_report(results: list[TicketResult]) -> dict[str, object]:
     cached = sum(r.tokens.prefix_cached for r in results)
     total = sum(r.tokens.total_input for r in results)
     return {
@@ -33,7 +33,7 @@ def session_report(results: list[TicketResult]) -> dict[str, Any]:
     }
 
 
-def cache_report(run: BenchRun) -> tuple[dict[str, Any], dict[str, Any]]:
+def cache_report(run: BenchRun) -> tuple[dict[str, object], dict[str, object]]:
     stable: dict[str, Any] = {}
     for label in dict.fromkeys(s.pack_label for s in run.stable):
         cold = next((s for s in run.stable if s.pack_label == label and s.phase == "cold"), None)

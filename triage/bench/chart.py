@@ -251,7 +251,8 @@ def _scatter_panel(
         out.append("</g>")
     # legend, under the plot
     ly = y0 + h + 54
-    for item in [*lines, *scatters]:
+    items: list[Line | Scatter] = [*lines, *scatters]
+    for item in items:
         color = COLORS.get(item.name, "#222")
         lx = x0 - 40
         if isinstance(item, Line):

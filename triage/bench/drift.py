@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from triage.bench.samples import first
 from triage.bench.stats import clean
@@ -41,7 +41,7 @@ def choice_flips(a: TicketResult, b: TicketResult) -> int:
     return sum(c.choice != cb[c.id] for c in a.criteria if c.id in common)
 
 
-def drift_report(run: BenchRun) -> dict[str, Any]:
+def drift_report(run: BenchRun) -> dict[str, object]:
     """The report's ``drift``: largest |Δp| and choice flips per pair of modes."""
     samples = run.samples
     pairs = {
@@ -51,7 +51,7 @@ def drift_report(run: BenchRun) -> dict[str, Any]:
         "fanout_vs_split": [("fanout", SPLIT)],
         "restore_vs_truncate": [("serial_restore", "serial_truncate")],
     }
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for name, mode_pairs in pairs.items():
         worst: float | None = None
         flips = 0

@@ -7,16 +7,20 @@ check every criterion learned without fitting anything.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from triage.scoring.head import ATTENTION, CriterionHead, Head
 
+if TYPE_CHECKING:
+    from triage.domain.pack import Pack
+    from triage.scoring.engine import Engine
+
 
 def random_head(
-    engine: Any,
-    pack: Any,
+    engine: Engine,
+    pack: Pack,
     read: str,
     *,
     only: set[str] | None = None,

@@ -11,18 +11,23 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from triage.domain.pack import Pack
+    from triage.evaluation.cache import Outcome
+    from triage.evaluation.data import LabelledRow
 
 
 @dataclass
 class ScoredSet:
     """The usable rows of a labelled set, each scored once, and what fitting a head on them needs."""
 
-    pack: Any
-    rows: list[Any]  # triage.evaluation.data.LabelledRow, in file order
-    outcomes: list[Any]  # each row's score
+    pack: Pack
+    rows: list[LabelledRow]  # in file order
+    outcomes: list[Outcome]  # each row's score
     features: dict[str, np.ndarray]  # per criterion, (n, F): what a head reads on every row
     raw: dict[str, np.ndarray]  # per criterion, (n, K): the raw label-readout log-probs
     ident: dict[str, Any]  # the engine's keys, as fit_head takes them (triage.scoring.learn.engine_keys)

@@ -17,7 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 from triage.model.cpuflags import cmake_options, describe, read_cpu_flags
 
@@ -87,7 +86,7 @@ def other_cpu_share(start: CpuSnapshot, end: CpuSnapshot) -> float | None:
 
 def wait_until_quiet(
     max_s: float, *, poll_s: float = 30.0, threshold: float = QUIET_LOAD, say: Callable[[str], None] = print
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Poll the 1-minute load average until it is below ``threshold`` or ``max_s`` passed.
 
     Returns:
@@ -127,7 +126,7 @@ def package_version(name: str) -> str | None:
         return None
 
 
-def machine_info(threads: int) -> dict[str, Any]:
+def machine_info(threads: int) -> dict[str, object]:
     """Platform, CPU, SIMD flags the build uses, threads and library versions."""
     flags = read_cpu_flags()
     options = cmake_options(flags)

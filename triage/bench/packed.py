@@ -188,10 +188,10 @@ class Packed:
             ms = (time.perf_counter() - t0) * 1000
             total = sum(len(s.tokens) for s in pieces)
             for r, (run, start, sizes) in enumerate(layout):
-                rest = len(run.prompts.prefix) - len(run.prompts.stable)
-                share = ms * (rest + sum(sizes)) / total
-                run.timing.prefill_ms += share * rest / (rest + sum(sizes))
-                tails_ms = share - share * rest / (rest + sum(sizes))
+                n_rest = len(run.prompts.prefix) - len(run.prompts.stable)
+                share = ms * (n_rest + sum(sizes)) / total
+                run.timing.prefill_ms += share * n_rest / (n_rest + sum(sizes))
+                tails_ms = share - share * n_rest / (n_rest + sum(sizes))
                 for i, spec in enumerate(run.prompts.prompts):
                     read = run.reader.read((r, i), spec, out)
                     run.record(spec, read, (tails_ms * sizes[i] / max(sum(sizes), 1), sizes[i]))

@@ -47,7 +47,7 @@ SCHEMA = "triage.bench/1"
 SEED_ONNX = {"fixed_ms": 28.4, "per_token_ms": 3.23, "what": "the seed design's ONNX Runtime tails on a CPU"}
 
 
-def _mode_summary(samples: list[Sample]) -> dict[str, Any]:
+def _mode_summary(samples: list[Sample]) -> dict[str, object]:
     if not samples:
         return {}
     res = [s.result for s in samples]
@@ -75,7 +75,7 @@ def _mode_summary(samples: list[Sample]) -> dict[str, Any]:
     }
 
 
-def _fit_dict(fit: LinearFit | None, **extra: Any) -> dict[str, Any] | None:
+def _fit_dict(fit: LinearFit | None, **extra: object) -> dict[str, object] | None:
     if fit is None:
         return None
     return {
@@ -121,7 +121,7 @@ def _nearest(table: dict[int, float], size: float) -> tuple[int, float] | None:
     return k, table[k]
 
 
-def build_report(run: BenchRun, *, wait: dict[str, Any] | None = None) -> dict[str, Any]:
+def build_report(run: BenchRun, *, wait: dict[str, object] | None = None) -> dict[str, object]:
     """The JSON report (``triage.bench/1``) from the raw measurements."""
     wl = run.workload
     samples = run.samples
@@ -332,7 +332,7 @@ def _readout_comparison(run: BenchRun, ms: dict[str, dict[str, float]]) -> dict[
     return out
 
 
-def _learned_cost(ms: dict[str, dict[str, float]]) -> dict[str, Any] | None:
+def _learned_cost(ms: dict[str, dict[str, float]]) -> dict[str, object] | None:
     """fanout with a learned head on every criterion against plain fanout, ticket by ticket."""
     if LEARNED_MODE not in ms or "fanout" not in ms:
         return None
@@ -348,7 +348,7 @@ def _learned_cost(ms: dict[str, dict[str, float]]) -> dict[str, Any] | None:
     }
 
 
-def _shared_cost(run: BenchRun, ms: dict[str, dict[str, float]]) -> dict[str, Any] | None:
+def _shared_cost(run: BenchRun, ms: dict[str, dict[str, float]]) -> dict[str, object] | None:
     """Every criterion learned, read at the shared position against at its own tail, ticket by ticket, by kind."""
     if SHARED_MODE not in ms or LEARNED_MODE not in ms:
         return None
@@ -356,14 +356,14 @@ def _shared_cost(run: BenchRun, ms: dict[str, dict[str, float]]) -> dict[str, An
     for smp in run.samples:
         if smp.mode in (SHARED_MODE, LEARNED_MODE):
             evaluated.setdefault((smp.mode, smp.ticket.id), []).append(smp.result.tokens.evaluated)
-    by_kind: dict[str, Any] = {}
+    by_kind: dict[str, object] = {}
     for kind in dict.fromkeys(t.kind for t in run.workload.tickets):
         ids = [t.id for t in run.workload.tickets if t.kind == kind and ms[LEARNED_MODE].get(t.id)]
         ids = [t for t in ids if t in ms[SHARED_MODE]]
         if not ids:
             continue
         block = {t: run.ticket_block_tokens.get(t) for t in ids}
-        over = [max(evaluated[(SHARED_MODE, t)]) - block[t] for t in ids if block[t] is not None]
+        over = [max(evaluated[(SHARED_MODE, t)]) - b for t in ids if (b := block[t]) is not None]
         by_kind[kind] = {
             "n": len(ids),
             "tail_ms": clean(median([ms[LEARNED_MODE][t] for t in ids]), 1),
@@ -388,7 +388,7 @@ def _shared_cost(run: BenchRun, ms: dict[str, dict[str, float]]) -> dict[str, An
 
 
 def _by_kind(per_ticket: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, object]] = {}
     for kind in dict.fromkeys(r["kind"] for r in per_ticket):
         rows = [r for r in per_ticket if r["kind"] == kind]
         out[kind] = {
@@ -403,11 +403,11 @@ def _by_kind(per_ticket: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _cost_and_raw(run: BenchRun, readout_ms: float | None) -> tuple[dict[str, Any], dict[str, Any]]:
+def _cost_and_raw(run: BenchRun, readout_ms: float | None) -> tuple[dict[str, object], dict[str, object]]:
     samples = run.samples
     tails = [p for p in run.probe if p.kind == "tail"]
     probe_fit = _try_fit([p.tokens for p in tails], [p.ms for p in tails])
-    fits: dict[str, Any] = {}
+    fits: dict[str, object] = {}
     for m in (*REUSE_MODES, "serial_long"):
         pts = tail_points(samples, m)
         if pts:
@@ -430,6 +430,7 @@ def _cost_and_raw(run: BenchRun, readout_ms: float | None) -> tuple[dict[str, An
                 "ticket prefixes, then truncated (serial/truncate's work per tail)"
             ),
         )
+        assert cost is not None  # a fit gives its dict
     else:
         fit = _try_fit([x for x, _ in engine_tail], [y for _, y in engine_tail]) if engine_tail else None
         cost = _fit_dict(fit, source="serial/truncate per-criterion tails (per-tail means)") or {
@@ -473,7 +474,7 @@ def _cost_and_raw(run: BenchRun, readout_ms: float | None) -> tuple[dict[str, An
             "tokens": clean(n, 1),
             "fresh_tokens_per_s": clean(median([1000 * p.tokens / p.ms for p in fanout_fresh]), 1),
         }
-    ratios: dict[str, Any] = {}
+    ratios: dict[str, object] = {}
     for m in SERIAL_MODES:
         pts = tail_points(samples, m)
         if pts and fresh:
@@ -498,6 +499,6 @@ def _cost_and_raw(run: BenchRun, readout_ms: float | None) -> tuple[dict[str, An
     return cost, raw
 
 
-def write_json(report: dict[str, Any], path: Path) -> None:
+def write_json(report: dict[str, object], path: Path) -> None:
     """Write the report, creating the folder, atomically."""
     write_json_atomic(path, report)

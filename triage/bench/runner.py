@@ -30,6 +30,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +52,12 @@ from triage.settings import DEFAULTS
 if TYPE_CHECKING:
     from triage.domain.pack import Pack
     from triage.domain.result import TicketResult
+    from triage.model.native import NativeModel
     from triage.scoring.engine import Engine
+    from triage.scoring.head import Head
+    from triage.scoring.options import Orderings, ScoreOptions
+    from triage.scoring.resident import StableStore
+    from triage.scoring.schedule import Schedule
 
 PROBE_SEQ = 62  # the tail probe's copy of the prefix (fan-out uses 1..k)
 FRESH_SEQ = 63  # fresh sequences for the raw-throughput reference
@@ -69,7 +75,7 @@ class EngineSpec:
     threads: int | None = None
     prompt_style: str = "auto"
 
-    def open(self, stable_store: Any = None) -> Engine:
+    def open(self, stable_store: StableStore | None = None) -> Engine:
         """Load the model (the caller closes it)."""
         from triage.scoring.engine import Engine
 
@@ -124,7 +130,7 @@ class BenchRun:
     """Everything measured, before any summarising."""
 
     workload: Workload
-    model: dict[str, Any] = field(default_factory=dict)
+    model: dict[str, object] = field(default_factory=dict)
     engine: dict[str, Any] = field(default_factory=dict)
     samples: list[Sample] = field(default_factory=list)
     probe: list[ProbePoint] = field(default_factory=list)
@@ -181,7 +187,7 @@ def _time_readout(engine: Engine, pack: Pack) -> float:
     return statistics.median(times)
 
 
-def _time_fresh(native: Any, filler: tuple[int, ...], size: int) -> float:
+def _time_fresh(native: NativeModel, filler: tuple[int, ...], size: int) -> float:
     """ms to decode ``size`` tokens (``filler`` repeated) as one fresh sequence, then drop them:
     llama.cpp's raw prompt processing, the physical reference."""
     from triage.model.native import Seq
@@ -194,13 +200,13 @@ def _time_fresh(native: Any, filler: tuple[int, ...], size: int) -> float:
     return ms
 
 
-def _schedule(mode: str) -> Any:
+def _schedule(mode: str) -> Schedule | None:
     """The schedule of bench's own that ``mode`` decodes with, made for one score, or None (the engine's)."""
     from triage.bench.full import Full
     from triage.bench.restore import Restore
     from triage.bench.split import Split
 
-    own: dict[str, Callable[[], Any]] = {"full": Full, "serial_restore": Restore, SPLIT: Split}
+    own: dict[str, Callable[[], Schedule]] = {"full": Full, "serial_restore": Restore, SPLIT: Split}
     return own[mode]() if mode in own else None
 
 
@@ -236,7 +242,7 @@ class BenchRunner:
         steps: list[Step] = [("loading the model", self._load)]
         shortest = min(wl.tickets, key=lambda t: len(t.text))
         for pack in self._packs():
-            steps.append((f"warm-up {pack.name}", lambda p=pack: self._warm_up(p, shortest)))
+            steps.append((f"warm-up {pack.name}", partial(self._warm_up, pack, shortest)))
         for rep in range(wl.repeats):
             for i, ticket in enumerate(wl.tickets):
                 modes = list(wl.modes)
@@ -247,13 +253,11 @@ class BenchRunner:
                 if ticket.id in wl.split_ids and rep == 0:
                     order.append(SPLIT)
                 for slot, mode in enumerate(order):
-                    steps.append(
-                        (f"{ticket.id} {mode}", lambda m=mode, t=ticket, r=rep, s=slot: self._score(m, t, r, s))
-                    )
+                    steps.append((f"{ticket.id} {mode}", partial(self._score, mode, ticket, rep, slot)))
                 if rep == 0:
-                    steps.append((f"{ticket.id} raw reference", lambda t=ticket: self._raw_reference(t)))
+                    steps.append((f"{ticket.id} raw reference", partial(self._raw_reference, ticket)))
                 if rep == 0 and ticket.id in wl.probe_ids:
-                    steps.append((f"{ticket.id} tail probe", lambda t=ticket: self._probe(t)))
+                    steps.append((f"{ticket.id} tail probe", partial(self._probe, ticket)))
         steps.append(("closing the model", self._close_main))
         session = [t for t in wl.tickets if t.id in wl.session_ids]
         for label, pack in self._labelled_packs() if session else ():
@@ -261,11 +265,11 @@ class BenchRunner:
                 steps.append(
                     (
                         f"cold start {pack.name}: {ticket.id}",
-                        lambda lb=label, p=pack, t=ticket, first=(j == 0): self._cold(lb, p, t, first),
+                        partial(self._cold, label, pack, ticket, j == 0),
                     )
                 )
-            steps.append((f"cold start {pack.name}: done", lambda lb=label: self._end_cold(lb)))
-            steps.append((f"warm restart {pack.name}", lambda lb=label, p=pack, t=session[0]: self._warm(lb, p, t)))
+            steps.append((f"cold start {pack.name}: done", partial(self._end_cold, label)))
+            steps.append((f"warm restart {pack.name}", partial(self._warm, label, pack, session[0])))
         return steps
 
     def run(self, on_step: Callable[[str], None] | None = None) -> BenchRun:
@@ -310,7 +314,7 @@ class BenchRunner:
             return self.wl.long_pack
         return self.wl.pack
 
-    def _options(self, mode: str, orderings: str | None = None) -> Any:
+    def _options(self, mode: str, orderings: Orderings | None = None) -> ScoreOptions:
         from triage.scoring.options import ScoreOptions
 
         kind, asked = self.wl.mode_readout(mode)
@@ -380,7 +384,7 @@ class BenchRunner:
             self.run_data.ticket_block_tokens[ticket.id] = len(eng.tokenizer.encode(block))
         self._mark("scoring")
 
-    def _bench_head(self, eng: Engine, pack: Pack, read: str = "tail") -> Any:
+    def _bench_head(self, eng: Engine, pack: Pack, read: str = "tail") -> Head:
         """A learned head on every criterion reading at ``read``: what applying one costs, and what reading
         there costs. At the shared position it is the built-in pack's starter head when one is stored for this
         model (the head a new user's decisions come from: every criterion at the cue), else random weights of
@@ -491,7 +495,9 @@ class BenchRunner:
         eng = self._stable_engine
         if eng is not None:
             store = eng.stable_store
-            self.run_data.stable[-1].cache_stats = dict(vars(store.stats)) if store is not None else {}
+            from triage.scoring.prefix import StableCache  # bench's own store (_cold)
+
+            self.run_data.stable[-1].cache_stats = dict(vars(store.stats)) if isinstance(store, StableCache) else {}
             self.run_data.stable[-1].file_bytes = sum(
                 f.stat().st_size for f in self._cache_dir(label).glob("*.kvstate")
             )

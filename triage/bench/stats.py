@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
 
 
 def median(xs: Sequence[float]) -> float:
@@ -44,7 +43,7 @@ class Spread:
         """Interquartile range as a percentage of the median (0 for one value)."""
         return 100.0 * (self.p75 - self.p25) / self.median if self.median else math.nan
 
-    def to_dict(self, digits: int = 3) -> dict[str, Any]:
+    def to_dict(self, digits: int = 3) -> dict[str, object]:
         """Rounded plain data, with the IQR percentage."""
         d = {k: (round(v, digits) if isinstance(v, float) else v) for k, v in asdict(self).items()}
         d["iqr_pct"] = round(self.iqr_pct, 1) if not math.isnan(self.iqr_pct) else None

@@ -130,7 +130,7 @@ def plain_summary(report: dict[str, Any]) -> list[str]:
     return out
 
 
-def summary_line(report: dict[str, Any]) -> str:
+def summary_line(report: dict[str, object]) -> str:
     """The plain summary as one paragraph (the report's ``summary``)."""
     return " ".join(plain_summary(report))
 

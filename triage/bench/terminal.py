@@ -24,12 +24,12 @@ SHORT = {
 }
 
 
-def _label(report: dict[str, Any], m: str) -> str:
+def _label(report: dict[str, object], m: str) -> str:
     k = criteria_subset(report, m)
     return f"{m} ({k} crit.)" if k else SHORT.get(m, m)
 
 
-def _f(v: Any, fmt: str = "{:.0f}", none: str = "–") -> str:
+def _f(v: object, fmt: str = "{:.0f}", none: str = "–") -> str:
     return none if v is None else fmt.format(v)
 
 

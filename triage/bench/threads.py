@@ -20,11 +20,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triage.bench.stats import median
 from triage.domain.ticket import make_ticket
 from triage.model.seq import Seq
+
+if TYPE_CHECKING:
+    from triage.domain.pack import Pack
+    from triage.scoring.engine import Engine
+    from triage.scoring.head import Head
 
 REPLIES = (
     (
@@ -72,7 +77,7 @@ class Turn:
     reused: int = 0
     tails: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         r, f, b = median(self.rescore_ms), median(self.fresh_ms), median(self.bound_ms)
         return {
             "messages": self.messages,
@@ -89,7 +94,7 @@ class Turn:
         }
 
 
-def raw_decode_ms(engine: Any, prefix: tuple[int, ...], n: int, filler: tuple[int, ...]) -> float:
+def raw_decode_ms(engine: Engine, prefix: tuple[int, ...], n: int, filler: tuple[int, ...]) -> float:
     """Time one decode of ``n`` tokens in a sequence that shares ``prefix`` (sequence 0 holds it)."""
     native = engine.native
     toks = (filler * (n // max(len(filler), 1) + 1))[:n]
@@ -104,7 +109,11 @@ def raw_decode_ms(engine: Any, prefix: tuple[int, ...], n: int, filler: tuple[in
 
 
 def measure(
-    engine: Any, pack: Any, threads: list[tuple[str, str, list[dict[str, str]]]], repeats: int, head: Any = None
+    engine: Engine,
+    pack: Pack,
+    threads: list[tuple[str, str, list[dict[str, str]]]],
+    repeats: int,
+    head: Head | None = None,
 ) -> list[dict]:
     """Every thread's turns, ``repeats`` times, re-score / fresh / bound interleaved (see the module docstring).
 
@@ -112,7 +121,7 @@ def measure(
     the criteria's tails by one short cue, so the re-score evaluates the new message and that cue.
     """
     engine.score_ticket("warm up: the stable block", pack, head=head)
-    results: list[dict[str, Any]] = []
+    results: list[dict[str, object]] = []
     for tid, kind, msgs in threads:
         turns = [Turn(k) for k in range(1, len(msgs) + 1)]
         for rep in range(repeats):
@@ -151,7 +160,7 @@ def again_text(msgs: list[dict[str, str]]) -> str:
     return make_ticket(None, "x", msgs).text
 
 
-def hold_prefix(engine: Any, pack: Any, prefix: tuple[int, ...]) -> None:
+def hold_prefix(engine: Engine, pack: Pack, prefix: tuple[int, ...]) -> None:
     """Leave ``prefix`` in sequence 0 (the stable block resident, the rest decoded), for the bound's decode."""
     engine.hold_stable(pack)
     stable = engine.builder(pack).stable_tokens

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from triage.domain.pack import Pack
 from triage.domain.ticket import Ticket, jsonl_lines, make_ticket, read_text_file
 from triage.errors import InputError
-from triage.scoring.options import DEFAULT_READOUT, effective_orderings
+from triage.scoring.options import DEFAULT_READOUT, BenchMode, Orderings, Readout, effective_orderings
 
 TICKETS_ASSET = "bench-tickets.jsonl"
 LONG_PACK_ASSET = "long-stable-pack.toml"
@@ -53,7 +52,7 @@ SHARED_READ = "shared:answer"  # the cue the shared mode's head reads at (learn 
 HEAD_READ = {LEARNED_MODE: "tail", SHARED_MODE: SHARED_READ}  # the modes that apply a head, and where it reads
 # Each mode's ScoreOptions mode. full, serial_restore and split decode with a schedule of bench's own,
 # passed to the engine (triage.bench.full, .restore, .split: BenchRunner._score); the others with the engine's.
-ENGINE_MODE = {
+ENGINE_MODE: dict[str, BenchMode] = {
     "fanout_learned": "fanout",
     "shared_learned": "fanout",
     "letter_serial": "serial",
@@ -94,7 +93,7 @@ class Workload:
     tickets: tuple[BenchTicket, ...]
     pack: Pack
     long_pack: Pack | None
-    orderings: str
+    orderings: Orderings
     repeats: int
     quick: bool
     split_ids: frozenset[str]  # tickets also scored in mode "split" (drift reference)
@@ -104,9 +103,9 @@ class Workload:
     session_ids: tuple[str, ...]  # tickets of the cold-start session (issue 7)
     tickets_source: str
     notes: list[str] = field(default_factory=list)
-    readout: str = DEFAULT_READOUT  # the readout of every mode but letter_serial
+    readout: Readout = DEFAULT_READOUT  # the readout of every mode but letter_serial
 
-    def mode_readout(self, mode: str) -> tuple[str, str]:
+    def mode_readout(self, mode: str) -> tuple[Readout, Orderings]:
         """(readout, orderings) a mode scores with: letter_serial is always letters in every rotation."""
         if mode == LETTER_MODE:
             return "letter", "cyclic"
@@ -121,7 +120,7 @@ class Workload:
             if (m != "serial_long" or self.long_pack is not None) and (m not in HEAD_READ or self.readout == "label")
         )
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> dict[str, object]:
         """The workload as JSON: what exactly was run."""
         return {
             "quick": self.quick,
@@ -214,8 +213,8 @@ def make_workload(
     quick: bool = False,
     limit: int | None = None,
     repeats: int = 1,
-    orderings: str | None = None,
-    readout: str = DEFAULT_READOUT,
+    orderings: Orderings | None = None,
+    readout: Readout = DEFAULT_READOUT,
 ) -> Workload:
     """Choose tickets and per-phase subsets for a run.
 
@@ -264,7 +263,7 @@ def make_workload(
         split_ids = frozenset(ids[:1])
         probe_ids = tuple(ids[:1])
         session_ids: tuple[str, ...] = ()
-        sizes = QUICK_PROBE_SIZES
+        sizes: tuple[int, ...] = QUICK_PROBE_SIZES
     else:
         firsts = _first_of_each_kind(tickets)
         # split costs as much as full: on a tweet and a medium ticket, not on a long one

@@ -52,7 +52,9 @@ def add_prompt_option(parser: argparse.ArgumentParser) -> None:
 class _Removed(argparse.Action):
     """A flag that was removed: exits 2 at once, saying what replaced it."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option_string: Any = None) -> None:
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: object, values: object, option_string: object = None
+    ) -> None:
         key = self.option_strings[0][2:].replace("-", "_")
         parser.exit(2, f"triage: error: {retired_message(key, as_flag=True)}\n")
 

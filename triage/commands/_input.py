@@ -9,7 +9,10 @@ spellings work on the other commands too.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from triage.domain.pack import Pack
 
 INPUT_HELP = """\
 Input: triage's JSON Lines ({"id", "text", "labels": {criterion: option}}), or a helpdesk
@@ -78,7 +81,7 @@ def column_map(args: argparse.Namespace) -> Any:
 
 
 def labelled_rows(
-    args: argparse.Namespace, path: str, pack: Any, *, partial: bool = False, per_option: int | None = None
+    args: argparse.Namespace, path: str, pack: Pack, *, partial: bool = False, per_option: int | None = None
 ) -> Any:
     """The labelled rows of ``path`` read through the flags (:func:`triage.evaluation.data.read_labelled`)."""
     from triage.evaluation.data import read_labelled

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any, TextIO
+from typing import TextIO
 
 from triage.errors import TriageError
 from triage.signals import held
@@ -31,9 +31,9 @@ class RecordWriter:
         self.out = out or sys.stdout
         self.written = 0
         self.broken: str | None = None  # why the output can no longer be written
-        self._single: dict[str, Any] | None = None
+        self._single: dict[str, object] | None = None
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, record: dict[str, object]) -> None:
         """Write one record whole, and flush it.
 
         Raises:

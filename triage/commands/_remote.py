@@ -35,7 +35,7 @@ LOCAL_ONLY = (
 FIELDS = ("mode", "readout", "orderings", "prior")
 
 
-def server_of(args: argparse.Namespace, config: dict[str, Any] | None = None) -> str | None:
+def server_of(args: argparse.Namespace, config: dict[str, object] | None = None) -> str | None:
     """The server to score on, or None to score here: ``--server``, else ``$TRIAGE_SERVER``, else the config's
     ``server`` key (``config``; None reads the config file), else none. An empty or blank ``TRIAGE_SERVER`` or
     ``server`` is unset; ``--server ''`` (empty or blank) scores here whatever the others say.
@@ -132,7 +132,7 @@ def score_remote(
         pack = _pack_name(args, health, client.url)
         model = health.get("model", {}).get("name") if isinstance(health.get("model"), dict) else None
         say(f"triage: scoring on the server at {client.url} ({model or 'its model'}): no model loaded here")
-        fields: dict[str, Any] = {k: getattr(args, k, None) for k in FIELDS if getattr(args, k, None) is not None}
+        fields: dict[str, object] = {k: getattr(args, k, None) for k in FIELDS if getattr(args, k, None) is not None}
         if pack is not None:
             fields["pack"] = pack
         if args.criteria is not None:

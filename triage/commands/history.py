@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING
 
 from triage.errors import InputError, TriageError
+
+if TYPE_CHECKING:
+    from triage.store.recent import RecentTicket
 
 NAME = "history"
 ORDER = 43
@@ -92,13 +95,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _when(t: Any) -> str:
+def _when(t: RecentTicket) -> str:
     from triage.store.times import shown
 
     return shown(t.when)  # "unknown" for a stored time that is no time (never a traceback)
 
 
-def _status(t: Any) -> str:
+def _status(t: RecentTicket) -> str:
     """What to say beside the first line: a thread's length, a score that did not finish."""
     parts = [f"thread of {t.messages}"] if t.messages > 1 else []
     if t.status == "":
@@ -108,7 +111,7 @@ def _status(t: Any) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
-def criteria_of(tickets: list[Any]) -> list[str]:
+def criteria_of(tickets: list[RecentTicket]) -> list[str]:
     """Every criterion decided or labelled on these tickets, in the order first seen."""
     seen: dict[str, None] = {}
     for t in tickets:
@@ -117,7 +120,7 @@ def criteria_of(tickets: list[Any]) -> list[str]:
     return list(seen)
 
 
-def cell(t: Any, criterion: str) -> str:
+def cell(t: RecentTicket, criterion: str) -> str:
     """One criterion of a ticket: the agent's answer where there is one, else the model's choice.
 
     ``X ✓``: an agent confirmed the model's X; ``X ✎ (model: Y)``: an agent answered X where the model said Y
@@ -133,7 +136,7 @@ def cell(t: Any, criterion: str) -> str:
     return f"{label.option} ✎ (model: {model})"
 
 
-def paragraph_lines(t: Any, width: int) -> list[str]:
+def paragraph_lines(t: RecentTicket, width: int) -> list[str]:
     """A ticket as a few lines of at most ``width`` characters (for a console too narrow for the table)."""
     import textwrap
 
@@ -159,7 +162,7 @@ def paragraph_lines(t: Any, width: int) -> list[str]:
 TICKET_MIN = 16  # the table's first-line column at its narrowest; narrower, a ticket is a paragraph
 
 
-def _print(tickets: list[Any]) -> None:
+def _print(tickets: list[RecentTicket]) -> None:
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text

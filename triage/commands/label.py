@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from triage.errors import InputError
 
@@ -135,7 +135,7 @@ def _file_rows(path: Path) -> Iterator[LabelRow]:
         yield lab.LabelRow(where, str(obj["id"]), answers)
 
 
-def _surrogates(obj: dict[str, Any]) -> str | None:
+def _surrogates(obj: dict[str, object]) -> str | None:
     """Why a label row's id, a criterion or an option is no text (a lone surrogate), or None: the row's error,
     as a ticket's text with one is (:func:`triage.domain.ticket.surrogate_problem`)."""
     from triage.domain.ticket import surrogate_problem

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from triage.commands._input import INPUT_HELP
 
@@ -249,10 +250,10 @@ def run(args: argparse.Namespace) -> int:
         from triage.store.history_open import history_path
         from triage.store.outputs import check_output, check_writable
 
-        read = [*args.labelled] + (
+        inputs = [*args.labelled] + (
             [history_path(Path(args.history_file) if args.history_file else None)] if args.history else []
         )
-        check_writable(check_output(args.output, inputs=read, force=args.force, what="head"))
+        check_writable(check_output(args.output, inputs=inputs, force=args.force, what="head"))
     if not args.labelled and not args.history:
         raise InputError("nothing to learn from", hint="give labelled files, or --history (the app's labels), or both")
     pack = resolve_pack(args.pack)
@@ -304,7 +305,7 @@ def run(args: argparse.Namespace) -> int:
                     f"to fit on and {len(held.rows)} held out; both need rows"
                 )
         parts = [("learn", rows.rows)] + ([("holdout", held.rows)] if held is not None else [])
-        fits = {}
+        fits: dict[str, tuple[Any, ...]] = {}
         for read in reads:  # with --read auto both positions, then the better by cross-validation
             known = merged.known if read == TAIL else None  # the history keeps tail features only
             run_ = score_sets(engine, pack, parts, err, "label", features=True, known=known, prior=False, read=read)
@@ -448,10 +449,10 @@ def run(args: argparse.Namespace) -> int:
         from triage.scoring.options import ScoreOptions
 
         product = ScoreOptions(criteria=only)  # the options `triage score` runs with
-        fits = choose_fits(engine, pack, product, FitRequest(no_calibration=True))
-        for note in fits.notes:
-            lead = "`triage score` with this model and pack: " if note.applied else "note: "
-            err.print(f"triage: {lead}{printable(note.text)}", markup=False)
+        policy = choose_fits(engine, pack, product, FitRequest(no_calibration=True))
+        for fit_note in policy.notes:
+            lead = "`triage score` with this model and pack: " if fit_note.applied else "note: "
+            err.print(f"triage: {lead}{printable(fit_note.text)}", markup=False)
     return 0
 
 

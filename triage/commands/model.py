@@ -155,7 +155,7 @@ class _RichProgress:
 
         self.console = Console(stderr=True)
         self._bar: Any = None
-        self._task: Any = None
+        self._task: object = None
 
     def note(self, message: str) -> None:
         self.console.print(f"[bold]pull:[/] {message}", highlight=False)

@@ -7,10 +7,18 @@ import sys
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triage.commands._records import RecordWriter
 from triage.errors import InputError, TriageError
+
+if TYPE_CHECKING:
+    from triage.backlog.ray_score import RayJob
+    from triage.domain.pack import Pack
+    from triage.intake.columns import ColumnMap
+    from triage.scoring.fit import FitRequest, Fits
+    from triage.scoring.options import ScoreOptions
+    from triage.store.history import History
 
 NAME = "score"
 ORDER = 10
@@ -183,7 +191,7 @@ class Row:
     ticket_id: str | None
     text: str | None
     error: str | None = None
-    messages: Any = None  # a thread's messages, as the row gave them (checked by make_ticket)
+    messages: object = None  # a thread's messages, as the row gave them (checked by make_ticket)
 
 
 def read_input(
@@ -192,7 +200,7 @@ def read_input(
     force_jsonl: bool,
     force_text: bool,
     ticket_id: str | None,
-    columns: Any = None,
+    columns: ColumnMap | None = None,
 ) -> list[Row]:
     """Read tickets from a file or stdin (``columns``: a :class:`~triage.intake.columns.ColumnMap` for an export).
 
@@ -203,8 +211,8 @@ def read_input(
     from triage.intake.columns import export_tickets, is_export
 
     export = file not in (None, "-") and not force_text and not force_jsonl and columns is not None
-    if export and is_export(str(file), columns):
-        return [Row(t.n, t.id or f"row-{t.n}", t.text, t.error) for t in export_tickets(file, columns)]
+    if export and columns is not None and is_export(str(file), columns):
+        return [Row(t.n, t.id or f"row-{t.n}", t.text, t.error) for t in export_tickets(str(file), columns)]
 
     if file in (None, "-"):
         if sys.stdin is None or sys.stdin.isatty():
@@ -259,7 +267,7 @@ def _say(line: str) -> None:
     print(printable(line), file=sys.stderr)
 
 
-def options_of(args: argparse.Namespace, pack: Any) -> Any:
+def options_of(args: argparse.Namespace, pack: Pack) -> ScoreOptions:
     """The :class:`~triage.scoring.options.ScoreOptions` of these arguments: the product's, with ``--criteria``
     checked against ``pack``. One place for ``triage score`` and ``--ray``, so both score alike."""
     from triage.scoring.options import ScoreOptions, parse_criteria
@@ -267,7 +275,7 @@ def options_of(args: argparse.Namespace, pack: Any) -> Any:
     return ScoreOptions(criteria=parse_criteria(args.criteria, pack))
 
 
-def fit_request(args: argparse.Namespace, config: dict[str, Any]) -> Any:
+def fit_request(args: argparse.Namespace, config: dict[str, object]) -> FitRequest:
     """The explicit head and calibration asks of ``--head``, ``--no-head``, ``--calibration``, ``--no-calibration``."""
     from triage.scoring.fit import FitRequest
 
@@ -280,13 +288,13 @@ def fit_request(args: argparse.Namespace, config: dict[str, Any]) -> Any:
     )
 
 
-def say_fit_notes(fits: Any) -> None:
+def say_fit_notes(fits: Fits) -> None:
     """The fit policy's notes on stderr: what is applied, and what was passed over and why."""
     for note in fits.notes:
         _say(f"triage: {'' if note.applied else 'note: '}{note.text}")
 
 
-def ray_job(args: argparse.Namespace, config: dict[str, Any] | None = None) -> Any:
+def ray_job(args: argparse.Namespace, config: dict[str, object] | None = None) -> RayJob:
     """The :class:`~triage.backlog.ray_score.RayJob` of ``triage score ... --ray [ADDRESS]``.
 
     Raises:
@@ -418,8 +426,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _score_all(
     args: argparse.Namespace,
-    config: dict[str, Any],
-    pack: Any,
+    config: dict[str, object],
+    pack: Pack,
     options: Any,
     tickets: list[tuple[Row, Any]],
     writer: RecordWriter,
@@ -456,7 +464,7 @@ def _score_all(
             if ticket is not None:
                 yield ticket
 
-    def bad_rows_before(ticket: Any) -> Iterator[dict[str, Any]]:
+    def bad_rows_before(ticket: object) -> Iterator[dict[str, object]]:
         """The error records of the bad rows read before ``ticket`` (None: all that are left)."""
         while waiting and waiting[0][1] is None:
             row = waiting.popleft()[0]
@@ -492,7 +500,7 @@ def _score_all(
     return 1 if failed else 0
 
 
-def _open_history(args: argparse.Namespace, config: dict[str, Any]) -> Any:
+def _open_history(args: argparse.Namespace, config: dict[str, object]) -> History | None:
     """The history to keep scores in (``--history``), opened for writing, or None."""
     if not args.history:
         if args.history_file:

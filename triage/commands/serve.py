@@ -186,13 +186,13 @@ def check_origin(value: str) -> str:
     return f"{parts.scheme}://{host}" + (f":{port}" if port is not None and port != default else "")
 
 
-def _positive(value: Any, what: str) -> int:
+def _positive(value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise InputError(f"{what} must be a whole number of at least 1, not {value!r}")
     return value
 
 
-def settings_of(args: argparse.Namespace, config: dict[str, Any]) -> Any:
+def settings_of(args: argparse.Namespace, config: dict[str, object]) -> Any:
     """The :class:`~triage.serve.app.ServeSettings` of the command line and config; checked before the model loads.
 
     Raises:

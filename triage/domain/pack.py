@@ -42,7 +42,6 @@ import tomllib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from triage import gate
 from triage.bounded import Bounded
@@ -119,7 +118,7 @@ class Pack:
     context: str = ""  # optional background text (glossary, products) for the stable block
     source: str = ""  # where it was loaded from; not part of the hash
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """Plain data, in a fixed key order (the canonical form)."""
         return {
             "pack": {
@@ -184,7 +183,7 @@ def _option_dict(o: Option) -> dict[str, str]:
     return d
 
 
-def _text(value: Any, where: str, field_name: str, *, required: bool = True) -> str:
+def _text(value: object, where: str, field_name: str, *, required: bool = True) -> str:
     if value is None and not required:
         return ""
     if value is None:
@@ -196,7 +195,7 @@ def _text(value: Any, where: str, field_name: str, *, required: bool = True) -> 
     return value.strip()
 
 
-def _version(value: Any, where: str) -> str:
+def _version(value: object, where: str) -> str:
     """``version`` as text. A whole number is fine; a TOML float is not: ``1.10`` reads as 1.1."""
     if isinstance(value, bool) or isinstance(value, float) or not isinstance(value, str | int):
         if isinstance(value, bool):
@@ -209,7 +208,7 @@ def _version(value: Any, where: str) -> str:
     return str(value).strip() or "1"
 
 
-def parse_pack(data: dict[str, Any], source: str = "<pack>") -> Pack:
+def parse_pack(data: dict[str, object], source: str = "<pack>") -> Pack:
     """Validate parsed TOML data and build a :class:`Pack`.
 
     Raises:
@@ -331,7 +330,7 @@ def option_names(o: Option) -> list[str]:
     return [o.id, readable_id(o.id), o.label, *o.aliases]
 
 
-def _aliases(value: Any, where: str) -> tuple[str, ...]:
+def _aliases(value: object, where: str) -> tuple[str, ...]:
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(a, str) for a in value):

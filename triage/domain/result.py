@@ -129,7 +129,7 @@ class TicketResult:
     created_at: float = 0.0
     thread: ThreadInfo = field(default_factory=ThreadInfo)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The JSON form (``triage.result/3``)."""
         d = asdict(self)
         for crit, raw in zip(self.criteria, d["criteria"], strict=True):

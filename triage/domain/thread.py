@@ -119,7 +119,7 @@ def compact(messages: Sequence[Message], room: int, count: Callable[[str], int])
 
 
 # -- rows ----------------------------------------------------------------------------
-def messages_from(value: Any, clean: Callable[[str], str]) -> tuple[Message, ...]:
+def messages_from(value: object, clean: Callable[[str], str]) -> tuple[Message, ...]:
     """A row's ``messages`` field as messages, each text cleaned with ``clean``.
 
     Raises:
@@ -146,7 +146,7 @@ def messages_from(value: Any, clean: Callable[[str], str]) -> tuple[Message, ...
     return tuple(out)
 
 
-def row_body(obj: dict[str, Any]) -> tuple[str | None, Any]:
+def row_body(obj: dict[str, object]) -> tuple[str | None, Any]:
     """A row's ticket: ``(text, None)``, ``(None, messages)``, or raise when it is neither or both.
 
     Raises:

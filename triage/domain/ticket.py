@@ -131,7 +131,7 @@ def safe_id(ticket_id: str) -> str:
     return _SURROGATE.sub("\ufffd", ticket_id)
 
 
-def make_ticket(text: str | None, ticket_id: str | None = None, messages: Any = None) -> Ticket:
+def make_ticket(text: str | None, ticket_id: str | None = None, messages: object = None) -> Ticket:
     """Clean ``text`` (or a thread's ``messages``, a list of ``{"role", "text"}``) and wrap it as a :class:`Ticket`.
 
     Raises:
@@ -284,9 +284,9 @@ def decode_ticket_bytes(data: bytes, source: str) -> str:
             f"{source} is not valid UTF-8 (bad byte 0x{data[exc.start]:02x} at offset {exc.start})",
             hint="if it is Latin-1 or Windows-1252 text, convert it first, e.g. iconv -f cp1252 -t utf-8",
         ) from None
-    kind = _looks_like_table(text)
-    if kind:
-        raise _table_error(source, kind)
+    table = _looks_like_table(text)
+    if table:
+        raise _table_error(source, table)
     return text
 
 

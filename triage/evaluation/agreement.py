@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from triage.store.labels import Judged
 
@@ -53,8 +52,8 @@ class CriterionAgreement:
     trend: list[Rate] = field(default_factory=list)  # consecutive blocks of BLOCK labels, oldest first
     balanced: float | None = None  # agreement averaged over the options answered
 
-    def to_dict(self) -> dict[str, Any]:
-        def rate(r: Rate) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
+        def rate(r: Rate) -> dict[str, object]:
             return {"n": r.n, "agree": r.agree, "rate": r.rate}
 
         d = asdict(self)

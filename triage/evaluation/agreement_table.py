@@ -3,7 +3,7 @@ too narrow for it: ``triage stats`` and the app's F7 draw them through here."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
@@ -11,8 +11,11 @@ from triage.domain.ticket import printable
 from triage.evaluation.agreement import BLOCK, RECENT
 from triage.render import percent, safe
 
+if TYPE_CHECKING:
+    from triage.evaluation.agreement import CriterionAgreement
 
-def _agreement_cells(rows: list[Any], trend_blocks: int) -> tuple[bool, list[str], list[list[str]]]:
+
+def _agreement_cells(rows: list[CriterionAgreement], trend_blocks: int) -> tuple[bool, list[str], list[list[str]]]:
     """(one pack?, the column names, per row its cells) of the agreement figures; the first cell is the
     criterion's name as given (the table escapes it, the lines only make it printable)."""
     one_pack = len({r.pack for r in rows}) == 1
@@ -39,7 +42,7 @@ def _trend_said(trend_blocks: int) -> str:
     return f"; trend: agreement per block of {BLOCK} labels, oldest first" if trend_blocks else ""
 
 
-def agreement_lines(rows: list[Any], *, trend_blocks: int = 0) -> list[str]:
+def agreement_lines(rows: list[CriterionAgreement], *, trend_blocks: int = 0) -> list[str]:
     """The figures of :func:`agreement_table` as plain lines, a criterion to a line, for a console too narrow
     for the table."""
     one_pack, columns, cells = _agreement_cells(rows, trend_blocks)
@@ -55,7 +58,7 @@ def agreement_lines(rows: list[Any], *, trend_blocks: int = 0) -> list[str]:
     return out
 
 
-def by_source_lines(rows: list[Any]) -> list[str]:
+def by_source_lines(rows: list[CriterionAgreement]) -> list[str]:
     """The ``by source`` column of :func:`agreement_table` as plain lines, a criterion to a line (for a table
     drawn without it, ``by_source=False``, where it is too narrow)."""
     _, columns, cells = _agreement_cells(rows, 0)
@@ -64,7 +67,7 @@ def by_source_lines(rows: list[Any]) -> list[str]:
 
 
 def agreement_table(
-    rows: list[Any], *, trend_blocks: int = 0, title: str | None = None, by_source: bool = True
+    rows: list[CriterionAgreement], *, trend_blocks: int = 0, title: str | None = None, by_source: bool = True
 ) -> Table:
     """The agreement table of ``triage stats`` and the app's agreement screen (F7), from
     :func:`triage.evaluation.agreement.agreement`'s rows.

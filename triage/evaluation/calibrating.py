@@ -5,7 +5,7 @@ a calibration are :mod:`triage.scoring.calibrate`'s."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +23,9 @@ from triage.scoring.calibrate import (
     apply_vector_scaling,
     fit_vector_scaling,
 )
+
+if TYPE_CHECKING:
+    from triage.domain.pack import Pack
 
 
 def _quality(logprobs: np.ndarray, y: Sequence[int], k: int) -> dict[str, float]:
@@ -113,7 +116,7 @@ def fit_criterion(
 
 
 def fit_calibration(
-    pack: Any,
+    pack: Pack,
     logprobs: dict[str, np.ndarray],
     labels: dict[str, Sequence[int]],
     row_ids: Sequence[str],

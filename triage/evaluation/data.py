@@ -314,8 +314,8 @@ def read_export(
             oid = matchers[cid].match(value)
             if oid is None:
                 unmapped.add(cid, value)
-                why = f"label {value!r} in column {col!r} is not an option of {cid!r}"
-                problem = problem or (None if partial else why)
+                unknown = f"label {value!r} in column {col!r} is not an option of {cid!r}"
+                problem = problem or (None if partial else unknown)
                 continue
             gold[cid] = oid
         if problem is None and not gold:

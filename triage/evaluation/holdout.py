@@ -9,7 +9,7 @@ the same training labels; zero-shot is the label readout as it stands.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.console import Console
@@ -22,6 +22,9 @@ from triage.evaluation import metrics
 from triage.evaluation.report import print_confusion
 from triage.evaluation.runner import Scored, gold, stack_features
 from triage.evaluation.variants import readings
+
+if TYPE_CHECKING:
+    from triage.scoring.head import Head
 
 VARIANTS = ("learned", "zero-shot", "tfidf")
 LEGEND = (
@@ -37,15 +40,15 @@ LEGEND = (
 
 
 def holdout_metrics(
-    pack: Pack, head: Any, train: Scored, held: Scored, criteria: Sequence[str] | None = None
-) -> dict[str, dict[str, Any]]:
+    pack: Pack, head: Head, train: Scored, held: Scored, criteria: Sequence[str] | None = None
+) -> dict[str, dict[str, object]]:
     """Per learned criterion (applied or not yet: this check decides it): ``{"n", "options", "learned",
     "zero-shot", "tfidf"}``, each a metrics dict (:func:`triage.evaluation.metrics.summarize`) or
     ``{"refused": why}``.
     """
     from triage.evaluation.baseline import fit_predict
 
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, object]] = {}
     for crit in pack.criteria:
         if not head.has(crit.id) or (criteria is not None and crit.id not in criteria):
             continue
@@ -60,7 +63,7 @@ def holdout_metrics(
         zero = readings(crit, outs, None).raw
         x = stack_features(outs, crit.id)
         learned = np.stack([head.apply(crit.id, f, lp) for f, lp in zip(x, zero, strict=True)])
-        entry: dict[str, Any] = {"n": len(y), "options": [o.id for o in crit.options]}
+        entry: dict[str, object] = {"n": len(y), "options": [o.id for o in crit.options]}
         entry["learned"] = metrics.summarize(learned, y, k)
         entry["zero-shot"] = metrics.summarize(zero, y, k)
         tr = [i for i, r in enumerate(train.rows) if crit.id in r.labels]

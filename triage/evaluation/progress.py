@@ -176,7 +176,7 @@ class PlainProgress:
             if task.done < task.total and task.done > 0:  # stopped part-way: say how far it got
                 self._say(task, self.clock())
 
-    def add_task(self, description: str, total: int | None = None, hits: int = 0, **_: Any) -> int:
+    def add_task(self, description: str, total: int | None = None, hits: int = 0, **_: object) -> int:
         """Start counting ``total`` rows; says so at once."""
         task = _Task(description, int(total or 0), hits, self.clock())
         self.tasks.append(task)
@@ -185,7 +185,7 @@ class PlainProgress:
         return len(self.tasks) - 1
 
     def update(
-        self, task_id: int, *, advance: float = 0, description: str | None = None, hits: int | None = None, **_: Any
+        self, task_id: int, *, advance: float = 0, description: str | None = None, hits: int | None = None, **_: object
     ) -> None:
         """Count ``advance`` more rows done (``hits``: how many came from the cache so far)."""
         task = self.tasks[task_id]
@@ -214,8 +214,8 @@ class PlainProgress:
         head = f"{task.description}: scored {task.done}/{task.total} rows{cached}"
         if task.done >= task.total:
             took = now - task.started
-            rate = f", {task.done / took:.2f} rows/s" if took > 0 else ""
-            self._print(f"{head} in {duration(took)}{rate}")
+            per_s = f", {task.done / took:.2f} rows/s" if took > 0 else ""
+            self._print(f"{head} in {duration(took)}{per_s}")
             return
         task.rate.add(now, task.done)
         rate = task.rate.rate

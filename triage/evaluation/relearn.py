@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triage.errors import TriageError
 from triage.evaluation.runner import fit_inputs
@@ -26,18 +26,27 @@ from triage.store import features as feat
 from triage.store.history import History
 from triage.store.training import training_rows
 
+if TYPE_CHECKING:
+    from triage.domain.pack import Pack
+    from triage.evaluation.cache import Outcome
+    from triage.evaluation.data import LabelledRow
+    from triage.scoring.head import Head
+    from triage.scoring.protocol import ScoringEngine
+
 
 @dataclass
 class Relearned:
     """The stored head (None when nothing could be learned, ``why`` says), from how many labels."""
 
-    head: Any
+    head: Head | None
     labels: int
     why: str | None = None
     notes: list[str] = field(default_factory=list)
 
 
-def learn_from_history(path: Path, engine: Any, pack: Any, *, store: bool = True, starter: bool = True) -> Relearned:
+def learn_from_history(
+    path: Path, engine: ScoringEngine, pack: Pack, *, store: bool = True, starter: bool = True
+) -> Relearned:
     """Fit a head on the labels of the history at ``path`` and store it (see the module docstring).
 
     Args:
@@ -62,14 +71,14 @@ def learn_from_history(path: Path, engine: Any, pack: Any, *, store: bool = True
             f"{got.to_score} labelled ticket(s) have no kept features and were left out "
             "(`triage learn --history` scores them)"
         )
-    outcomes = [kept_outcome(r.kept, []) for r in rows]
-    features, logprobs, labels = fit_inputs(pack, [r.labels for r in rows], outcomes)
+    kept = [kept_outcome(r.kept, []) for r in rows]
+    features, logprobs, labels = fit_inputs(pack, [r.labels for r in rows], kept)
     n = sum(len(v) for v in labels.values())
     if not labels:
         return Relearned(None, 0, "no labelled ticket with kept features yet", notes)
     weights, with_starter = None, None
     if starter and is_builtin(pack):  # the built-in pack: the starter rows beside the team's labels
-        with_starter = fit_set(pack, [r.labels for r in rows], outcomes, *_starter_at_tails(engine, pack))
+        with_starter = fit_set(pack, [r.labels for r in rows], kept, *_starter_at_tails(engine, pack))
         features, logprobs, labels = with_starter.features, with_starter.logprobs, with_starter.labels
         weights = with_starter.weights
         notes.append(f"learned {with_starter.said()}")
@@ -97,7 +106,7 @@ def learn_from_history(path: Path, engine: Any, pack: Any, *, store: bool = True
     return Relearned(head, n, None, notes + [w for o in outcomes for w in o.warnings])
 
 
-def _starter_at_tails(engine: Any, pack: Any) -> tuple[list[Any], list[Any]]:
+def _starter_at_tails(engine: Any, pack: Pack) -> tuple[list[LabelledRow], list[Outcome]]:
     """The starter rows and their outcomes at the tails, where the history keeps a team's features."""
     from triage.evaluation.cache import ReadoutCache
     from triage.evaluation.runner import Scorer, score_rows

@@ -154,6 +154,6 @@ def print_confusion(options: list[str], matrix: list[list[int]], title: str, con
     console.print(table)
 
 
-def write_json(report: dict[str, Any], path: str | Path) -> Path:
+def write_json(report: dict[str, object], path: str | Path) -> Path:
     """Write the report (NaN as null), atomically."""
     return write_json_atomic(path, report)

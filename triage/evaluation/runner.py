@@ -5,11 +5,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from triage.domain.pack import Pack
+from triage.domain.pack import Criterion, Pack
 from triage.domain.ticket import Ticket, make_ticket
 from triage.errors import TriageError
 from triage.evaluation import metrics
@@ -28,18 +28,33 @@ from triage.evaluation.variants import (
 )
 from triage.scoring.cue import TAIL, check_read
 from triage.scoring.head import FEATURES as FEATURES_KIND
-from triage.scoring.options import DEFAULT_MODE, DEFAULT_READOUT, effective_orderings
+from triage.scoring.options import (
+    DEFAULT_MODE,
+    DEFAULT_READOUT,
+    Mode,
+    Orderings,
+    Readout,
+    as_readout,
+    effective_orderings,
+)
+
+if TYPE_CHECKING:
+    from triage.scoring.calibrate import Calibration
+    from triage.scoring.engine import Engine
+    from triage.scoring.head import CriterionHead, Head
 
 SCHEMA = "triage.eval/1"
-ORDERINGS = "cyclic"  # the letter readout is always asked in every rotation: raw is the identity's readout alone
+ORDERINGS: Orderings = (
+    "cyclic"  # the letter readout is always asked in every rotation: raw is the identity's readout alone
+)
 
 
-def orderings_for(readout: str) -> str:
+def orderings_for(readout: str) -> Orderings:
     """What eval asks: every rotation for letters; the label readout has no option order."""
     return effective_orderings(readout, ORDERINGS)
 
 
-def mode_for(readout: str) -> str:
+def mode_for(readout: str) -> Mode:
     """How eval scores: the label readout as `triage score` and the app do (fanout, the default), so that
     calibrations and learned heads are fitted on the numbers they will be applied to; letters serially,
     one rotation after another, as they were measured before the label readout."""
@@ -57,12 +72,12 @@ class Scorer:
     """
 
     def __init__(
-        self, engine: Any, pack: Pack, cache: ReadoutCache, readout: str = DEFAULT_READOUT, read: str = TAIL
+        self, engine: Engine, pack: Pack, cache: ReadoutCache, readout: str = DEFAULT_READOUT, read: str = TAIL
     ) -> None:
         self.engine = engine
         self.pack = pack
         self.cache = cache
-        self.readout = readout
+        self.readout: Readout = as_readout(readout)
         self.read = check_read(read)
         if self.read != TAIL and readout != "label":
             raise TriageError("the shared read position reads options by name: use --readout label", exit_code=2)
@@ -163,8 +178,15 @@ class Scored:
         return sum(o.cut for o in self.outcomes)
 
 
+class OutcomeSource(Protocol):
+    """What :func:`score_rows` asks: a ticket's outcome and whether it came from a cache (a :class:`Scorer`, or
+    the Ray workers' returns)."""
+
+    def outcome(self, ticket: Ticket) -> tuple[Outcome, bool]: ...
+
+
 def score_rows(
-    scorer: Scorer,
+    scorer: OutcomeSource,
     rows: Sequence[LabelledRow],
     on_row: Callable[[bool], None] | None = None,
     known: dict[str, Outcome] | None = None,
@@ -195,7 +217,7 @@ def score_rows(
     return out
 
 
-def gold(rows: Sequence[LabelledRow], criterion: Any) -> list[int]:
+def gold(rows: Sequence[LabelledRow], criterion: Criterion) -> list[int]:
     """Gold option indices of one criterion."""
     ids = [o.id for o in criterion.options]
     return [ids.index(r.labels[criterion.id]) for r in rows]
@@ -203,7 +225,7 @@ def gold(rows: Sequence[LabelledRow], criterion: Any) -> list[int]:
 
 def variant_metrics(
     logprobs: np.ndarray, y: Sequence[int], k: int, flips: list[list[int]], coverage: Sequence[float]
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Every metric of one variant, plus the readout's flip rate and mean coverage."""
     m = metrics.summarize(logprobs, y, k)
     m["flip_rate"] = metrics.flip_rate(flips)
@@ -222,14 +244,14 @@ class CalibrationPlan:
     """
 
     train: Scored | None = None
-    stored: Any = None  # a Calibration, already checked against the engine and pack
+    stored: Calibration | None = None  # a Calibration, already checked against the engine and pack
     stored_path: str | None = None
     prior: bool = False  # fit on cyclic+prior rather than cyclic
     fit_kw: dict[str, Any] = field(default_factory=dict)
     learn: bool = False  # also fit a learned head (label readout; the outcomes must hold features)
     learn_kw: dict[str, Any] = field(default_factory=dict)  # triage.scoring.learn.fit_criterion's options
     curve: tuple[int, ...] = ()  # learning curve: training-row counts to fit on (first N rows)
-    stored_head: Any = None  # a learned Head (triage learn), already checked against the engine and pack
+    stored_head: Head | None = None  # a learned Head (triage learn), already checked against the engine and pack
     stored_head_path: str | None = None
 
 
@@ -241,8 +263,8 @@ def _fit(
     orderings: str,
     use_prior: bool,
     engine_info: dict[str, Any],
-    fit_kw: dict[str, Any],
-) -> Any:
+    fit_kw: dict[str, object],
+) -> Calibration:
     from triage.evaluation.calibrating import fit_calibration
 
     read = {c.id: readings(c, train.outcomes, prior) for c in pack.criteria}
@@ -261,7 +283,7 @@ def _fit(
     return cal
 
 
-def _calibrated_entry(cal: Any, crit: Any, source: str | None) -> dict[str, Any]:
+def _calibrated_entry(cal: Calibration, crit: Criterion, source: str | None) -> dict[str, object]:
     """What the report says about one criterion's calibration: parameters and holdout check, or why it was refused."""
     note = next((c for c in cal.report.get("criteria", []) if c.get("criterion") == crit.id), None)
     if crit.id not in cal.criteria:
@@ -288,7 +310,7 @@ def build_report(
     prior: dict[str, np.ndarray] | None,
     plan: CalibrationPlan | None = None,
     baseline: bool = True,
-    engine_info: dict[str, Any] | None = None,
+    engine_info: dict[str, object] | None = None,
     readout: str = DEFAULT_READOUT,
 ) -> tuple[dict[str, Any], Any]:
     """Metrics of every variant (and the baseline) for every criterion.
@@ -335,7 +357,7 @@ def build_report(
             variants[RAW]["flip_rate"] = variants[CYCLIC]["flip_rate"]
         if r.prior is not None:
             variants[RAW_PRIOR if label else PRIOR] = variant_metrics(r.prior, y, k, r.per_order_argmax, r.coverage)
-        entry: dict[str, Any] = {
+        entry: dict[str, object] = {
             "id": crit.id,
             "options": [o.id for o in crit.options],
             "n": len(y),
@@ -428,7 +450,7 @@ def fit_inputs(
     return features, logprobs, gold_idx
 
 
-def _head_metrics(head: Any, x_dev: np.ndarray, r_dev: Any, y_dev: list[int]) -> dict[str, Any]:
+def _head_metrics(head: CriterionHead, x_dev: np.ndarray, r_dev: Any, y_dev: list[int]) -> dict[str, object]:
     """A criterion head (:class:`triage.scoring.head.CriterionHead`) applied to the dev rows, measured."""
     k = len(r_dev.criterion.options)
     out = np.stack([head.apply(f, lp) for f, lp in zip(x_dev, r_dev.raw, strict=True)]) if len(y_dev) else r_dev.raw
@@ -437,7 +459,7 @@ def _head_metrics(head: Any, x_dev: np.ndarray, r_dev: Any, y_dev: list[int]) ->
 
 def _learned_entry(
     entry: dict[str, Any],
-    crit: Any,
+    crit: Criterion,
     plan: CalibrationPlan,
     dev: Scored,
     r_dev: Any,
@@ -458,7 +480,7 @@ def _learned_entry(
     r_tr = readings(crit, train.outcomes, prior)
     y_tr = gold(train.rows, crit)
 
-    def learned(n: int) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    def learned(n: int) -> tuple[dict[str, object] | None, dict[str, object]]:
         head, outcome = fit_criterion(crit, x_tr[:n], r_tr.raw[:n], y_tr[:n], **plan.learn_kw)
         return (None if head is None else _head_metrics(head, x_dev, r_dev, y_dev)), outcome.to_dict()
 
@@ -470,7 +492,7 @@ def _learned_entry(
     sizes = sorted({min(n, len(y_tr)) for n in plan.curve})  # a size past the training rows is all of them
     base_tr, base_dev = r_tr.base(plan.prior, "none"), r_dev.base(plan.prior, "none")
     for n in sizes:
-        point: dict[str, Any] = {"n": n}
+        point: dict[str, object] = {"n": n}
         lm, lnote = learned(n)
         point["learned"] = _brief(lm) if lm is not None else {"refused": lnote.get("refused")}
         point["calibrated"] = _curve_calibrated(crit, plan, train.rows[:n], base_tr[:n], base_dev, y_dev)
@@ -489,7 +511,7 @@ def _learned_entry(
         entry["learning_curve"] = curve
 
 
-def _brief(m: dict[str, Any]) -> dict[str, Any]:
+def _brief(m: dict[str, object]) -> dict[str, object]:
     return {
         key: m[key]
         for key in ("balanced_accuracy", "balanced_accuracy_ci95", "accuracy", "ece", "ece_floor", "nll")
@@ -498,13 +520,13 @@ def _brief(m: dict[str, Any]) -> dict[str, Any]:
 
 
 def _curve_calibrated(
-    crit: Any,
+    crit: Criterion,
     plan: CalibrationPlan,
     rows: Sequence[LabelledRow],
     base_tr: np.ndarray,
     base_dev: np.ndarray,
     y_dev: list[int],
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Calibration fitted on some training rows (``rows``, their log-probs ``base_tr``), measured on the dev rows."""
     from triage.evaluation.calibrating import fit_criterion as fit_cal
     from triage.scoring.calibrate import apply_vector_scaling
@@ -517,7 +539,7 @@ def _curve_calibrated(
     return _brief(metrics.summarize(apply_vector_scaling(base_dev, out.temperature, b), y_dev, len(crit.options)))
 
 
-def set_summary(label_set: LabelledSet, scored: Scored, limit: int | None) -> dict[str, Any]:
+def set_summary(label_set: LabelledSet, scored: Scored, limit: int | None) -> dict[str, object]:
     """The input file's part of the report: counts, skipped rows, cut tickets."""
     return {
         "path": label_set.source,

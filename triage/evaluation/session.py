@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from rich.console import Console
@@ -16,6 +16,11 @@ from triage.evaluation.data import LabelledRow, LabelledSet
 from triage.evaluation.progress import scoring_progress
 from triage.evaluation.runner import Scored, Scorer, score_rows
 from triage.scoring.options import DEFAULT_READOUT
+
+if TYPE_CHECKING:
+    from triage.evaluation.cache import Outcome
+
+    pass
 
 SHOW_BAD = 10
 
@@ -110,7 +115,7 @@ def score_sets(
     readout: str = DEFAULT_READOUT,
     *,
     features: bool = False,
-    known: dict[str, Any] | None = None,
+    known: dict[str, Outcome] | None = None,
     prior: bool = True,
     read: str = "tail",
 ) -> ScoringRun:

@@ -28,7 +28,7 @@ class Sources:
     notes: list[str] = field(default_factory=list)
 
 
-def kept_outcome(kept: dict, warnings: list[str]) -> Outcome:  # type: ignore[type-arg]
+def kept_outcome(kept: dict, warnings: list[str]) -> Outcome:
     """An outcome (what eval and learn read of a score) from a history row's kept inputs."""
     n = {cid: len(k.raw) for cid, k in kept.items()}
     readouts = {cid: [(tuple(range(n[cid])), k.raw, k.coverage)] for cid, k in kept.items()}

@@ -17,12 +17,20 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triage.assets_path import asset
 from triage.domain.pack import Pack, default_pack
 from triage.evaluation.data import LabelledRow, read_labelled
 from triage.scoring.cue import DEFAULT_CUE
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from triage.evaluation.cache import Outcome
+    from triage.scoring.fit import FitRequest
+    from triage.scoring.head import Head
+    from triage.scoring.protocol import ScoringEngine
 
 STARTER_SET = "starter/support.jsonl"
 STARTER_READ = f"shared:{DEFAULT_CUE}"
@@ -52,7 +60,7 @@ class Combined:
     """Training rows for a head on the built-in pack: the team's and the starter's, with each row's weight."""
 
     labels: list[dict[str, str]]
-    outcomes: list[Any]
+    outcomes: list[Outcome]
     weights: list[float]
     team: dict[str, int]  # per criterion, how many of the team's labels
     starter_used: dict[str, int]  # per criterion, how many starter rows went in (0: the team's alone)
@@ -60,9 +68,9 @@ class Combined:
 
 def combine(
     team_labels: Sequence[dict[str, str]],
-    team_outcomes: Sequence[Any],
+    team_outcomes: Sequence[Outcome],
     starter: Sequence[LabelledRow],
-    starter_outcomes: Sequence[Any],
+    starter_outcomes: Sequence[Outcome],
     *,
     team_weight: float = TEAM_WEIGHT,
     enough: int = TEAM_ENOUGH,
@@ -72,7 +80,7 @@ def combine(
     A starter row keeps only the labels of the criteria it still serves (a criterion the team has enough of
     is fitted on the team's labels alone). Row weights: ``team_weight`` for the team's, 1 for the starter's.
     """
-    team = {}
+    team: dict[str, int] = {}
     for lab in team_labels:
         for cid in lab:
             team[cid] = team.get(cid, 0) + 1
@@ -93,10 +101,10 @@ def combine(
 
 
 def fit_starter_head(
-    engine: Any,
+    engine: ScoringEngine,
     pack: Pack,
     rows: Sequence[LabelledRow],
-    outcomes: Sequence[Any],
+    outcomes: Sequence[Outcome],
     *,
     read: str = STARTER_READ,
     on_criterion: Callable[[str, int], None] | None = None,
@@ -171,13 +179,13 @@ class CriterionClock:
 class Fitted:
     """What :func:`fit_and_store` did: the head, how long it took, and what could not be kept on disk."""
 
-    head: Any
+    head: Head
     seconds: float
     unkept: tuple[str, ...] = ()  # one line each: the head's file, the readouts, that could not be written
 
 
 def fit_and_store(
-    engine: Any,
+    engine: ScoringEngine,
     pack: Pack,
     *,
     progress: Progress | None = None,
@@ -203,7 +211,7 @@ def fit_and_store(
     return Fitted(head, time.perf_counter() - t0, tuple(unkept))
 
 
-def keep_head(head: Any, store: Callable[[Any], Any] | None = None) -> list[str]:
+def keep_head(head: Head, store: Callable[[Any], Any] | None = None) -> list[str]:
     """Store a fitted starter head (``store``, default :func:`~triage.scoring.fitstore.store_starter_head`, which
     keeps it in memory when its file cannot be written); what could not be kept on disk, one line each."""
     from triage.scoring.fitstore import starter_path, store_starter_head
@@ -249,7 +257,7 @@ def score_starter_rows(
     return scored
 
 
-def needs_fit(engine: Any, pack: Pack, request: Any) -> bool:
+def needs_fit(engine: ScoringEngine, pack: Pack, request: FitRequest) -> bool:
     """Whether the starter head must be fitted before scoring: the ``starter`` setting is on, no head was asked
     for or refused, the pack is the built-in one, and neither a head of the team's nor a starter head is stored
     for this model, pack and prompt format. A stored starter head that does not fit this setup (another model's
@@ -268,7 +276,12 @@ def needs_fit(engine: Any, pack: Pack, request: Any) -> bool:
 
 
 def ensure(
-    engine: Any, pack: Pack, request: Any, *, say: Callable[[str], None], progress: Progress | None = None
+    engine: ScoringEngine,
+    pack: Pack,
+    request: FitRequest,
+    *,
+    say: Callable[[str], None],
+    progress: Progress | None = None,
 ) -> bool:
     """Fit and store the starter head when :func:`needs_fit`, saying so once (``say``) before and after.
 
@@ -304,8 +317,8 @@ class FitSet:
     """What a head on the built-in pack is fitted on once the starter rows are in: per criterion, features,
     raw log-probs, gold indices and row weights, and what went in (:func:`combine`)."""
 
-    features: dict[str, Any]
-    logprobs: dict[str, Any]
+    features: dict[str, np.ndarray]
+    logprobs: dict[str, np.ndarray]
     labels: dict[str, list[int]]
     weights: dict[str, list[float]]
     team: dict[str, int]
@@ -328,9 +341,9 @@ class FitSet:
 def fit_set(
     pack: Pack,
     team_labels: Sequence[dict[str, str]],
-    team_outcomes: Sequence[Any],
+    team_outcomes: Sequence[Outcome],
     starter: Sequence[LabelledRow],
-    starter_outcomes: Sequence[Any],
+    starter_outcomes: Sequence[Outcome],
 ) -> FitSet:
     """:func:`combine`, then :func:`triage.evaluation.runner.fit_inputs` with each criterion's row weights."""
     from triage.evaluation.runner import fit_inputs
@@ -341,7 +354,7 @@ def fit_set(
     return FitSet(features, logprobs, labels, weights, both.team, both.starter_used)
 
 
-def rows_info(fitted: FitSet, head: Any) -> None:
+def rows_info(fitted: FitSet, head: Head) -> None:
     """Record in ``head`` how many of each criterion's rows were the team's and the starter's (its decisions
     say ``starter`` where none was the team's)."""
     for cid, h in head.criteria.items():

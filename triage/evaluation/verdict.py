@@ -23,9 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triage.scoring.learn import LearnOutcome, worse_margin
+
+if TYPE_CHECKING:
+    from triage.scoring.head import Head
 
 APPLY_HINT = "use --apply to apply it anyway"
 
@@ -148,7 +151,7 @@ def verdicts(
     return [verdict(o, None if holdout is None else holdout.get(o.criterion, {}), apply=apply) for o in outcomes]
 
 
-def mark(head: Any, found: Sequence[Verdict]) -> None:
+def mark(head: Head, found: Sequence[Verdict]) -> None:
     """Record each verdict in the head: per criterion ``applied``, ``verdict`` and, when not applied, why
     (:attr:`triage.scoring.head.CriterionHead.applied` reads it back), and the lines in its report."""
     for v in found:

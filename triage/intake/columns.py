@@ -11,7 +11,7 @@ criterion).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -53,7 +53,7 @@ class ColumnMap:
         Raises:
             InputError: an empty column list, or a ``--label`` that is not ``CRITERION=COLUMN``.
         """
-        cols = ("text",)
+        cols: tuple[str, ...] = ("text",)
         if text is not None:
             cols = tuple(c.strip() for c in text.split(",") if c.strip())
             if not cols:
@@ -97,7 +97,7 @@ class ColumnMap:
         return out
 
 
-def check_columns(wanted: dict[str, Sequence[str]], columns: Sequence[str], source: str) -> None:
+def check_columns(wanted: Mapping[str, Sequence[str]], columns: Sequence[str], source: str) -> None:
     """Every named column exists in the export, or an error names it and lists those that do.
 
     ``wanted``: flag -> column names (``{"--text": ["Subject"], ...}``).
@@ -119,11 +119,11 @@ def check_columns(wanted: dict[str, Sequence[str]], columns: Sequence[str], sour
                 )
 
 
-def get_value(data: dict[str, Any], name: str) -> Any:
+def get_value(data: dict[str, object], name: str) -> Any:
     """The value of column ``name`` in a record: the key as it stands, else the dotted path; None when absent."""
     if name in data:
         return data[name]
-    node: Any = data
+    node: object = data
     for part in name.split("."):
         if not isinstance(node, dict) or part not in node:
             return None
@@ -131,7 +131,7 @@ def get_value(data: dict[str, Any], name: str) -> Any:
     return node
 
 
-def cell_problem(value: Any, name: str, what: str = "text") -> str | None:
+def cell_problem(value: object, name: str, what: str = "text") -> str | None:
     """Why a cell cannot be read as ``what`` (a list, an object, bytes that are not UTF-8), or None."""
     if isinstance(value, (list, tuple, dict)):
         kind = "an object" if isinstance(value, dict) else "a list"
@@ -147,7 +147,7 @@ def cell_problem(value: Any, name: str, what: str = "text") -> str | None:
     return None
 
 
-def is_missing(value: Any) -> bool:
+def is_missing(value: object) -> bool:
     """Whether a cell is a missing value, as exports write one: None (JSON ``null``, a Parquet null) or a
     not-a-number (pandas' missing number: ``NaN`` in Parquet or JSON Lines, ``float("nan")``, numpy's too).
     An empty CSV cell is the empty string, missing by being empty. A string such as ``"NaN"`` is text."""
@@ -161,7 +161,7 @@ def is_missing(value: Any) -> bool:
         return type(value).__name__ in ("NAType", "NaTType")
 
 
-def as_text(value: Any) -> str:
+def as_text(value: object) -> str:
     """A cell as text: strings as they are, UTF-8 bytes (a Parquet ``binary`` column) decoded, numbers and
     booleans written out, nothing for a missing value (:func:`is_missing`: None, NaN). Check
     :func:`cell_problem` first for bytes and lists."""
@@ -183,7 +183,7 @@ def as_text(value: Any) -> str:
 _INTEGRAL = re.compile(r"[+-]?[0-9]+\.0+")
 
 
-def label_text(value: Any) -> str:
+def label_text(value: object) -> str:
     """A label cell as text, one value alike in every format: :func:`as_text` (a missing value is ``""``), and
     a whole number written as a decimal (``"2.0"``: pandas writes a number column with missing values as
     floats, in CSV too) as the whole number (``"2"``), as a Parquet or JSON ``2.0`` is read."""
@@ -191,7 +191,7 @@ def label_text(value: Any) -> str:
     return text.split(".", 1)[0].lstrip("+") if _INTEGRAL.fullmatch(text) else text
 
 
-def ticket_text(data: dict[str, Any], columns: Sequence[str], *, html: bool = True) -> tuple[str | None, str | None]:
+def ticket_text(data: dict[str, object], columns: Sequence[str], *, html: bool = True) -> tuple[str | None, str | None]:
     """(text, None) from the text columns joined by a blank line, or (None, why) when there is none.
 
     ``html``: a value holding HTML elements becomes plain text (:func:`~triage.intake.html.html_to_text`).

@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import chain
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from triage import gate
 from triage.bounded import MAX_DEPTH, Bounded, json_depth, loads_json
@@ -63,7 +63,7 @@ class Record:
 
     n: int
     where: str
-    data: dict[str, Any] | None
+    data: dict[str, object] | None
     error: str | None = None
 
 
@@ -116,7 +116,7 @@ class Export:
         return _json_array_records(self.path, self.encoding or "utf-8")
 
 
-def flat_names(data: dict[str, Any], prefix: str = "") -> Iterator[str]:
+def flat_names(data: dict[str, object], prefix: str = "") -> Iterator[str]:
     """Dotted names of a record's values: ``{"ticket": {"subject": ...}}`` -> ``ticket.subject``.
 
     A nested object is also a name of its own (``labels`` as well as ``labels.queue``).

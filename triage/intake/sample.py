@@ -35,7 +35,8 @@ def per_option_arg(value: str) -> int | None:
 
 
 class _Row(Protocol):
-    line: int
+    @property
+    def line(self) -> int: ...
 
     @property
     def id(self) -> str: ...

@@ -138,7 +138,7 @@ def _catalog_file() -> Path:
         raise CatalogError("triage is missing its model catalog (assets/models.toml); reinstall triage") from None
 
 
-def _need(table: dict[str, Any], key: str, kind: type, where: str) -> Any:
+def _need(table: dict[str, object], key: str, kind: type, where: str) -> Any:
     value = table.get(key)
     if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
         raise CatalogError(f"{where}: {key!r} must be a {kind.__name__}, got {value!r}")

@@ -140,7 +140,7 @@ class GGUFInfo:
 
     path: Path
     version: int
-    metadata: dict[str, Any]
+    metadata: dict[str, object]
     tensors: tuple[TensorInfo, ...]
     alignment: int
     data_offset: int  # absolute file offset of the tensor data section
@@ -367,7 +367,7 @@ def _parse(buf: mmap.mmap, path: Path, size: int) -> GGUFInfo:
             hint="download the model again",
         )
 
-    metadata: dict[str, Any] = {}
+    metadata: dict[str, object] = {}
     for i in range(n_kv):
         key = cur.string(f"metadata key #{i}")
         vtype = cur.u32(f"the type of {key!r}")

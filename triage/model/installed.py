@@ -247,7 +247,7 @@ def verify_installed(entry: CatalogEntry, progress: Progress | None = None) -> I
 
 
 def write_sidecar(
-    entry: CatalogEntry, size: int, sha: str, verified_against: str, *, pulled: dict[str, Any] | None = None
+    entry: CatalogEntry, size: int, sha: str, verified_against: str, *, pulled: dict[str, object] | None = None
 ) -> None:
     """Record a verified file; ``pulled`` is the earlier record when the file was only hashed again."""
     side = sidecar_file(entry.name)

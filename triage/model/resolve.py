@@ -21,7 +21,6 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from triage import gate
 from triage.environment import text
@@ -124,7 +123,7 @@ def _from_spec(spec: str, origin: str, catalog: Catalog) -> ModelRef:
     )
 
 
-def resolve_model(requested: str | None = None, *, config: dict[str, Any] | None = None) -> ModelRef:
+def resolve_model(requested: str | None = None, *, config: dict[str, object] | None = None) -> ModelRef:
     """Choose the model to run (see the module docstring for the order).
 
     Args:
@@ -188,7 +187,7 @@ def _cache_file() -> Path:
     return user_dirs().cache / "sha256.json"
 
 
-def _load_cache(path: Path) -> dict[str, Any]:
+def _load_cache(path: Path) -> dict[str, object]:
     try:
         data = gate.load_json(path, "sha-cache")
     except (OSError, ValueError):  # ValueError: not UTF-8, not JSON, too large or nested too deep

@@ -75,7 +75,7 @@ class Calibration:
         bias = np.array([cal.bias.get(i, 0.0) for i in ids]) if ids else np.zeros_like(logprobs)
         return log_normalize(logprobs / cal.temperature + bias)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The JSON form."""
         return {
             "schema": SCHEMA,
@@ -148,7 +148,7 @@ def read_calibration(path: str | Path) -> Calibration:
         raise DamagedCalibration(f"calibration file {path} is malformed: {exc}") from None
 
 
-def _finite(value: Any, *, positive: bool = False) -> float:
+def _finite(value: object, *, positive: bool = False) -> float:
     """A number from a calibration file: finite (and above 0 for a temperature), never a string or a bool."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{value!r} is not a number")
@@ -175,7 +175,7 @@ class FitOutcome:
     holdout: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """Plain data for reports and the calibration file's ``report``."""
         return {k: v for k, v in self.__dict__.items()}
 
@@ -220,7 +220,7 @@ def _objective(
 
 def fit_vector_scaling(
     logprobs: np.ndarray,
-    y: Sequence[int],
+    y: Sequence[int] | np.ndarray,
     *,
     l2_bias: float = L2_BIAS,
     l2_log_t: float = L2_LOG_T,

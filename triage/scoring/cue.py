@@ -26,9 +26,10 @@ import numpy as np
 
 from triage.errors import TriageError
 from triage.model.seq import Seq
-from triage.scoring.readout import LabelReader, Readout, read
+from triage.scoring.readout import LabelReader, Reader, Readout, read
 
 if TYPE_CHECKING:
+    from triage.domain.pack import Pack
     from triage.scoring.prompt import PromptBuilder, TicketPrompts
     from triage.scoring.prompt_spec import PromptSpec
 
@@ -177,8 +178,8 @@ class SharedReader:
 
 
 def shared_read(
-    prompts: TicketPrompts, reader: object, ctx: tuple[PromptBuilder, object, object], read: str | None
-) -> tuple[TicketPrompts, object]:
+    prompts: TicketPrompts, reader: Reader, ctx: tuple[PromptBuilder, Pack, object], read: str | None
+) -> tuple[TicketPrompts, Reader]:
     """The engine's hook: ``(prompts, reader)`` with the criteria read at the shared position, if any.
 
     Args:
@@ -192,14 +193,14 @@ def shared_read(
         TriageError: the shared position with a readout other than label.
     """
     builder, pack, head = ctx
-    where = read or getattr(head, "read", TAIL)
+    where = read or str(getattr(head, "read", TAIL))  # a Head's read is a str
     cue = cue_name(where)
     if cue is None:
         return prompts, reader
     if not isinstance(reader, LabelReader):
         raise TriageError("the shared read position reads options by name: use the label readout", exit_code=2)
     chosen = sorted({s.criterion for s in prompts.prompts})
-    ids = [c.id for c in pack.criteria]  # type: ignore[attr-defined]
+    ids = [c.id for c in pack.criteria]
     shared = [ci for ci in chosen if head is None or head.covers(ids[ci])]  # type: ignore[attr-defined]
     prompts, carrier = share(prompts, builder, shared, cue)
     if carrier is None:

@@ -34,7 +34,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -59,6 +59,9 @@ from triage.scoring.speed import Speed
 from triage.scoring.start import start_run
 from triage.scoring.tokenizer import NativeTokenizer
 from triage.settings import DEFAULTS
+
+if TYPE_CHECKING:
+    from triage.model.resolve import ModelRef
 
 __all__ = [  # re-exported: callers import the events, options and defaults from here
     "DEFAULT_MODE",
@@ -131,7 +134,7 @@ class Engine:
         self.speed = Speed()  # tokens per second, measured over the last scores (the app's time estimate)
 
     @classmethod
-    def from_ref(cls, ref: Any, **kwargs: Any) -> Engine:
+    def from_ref(cls, ref: ModelRef, **kwargs: Any) -> Engine:
         """Load from a resolved model (``triage.model.resolve.ModelRef``)."""
         return cls(ref.path, name=ref.name, sha256=ref.sha256, stand_in=ref.stand_in, **kwargs)
 
@@ -146,7 +149,7 @@ class Engine:
         self.close()
 
     @property
-    def model_info(self) -> dict[str, Any]:
+    def model_info(self) -> dict[str, object]:
         """The ``model`` object of the result schema."""
         return {"name": self.name, "path": str(self.model_path), "sha256": self.sha256, "stand_in": self.stand_in}
 
@@ -296,7 +299,7 @@ class Engine:
         return next(e for e in self._run(run, ticket, what, schedule) if isinstance(e, TicketScored))
 
     def score_ticket(
-        self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None = None, **kw: Any
+        self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None = None, **kw: object
     ) -> TicketResult:
         """Score one ticket and return only the final result."""
         return self._scored(ticket, pack, options, **kw).result

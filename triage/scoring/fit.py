@@ -17,7 +17,7 @@ why. A head none of whose chosen criteria applies is not applied at all.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 from triage.errors import InputError
 
@@ -26,16 +26,7 @@ if TYPE_CHECKING:
     from triage.scoring.calibrate import Calibration
     from triage.scoring.head import Head
     from triage.scoring.options import ScoreOptions
-    from triage.scoring.prompt import PromptFormat
-
-
-class ModelIdentity(Protocol):
-    """What the policy reads of the model: an :class:`~triage.scoring.engine.Engine`, or what Ray nodes reported."""
-
-    @property
-    def sha256(self) -> str: ...
-
-    def format_for(self, kind: str) -> PromptFormat: ...
+    from triage.scoring.protocol import ModelIdentity
 
 
 @dataclass(frozen=True)
@@ -65,7 +56,7 @@ class FitRequest:
         no_head: bool = False,
         calibration: str | None = None,
         no_calibration: bool = False,
-        config: dict[str, Any] | None = None,
+        config: dict[str, object] | None = None,
     ) -> FitRequest:
         """A request from a command's flags; ``calibration`` falls back to the config's ``calibration`` key,
         ``starter`` is the config's ``starter`` key (default on; TRIAGE_STARTER overrides it)."""
@@ -205,7 +196,7 @@ def choose_fits(
     return Fits(head, calibration, tuple(notes), head_path, calibration_path)
 
 
-def starter_on(config: dict[str, Any] | None = None) -> bool:
+def starter_on(config: dict[str, object] | None = None) -> bool:
     """The ``starter`` setting: whether the built-in pack's starter head is fitted and applied (default on).
 
     ``TRIAGE_STARTER`` in the environment (a switch: :data:`triage.environment.WORDS`) beats the config key;

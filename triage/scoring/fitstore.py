@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from triage.errors import InputError
 from triage.scoring.calibrate import Calibration, DamagedCalibration, read_calibration, write_calibration
@@ -29,10 +29,27 @@ from triage.scoring.options import DEFAULT_READOUT
 from triage.store.files import set_aside
 from triage.store.paths import user_dirs
 
+if TYPE_CHECKING:
+    from triage.domain.pack import Pack
+    from triage.scoring.protocol import ModelIdentity
+
 log = logging.getLogger(__name__)
 
 
-def check_keys(fit: Any, *, model_sha256: str, pack_hash: str, prompt_format: str) -> str | None:
+class Keyed(Protocol):
+    """What a fit is stored under: a :class:`~triage.scoring.calibrate.Calibration` or a learned head."""
+
+    @property
+    def model_sha256(self) -> str: ...
+
+    @property
+    def pack_hash(self) -> str: ...
+
+    @property
+    def prompt_format(self) -> str: ...
+
+
+def check_keys(fit: Keyed, *, model_sha256: str, pack_hash: str, prompt_format: str) -> str | None:
     """Why ``fit`` (a calibration or a learned head) does not fit this
     model, pack and prompt format, or None when it does."""
     problems = []
@@ -103,7 +120,7 @@ def find_calibration(
 
 
 def auto_calibration(
-    engine: Any, pack: Any, readout: str = DEFAULT_READOUT, notice: Callable[[str], None] | None = None
+    engine: ModelIdentity, pack: Pack, readout: str = DEFAULT_READOUT, notice: Callable[[str], None] | None = None
 ) -> Calibration | None:
     """The stored calibration for this engine, pack and readout, loaded and checked, or None.
 
@@ -116,7 +133,9 @@ def auto_calibration(
     return load_calibration(path, engine=engine, pack=pack, readout=readout) if path else None
 
 
-def load_calibration(path: str | Path, *, engine: Any, pack: Any, readout: str = DEFAULT_READOUT) -> Calibration:
+def load_calibration(
+    path: str | Path, *, engine: ModelIdentity, pack: Pack, readout: str = DEFAULT_READOUT
+) -> Calibration:
     """Read a calibration file and check that it was fitted for this engine, pack and readout.
 
     Raises:
@@ -133,7 +152,9 @@ def load_calibration(path: str | Path, *, engine: Any, pack: Any, readout: str =
     return cal
 
 
-def check_head(head: Head, *, engine: Any, pack: Any, readout: str = "label", read: str | None = None) -> str | None:
+def check_head(
+    head: Head, *, engine: ModelIdentity, pack: Pack, readout: str = "label", read: str | None = None
+) -> str | None:
     """Why ``head`` does not fit this engine, pack and readout, or None when it does.
 
     ``read``: the read position the features will come from (None: wherever the head reads).
@@ -163,7 +184,7 @@ def check_head(head: Head, *, engine: Any, pack: Any, readout: str = "label", re
     return "; ".join(problems) or None
 
 
-def load_head(path: str | Path, *, engine: Any, pack: Any, readout: str = "label") -> Head:
+def load_head(path: str | Path, *, engine: ModelIdentity, pack: Pack, readout: str = "label") -> Head:
     """Read a head file and check that it was fitted for this engine, pack and readout.
 
     Raises:
@@ -221,7 +242,7 @@ def store_starter_head(head: Head) -> Path:
     return written
 
 
-def kept_starter(engine: Any, pack: Any) -> Head | None:
+def kept_starter(engine: ModelIdentity, pack: Pack) -> Head | None:
     """The starter head fitted in this process for this engine and pack whose file could not be written."""
     return _KEPT.get(starter_path(engine.sha256, pack.hash, engine.format_for("label").id))
 
@@ -239,7 +260,7 @@ def shipped_starter_path(model_sha256: str, pack_hash: str, prompt_format: str) 
     return shipped_dir() / head_name(model_sha256, pack_hash, prompt_format)
 
 
-def stored_starter(engine: Any, pack: Any) -> Path | None:
+def stored_starter(engine: ModelIdentity, pack: Pack) -> Path | None:
     """The starter head's file for this engine and pack: the one triage ships for this model, pack and prompt
     format (:func:`shipped_dir`) when it fits, else one fitted here (:func:`starter_path`), else None."""
     keys = (engine.sha256, pack.hash, engine.format_for("label").id)
@@ -251,7 +272,7 @@ def stored_starter(engine: Any, pack: Any) -> Path | None:
     return shipped if shipped.is_file() and starter_unfit(engine, pack, shipped) is None else local
 
 
-def starter_unfit(engine: Any, pack: Any, path: Path) -> str | None:
+def starter_unfit(engine: ModelIdentity, pack: Pack, path: Path) -> str | None:
     """Why the stored starter head at ``path`` cannot be applied to this engine and pack (fitted for another
     model, read position, attention or options; damaged), or None when it fits: then it is fitted again."""
     try:
@@ -270,7 +291,7 @@ class Found:
     path: Path | None = None  # the file the head was read from
 
 
-def auto_head(engine: Any, pack: Any, readout: str = "label", *, starter: bool = False) -> Found:
+def auto_head(engine: ModelIdentity, pack: Pack, readout: str = "label", *, starter: bool = False) -> Found:
     """The stored head for this engine, pack and readout, loaded and checked.
 
     What ``triage score`` and the app call when no ``--head`` is given. The file

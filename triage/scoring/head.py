@@ -67,7 +67,7 @@ class CriterionHead:
     classes: list[str]  # the options the head predicts
     coef: np.ndarray  # (len(classes), n_features + len(options)), scaler folded in
     intercept: np.ndarray  # (len(classes),)
-    info: dict[str, Any] = field(default_factory=dict)  # n, counts, C, cross-validation scores
+    info: dict[str, object] = field(default_factory=dict)  # n, counts, C, cross-validation scores
 
     @property
     def source(self) -> str:

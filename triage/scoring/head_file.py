@@ -31,7 +31,7 @@ SUFFIX = ".npz"
 F16_MAX = 6.0e4  # below float16's largest finite value (65,504)
 
 
-def head_meta(head: Head) -> dict[str, Any]:
+def head_meta(head: Head) -> dict[str, object]:
     """The JSON part of ``head``'s file."""
     return {
         "schema": SCHEMA,
@@ -70,7 +70,7 @@ def write_head(head: Head, path: str | Path, *, backup: bool = False) -> Path:
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         with tmp.open("wb") as fh:
-            np.savez_compressed(fh, **arrays)
+            np.savez_compressed(fh, allow_pickle=True, **arrays)  # numpy's default, named for the type checker
         if backup:
             from triage.store.outputs import replace_keeping_backup
 
@@ -88,7 +88,7 @@ def stored_weights(coef: np.ndarray) -> np.ndarray:
     return coef.astype(np.float16) if np.all(np.abs(coef) < F16_MAX) else coef.astype(np.float32)
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):
@@ -263,7 +263,7 @@ def _read_archive(zf: zipfile.ZipFile, path: Path, shape: tuple[int, int] | None
         raise DamagedHead(f"head file {path} is damaged: {exc}", hint="run `triage learn` again") from None
 
 
-def _count(value: Any, what: str, most: int) -> int:
+def _count(value: object, what: str, most: int) -> int:
     """A width or count from the meta: a whole number between 1 and ``most`` (before anything is sized by it)."""
     if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= most:
         raise ValueError(f"features.{what} is {value!r}; a model's is a whole number from 1 to {most:,}")

@@ -19,13 +19,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triage.errors import TriageError
 from triage.model.digest import sha256_file
 from triage.model.native import NativeVocab, check_n_ctx, check_trained, context_size
 from triage.scoring.prompt import PromptBuilder, PromptFormat, detect_format
 from triage.scoring.tokenizer import NativeTokenizer
+
+if TYPE_CHECKING:
+    from triage.domain.pack import Pack
+    from triage.model.resolve import ModelRef
+    from triage.scoring.engine import Engine
 
 __all__ = ["LazyEngine", "ModelSizes"]
 
@@ -55,11 +60,17 @@ class LazyEngine:
     """
 
     def __init__(
-        self, ref: Any, open_engine: Callable[[], Any], *, n_ctx: int, flash_attn: bool, prompt_style: str = "auto"
+        self,
+        ref: ModelRef,
+        open_engine: Callable[[], Engine],
+        *,
+        n_ctx: int,
+        flash_attn: bool,
+        prompt_style: str = "auto",
     ) -> None:
         check_n_ctx(n_ctx)
         self._open = open_engine
-        self._engine: Any = None
+        self._engine: Engine | None = None
         self.model_path = Path(ref.path)
         self.name = ref.name or self.model_path.stem
         self.stand_in = ref.stand_in
@@ -93,14 +104,14 @@ class LazyEngine:
         return self._sizes.n_ctx
 
     @property
-    def model_info(self) -> dict[str, Any]:
+    def model_info(self) -> dict[str, object]:
         """The ``model`` object of the result schema (as the engine gives it)."""
         return {"name": self.name, "path": str(self.model_path), "sha256": self.sha256, "stand_in": self.stand_in}
 
     def format_for(self, kind: str) -> PromptFormat:
         return self.fmt.with_readout(kind)
 
-    def builder(self, pack: Any, kind: str) -> PromptBuilder:
+    def builder(self, pack: Pack, kind: str) -> PromptBuilder:
         """The prompt builder for ``pack`` and readout ``kind``: the engine's once it is open, else one that
         tokenizes with the model's vocabulary alone (the same token ids)."""
         if self._engine is not None or self._vocab is None:
@@ -112,7 +123,7 @@ class LazyEngine:
             )
         return got
 
-    def engine(self) -> Any:
+    def engine(self) -> Engine:
         """The real engine, loaded now if it was not; it must compute under the identity answered so far."""
         if self._engine is None:
             eng = self._open()

@@ -13,16 +13,20 @@ the other options and leaves that one to the zero-shot readout.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from triage.domain.pack import Criterion, Pack
 from triage.scoring.calibrate import fit_vector_scaling
 from triage.scoring.cue import TAIL
 from triage.scoring.head import ATTENTION, CriterionHead, Head
 from triage.scoring.logistic import Standardizer, fit_logistic, stratified_folds
+
+if TYPE_CHECKING:
+    pass
 
 MIN_PER_OPTION = 5
 # L2 strength candidates, as C = 1 / strength (scikit-learn's name for it)
@@ -43,11 +47,11 @@ class LearnOutcome:
     refused: str | None = None
     backoff: list[str] = field(default_factory=list)  # options left to the zero-shot readout
     c: float | None = None
-    cv: dict[str, float] = field(default_factory=dict)  # cross-validated scores of the chosen fit
+    cv: dict[str, Any] = field(default_factory=dict)  # cross-validated scores of the chosen fit (JSON: c_tried a list)
     warnings: list[str] = field(default_factory=list)
     worse: str | None = None  # kept, but cross-validates worse than zero-shot by more than the noise: why
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """Plain data for reports and the head file's meta."""
         return dict(self.__dict__)
 
@@ -73,6 +77,12 @@ class _RowSpaceLR:
     (``x = z Vᵀ``, ``|w| = |w_z|``) and mapped back: the same solution, on a
     problem with as many columns as rows.
     """
+
+    basis: np.ndarray
+    classes_: np.ndarray
+    row_coef_: np.ndarray
+    intercept_: np.ndarray
+    coef_: np.ndarray
 
     def __init__(self, c: float) -> None:
         self.c = c
@@ -117,7 +127,7 @@ class _Fold:
 
     train: np.ndarray
     test: np.ndarray
-    scaler: Any
+    scaler: Standardizer
     scaled: np.ndarray
     basis: np.ndarray
 
@@ -128,13 +138,15 @@ def _fold(x: np.ndarray, train: np.ndarray, test: np.ndarray, rank: int | None =
     return _Fold(train, test, scaler, scaled, _row_basis(scaled, rank))
 
 
-def _fit_lr(x: np.ndarray, y: np.ndarray, c: float, rank: int | None = None, weight: np.ndarray | None = None) -> Any:
+def _fit_lr(
+    x: np.ndarray, y: np.ndarray, c: float, rank: int | None = None, weight: np.ndarray | None = None
+) -> tuple[Standardizer, _RowSpaceLR]:
     scaler = Standardizer.fit(x)
     scaled = scaler.transform(x)
     return scaler, _RowSpaceLR(c).fit(scaled, y, _row_basis(scaled, rank), weight=weight)
 
 
-def _proba(scaler: Any, lr: Any, x: np.ndarray, classes: Sequence[int]) -> np.ndarray:
+def _proba(scaler: Standardizer, lr: _RowSpaceLR, x: np.ndarray, classes: Sequence[int]) -> np.ndarray:
     p = lr.predict_proba(scaler.transform(x))
     out = np.zeros((len(x), len(classes)))
     for j, c in enumerate(lr.classes_):
@@ -168,7 +180,7 @@ def _balanced_accuracy(p: np.ndarray, y: np.ndarray, classes: Sequence[int]) -> 
 
 
 def fit_criterion(
-    criterion: Any,
+    criterion: Criterion,
     features: np.ndarray,
     logprobs: np.ndarray,
     y: Sequence[int],
@@ -253,13 +265,13 @@ def fit_criterion(
     k_folds = min(folds, rarest)
     best: tuple[float, float, float] | None = None  # (balanced log loss, C, balanced accuracy)
     best_pred = np.zeros((len(yk), len(classes)))
-    folds = [_fold(x, tr, te, rank) for tr, te in stratified_folds(yk, k_folds, SEED)]  # the same folds for every C
-    last: list[_RowSpaceLR | None] = [None] * len(folds)  # each fold's fit at the previous C: a warm start
+    splits = [_fold(x, tr, te, rank) for tr, te in stratified_folds(yk, k_folds, SEED)]  # the same folds for every C
+    last: list[_RowSpaceLR | None] = [None] * len(splits)  # each fold's fit at the previous C: a warm start
     tried: list[float] = []
     for c in c_grid:
         tried.append(float(c))
         pred = np.zeros((len(yk), len(classes)))
-        for i, f in enumerate(folds):
+        for i, f in enumerate(splits):
             w_train = None if wk is None else wk[f.train]
             lr = last[i] = _RowSpaceLR(c).fit(f.scaled, yk[f.train], f.basis, start=last[i], weight=w_train)
             pred[f.test] = _proba(f.scaler, lr, x[f.test], classes)
@@ -322,7 +334,7 @@ def fit_criterion(
     return CriterionHead(ids, [ids[c] for c in classes], coef, icpt, info), out
 
 
-def _folded(scaler: Any, lr: Any, classes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+def _folded(scaler: Standardizer, lr: _RowSpaceLR, classes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     """Weights and intercepts on unscaled inputs, one row per class in ``classes`` order.
 
     ``w · (x - mean) / scale + b`` = ``(w / scale) · x + (b - w · mean / scale)``.
@@ -353,10 +365,10 @@ def engine_keys(engine: Any) -> dict[str, Any]:
 
 
 def fit_head(
-    pack: Any,
-    features: dict[str, np.ndarray],
-    logprobs: dict[str, np.ndarray],
-    labels: dict[str, Sequence[int]],
+    pack: Pack,
+    features: Mapping[str, np.ndarray],
+    logprobs: Mapping[str, np.ndarray],
+    labels: Mapping[str, Sequence[int]],
     *,
     model_sha256: str,
     prompt_format: str,
@@ -367,7 +379,7 @@ def fit_head(
     attention: str = ATTENTION,
     criteria: Sequence[str] | None = None,
     on_criterion: Callable[[str, int], None] | None = None,
-    weights: dict[str, Sequence[float]] | None = None,
+    weights: Mapping[str, Sequence[float]] | None = None,
     **fit_kw: Any,
 ) -> tuple[Head, list[LearnOutcome]]:
     """Fit every criterion that has labels (refused ones are left out of the head).
@@ -399,10 +411,10 @@ def fit_head(
         kw = {"hidden_width": n_embd, **fit_kw}
         if weights is not None and crit.id in weights:
             kw["weight"] = weights[crit.id]
-        head, outcome = fit_criterion(crit, features[crit.id], logprobs[crit.id], labels[crit.id], **kw)
+        fitted, outcome = fit_criterion(crit, features[crit.id], logprobs[crit.id], labels[crit.id], **kw)
         outcomes.append(outcome)
-        if head is not None:
-            heads[crit.id] = head
+        if fitted is not None:
+            heads[crit.id] = fitted
     report = {
         "settings": {k: v for k, v in fit_kw.items() if k != "c_grid"},
         "criteria": [o.to_dict() for o in outcomes],

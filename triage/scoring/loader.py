@@ -7,7 +7,7 @@ context size, threads and the stable-prefix cache behave the same everywhere.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triage.model.native import FLASH_ATTN
 from triage.scoring.engine import Engine
@@ -15,9 +15,12 @@ from triage.scoring.prefix import StableCache
 from triage.settings import DEFAULTS
 from triage.store.config import load_config
 
+if TYPE_CHECKING:
+    pass
+
 
 def engine_settings(
-    n_ctx: int | None = None, threads: int | None = None, config: dict[str, Any] | None = None
+    n_ctx: int | None = None, threads: int | None = None, config: dict[str, object] | None = None
 ) -> dict[str, Any]:
     """Context size and threads: explicit values, then the config file, then defaults.
 
@@ -41,7 +44,7 @@ def engine_settings(
         threads = check_threads(threads, f"--threads {threads}")
     elif "threads" in config:
         threads = check_threads(config["threads"], config_source("threads", config["threads"]))
-    settings: dict[str, Any] = {"n_ctx": n_ctx, "threads": threads}
+    settings: dict[str, object] = {"n_ctx": n_ctx, "threads": threads}
     if "thread_cache_mib" in config:
         mib = config["thread_cache_mib"]
         if not isinstance(mib, int) or isinstance(mib, bool) or not 0 <= mib <= 1 << 20:

@@ -47,7 +47,7 @@ class Standardizer:
         return (np.asarray(x, dtype=np.float64) - self.mean_) / self.scale_
 
 
-def stratified_folds(y: Sequence[int], k: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+def stratified_folds(y: Sequence[int] | np.ndarray, k: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
     """``k`` (train, test) index pairs, each class spread over the test folds as evenly as it divides.
 
     The assignment is scikit-learn's ``StratifiedKFold(k, shuffle=True, random_state=seed)``'s, so that

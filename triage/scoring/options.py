@@ -16,9 +16,12 @@ the ``Literal`` types here, never retyped.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Literal, get_args
 
 from triage.errors import InputError, TriageError
+
+if TYPE_CHECKING:
+    from triage.domain.pack import Pack
 
 Mode = Literal["fanout", "serial"]
 """The engine's own schedules: ``fanout``, every tail in one batch; ``serial``, tails in turn (eval's letters)."""
@@ -56,6 +59,11 @@ def check_choice(value: object, choices: tuple[str, ...], what: str, source: str
     raise TriageError(f"{source or what}: unknown {what} {value!r}; use one of {', '.join(choices)}", exit_code=2)
 
 
+def as_readout(value: object, source: str | None = None) -> Readout:
+    """``value`` as a :data:`Readout`, checked as :func:`check_choice` checks it."""
+    return "letter" if check_choice(value, READOUTS, "readout", source) == "letter" else "label"
+
+
 @dataclass(frozen=True)
 class ScoreOptions:
     """How to score: the readout, the mode, orderings, prior.
@@ -87,12 +95,12 @@ class ScoreOptions:
         check_choice(self.orderings, ORDERINGS, "orderings")
 
 
-def effective_orderings(readout: str, orderings: str) -> Orderings:
+def effective_orderings(readout: str, orderings: Orderings) -> Orderings:
     """The one rule: the label readout asks no option order (``none``); letters ask ``orderings``."""
-    return "none" if readout == "label" else orderings  # type: ignore[return-value]
+    return "none" if readout == "label" else orderings
 
 
-def parse_criteria(arg: str | None, pack: Any, source: str = "--criteria") -> tuple[str, ...] | None:
+def parse_criteria(arg: str | None, pack: Pack, source: str = "--criteria") -> tuple[str, ...] | None:
     """``--criteria a,b`` as ids of ``pack``, checked before any model loads.
 
     Raises:

@@ -35,7 +35,7 @@ from typing import Literal
 from triage.domain.pack import Criterion, Pack
 from triage.domain.thread import Message, compact
 from triage.errors import TriageError
-from triage.scoring.options import DEFAULT_READOUT, READOUTS, Readout, check_choice
+from triage.scoring.options import DEFAULT_READOUT, READOUTS, Readout, as_readout
 from triage.scoring.prompt_spec import PromptSpec
 from triage.scoring.readout import ReadoutKind, option_meaning, readout_for
 from triage.scoring.tokenizer import Tokenizer
@@ -85,16 +85,16 @@ class PromptFormat:
 
     def with_readout(self, readout: str) -> PromptFormat:
         """The same format with another readout (``label`` or ``letter``)."""
-        return replace(self, readout=check_readout(readout))  # type: ignore[arg-type]
+        return replace(self, readout=check_readout(readout))
 
 
-def check_readout(readout: str) -> str:
+def check_readout(readout: str) -> Readout:
     """``readout`` when it is ``label`` or ``letter``.
 
     Raises:
         TriageError: any other value (exit code 2).
     """
-    return check_choice(readout, READOUTS, "readout")
+    return as_readout(readout)
 
 
 def detect_format(chat_template: str | None, tokenizer: Tokenizer, prefer: str = "auto") -> PromptFormat:

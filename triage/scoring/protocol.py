@@ -7,13 +7,32 @@ against :class:`ScoringEngine`, never against ``Any`` or a concrete engine.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from triage.domain.pack import Pack
 from triage.domain.result import TicketResult
 from triage.domain.ticket import Ticket
+
+if TYPE_CHECKING:  # annotations only: importing the protocol loads no engine (nor llama.cpp)
+    from triage.errors import TriageError
+    from triage.scoring.decide import Calibration
+    from triage.scoring.head import Head
+    from triage.scoring.options import ScoreOptions
+    from triage.scoring.prompt import PromptBuilder, PromptFormat
+    from triage.scoring.run import Progress, RawReadouts, ScoreEvent, TicketScored
+    from triage.scoring.speed import Speed
+    from triage.scoring.tokenizer import Tokenizer
+
+
+class ModelIdentity(Protocol):
+    """What the policy reads of the model: an :class:`~triage.scoring.engine.Engine`, or what Ray nodes reported."""
+
+    @property
+    def sha256(self) -> str: ...
+
+    def format_for(self, kind: str) -> PromptFormat: ...
 
 
 @runtime_checkable
@@ -31,11 +50,11 @@ class ScoringEngine(Protocol):
         ...
 
     @property
-    def model_info(self) -> dict[str, Any]:
-        """The ``model`` object of the result schema."""
+    def model_info(self) -> dict[str, object]:
+        """The ``model`` object of the result schema (JSON: name, path, sha256, stand_in...)."""
         ...
 
-    def format_for(self, kind: str = ...) -> Any:
+    def format_for(self, kind: str = ...) -> PromptFormat:
         """This model's prompt format (its ``id`` keys stored prefixes, heads and calibrations)."""
         ...
 
@@ -43,20 +62,40 @@ class ScoringEngine(Protocol):
         """Names the stable block's cached state: model, prompt format, pack."""
         ...
 
-    def score(self, ticket: Ticket | str, pack: Pack, options: Any = None, **kw: Any) -> Iterator[Any]:
+    def score(
+        self,
+        ticket: Ticket | str,
+        pack: Pack,
+        options: ScoreOptions | None = None,
+        *,
+        cancel: Callable[[], bool] | None = None,
+        calibration: Calibration | None = None,
+        head: Head | None = None,
+        features: bool = False,
+        progress: Callable[[Progress], None] | None = None,
+    ) -> Iterator[ScoreEvent]:
         """Score one ticket, yielding ``Prefilled``, ``CriterionScored``... then ``TicketScored``."""
         ...
 
-    def score_many(self, tickets: Any, pack: Pack, options: Any = None, **kw: Any) -> Iterator[tuple[Ticket, Any]]:
+    def score_many(
+        self,
+        tickets: Iterable[Ticket],
+        pack: Pack,
+        options: ScoreOptions | None = None,
+        *,
+        calibration: Calibration | None = None,
+        head: Head | None = None,
+        features: bool = False,
+    ) -> Iterator[tuple[Ticket, TicketScored | TriageError]]:
         """Score a backlog one ticket per decode: ``(ticket, TicketScored or the TriageError that stopped it)``."""
         ...
 
-    def score_ticket(self, ticket: Ticket | str, pack: Pack, options: Any = None, **kw: Any) -> TicketResult:
+    def score_ticket(self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None = None) -> TicketResult:
         """Score one ticket and return only the final result."""
         ...
 
-    def raw_readouts(self, ticket: Ticket | str, pack: Pack, options: Any) -> tuple[TicketResult, Any]:
-        """Score and also return each criterion's raw readouts."""
+    def raw_readouts(self, ticket: Ticket | str, pack: Pack, options: ScoreOptions) -> tuple[TicketResult, RawReadouts]:
+        """Score and also return each criterion's raw readouts: ``{criterion id: [(order, log-probs, coverage)]}``."""
         ...
 
     def forget(self, ticket_id: str | None = None) -> None:
@@ -72,11 +111,15 @@ class AppEngine(ScoringEngine, Protocol):
     """What the app needs beyond scoring: the tokenizer (its live token count), the prompt builder, and the
     rate measured over the last scores (its "about N s")."""
 
-    tokenizer: Any  # triage.scoring.tokenizer.Tokenizer
-    speed: Any  # triage.scoring.speed.Speed
+    speed: Speed
 
-    def builder(self, pack: Pack, kind: str = ...) -> Any:
-        """The prompt builder for ``pack`` (a :class:`~triage.scoring.prompt.PromptBuilder`)."""
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The model's tokenizer."""
+        ...
+
+    def builder(self, pack: Pack, kind: str = ...) -> PromptBuilder:
+        """The prompt builder for ``pack``."""
         ...
 
 

@@ -197,8 +197,15 @@ class Reader(Protocol):
     but the last follow in that option's sequence, in the same batch (teacher forcing).
     """
 
-    reads_features: bool  # True when the answer position's features are gathered (a head can read them)
-    takes_head: bool  # False: a learned head reads options by name, so this readout never applies one
+    @property
+    def reads_features(self) -> bool:
+        """True when the answer position's features are gathered (a head can read them)."""
+        ...
+
+    @property
+    def takes_head(self) -> bool:
+        """False: a learned head reads options by name, so this readout never applies one."""
+        ...
 
     def kind(self, ci: int) -> str:
         """What the result schema calls criterion ``ci``'s readout."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -196,7 +195,7 @@ class Run:
         )
 
     def ticket_result(
-        self, ticket: Ticket, pack: Pack, options: ScoreOptions, how: tuple[dict[str, Any], str, str], complete: bool
+        self, ticket: Ticket, pack: Pack, options: ScoreOptions, how: tuple[dict[str, object], str, str], complete: bool
     ) -> TicketResult:
         """The final result of this run; ``how`` is the model's info, the prompt format id and the schedule's name."""
         model, prompt_format, mode = how

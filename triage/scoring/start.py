@@ -10,7 +10,7 @@ decodes (:mod:`triage.bench.packed`) start every score here.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from triage.domain.pack import Pack
 from triage.domain.ticket import Ticket
@@ -19,11 +19,36 @@ from triage.scoring.cue import shared_read
 from triage.scoring.decide import Decider
 from triage.scoring.fitstore import check_head
 from triage.scoring.options import ScoreOptions
+from triage.scoring.protocol import ModelIdentity
 from triage.scoring.run import Run
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from triage.scoring.prompt import PromptBuilder
+    from triage.scoring.readout import Reader
+    from triage.scoring.resident import Resident
+
+
+class RunEngine(ModelIdentity, Protocol):
+    """What a run is started from: the engine's builder and reader, its sizes, its resident state and the stable
+    block's names (:class:`~triage.scoring.engine.Engine`; a protocol, as the engine imports this module)."""
+
+    feature_ids: np.ndarray
+    resident: Resident
+
+    @property
+    def n_ctx(self) -> int: ...
+
+    def prepared(self, pack: Pack, kind: str) -> tuple[PromptBuilder, Reader]: ...
+
+    def stable_key(self, pack: Pack, kind: str = ...) -> str: ...
+
+    def stable_parts(self, pack: Pack, kind: str = ...) -> dict[str, str]: ...
 
 
 def start_run(
-    engine: Any, ticket: Ticket, pack: Pack, options: ScoreOptions, how: tuple[Decider, bool, str | None]
+    engine: RunEngine, ticket: Ticket, pack: Pack, options: ScoreOptions, how: tuple[Decider, bool, str | None]
 ) -> Run:
     """The run context of one score of ``ticket`` on ``engine`` (with its lock held).
 

@@ -21,7 +21,10 @@ import gzip
 import re
 from collections.abc import Iterable
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from triage.model.native import NativeModel, NativeVocab
 
 
 class Tokenizer(Protocol):
@@ -70,7 +73,7 @@ def plain_pieces(text: str, pattern: re.Pattern[str] | None) -> list[str]:
 class NativeTokenizer:
     """A :class:`Tokenizer` over a :class:`triage.model.native.NativeModel`: the one the engine scores with."""
 
-    def __init__(self, native: Any) -> None:
+    def __init__(self, native: NativeModel | NativeVocab) -> None:
         import llama_cpp
 
         self._n = native

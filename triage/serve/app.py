@@ -12,7 +12,7 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -116,7 +116,7 @@ class JSON(JSONResponse):
     """JSON as UTF-8; a string that cannot be UTF-8 (a lone surrogate) is written as a ``\\u`` escape
     instead of failing the response (a 500 from inside the error path)."""
 
-    def render(self, content: Any) -> bytes:
+    def render(self, content: object) -> bytes:
         text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
         try:
             return text.encode("utf-8")
@@ -124,9 +124,9 @@ class JSON(JSONResponse):
             return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
 
 
-def error_body(message: str, field_name: str | None = None, hint: str | None = None) -> dict[str, Any]:
+def error_body(message: str, field_name: str | None = None, hint: str | None = None) -> dict[str, object]:
     """The one error body: ``{"error": message, "field": name, "hint": what to do}``."""
-    body: dict[str, Any] = {"error": message}
+    body: dict[str, object] = {"error": message}
     if field_name is not None:
         body["field"] = field_name
     if hint:
@@ -140,7 +140,7 @@ def error(
     *,
     field_name: str | None = None,
     hint: str | None = None,
-    headers: dict[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
     """An error response: :func:`error_body` with its status."""
     return JSON(error_body(message, field_name, hint), status_code=status, headers=headers)
@@ -328,7 +328,7 @@ def prepare(req: ScoreRequest, settings: ServeSettings, loop: asyncio.AbstractEv
     return Job(ticket, pack, options, keep, loop)
 
 
-def sse(kind: str, data: Any) -> bytes:
+def sse(kind: str, data: object) -> bytes:
     """One server-sent event: ``event: kind`` and its JSON ``data`` on one line."""
     return f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode("utf-8")
 
@@ -549,7 +549,7 @@ def create_app(worker: EngineWorker, settings: ServeSettings) -> Starlette:
     )
 
 
-def health_of(worker: EngineWorker, settings: ServeSettings) -> dict[str, Any]:
+def health_of(worker: EngineWorker, settings: ServeSettings) -> dict[str, object]:
     """``GET /v1/health``: the model, the packs, what decides (head, calibration), the hit rate, the queue, and
     how far a starter head's fit in the background is (``starter``)."""
     engine = worker.engine

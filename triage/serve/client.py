@@ -240,7 +240,7 @@ def _error_of(body: bytes) -> dict[str, Any]:
     return data if isinstance(data, dict) and isinstance(data.get("error"), str) else {}
 
 
-def _message(status: int, err: dict[str, Any]) -> str:
+def _message(status: int, err: dict[str, object]) -> str:
     text = err.get("error") or http.client.responses.get(status, "an unexpected answer")
     field = err.get("field")
     return f"{text} (HTTP {status}{f', field {field}' if field else ''})"

@@ -6,21 +6,33 @@ route is in it, and every field a request may hold).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from triage import __version__
 from triage.serve import listing
 
 
-def _json(schema: str) -> dict[str, Any]:
+class Documented(Protocol):
+    """What the document says of the server's settings (:class:`~triage.serve.app.ServeSettings`; a protocol, as
+    the app imports this module)."""
+
+    token: str | None
+    max_ticket_bytes: int
+
+    @property
+    def packs(self) -> Mapping[str, object]: ...
+
+
+def _json(schema: str) -> dict[str, object]:
     return {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}}
 
 
-def _err(description: str) -> dict[str, Any]:
+def _err(description: str) -> dict[str, object]:
     return {"description": description, "content": _json("Error")}
 
 
-def openapi(settings: Any) -> dict[str, Any]:
+def openapi(settings: Documented) -> dict[str, Any]:
     """The document; ``settings`` (:class:`~triage.serve.app.ServeSettings`) gives the packs and limits."""
     packs = list(settings.packs)
     score_body = {
@@ -82,7 +94,7 @@ def openapi(settings: Any) -> dict[str, Any]:
             },
         },
     }
-    ticket = {
+    ticket: dict[str, Any] = {
         "type": "object",
         "required": ["id", "text", "messages", "status", "result", "labels"],
         "properties": {
@@ -149,7 +161,7 @@ def openapi(settings: Any) -> dict[str, Any]:
         "required": ["history", "ticket"],
         "properties": {"history": {"type": "string", "description": "the history file"}, "ticket": ticket},
     }
-    secured = [{"bearer": []}] if settings.token else []
+    secured: list[dict[str, list[str]]] = [{"bearer": []}] if settings.token else []
     common = {
         "400": _err("the body's keys are not Unicode text, or the request is not HTTP/1.1"),
         "401": _err("no or a wrong bearer token"),

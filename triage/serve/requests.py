@@ -60,7 +60,7 @@ class Malformed(Exception):
         self.hint = hint
 
 
-def check_keys(value: Any) -> None:
+def check_keys(value: object) -> None:
     """Refuse a body whose object keys, at any depth, hold a lone UTF-16 surrogate (``"\\udc80"``):
     no field has such a name, and it cannot be written back as UTF-8 in an error naming the field.
 
@@ -101,7 +101,7 @@ class ScoreRequest:
     id: str | None
     text: str | None
     pack: str | None = None
-    messages: list[Any] | None = None  # a thread: [{"role", "text"}, ...] (checked by make_ticket)
+    messages: list[object] | None = None  # a thread: [{"role", "text"}, ...] (checked by make_ticket)
     criteria: tuple[str, ...] | None = None
     history: bool | None = None
 
@@ -151,7 +151,7 @@ def _ticket_id(body: Mapping[str, Any], *, required: bool) -> str | None:
     return text
 
 
-def _flag(body: Mapping[str, Any], key: str) -> bool | None:
+def _flag(body: Mapping[str, object], key: str) -> bool | None:
     value = body.get(key)
     if value is None or isinstance(value, bool):
         return value
@@ -174,7 +174,7 @@ def parse_score(body: object, *, max_ticket_bytes: int = DEFAULT_MAX_TICKET_BYTE
             raise Invalid(
                 "messages", f"field 'messages' must be a list of {{role, text}}, not {type(messages).__name__}"
             )
-        parts = [m.get("text") for m in messages if isinstance(m, Mapping) and isinstance(m.get("text"), str)]
+        parts = [t for m in messages if isinstance(m, Mapping) and isinstance(t := m.get("text"), str)]
         text_for_size = "".join(parts)
     elif text is None:
         raise Invalid("text", "field 'text' is required (the ticket's text), or 'messages' for a thread")

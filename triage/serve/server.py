@@ -31,13 +31,17 @@ import logging
 import resource
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from triage.serve.limits import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS
+
+if TYPE_CHECKING:
+    from triage.serve.worker import EngineWorker
 
 log = logging.getLogger("triage.serve")
 
@@ -77,7 +81,7 @@ def connection_cap(requested: int, limit: int | None = None) -> int:
     return min(requested, room)
 
 
-def json_error_response(status: int, reason: str, body: dict[str, Any]) -> bytes:
+def json_error_response(status: int, reason: str, body: dict[str, object]) -> bytes:
     """A whole HTTP/1.1 response with the JSON error ``body``, closing the connection."""
     data = json.dumps(body, ensure_ascii=True).encode("ascii")
     head = (
@@ -184,7 +188,7 @@ class GuardedH11(H11Protocol):
         self.phase = "head"  # head: waiting for (the rest of) the headers; body; busy: a whole request
         self.lingering = False
         self.answered_one = False  # a response went out on it: with nothing since, it is an idle keep-alive
-        self._cycle_seen: Any = None
+        self._cycle_seen: object = None
 
     @property
     def owes_answer(self) -> bool:
@@ -280,7 +284,7 @@ class GuardedH11(H11Protocol):
         answering = cycle is not None and not cycle.response_complete and self.phase != "head"
         answered = False
         if status and not (answering and cycle.response_started):
-            body: dict[str, Any] = {"error": message}
+            body: dict[str, object] = {"error": message}
             if hint:
                 body["hint"] = hint
             try:
@@ -313,7 +317,9 @@ def protocol_for(gate: Gate) -> type[GuardedH11]:
 class TriageServer(uvicorn.Server):
     """uvicorn's server; on shutdown the worker stops first, so every request gets its JSON answer."""
 
-    def __init__(self, config: uvicorn.Config, worker: Any, gate: Gate, on_started: Any = None) -> None:
+    def __init__(
+        self, config: uvicorn.Config, worker: EngineWorker, gate: Gate, on_started: Callable[[], None] | None = None
+    ) -> None:
         super().__init__(config)
         self.worker = worker
         self.gate = gate
@@ -365,14 +371,16 @@ def quiet_accept_errors() -> None:
         logger.addFilter(_OncePerMinute())
 
 
-def build_server(app: Any, worker: Any, gate: Gate, on_started: Any = None, **config: Any) -> TriageServer:
+def build_server(
+    app: Any, worker: EngineWorker, gate: Gate, on_started: Callable[[], None] | None = None, **config: Any
+) -> TriageServer:
     """The server of ``app``, to run on a socket from :func:`bind` (``server.run(sockets=[sock])``).
 
     uvicorn's own access log is off (the app logs each request, escaped); the protocol is
     :class:`GuardedH11` bound to ``gate``; ``on_started()`` is called once it accepts connections;
     ``config`` overrides any uvicorn setting."""
     quiet_accept_errors()
-    settings = dict(
+    settings: dict[str, Any] = dict(  # uvicorn.Config's keywords
         access_log=False,
         log_level="warning",
         server_header=False,

@@ -19,12 +19,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from triage.domain.pack import Pack
 from triage.evaluation.progress import PlainProgress, SmoothRate, duration
+
+if TYPE_CHECKING:
+    from triage.scoring.protocol import ScoringEngine
 
 STATES = ("fitting", "fitting head", "done", "failed", "stopped")
 
@@ -32,7 +35,9 @@ STATES = ("fitting", "fitting head", "done", "failed", "stopped")
 class StarterFit:
     """The starter head's fit in the background of one server; :meth:`run` is the engine thread's chore."""
 
-    def __init__(self, engine: Any, pack: Pack, *, say: Callable[[str], None], console: Console | None = None) -> None:
+    def __init__(
+        self, engine: ScoringEngine, pack: Pack, *, say: Callable[[str], None], console: Console | None = None
+    ) -> None:
         from triage.evaluation.starter import CriterionClock, starter_rows
 
         self.engine = engine
@@ -119,7 +124,7 @@ class StarterFit:
             return not fitter.is_alive()
         return True
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         """``GET /v1/health``'s ``starter``: the state, rows done of all, the measured rate and the time left."""
         with self._lock:
             now = self.ended if self.ended is not None else time.monotonic()

@@ -9,12 +9,15 @@ agent's answers as ``triage label`` does (origin ``serve``), with the same check
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from triage.serve.requests import Invalid
 
+if TYPE_CHECKING:
+    from triage.store.history import History
 
-def record_labels(history_path: Path | None, ticket_id: str, labels: dict[str, str]) -> list[dict[str, Any]]:
+
+def record_labels(history_path: Path | None, ticket_id: str, labels: dict[str, str]) -> list[dict[str, object]]:
     """Record labels as ``triage label`` does (origin ``serve``); the same checks and errors.
 
     Raises:
@@ -41,7 +44,7 @@ def record_labels(history_path: Path | None, ticket_id: str, labels: dict[str, s
     ]
 
 
-def recent_tickets(history_path: Path | None, limit: int) -> dict[str, Any]:
+def recent_tickets(history_path: Path | None, limit: int) -> dict[str, object]:
     """``GET /v1/tickets``: the history's newest tickets (by their last change), each with its messages, the
     status of its newest score, its newest finished result and its labels now (each with ``given_at``: the
     message count it was given on, None where it does not stand for that result).
@@ -69,7 +72,7 @@ def recent_tickets(history_path: Path | None, limit: int) -> dict[str, Any]:
     return {"history": str(history.path), "tickets": out}
 
 
-def _entry(history: Any, row: int) -> dict[str, Any]:
+def _entry(history: History, row: int) -> dict[str, object]:
     """One ticket of the history, whole: its messages, the status of its newest score, its newest finished
     result, its labels now."""
     from triage.errors import InputError
@@ -103,7 +106,7 @@ def _entry(history: Any, row: int) -> dict[str, Any]:
     }
 
 
-def one_ticket(history_path: Path | None, ticket_id: str) -> dict[str, Any]:
+def one_ticket(history_path: Path | None, ticket_id: str) -> dict[str, object]:
     """``GET /v1/tickets/{id}``: one ticket of the history, whole (every message, uncut), as the listing
     shows it before :func:`triage.serve.listing.summarise`.
 

@@ -21,7 +21,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triage.domain.pack import Pack
 from triage.domain.result import CriterionResult
@@ -30,6 +30,9 @@ from triage.errors import TriageError
 from triage.scoring.options import ScoreOptions
 from triage.session import Session, record_quietly
 from triage.settings import DEFAULTS
+
+if TYPE_CHECKING:
+    from triage.serve.starter_fit import StarterFit
 
 log = logging.getLogger("triage.serve")
 
@@ -67,7 +70,7 @@ class QueueFull(Exception):
         self.retry_after = retry_after
 
 
-def criterion_dict(c: CriterionResult) -> dict[str, Any]:
+def criterion_dict(c: CriterionResult) -> dict[str, object]:
     """One criterion as it appears in ``criteria`` of the ``triage.result/3`` JSON (``TicketResult.to_dict``)."""
     d = asdict(c)
     d["choice_label"] = c.choice_label
@@ -103,13 +106,13 @@ class Job:
             self.cancelled.set()
 
     @property
-    def cancel_error(self) -> dict[str, Any]:
+    def cancel_error(self) -> dict[str, object]:
         """The error event of a job that was cancelled (before it started or mid-score)."""
         if self.reason == "shutdown":
             return STOPPED_MID_SCORE if self.started else STOPPING
         return CLIENT_GONE if self.started else {"status": 499, "error": "cancelled before it started"}
 
-    def emit(self, kind: str, data: Any) -> None:
+    def emit(self, kind: str, data: object) -> None:
         """Hand one event to the request's loop (from the engine thread)."""
         if kind in TERMINAL:
             self.finished = True
@@ -133,7 +136,7 @@ class Stats:
     prefix_cached: int = 0
     recent_ms: deque[float] = field(default_factory=lambda: deque(maxlen=20))
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "served": self.served,
             "cancelled": self.cancelled,
@@ -160,7 +163,7 @@ class EngineWorker:
         if queue_limit < 1:
             raise ValueError("queue_limit must be at least 1")
         self.session = session
-        self.engine = session.engine
+        self.engine = session.scorer  # a worker scores: its session has an engine
         self.queue_limit = queue_limit
         self.owns_engine = owns_engine
         self.stats = Stats()
@@ -171,7 +174,7 @@ class EngineWorker:
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="triage-engine", daemon=True)
         self._chore: Callable[[Callable[[], None]], None] | None = None
-        self.starter: Any = None  # a StarterFit in the background (triage.serve.starter_fit), for /v1/health
+        self.starter: StarterFit | None = None  # a StarterFit in the background, for /v1/health
 
     def run_first(self, chore: Callable[[Callable[[], None]], None]) -> None:
         """Run ``chore(between)`` on the engine thread as soon as it starts (call before :meth:`start`), serving

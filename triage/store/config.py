@@ -19,7 +19,6 @@ import re
 import time
 import tomllib
 from pathlib import Path
-from typing import Any
 
 from triage import gate
 from triage.bounded import Bounded
@@ -71,7 +70,7 @@ def _where(path: Path, text: str, key: str) -> str:
     return f"config file {path}" + (f" line {found[0]}" if found else "")
 
 
-def _read(path: Path) -> tuple[dict[str, Any], str] | None:
+def _read(path: Path) -> tuple[dict[str, object], str] | None:
     """The file's table and text, checked against the settings (None: no file).
 
     Raises:
@@ -123,7 +122,7 @@ def _read(path: Path) -> tuple[dict[str, Any], str] | None:
     return data, text
 
 
-def load_config(path: Path | None = None) -> dict[str, Any]:
+def load_config(path: Path | None = None) -> dict[str, object]:
     """The config file's settings, checked; a missing file is an empty config.
 
     Removed keys are left out (:func:`retired_notes` says so).
@@ -157,7 +156,7 @@ def retired_notes(path: Path | None = None) -> list[str]:
     ]
 
 
-def _toml_value(value: Any) -> str:
+def _toml_value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
@@ -166,7 +165,7 @@ def _toml_value(value: Any) -> str:
     return f'"{text}"'
 
 
-def save_config(updates: dict[str, Any], path: Path | None = None) -> Path:
+def save_config(updates: dict[str, object], path: Path | None = None) -> Path:
     """Merge ``updates`` into the config file, atomically.
 
     A config file that does not parse is renamed aside first, never lost. Removed keys the

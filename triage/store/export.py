@@ -23,7 +23,7 @@ import json
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from triage.domain.result import CriterionResult, TicketResult, readout_words
 from triage.render import bar
@@ -47,11 +47,11 @@ def to_json(result: TicketResult, labels: Labels | None = None) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
-def labels_json(result: TicketResult, labels: Labels) -> dict[str, dict[str, Any]]:
+def labels_json(result: TicketResult, labels: Labels) -> dict[str, dict[str, object]]:
     """The agent's answers, per criterion of ``result``: ``option`` (the decision that stands), ``kind``
     (``correction`` or ``confirmation``), ``shown`` (the decision shown when it was given), ``model`` (the
     model's choice in this result) and ``given_at`` (the thread's messages then)."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, object]] = {}
     for c in result.criteria:
         s = labels.get(c.id)
         if s is not None:

@@ -43,7 +43,7 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
     return path
 
 
-def json_safe(value: Any) -> Any:
+def json_safe(value: object) -> Any:
     """``value`` with NaN and infinities (which are not JSON) replaced by None, at any depth."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -54,7 +54,7 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def write_json_atomic(path: str | Path, value: Any) -> Path:
+def write_json_atomic(path: str | Path, value: object) -> Path:
     """Write ``value`` as indented JSON (NaN as null), atomically."""
     return write_text_atomic(path, json.dumps(json_safe(value), indent=2, ensure_ascii=False) + "\n")
 

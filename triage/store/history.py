@@ -73,7 +73,7 @@ class HistoryEntry:
     pack: str | None  # "name vVERSION"
     summary: str | None
     total_ms: float | None
-    when: Any  # when the score started (or the ticket was saved), as stored: shown through triage.store.times
+    when: object  # when the score started (or the ticket was saved), as stored: shown through triage.store.times
     messages: int = 1  # the ticket's messages now (a thread grows)
     scored: int = 1  # of them, how many this score scored
 
@@ -329,7 +329,7 @@ class History:
         return self._thread(ticket_row)
 
     def start_score(
-        self, ticket_row: int, *, model: dict[str, Any], pack: dict[str, Any], orderings: str, messages: int = 1
+        self, ticket_row: int, *, model: dict[str, object], pack: dict[str, object], orderings: str, messages: int = 1
     ) -> int:
         """Record that scoring of a saved ticket (its first ``messages`` messages) has started; returns the score id."""
         with tx(self._conn, self.path):

@@ -189,13 +189,12 @@ def record_many(history: History, batch: Iterable[tuple[ScoredTicket, list[Answe
     with history.transaction() as conn:
         for s, answers in checked:
             for a in answers:
-                values = _insert(conn, s, a, origin, now)
-                stored.append(Label(values[0], *values[1:12], origin, now))
+                stored.append(_insert(conn, s, a, origin, now))
     return stored
 
 
-def _insert(conn: Any, s: ScoredTicket, a: Answer, origin: str, now: float) -> tuple[Any, ...]:
-    """Insert one checked answer; returns (id, ticket, score, criterion, option, kind, shown..., pack_hash)."""
+def _insert(conn: Any, s: ScoredTicket, a: Answer, origin: str, now: float) -> Label:
+    """Insert one checked answer; returns it as stored."""
     crit = next(c for c in s.result.criteria if c.id == a.criterion)
     kind = "confirmation" if a.option == crit.choice else "correction"
     values = (
@@ -222,7 +221,7 @@ def _insert(conn: Any, s: ScoredTicket, a: Answer, origin: str, now: float) -> t
            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
         values,
     )
-    return (int(cur.lastrowid or 0), *values[:11])
+    return Label(int(cur.lastrowid or 0), *values[:11], origin, now)
 
 
 @dataclass(frozen=True)
@@ -323,9 +322,9 @@ def record_rows(history: History, rows: Iterable[LabelRow], *, origin: str, sour
                     )
                     if bad:
                         continue  # nothing will be stored: only the checks go on
-                    values = _insert(conn, scored, a, origin, now)
+                    label = _insert(conn, scored, a, origin, now)
                     stored += 1
-                    corrections += values[5] == "correction"
+                    corrections += label.kind == "correction"
             tickets = int(conn.execute("SELECT count(DISTINCT ticket) FROM temp.given").fetchone()[0])
         finally:
             conn.execute("DROP TABLE IF EXISTS temp.given")
@@ -404,7 +403,7 @@ def count_since(history: History, pack_hash: str, since: float) -> int:
     return int(row[0])
 
 
-def export_rows(history: History) -> list[dict[str, Any]]:
+def export_rows(history: History) -> list[dict[str, object]]:
     """The history's labels in ``triage learn``'s input format: one row per (ticket, pack), newest answers.
 
     Rows are ``{"id", "text", "pack", "labels": {criterion: option}}`` (``pack``: the name of the pack the labels
@@ -436,7 +435,7 @@ def parse_pairs(pairs: Iterable[str]) -> list[Answer]:
     return out
 
 
-def answers_from_mapping(labels: Mapping[str, Any], where: str) -> list[Answer]:
+def answers_from_mapping(labels: Mapping[str, object], where: str) -> list[Answer]:
     """A JSON object ``{criterion: option}`` as answers.
 
     Raises:

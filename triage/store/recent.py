@@ -39,7 +39,7 @@ class RecentTicket:
 
     row: int
     ticket_id: str
-    when: Any  # its newest score's start, else when the ticket was saved, as stored (see triage.store.times)
+    when: object  # its newest score's start, else when the ticket was saved, as stored (see triage.store.times)
     first_line: str  # the first non-empty line of its text, at most FIRST_LINE_CHARS characters
     messages: int  # a thread's messages (1 for a plain ticket)
     status: str  # the newest score's status (done, cancelled, failed, running), "" when never scored
@@ -47,7 +47,7 @@ class RecentTicket:
     decisions: tuple[Decision, ...]  # of the newest score with a result (() when none)
     labels: dict[str, lab.Label]  # criterion -> the newest answer
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The ticket as one JSON object (``triage history --json``)."""
         out = {
             "id": self.ticket_id,
@@ -109,7 +109,7 @@ def recent(
     return out
 
 
-def _ticket(history: History, row: int, ticket_id: str, text: str, when: Any) -> RecentTicket:
+def _ticket(history: History, row: int, ticket_id: str, text: str, when: object) -> RecentTicket:
     conn = history.conn
     newest = conn.execute(
         "SELECT status FROM scores WHERE ticket = ? ORDER BY started_at DESC, id DESC LIMIT 1", (row,)

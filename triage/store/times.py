@@ -17,7 +17,7 @@ from typing import Any
 UNKNOWN = "unknown"
 
 
-def seconds(value: Any) -> float | None:
+def seconds(value: object) -> float | None:
     """``value`` as seconds since the epoch, or None when it is no time that can be shown."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -31,19 +31,19 @@ def seconds(value: Any) -> float | None:
     return float(value)
 
 
-def shown(value: Any, fmt: str = "%Y-%m-%d %H:%M") -> str:
+def shown(value: object, fmt: str = "%Y-%m-%d %H:%M") -> str:
     """The local time ``value`` stands for, in ``fmt``; ``unknown`` when it is no time."""
     t = seconds(value)
     return UNKNOWN if t is None else time.strftime(fmt, time.localtime(t))
 
 
-def iso(value: Any) -> str | None:
+def iso(value: object) -> str | None:
     """The UTC time ``value`` stands for, ISO 8601 to the second; None when it is no time."""
     t = seconds(value)
     return None if t is None else datetime.fromtimestamp(t, tz=timezone.utc).isoformat(timespec="seconds")
 
 
-def raw(value: Any) -> Any:
+def raw(value: object) -> Any:
     """``value`` as JSON can hold it (a number, a string or None), for a listing that shows an unknown time's raw
     value."""
     if isinstance(value, bytes):

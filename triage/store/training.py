@@ -16,11 +16,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from triage.store import features as feat
 from triage.store import labels as lab
 from triage.store.history import History
+
+if TYPE_CHECKING:
+    from triage.domain.pack import Pack
 
 
 @dataclass
@@ -70,7 +73,7 @@ def _warnings(history: History, score_id: int) -> list[str]:
         return []
 
 
-def training_rows(history: History, pack: Any, identity: feat.Identity) -> HistoryTraining:
+def training_rows(history: History, pack: Pack, identity: feat.Identity) -> HistoryTraining:
     """Every labelled ticket of ``history`` as training rows for ``pack`` (oldest first answer first)."""
     by_crit = {c.id: {o.id for o in c.options} for c in pack.criteria}
     rows: dict[int, HistoryRow] = {}

@@ -7,12 +7,12 @@ app -> commands -> screens.main and has no circle.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from textual.app import SystemCommand
-from textual.command import SimpleCommand
+from textual.command import CommandListItem, SimpleCommand
 
 from triage.domain.pack import Pack, default_pack, load_pack
 from triage.errors import TriageError
@@ -33,7 +33,7 @@ class PaletteApp(Protocol):
 
     def push_screen(self, screen: Any, callback: Callable[[Any], Any] | None = ...) -> Any: ...
 
-    def search_commands(self, commands: Iterable[SimpleCommand], placeholder: str = ...) -> Any: ...
+    def search_commands(self, commands: Sequence[CommandListItem], placeholder: str = ...) -> Any: ...
 
     def action_history(self) -> None: ...
 

@@ -20,7 +20,7 @@ import logging
 import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from triage.domain.pack import Pack
 from triage.domain.ticket import Ticket
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from triage.domain.result import TicketResult
     from triage.scoring.fit import Fits
     from triage.scoring.protocol import AppEngine
+    from triage.scoring.run import Progress
     from triage.store.history import History
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ class Desk:
         on_fault: called with one line when a history write fails.
     """
 
-    def __init__(self, history: History, config: dict[str, Any], *, on_fault: Callable[[str], None]) -> None:
+    def __init__(self, history: History, config: dict[str, object], *, on_fault: Callable[[str], None]) -> None:
         self.history = history
         self.config = config
         self.settings = Settings.of(config)
@@ -84,7 +85,7 @@ class Desk:
             )
         return self._session
 
-    def record(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
+    def record(self, fn: Callable[..., T], *args: object, **kwargs: object) -> T | None:
         """Write to the history; a failure is said (``on_fault``), never fatal: returns None."""
         from triage.store.history_faults import HistoryFault
 
@@ -138,7 +139,7 @@ class Desk:
             fits = choose_fits(engine, sub.pack, sub.options, FitRequest(no_calibration=True, starter=request.starter))
         notices: dict[str, str | None] = {}
         for about in ("head", "calibration"):
-            said = fits.passed_over(about) + ([refused] if refused and about == "calibration" else [])  # type: ignore[arg-type]
+            said = fits.passed_over(about) + ([refused] if refused and about == "calibration" else [])
             notices[about] = " ".join(said) if said else None
         return FitChoice(fits, notices)
 
@@ -149,13 +150,13 @@ class Desk:
         fits: Fits,
         *,
         cancel: Callable[[], bool],
-        progress: Callable[[Any], None] | None = None,
-    ) -> Iterator[Any]:
+        progress: Callable[[Progress], None] | None = None,
+    ) -> Iterator[object]:
         """The engine's events for ``sub`` (the score worker's thread; writes nothing): what a head reads comes
         back on the final event when the score has a history row."""
         yield from self.session(engine).events(self._scoring(sub), fits=fits, cancel=cancel, progress=progress)
 
-    def decided(self, submission: int, result: TicketResult, kept: dict[str, Any]) -> Submission | None:
+    def decided(self, submission: int, result: TicketResult, kept: dict[str, object]) -> Submission | None:
         """Keep a finished score (stale ones too) with what a head reads; returns its submission (None: unknown)."""
         sub = self.subs.pop(submission, None)
         if sub is None:

@@ -8,11 +8,14 @@ result never overwrites a newer one (history still records it).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual.message import Message
 
 from triage.domain.result import CriterionResult, TicketResult, Tokens
+
+if TYPE_CHECKING:
+    from triage.scoring.head import Head
 
 
 @dataclass
@@ -119,14 +122,14 @@ class TicketDecided(Message):
 
     submission: int
     result: TicketResult
-    kept: dict[str, Any] = field(default_factory=dict)
+    kept: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass
 class HeadLearned(Message):
     """The background re-fit stored a new head (``head`` None: nothing could be learned; ``why`` says)."""
 
-    head: Any
+    head: Head | None
     labels: int
     seconds: float
     why: str | None = None

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
-from typing import Any
 
 from triage.settings import Settings
 
@@ -35,7 +34,7 @@ class UIOptions:
     pack: str | None = None
     n_ctx: int | None = None
     threads: int | None = None
-    config: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, object] = field(default_factory=dict)
     config_notes: tuple[str, ...] = ()
     theme: str | None = None
     remember_theme: bool = True
@@ -45,7 +44,7 @@ class UIOptions:
 
     @classmethod
     def from_args(
-        cls, args: argparse.Namespace, config: dict[str, Any], config_notes: tuple[str, ...] = ()
+        cls, args: argparse.Namespace, config: dict[str, object], config_notes: tuple[str, ...] = ()
     ) -> UIOptions:
         """From the ``triage`` command line (no subcommand) and the config file."""
         return cls(

@@ -47,8 +47,8 @@ class PasteSafeParser(XTermParser):
 
     def feed(self, data: str) -> Iterable[Message]:
         if not data:  # end of input: what is held goes on as it is
-            out = list(self._release())
-            return out + list(super().feed(""))
+            held = list(self._release())
+            return held + list(super().feed(""))
         data, self._held = self._held + data, ""
         out: list[Message] = []
         while data:

@@ -75,7 +75,7 @@ class HistoryScreen(Screen[Reopen | None]):
         self._debounce: Timer | None = None
 
     @property
-    def table(self) -> DataTable[str]:
+    def table(self) -> DataTable[str | Text]:
         return self.query_one("#history-table", DataTable)
 
     @property

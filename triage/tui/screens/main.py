@@ -25,7 +25,6 @@ overwrite newer ones.
 from __future__ import annotations
 
 import logging
-from typing import Protocol
 
 from textual import events
 from textual.app import ComposeResult
@@ -41,11 +40,11 @@ from triage.scoring.options import ScoreOptions
 from triage.store.history import History, SavedScore
 from triage.tui.desk import Desk
 from triage.tui.engine_host import EngineHost
-from triage.tui.messages import ModelLoadFailed
 from triage.tui.options import UIOptions
 from triage.tui.screens.main_labels import LabelsPart
 from triage.tui.screens.main_model import ModelPart
 from triage.tui.screens.main_scoring import ScoringPart
+from triage.tui.screens.main_state import ModelUnavailableHook
 from triage.tui.submission import Submission
 from triage.tui.widgets.decisions import DecisionsPanel
 from triage.tui.widgets.key_footer import KeyFooter
@@ -56,15 +55,6 @@ from triage.tui.widgets.thread_view import ThreadView
 from triage.tui.widgets.ticket_input import TicketInput
 
 log = logging.getLogger(__name__)
-
-
-class ModelUnavailableHook(Protocol):
-    """The app's side of a failed model load (``TriageApp.model_unavailable``).
-
-    A protocol, so this screen never imports the app (the app imports the screen).
-    """
-
-    def model_unavailable(self, failure: ModelLoadFailed) -> None: ...
 
 
 class MainScreen(ModelPart, ScoringPart, LabelsPart, Screen[None]):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import work
 
@@ -25,7 +26,13 @@ from triage.tui.widgets.criterion_card import CriterionCard
 log = logging.getLogger(__name__)
 
 
-class LabelsPart:
+if TYPE_CHECKING:  # the screen's state and widgets, for the type checker (main_state.py)
+    from triage.tui.screens.main_state import MainState as _Screen
+else:
+    _Screen = object
+
+
+class LabelsPart(_Screen):
     """The main screen's labels, re-fitting, timeline, exports and clipboard."""
 
     # -- labels and learning ----------------------------------------------------------

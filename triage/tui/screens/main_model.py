@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from textual import work
 from textual.worker import get_current_worker
@@ -27,7 +28,13 @@ from triage.tui.widgets.score_summary import PRODUCT_MODEL, about_seconds
 log = logging.getLogger(__name__)
 
 
-class ModelPart:
+if TYPE_CHECKING:  # the screen's state and widgets, for the type checker (main_state.py)
+    from triage.tui.screens.main_state import MainState as _Screen
+else:
+    _Screen = object
+
+
+class ModelPart(_Screen):
     """The main screen's model loading and token count."""
 
     # -- model ------------------------------------------------------------------------
@@ -35,7 +42,7 @@ class ModelPart:
         """Load (or switch to) a model in the background; the UI stays live."""
         self.desk.supersede()
         self.model_state = "loading"
-        self.status.loading(requested)
+        self.status.loading_model(requested)
         self.notices.drop("model")
         self.notices.drop("stand-in")
         self._load_seq += 1

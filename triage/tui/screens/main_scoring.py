@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from textual import work
 from textual.worker import get_current_worker
@@ -34,7 +35,13 @@ REPLY_WORDS = {"customer": "customer reply", "agent": "agent reply", "note": "in
 log = logging.getLogger(__name__)
 
 
-class ScoringPart:
+if TYPE_CHECKING:  # the screen's state and widgets, for the type checker (main_state.py)
+    from triage.tui.screens.main_state import MainState as _Screen
+else:
+    _Screen = object
+
+
+class ScoringPart(_Screen):
     """The main screen's submissions, replies and the score worker."""
 
     # -- scoring ----------------------------------------------------------------------

@@ -11,7 +11,7 @@ as lines. A column heading is never cut.
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
@@ -29,6 +29,9 @@ from triage.evaluation.agreement_table import agreement_lines, agreement_table, 
 from triage.store import labels as lab
 from triage.store.history import History
 
+if TYPE_CHECKING:
+    from triage.evaluation.agreement import CriterionAgreement
+
 
 def _fits(table: Table, width: int, cells: list[str]) -> bool:
     """Whether ``table`` (untitled; its ``cells`` as text) is drawn whole in ``width`` cells: its top edge reaches
@@ -44,7 +47,7 @@ def _fits(table: Table, width: int, cells: list[str]) -> bool:
     return table.box is not None and top.endswith(table.box.top_right) and not cut
 
 
-def agreement_for_width(rows: list[Any], width: int) -> RenderableType:
+def agreement_for_width(rows: list[CriterionAgreement], width: int) -> RenderableType:
     """The agreement table as wide as ``width`` allows, headings whole (see the module docstring)."""
     cells = [f"{r.pack}/{r.criterion}" for r in rows] + by_source_lines(rows)
     table = agreement_table(rows)
@@ -56,7 +59,7 @@ def agreement_for_width(rows: list[Any], width: int) -> RenderableType:
     return Text("\n".join(agreement_lines(rows)))
 
 
-def line_labels(rows: list[Any]) -> list[str]:
+def line_labels(rows: list[CriterionAgreement]) -> list[str]:
     """The chart's legend, one name per line: the criterion, with its pack where two packs share the name."""
     names = [r.criterion for r in rows]
     return [r.criterion if names.count(r.criterion) == 1 else f"{r.pack}/{r.criterion}" for r in rows]
@@ -65,7 +68,7 @@ def line_labels(rows: list[Any]) -> list[str]:
 class AgreementTable(Static):
     """The agreement table, redrawn for its width when that changes."""
 
-    def __init__(self, rows: list[Any], width: int, *, id: str | None = None) -> None:
+    def __init__(self, rows: list[CriterionAgreement], width: int, *, id: str | None = None) -> None:
         super().__init__(agreement_for_width(rows, width), id=id)
         self.rows = rows
         self._drawn_for = width

@@ -124,7 +124,8 @@ class TimelineScreen(ModalScreen[None]):
         plt.ylim(0, 100)
         plt.yticks([0, 25, 50, 75, 100])
         if xs:
-            plt.xticks(xs, [str(x) for x in xs])
+            ticks: list[float] = [*xs]
+            plt.xticks(ticks, [str(x) for x in xs])
             # room on the left for the legend (plotext draws it in the top-left corner)
             plt.xlim(min(xs) - max(1.0, 0.25 * (max(xs) - min(xs) + 1)), max(xs) + 0.3)
         plt.xlabel("messages scored")

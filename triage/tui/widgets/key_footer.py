@@ -11,8 +11,9 @@ from the end. F1 (help, which lists every key) always stays. The function keys a
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from rich.cells import cell_len
 from textual import events
@@ -68,6 +69,10 @@ class Key:
         return cell_len(self.label) + (1 + cell_len(self.description) if self.description else 0) + 1
 
 
+def _is_action(action: str, key: Key) -> bool:
+    return key.action == action
+
+
 def fit(keys: Sequence[Key], width: int) -> list[int]:
     """Which of ``keys`` to show in ``width`` cells (their indexes, in order); see the module docstring for
     what is left out first."""
@@ -76,8 +81,8 @@ def fit(keys: Sequence[Key], width: int) -> list[int]:
     def fits() -> bool:
         return sum(keys[i].width for i in kept) <= width
 
-    steps = [lambda k: k.palette, lambda k: not k.enabled and k.action != KEEP]
-    steps += [lambda k, a=action: k.action == a for action in DROP_ORDER]
+    steps: list[Callable[[Key], bool]] = [lambda k: k.palette, lambda k: not k.enabled and k.action != KEEP]
+    steps += [partial(_is_action, action) for action in DROP_ORDER]
     for drop in steps:
         if fits():
             return kept

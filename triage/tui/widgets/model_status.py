@@ -19,7 +19,7 @@ class ModelStatus(Static):
 
     def __init__(self, *, animate: bool = True, id: str | None = None) -> None:
         super().__init__("", id=id)
-        self.animate = animate
+        self.spins = animate  # not `animate`: that is Widget's method
         self.state: ModelState = "loading"
         self.model = ""
         self.requested: str | None = None
@@ -32,7 +32,7 @@ class ModelStatus(Static):
         self._spin: Timer | None = None
 
     def on_mount(self) -> None:
-        if self.animate:
+        if self.spins:
             self._spin = self.set_interval(0.1, self._tick, pause=self.state != "loading")
         self._draw()
 
@@ -40,7 +40,7 @@ class ModelStatus(Static):
         self._frame = (self._frame + 1) % len(SPINNER)
         self._draw()
 
-    def loading(self, requested: str | None) -> None:
+    def loading_model(self, requested: str | None) -> None:
         """A model is being loaded."""
         self.state, self.requested = "loading", requested
         if self._spin is not None:
@@ -70,7 +70,7 @@ class ModelStatus(Static):
 
     def _draw(self) -> None:
         if self.state == "loading":
-            spin = SPINNER[self._frame] if self.animate else "…"
+            spin = SPINNER[self._frame] if self.spins else "…"
             what = f"model [b]{escape(self.requested)}[/b]" if self.requested else "the default model"
             left = f"[$accent]{spin}[/] loading {what}…"
         elif self.state == "ready":
