@@ -583,6 +583,15 @@ def test_model_pulls_starter_line_says_what_applies(monkeypatch: pytest.MonkeyPa
     write_head(_starter_head(engine, pack), starter_path(engine.sha256, pack.hash, fmt))
     model_cmd._starter_for("fake", None)
     assert capsys.readouterr().out == "starter head for fake-0.1b: already fitted\n"
+    from triage.scoring import fitstore
+
+    shipped = heads_dir().parent / "shipped-heads"  # stands in for assets/heads/ (a catalog stand-in's head)
+    real_shipped_dir = fitstore.shipped_dir
+    monkeypatch.setattr(fitstore, "shipped_dir", lambda: shipped)
+    write_head(_starter_head(engine, pack), fitstore.shipped_starter_path(engine.sha256, pack.hash, fmt))
+    model_cmd._starter_for("fake", None)
+    assert capsys.readouterr().out == "starter head for fake-0.1b: ships with triage (nothing to fit)\n"
+    monkeypatch.setattr(fitstore, "shipped_dir", real_shipped_dir)
     team = _starter_head(engine, pack)
     team.kind, team.name = "team", "team head"
     team.criteria[pack.criteria[0].id].info["rows"] = {"team": 50, "starter": 0}

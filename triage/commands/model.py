@@ -216,10 +216,17 @@ def _starter_for(model: str, threads: int | None) -> None:
     with load_engine(model, threads=threads, notice=lambda m: None) as engine:
         if fit_starter(engine, default_pack(), request):
             return
-        from triage.scoring.fitstore import auto_head
+        from triage.scoring.fitstore import auto_head, shipped_dir
 
         found = auto_head(engine, default_pack(), starter=True)  # what `score` will apply, said as it will say it
-        if found.head is not None and found.head.kind == "starter":
+        if (
+            found.head is not None
+            and found.head.kind == "starter"
+            and found.path
+            and found.path.parent == shipped_dir()
+        ):
+            print(f"starter head for {engine.name}: ships with triage (nothing to fit)")
+        elif found.head is not None and found.head.kind == "starter":
             print(f"starter head for {engine.name}: already fitted")
         elif found.head is not None:
             print(f"starter head for {engine.name}: not needed, the team's learned head {found.path} applies")
