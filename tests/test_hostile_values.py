@@ -554,7 +554,7 @@ def test_on_a_full_disk_score_fits_the_starter_once_and_applies_it_from_memory(
         records = [json.loads(line) for line in ran.stdout.splitlines()]
         assert [r["ticket_id"] for r in records] == ["A", "B"]
         for r in records:
-            assert "starter" in {c["source"] for c in r["criteria"]}, r["criteria"]
+            assert "starter" in {c["source"] for c in r["criteria"]}, ran.stderr
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 

@@ -516,7 +516,7 @@ async def test_the_app_shows_learned_and_zero_shot_cards(
         assert str(topic.border_subtitle).startswith("learned ·") and str(mood.border_subtitle).startswith(
             "zero-shot ·"
         )
-        assert f"learned head {result.head} (topic)" in str(main.summary.render())
+        assert f"learned head {result.head}" in str(main.summary.render())  # which criteria: each card says it
         assert not main.notices.has("head")
         # A stored head learned with another model is not applied, and the app says why.
         [stored] = fitstore.heads_dir().glob("*.npz")

@@ -195,7 +195,9 @@ class ReadoutCache:
         self.write_failure = f"{why}; its readouts are kept in memory for this run only"
         self._stopped = True
         log.warning("%s", self.write_failure)
-        return sqlite3.connect(":memory:")
+        db = sqlite3.connect(":memory:")
+        _create_tables(db)
+        return db
 
     def _connect(self) -> sqlite3.Connection:
         if self.path.is_dir():
@@ -206,18 +208,7 @@ class ReadoutCache:
             check = db.execute("PRAGMA quick_check").fetchone()[0]  # fails here for a non-database
             if check != "ok":
                 raise sqlite3.DatabaseError(f"integrity check failed: {check}")
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS outcome (model TEXT, pack TEXT, prompt TEXT, n_ctx INTEGER, orderings TEXT,"
-                " ticket TEXT, value TEXT, created REAL, PRIMARY KEY (model, pack, prompt, n_ctx, orderings, ticket))"
-            )
-            # A learned head's features: float32 little-endian, one row per criterion.
-            db.execute(
-                "CREATE TABLE IF NOT EXISTS features (model TEXT, pack "
-                "TEXT, prompt TEXT, n_ctx INTEGER, orderings TEXT,"
-                " ticket TEXT, criterion TEXT, kind TEXT, value BLOB, created REAL,"
-                " PRIMARY KEY (model, pack, prompt, n_ctx, orderings, ticket, criterion, kind))"
-            )
-            db.commit()
+            _create_tables(db)
         except BaseException:
             db.close()
             raise
@@ -385,3 +376,19 @@ class ReadoutCache:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _create_tables(db: sqlite3.Connection) -> None:
+    """The cache's two tables (a file's, or the in-memory stand-in's when the file cannot be written)."""
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS outcome (model TEXT, pack TEXT, prompt TEXT, n_ctx INTEGER, orderings TEXT,"
+        " ticket TEXT, value TEXT, created REAL, PRIMARY KEY (model, pack, prompt, n_ctx, orderings, ticket))"
+    )
+    # A learned head's features: float32 little-endian, one row per criterion.
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS features (model TEXT, pack "
+        "TEXT, prompt TEXT, n_ctx INTEGER, orderings TEXT,"
+        " ticket TEXT, criterion TEXT, kind TEXT, value BLOB, created REAL,"
+        " PRIMARY KEY (model, pack, prompt, n_ctx, orderings, ticket, criterion, kind))"
+    )
+    db.commit()

@@ -49,7 +49,12 @@ def serving(
     sock = bind("127.0.0.1", 0)
     settings = replace(settings, port=sock.getsockname()[1], host="127.0.0.1")
     gate = gate or Gate(max_connections=DEFAULT_MAX_CONNECTIONS, body_timeout=settings.body_timeout)
-    session = Session(engine, history_path=settings.history_path)  # the fit policy with no explicit file
+    from triage.scoring.fit import FitRequest
+    from triage.store.config import load_config
+
+    # the fit policy with no explicit file, and the ``starter`` setting as `triage serve` reads it (config, then
+    # TRIAGE_STARTER): a stand-in's shipped starter head applies only where the setting is on
+    session = Session(engine, history_path=settings.history_path, request=FitRequest.of(config=load_config()))
     worker = EngineWorker(session, queue_limit=queue_limit, owns_engine=False)
     if chore is not None:
         worker.run_first(chore)
