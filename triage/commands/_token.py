@@ -10,14 +10,14 @@ it is); anything else is refused at start, naming where it came from.
 from __future__ import annotations
 
 import argparse
-import stat
 from collections.abc import Callable
 from pathlib import Path
 
 from triage.errors import InputError
+from triage.gate import KINDS
 
 ENV = "TRIAGE_SERVE_TOKEN"
-MAX_TOKEN_FILE = 4096  # bytes: a token is tens of characters
+MAX_TOKEN_FILE = KINDS["token"].limit  # bytes (the gate's bound): a token is tens of characters
 PS_WARNING = (
     "warning: --token puts the token on the command line, where `ps` shows it to every user of this machine "
     f"while the command runs; use {ENV}=... or --token-file PATH instead"
@@ -48,25 +48,23 @@ def read_token_file(value: str) -> str:
         InputError: it does not exist, is no regular file (a FIFO, a folder, a device), is too large or
             cannot be read, or is not UTF-8.
     """
-    from triage.bounded import Bounded, read_bounded
+    from triage import gate
 
     path = Path(value).expanduser()
     try:
-        mode = path.stat().st_mode
-    except OSError as exc:
-        raise InputError(
-            f"--token-file {value}: {exc.strerror or exc}", hint="give the file that holds the token"
-        ) from None
-    if not stat.S_ISREG(mode):
+        raw = gate.read_bytes(path, "token")  # regular files only, opened O_NONBLOCK: a FIFO never blocks
+    except gate.NotARegularFile:
         raise InputError(
             f"--token-file {value} is not a regular file", hint="write the token to a file (e.g. chmod 600) and name it"
-        )
-    try:
-        raw = read_bounded(path, MAX_TOKEN_FILE)
-    except Bounded:
+        ) from None
+    except gate.TooLarge:
         raise InputError(
             f"--token-file {value} is larger than {MAX_TOKEN_FILE} bytes; a token is one short line",
             hint="write only the token to the file",
+        ) from None
+    except FileNotFoundError as exc:
+        raise InputError(
+            f"--token-file {value}: {exc.strerror or exc}", hint="give the file that holds the token"
         ) from None
     except OSError as exc:
         raise InputError(f"--token-file {value} cannot be read: {exc.strerror or exc}") from None
