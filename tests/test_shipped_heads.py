@@ -81,10 +81,8 @@ def test_the_shipped_head_is_found_and_decides_as_when_it_was_shipped(witness: d
     witness tickets get the choices (and, within PROB_TOL, the probabilities) recorded when the head shipped."""
     model = _installed(witness)
     ship = _ship()
-    rows = ship.witness_rows(default_pack())
-    assert [r.ticket.id for r in rows] == list(witness["scored"])
-    lines = "".join(json.dumps({"id": r.ticket.id, "text": r.ticket.text}, ensure_ascii=False) + "\n" for r in rows)
-    now = ship.run_score(model, lines, 1)  # raises when `triage score` fitted a head instead of finding it
+    assert [r.ticket.id for r in ship.witness_rows(default_pack())] == list(witness["scored"])
+    now = ship.score_witness(model, default_pack(), 1)  # raises when `triage score` fitted a head instead of finding it
     for tid, then in witness["scored"].items():
         for cid, was in then.items():
             got = now[tid][cid]
