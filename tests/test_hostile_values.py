@@ -511,7 +511,7 @@ def test_a_starter_head_whose_file_cannot_be_written_is_applied_from_memory(
 
 
 def test_on_a_full_disk_score_fits_the_starter_once_and_applies_it_from_memory(
-    tmp_path: Path, other_model: Path, cli, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, full_disk: Path, other_model: Path, cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The real thing on a model triage ships no starter head for (smollm2 under another sha256), in-process on
     a slice of the starter set: TRIAGE_HOME on a tmpfs that is full. One `triage score` of two tickets fits the
@@ -519,44 +519,24 @@ def test_on_a_full_disk_score_fits_the_starter_once_and_applies_it_from_memory(
     from conftest import starter_slice
 
     starter_slice(monkeypatch)
-    mnt = tmp_path / "disk"
-    mnt.mkdir()
-    proc = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={1 << 20}", "tmpfs", str(mnt)], capture_output=True, text=True
+    mnt = full_disk  # its folders made, the disk under them full
+    tickets = tmp_path / "tickets.jsonl"
+    tickets.write_text(
+        '{"id": "A", "text": "You charged my card twice this month, refund one of them."}\n'
+        '{"id": "B", "text": "My parcel was due last Tuesday and tracking has not moved."}\n',
+        encoding="utf-8",
     )
-    if proc.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
-    try:
-        (mnt / "cache").mkdir()  # the folders exist; the disk under them is full
-        (mnt / "data").mkdir()
-        with open(mnt / "filler", "wb", buffering=0) as fh:
-            for chunk in (65536, 4096, 1):
-                try:
-                    while True:
-                        fh.write(b"\0" * chunk)
-                except OSError as exc:
-                    assert exc.errno == errno.ENOSPC
-        tickets = tmp_path / "tickets.jsonl"
-        tickets.write_text(
-            '{"id": "A", "text": "You charged my card twice this month, refund one of them."}\n'
-            '{"id": "B", "text": "My parcel was due last Tuesday and tracking has not moved."}\n',
-            encoding="utf-8",
-        )
-        monkeypatch.delenv("TRIAGE_MODEL", raising=False)
-        ran = cli(
-            ["score", str(tickets), "--model", str(other_model), "--threads", "1"], mnt, env={"TRIAGE_STARTER": "1"}
-        )
-        assert ran.returncode == 0, ran.stderr
-        assert ran.stderr.count("fitting the starter head for") == 1, ran.stderr
-        warnings = [line for line in ran.stderr.splitlines() if "applied from memory" in line]
-        assert len(warnings) == 1 and "No space left on device" in warnings[0], ran.stderr
-        assert not list((mnt / "data" / "heads" / "starter").glob("*.npz"))  # nothing half-written left
-        records = [json.loads(line) for line in ran.stdout.splitlines()]
-        assert [r["ticket_id"] for r in records] == ["A", "B"]
-        for r in records:
-            assert "starter" in {c["source"] for c in r["criteria"]}, ran.stderr
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
+    monkeypatch.delenv("TRIAGE_MODEL", raising=False)
+    ran = cli(["score", str(tickets), "--model", str(other_model), "--threads", "1"], mnt, env={"TRIAGE_STARTER": "1"})
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stderr.count("fitting the starter head for") == 1, ran.stderr
+    warnings = [line for line in ran.stderr.splitlines() if "applied from memory" in line]
+    assert len(warnings) == 1 and "No space left on device" in warnings[0], ran.stderr
+    assert not list((mnt / "data" / "heads" / "starter").glob("*.npz"))  # nothing half-written left
+    records = [json.loads(line) for line in ran.stdout.splitlines()]
+    assert [r["ticket_id"] for r in records] == ["A", "B"]
+    for r in records:
+        assert "starter" in {c["source"] for c in r["criteria"]}, ran.stderr
 
 
 def test_model_pulls_starter_line_says_what_applies(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
