@@ -54,6 +54,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("triage/model/modelstore.py", 'with tmp.open("wb") as out:'): "writes a temporary file",
     ("triage/store/outputs.py", 'with open(out, "wb") as fh:'): "the output writer",
     ("triage/store/outputs.py", "fd = os.open(self.lock_path"): "a lock file of triage's own",
+    ("triage/store/fit_lock.py", "fd = os.open(self.path"): "a lock file of triage's own, then S_ISREG",
+    ("triage/commands/_starter.py", "fd = os.open(log"): "the background fit's log, appended, then S_ISREG",
     ("triage/commands/_records.py", "null = os.open(os.devnull, os.O_WRONLY)"): "writes to the null device",
     ("triage/store/outputs.py", "write_output(path, part.read_bytes())"): "a file triage wrote in its own temp folder",
     # A wheel triage downloaded itself into its temporary folder (`model pull`), checked as a zip.

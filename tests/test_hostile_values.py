@@ -527,7 +527,8 @@ def test_on_a_full_disk_score_fits_the_starter_once_and_applies_it_from_memory(
         encoding="utf-8",
     )
     monkeypatch.delenv("TRIAGE_MODEL", raising=False)
-    ran = cli(["score", str(tickets), "--model", str(other_model), "--threads", "1"], mnt, env={"TRIAGE_STARTER": "1"})
+    args = ["score", str(tickets), "--model", str(other_model), "--threads", "1", "--wait-starter"]
+    ran = cli(args, mnt, env={"TRIAGE_STARTER": "1"})
     assert ran.returncode == 0, ran.stderr
     assert ran.stderr.count("fitting the starter head for") == 1, ran.stderr
     warnings = [line for line in ran.stderr.splitlines() if "applied from memory" in line]

@@ -148,13 +148,15 @@ def test_a_row_weight_of_two_is_the_row_twice() -> None:
 
 
 def test_the_command_lines_fit_says_how_far_it_got(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, tmp_path: Path
 ) -> None:
     """commands/_starter.fit_starter: learn's plain progress lines off a terminal, counted from ensure's calls
     (the real fit, with smollm2, is below)."""
+    from triage.commands import _starter
     from triage.commands._starter import fit_starter
     from triage.evaluation import starter
     from triage.scoring.fit import FitRequest
+    from triage.store.fit_lock import FitLock
 
     def ensure(engine, pack, request, *, say, progress):  # type: ignore[no-untyped-def]
         say("fitting the starter head for fake on triage's 4 example tickets")
@@ -165,6 +167,7 @@ def test_the_command_lines_fit_says_how_far_it_got(
 
     monkeypatch.setattr(starter, "needs_fit", lambda *a: True)
     monkeypatch.setattr(starter, "ensure", ensure)
+    monkeypatch.setattr(_starter, "head_lock", lambda *a: FitLock(tmp_path / "head.npz"))
     assert fit_starter(object(), default_pack(), FitRequest())  # type: ignore[arg-type]
     err = capsys.readouterr().err.splitlines()
     assert err[0] == "triage: fitting the starter head for fake on triage's 4 example tickets"
@@ -221,38 +224,6 @@ def test_a_stand_in_scores_with_its_shipped_starter_head_and_fits_nothing(tmp_pa
 
 
 @pytest.mark.model
-def test_first_use_of_a_model_without_a_shipped_head_fits_the_starter_once(
-    cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, other_model: Path
-) -> None:
-    """`triage score`'s first use fits (and says so, with progress off a terminal), the second applies what the
-    first stored; in-process, on a slice of the starter set, so the product's fit runs in seconds."""
-    rows = starter_slice(monkeypatch)
-    home = tmp_path / "home"
-    env = {"TRIAGE_STARTER": "1"}
-    args = ["score", "--model", str(other_model), "--threads", "1", "--format", "json"]
-    first = cli(args, home, stdin=TICKETS["late"], env=env)
-    assert first.returncode == 0, first.stderr
-    err = first.stderr
-    assert err.count("fitting the starter head for") == 1, err
-    assert "starter head fitted in" in err
-    n = len(rows)
-    assert f"triage: starter head: scoring {n} row(s)" in err and f"starter head: scored {n}/{n} rows in" in err, err
-    stored = list((home / "data" / "heads" / "starter").glob("*.npz"))
-    assert len(stored) == 1
-    covered = set(read_head(stored[0]).criteria)  # a criterion whose fit lost to zero-shot is left out of it
-    assert covered, "the starter head learned no criterion"
-    result = json.loads(first.stdout)
-    assert {c["id"]: c["source"] for c in result["criteria"]} == {
-        c["id"]: "starter" if c["id"] in covered else "zero-shot" for c in result["criteria"]
-    }
-    again = cli(args, home, stdin=TICKETS["billing"], env=env)
-    assert again.returncode == 0, again.stderr
-    assert "fitting the starter head" not in again.stderr, "a second use fits nothing"
-    assert "applying starter head" in again.stderr
-    assert {c["id"] for c in json.loads(again.stdout)["criteria"] if c["source"] == "starter"} == covered
-
-
-@pytest.mark.model
 def test_turning_the_starter_off_gives_exactly_the_zero_shot_numbers(tmp_path: Path, smollm2_path: Path) -> None:
     """smollm2 ships a starter head; with the setting off its numbers are exactly those of --no-head."""
     home = tmp_path / "home"
@@ -277,3 +248,101 @@ def test_a_pack_of_the_teams_own_gets_no_starter(tmp_path: Path, smollm2_path: P
     assert code == 0, err
     assert "starter" not in err
     assert {c["source"] for c in result["criteria"]} == {"zero-shot"}
+
+
+@pytest.mark.model
+def test_first_use_without_waiting_decides_zero_shot_and_fits_in_the_background(
+    cli, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, other_model: Path
+) -> None:
+    """`triage score`'s first use of a model triage ships no head for: this run decides zero-shot at once and
+    starts `triage model starter MODEL --background` detached; that command (run here in-process, on a slice of
+    the starter set, so the product's fit runs in seconds) fits it, saying so with progress off a terminal, and
+    stores it; the next `score` applies it and fits nothing. (`score --wait-starter` runs the same foreground fit:
+    test_hostile_values' full-disk test.)"""
+    from triage.commands import _starter
+
+    rows = starter_slice(monkeypatch)
+    home = tmp_path / "home"
+    env = {"TRIAGE_STARTER": "1"}
+    started: list[tuple[list[str], dict]] = []
+
+    class Child:
+        pid = 4242
+
+    def popen(cmd: list[str], **kw: object) -> Child:
+        started.append((cmd, kw))
+        return Child()
+
+    monkeypatch.setattr(_starter.subprocess, "Popen", popen)
+    args = ["score", "--model", str(other_model), "--threads", "1", "--format", "json"]
+    first = cli(args, home, stdin=TICKETS["late"], env=env)
+    assert first.returncode == 0, first.stderr
+    assert "fitting it in the background (pid 4242" in first.stderr and "starter-fit.log" in first.stderr
+    assert {c["source"] for c in json.loads(first.stdout)["criteria"]} == {"zero-shot"}
+    [(cmd, kw)] = started
+    assert cmd[-4:] == ["model", "starter", str(other_model), "--background"] and kw["start_new_session"] is True
+    assert not (home / "data" / "heads" / "starter").exists() or not list(
+        (home / "data" / "heads" / "starter").glob("*.npz")
+    )
+
+    lowered: list[bool] = []
+    monkeypatch.setattr(_starter, "background_child", lambda: lowered.append(True))  # not this test's priority
+    fitted = cli(cmd[3:], home, env=env)
+    assert fitted.returncode == 0, fitted.stderr
+    err = fitted.stderr
+    assert lowered == [True] and err.count("fitting the starter head for") == 1 and "starter head fitted in" in err
+    n = len(rows)
+    assert f"triage: starter head: scoring {n} row(s)" in err and f"starter head: scored {n}/{n} rows in" in err, err
+    stored = list((home / "data" / "heads" / "starter").glob("*.npz"))
+    assert len(stored) == 1
+    covered = set(read_head(stored[0]).criteria)  # a criterion whose fit lost to zero-shot is left out of it
+    assert covered, "the starter head learned no criterion"
+    again = cli(args, home, stdin=TICKETS["billing"], env=env)
+    assert again.returncode == 0, again.stderr
+    assert "background" not in again.stderr and "applying starter head" in again.stderr
+    assert {c["id"]: c["source"] for c in json.loads(again.stdout)["criteria"]} == {
+        c["id"]: "starter" if c["id"] in covered else "zero-shot" for c in json.loads(again.stdout)["criteria"]
+    }
+    assert len(started) == 1, "nothing more to fit"
+
+
+def test_one_fit_at_a_time_across_processes(tmp_path: Path) -> None:
+    """FitLock: held by another process, it is refused (and names that process); free once that process ends,
+    however it ends."""
+    from triage.store.fit_lock import FitLock
+
+    target = tmp_path / "heads" / "starter" / "head.npz"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from triage.store.fit_lock import FitLock; "
+            "assert FitLock(Path(sys.argv[1])).acquire(); print('held', flush=True); time.sleep(60)",
+            str(target),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        lock = FitLock(target)
+        assert not lock.acquire() and lock.holder() == holder.pid
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    with FitLock(target) as held:
+        assert held
+        assert not FitLock(target).acquire(), "one fit at a time within a process too"
+    assert FitLock(target).acquire()
+
+
+def test_a_fifo_where_the_lock_goes_is_left_alone(tmp_path: Path) -> None:
+    """A FIFO (not triage's file) at the lock's path is never opened to block, written or removed."""
+    import stat as st
+
+    from triage.store.fit_lock import FitLock, lock_path
+
+    target = tmp_path / "head.npz"
+    os.mkfifo(lock_path(target))
+    assert FitLock(target).acquire() and FitLock(target).holder() is None
+    assert st.S_ISFIFO(os.lstat(lock_path(target)).st_mode)

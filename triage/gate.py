@@ -62,6 +62,7 @@ KINDS: dict[str, Kind] = {
     "model-record": Kind("model record", 1 << 20, "a model's source and sha256"),
     "run-record": Kind("run record", 16 << 20, "a run's options and counts"),
     "token": Kind("token file", 4 << 10, "a token is one short line"),
+    "fit-lock": Kind("fit lock", 64, "the fitting process's id"),
     "run-output": Kind("scored output", _UNBOUNDED, "a run's own output, read back to resume it"),
     "model": Kind("model file", _UNBOUNDED, "only the GGUF header is read by triage; llama.cpp maps the rest"),
     "export": Kind("export", _UNBOUNDED, "read as a stream: memory is bounded per row"),

@@ -23,6 +23,9 @@ Manage the models triage runs.
   triage model verify [NAME|PATH]  hash installed models (or a file) again;
                                  exit 1 when one does not match
   triage model path NAME         print the installed file's path
+  triage model starter NAME|PATH fit the built-in pack's starter head for a
+                                 model triage ships none for, now (its first
+                                 `score` fits it in the background)
 
 A model whose file changed since it was hashed (another size or modification
 time) is not listed as verified until it is hashed again: `model verify` does
@@ -55,11 +58,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     p = sub.add_parser("path", help="print the installed model file's path")
     p.add_argument("name", metavar="NAME", help="catalog name")
+    p = sub.add_parser("starter", help="fit the built-in pack's starter head for a model now")
+    p.add_argument("name", metavar="NAME|PATH", help="a catalog name or a .gguf path")
+    p.add_argument("--threads", type=int, metavar="N", help="CPU threads for the fit (default: all)")
+    p.add_argument("--background", action="store_true", help=argparse.SUPPRESS)  # score's detached fit
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the chosen action; returns the exit status."""
-    action = {"list": _list, "pull": _pull, "verify": _verify, "path": _path}[args.action]
+    action = {"list": _list, "pull": _pull, "verify": _verify, "path": _path, "starter": _starter}[args.action]
     return action(args)
 
 
@@ -198,6 +205,17 @@ def _pull(args: argparse.Namespace) -> int:
         )
     if not args.no_starter:
         _starter_for(result.name, args.threads)
+    return 0
+
+
+def _starter(args: argparse.Namespace) -> int:
+    """``model starter``: fit the starter head now (``--background``: as ``score``'s detached fit, at low
+    priority, its output in the log)."""
+    if args.background:
+        from triage.commands._starter import background_child
+
+        background_child()
+    _starter_for(args.name, args.threads)
     return 0
 
 

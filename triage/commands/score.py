@@ -110,6 +110,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         ),
     )
     p.add_argument("--no-head", action="store_true", help="do not apply any learned head")
+    p.add_argument(
+        "--wait-starter",
+        action="store_true",
+        help="on a model's first use, fit the built-in pack's starter head before scoring (default: it is fitted "
+        "in the background while this run decides zero-shot; the stand-ins' heads ship, nothing is fitted)",
+    )
     add_prompt_option(p)
     p.add_argument(
         "--format",
@@ -450,7 +456,8 @@ def _score_all(
     request = fit_request(args, config)
     session = Session(engine, request=request, history=history, keep_features=Settings.of(config).keep_features)
     keep = history is not None
-    fit_starter(engine, pack, request)  # the built-in pack's first use with this model: its starter head
+    # The built-in pack's first use with this model: its starter head, fitted in the background (or here).
+    fit_starter(engine, pack, request, wait=args.wait_starter)
     fits = session.fits(pack, options)
     say_fit_notes(fits)
     failed = 0
