@@ -45,7 +45,6 @@ from triage.settings import DEFAULTS
 from triage.store import features as feat
 
 if TYPE_CHECKING:
-    from triage.domain.result import TicketResult
     from triage.scoring.engine import Progress, ScoreEvent, TicketScored
     from triage.scoring.protocol import ModelIdentity, ScoringEngine
     from triage.store.history import History
