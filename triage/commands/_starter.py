@@ -7,7 +7,7 @@ from __future__ import annotations
 from rich.console import Console
 
 from triage.domain.pack import Pack
-from triage.scoring.fit import FitRequest
+from triage.session import FitRequest
 from triage.scoring.protocol import ScoringEngine
 
 
