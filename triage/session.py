@@ -230,6 +230,11 @@ class Session:
         scoring = self._begin(ticket, pack, options, keep=True, ticket_row=ticket_row)
         self._keep(self._cancel_row, scoring)
 
+    def left_running(self, score_id: int) -> None:
+        """The app closes while score ``score_id`` runs on another thread: its row ends ``cancelled`` (a row that
+        has ended already is left as it is)."""
+        self._keep(lambda: self.history.cancel_score(score_id))
+
     def _begin(
         self, ticket: Ticket, pack: Pack, options: ScoreOptions, *, keep: bool, ticket_row: int | None = None
     ) -> Scoring:
