@@ -135,6 +135,42 @@ def test_escape_while_scoring_lets_the_worker_end_it(history: History) -> None:
     assert history.search()[0].status == "cancelled"
 
 
+def test_a_history_kept_in_memory_is_written_on_its_own_thread_through_the_keeper() -> None:
+    import queue
+
+    from triage.store.history_open import connect
+
+    history = History(connect(None, "rw"), None, "kept in memory only")  # as when the file was locked at start
+    desk, faults = desk_of(history)
+    engine = FakeEngine()
+    sub = desk.submit(make_ticket("kept in memory", "T-M"), PACK)
+    desk.start(sub, engine)
+    writes: queue.Queue[object] = queue.Queue()
+
+    def keeper(write):  # type: ignore[no-untyped-def]
+        done = threading.Event()
+        writes.put((write, done))
+        done.wait(10)
+
+    t = threading.Thread(target=lambda: run_to_end_with(desk, engine, sub, keeper))
+    t.start()
+    while t.is_alive() or not writes.empty():  # this thread is the history's (the app's screen)
+        try:
+            write, done = writes.get(timeout=0.05)  # type: ignore[misc]
+        except queue.Empty:
+            continue
+        write()
+        done.set()
+    t.join(10)
+    assert [e.status for e in history.search()] == ["done"] and not faults
+    history.close()
+
+
+def run_to_end_with(desk: Desk, engine: FakeEngine, sub, keeper) -> None:  # type: ignore[no-untyped-def]
+    assert sub.claim()
+    list(desk.score(engine, sub, cancel=sub.cancel.is_set, keeper=keeper))
+
+
 def test_answers_are_labels_and_the_refit_comes_due(history: History) -> None:
     desk, _ = desk_of(history, auto_learn=True, auto_learn_every=2)
     engine = FakeEngine()

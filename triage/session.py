@@ -267,9 +267,13 @@ class Session:
         (and not raised) when the session has one."""
         from triage.store.history_faults import fault_of
 
+        keeper: Callable[[Callable[[], None]], object] | None = getattr(self._local, "keeper", None)
         try:
             try:
-                write(*args)
+                if keeper is not None and self._history is not None and self._history.path is None:
+                    keeper(lambda: write(*args))  # kept in memory: only the history's own thread reaches it
+                else:
+                    write(*args)
             except sqlite3.Error as exc:
                 raise fault_of(exc, self._history.path if self._history is not None else None) from exc
         except HistoryError as exc:
@@ -347,13 +351,16 @@ class Session:
         cancel: Callable[[], bool] | None = None,
         progress: Callable[[Progress], None] | None = None,
         begun: Callable[[Scoring], None] | None = None,
+        keeper: Callable[[Callable[[], None]], object] | None = None,
     ) -> Iterator[ScoreEvent]:
         """Score one ticket and stream its events; with ``keep``, keep it in the history as it goes.
 
         The fits are ``fits``, else :meth:`fits` now. With ``keep``, the ticket is saved (unless ``ticket_row``
         holds it) and its score's start recorded before the engine starts, then ``begun`` is called with the
         :class:`Scoring` (its rows); the result (a cancelled score's criteria so far, what a head reads) is kept
-        before the final event is yielded. Any failure is kept as the score's error, then raised.
+        before the final event is yielded. Any failure is kept as the score's error, then raised. ``keeper`` runs a
+        write on the history's own thread, for a score on another thread when the history is kept in memory (no
+        other connection reaches it: the app's score worker passes its screen's ``call_from_thread``).
 
         Raises:
             FitError: the fits cannot be chosen (nothing is kept).
@@ -364,6 +371,7 @@ class Session:
         from triage.scoring.engine import TicketScored
 
         fits = fits if fits is not None else self.fits(pack, options)
+        self._local.keeper = keeper
         try:
             scoring = self._begin(ticket, pack, options, keep=keep, ticket_row=ticket_row)
             if begun is not None:
@@ -395,6 +403,7 @@ class Session:
             self._end(scoring, final)
             yield final
         finally:
+            self._local.keeper = None
             if threading.get_ident() != self._owner:
                 self._close_thread_history()
 

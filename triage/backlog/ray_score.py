@@ -31,8 +31,8 @@ from triage.backlog.output import RunSignature, WriteFailed, Writer, check_outpu
 from triage.backlog.rows import BacklogRow, read_rows, thread_blocks
 from triage.backlog.worker import ModelIdentity, NodeModelError, ScorerConfig, cores, probe, scorer_class
 from triage.errors import InputError, TriageError
-from triage.session import FitRequest, Session
 from triage.scoring.options import ScoreOptions
+from triage.session import FitRequest, Session
 
 if TYPE_CHECKING:
     from triage.domain.pack import Pack

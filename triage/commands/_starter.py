@@ -7,8 +7,8 @@ from __future__ import annotations
 from rich.console import Console
 
 from triage.domain.pack import Pack
-from triage.session import FitRequest
 from triage.scoring.protocol import ScoringEngine
+from triage.session import FitRequest
 
 
 def fit_starter(engine: ScoringEngine, pack: Pack, request: FitRequest) -> bool:

@@ -205,8 +205,8 @@ def _starter_for(model: str, threads: int | None) -> None:
     """Fit the built-in pack's starter head for the model just pulled, unless one is stored or the setting is off."""
     from triage.commands._starter import fit_starter
     from triage.domain.pack import default_pack
-    from triage.scoring.fit import FitRequest
     from triage.scoring.loader import load_engine
+    from triage.session import FitRequest
     from triage.store.config import load_config
 
     request = FitRequest.of(config=load_config())

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from triage.backlog.ray_score import RayJob
     from triage.domain.pack import Pack
     from triage.intake.columns import ColumnMap
-    from triage.session import FitRequest, Fits
     from triage.scoring.options import ScoreOptions
+    from triage.session import FitRequest, Fits
     from triage.store.history import History
 
 NAME = "score"

@@ -32,8 +32,8 @@ from triage.tui.submission import Submission
 
 if TYPE_CHECKING:
     from triage.domain.result import TicketResult
-    from triage.scoring.protocol import AppEngine
     from triage.scoring.engine import ScoreEvent
+    from triage.scoring.protocol import AppEngine
     from triage.scoring.run import Progress
     from triage.store.history import History
 
@@ -129,12 +129,14 @@ class Desk:
         cancel: Callable[[], bool],
         progress: Callable[[Progress], None] | None = None,
         notices: Callable[[dict[str, str | None]], None] | None = None,
+        keeper: Callable[[Callable[[], None]], object] | None = None,
     ) -> Iterator[ScoreEvent]:
         """Score ``sub`` on the score worker's thread and stream the engine's events, kept in the history as it
         goes (when its ticket was saved): the session's one lifecycle (:meth:`~triage.session.Session.score`).
 
         ``notices`` first hears what the fit policy passed over (:meth:`~triage.session.Session.notices`): the
-        config's calibration that does not fit is said there and the ticket is scored without it.
+        config's calibration that does not fit is said there and the ticket is scored without it. ``keeper`` runs a
+        history write on the screen's thread (the history kept in memory: see :meth:`~triage.session.Session.score`).
 
         Raises:
             TriageError: the score failed (an :class:`~triage.errors.EngineError`; kept as the score's error).
@@ -157,6 +159,7 @@ class Desk:
             cancel=cancel,
             progress=progress,
             begun=begun,
+            keeper=keeper,
         )
 
     def decided(self, submission: int, result: TicketResult) -> Submission | None:

@@ -195,7 +195,10 @@ class ScoringPart(_Screen):
                 engine = self.host.engine
                 if engine is None:
                     raise TriageError("no model is loaded")
-                for event in self.desk.score(engine, sub, cancel=stop, progress=progress, notices=notices):
+                events = self.desk.score(
+                    engine, sub, cancel=stop, progress=progress, notices=notices, keeper=self.app.call_from_thread
+                )
+                for event in events:
                     if isinstance(event, Prefilled):
                         self.post_message(TicketPrefilled(sub.id, event.tokens, event.prefill_ms, event.criteria))
                     elif isinstance(event, CriterionScored):
