@@ -67,8 +67,7 @@ class Desk:
 
     def session(self, engine: AppEngine | None = None) -> Session:
         """The session for ``engine`` (a new one after a model switch; None: the one there is, or one that only
-        keeps), keeping scores and labels in the app's history; made on the screen's thread, whose the history
-        is."""
+        keeps), keeping scores and labels in the app's history; made on the screen's thread (the history's)."""
         if self._session is None or (engine is not None and self._session.engine is not engine):
             self._session = Session(
                 engine,
