@@ -305,7 +305,9 @@ def test_score_history_keeps_a_returning_thread_in_one_row() -> None:
         rows = []
         for k in (2, 3):
             ticket = make_ticket(None, "T-7", THREAD[:k])
-            scoring = session.begin(ticket, pack, ScoreOptions())
+            begun = []
+            list(session.score(ticket, pack, ScoreOptions(), keep=True, begun=begun.append))
+            [scoring] = begun
             rows.append(scoring.ticket_row)
             assert scoring.score_id is not None
             assert session.history.scored_messages(scoring.score_id) == k

@@ -76,7 +76,6 @@ from fake_engine import FakeEngine
 from triage.domain.pack import default_pack
 from triage.domain.ticket import make_ticket
 from triage.scoring.engine import TicketScored
-from triage.session import Session
 from triage.store.history import History
 from triage.tui.desk import Desk
 
@@ -99,10 +98,10 @@ while time.time() < until:
         before = len(faults)
         sub = desk.submit(make_ticket(text, tid), pack)
         desk.start(sub, engine)
-        choice = desk.fits(engine, sub)
-        events = desk.events(engine, sub, choice.fits, cancel=sub.cancel.is_set)
+        assert sub.claim()
+        events = desk.score(engine, sub, cancel=sub.cancel.is_set)
         final = [e for e in events if isinstance(e, TicketScored)][-1]
-        desk.decided(sub.id, final.result, Session.head_inputs(final))
+        desk.decided(sub.id, final.result)
         if len(faults) == before:
             acked["tickets"].append(tid)
         crit = final.result.criteria[0]

@@ -6,7 +6,6 @@ reads is covered through ``triage score --history`` (tests/test_score_cli.py) an
 
 from __future__ import annotations
 
-import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -156,14 +155,74 @@ def test_a_session_without_an_engine_keeps_and_labels_but_does_not_score(tmp_pat
     history.close()
 
 
-def test_only_the_session_writes_scores_to_the_history() -> None:
-    """The one place that combines scoring, the fit policy and the history (issue 32): grep-able."""
-    writes = re.compile(r"\.(start_score|finish_score|fail_score|cancel_score)\(")
-    writers = sorted(
-        str(p.relative_to(ROOT))
-        for p in (ROOT / "triage").rglob("*.py")
-        if writes.search(p.read_text(encoding="utf-8")) and p.name != "history.py"
+def test_failures_are_typed_and_keep_their_hint(tmp_path: Path) -> None:
+    from triage.errors import EngineError, FitError, HistoryError, InputError
+    from triage.session import FitRequest
+
+    with pytest.raises(FitError) as fit:  # an explicit head that cannot be read: nothing is kept
+        list(
+            Session(FakeEngine(), request=FitRequest(head=str(tmp_path / "no.npz"))).score(
+                make_ticket("x"), PACK, ScoreOptions()
+            )
+        )
+    assert isinstance(fit.value, InputError) and fit.value.exit_code == 2
+    with pytest.raises(EngineError) as engine:
+        list(
+            Session(FailingEngine(), history_path=tmp_path / "h.sqlite3").score(
+                make_ticket("x"), PACK, ScoreOptions(), keep=True
+            )
+        )
+    assert engine.value.message == "the KV cache is full"
+    (tmp_path / "dir.sqlite3").mkdir()  # a history that cannot be opened for writing
+    with pytest.raises(HistoryError):
+        list(
+            Session(FakeEngine(), history_path=tmp_path / "dir.sqlite3").score(
+                make_ticket("x"), PACK, ScoreOptions(), keep=True
+            )
+        )
+
+
+def test_a_lenient_session_passes_a_calibration_that_does_not_fit_over_with_a_notice(tmp_path: Path) -> None:
+    from triage.session import FitRequest
+
+    session = Session(FakeEngine(), request=FitRequest(calibration=str(tmp_path / "missing.json")))
+    fits = session.fits(PACK, ScoreOptions(), lenient=True)
+    said = Session.notices(fits)
+    assert fits.calibration is None and said["calibration"] and said["calibration"].endswith("scoring without it")
+
+
+def test_a_history_that_refuses_is_said_through_on_fault_and_scoring_goes_on(tmp_path: Path) -> None:
+    history = History.open_writable(tmp_path / "h.sqlite3")
+    history.conn.close()  # every write now fails
+    faults: list[str] = []
+    session = Session(FakeEngine(), history=history, on_fault=faults.append)
+    events = list(session.score(make_ticket("still scored"), PACK, ScoreOptions(), keep=True))
+    assert events[-1].result.complete and faults and faults[0].startswith("Could not save to history")
+
+
+def test_a_score_on_another_thread_keeps_through_its_own_connection(tmp_path: Path) -> None:
+    history = History.open_writable(tmp_path / "h.sqlite3")  # this thread's, as the app's screen holds it
+    session = Session(FakeEngine(), history=history)
+    t = threading.Thread(
+        target=lambda: list(session.score(make_ticket("on a worker"), PACK, ScoreOptions(), keep=True))
     )
-    assert writers == ["triage/session.py"]
-    for front in ("commands/score.py", "serve/worker.py", "tui/desk.py", "backlog/worker.py"):
-        assert "Session" in (ROOT / "triage" / front).read_text(encoding="utf-8"), front
+    t.start()
+    t.join(30)
+    assert [e.status for e in history.search()] == ["done"]
+    history.close()
+
+
+def test_serve_maps_each_failure_to_its_status_in_one_place() -> None:
+    from triage.errors import EngineError, FitError, ResultNotKept
+    from triage.serve.worker import error_event
+    from triage.store.history_faults import HistoryLocked
+
+    assert error_event(FitError("head h.npz does not fit", hint="learn again"))["status"] == 422
+    assert error_event(EngineError("the KV cache is full"))["status"] == 422
+    assert error_event(HistoryLocked(None, "the history is locked"))["status"] == 409
+    event = error_event(ResultNotKept("the ticket was scored but its result could not be kept: locked", hint="retry"))
+    assert event == {
+        "status": 409,
+        "error": "the ticket was scored but its result could not be kept: locked",
+        "hint": "retry",
+    }

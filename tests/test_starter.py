@@ -148,15 +148,15 @@ def test_a_row_weight_of_two_is_the_row_twice() -> None:
 
 
 def test_the_command_lines_fit_says_how_far_it_got(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
 ) -> None:
     """commands/_starter.fit_starter: learn's plain progress lines off a terminal, counted from ensure's calls
     (the real fit, with smollm2, is below)."""
-    from triage.commands import _starter
+    from fake_engine import FakeEngine
+
     from triage.commands._starter import fit_starter
     from triage.evaluation import starter
-    from triage.scoring.fit import FitRequest
-    from triage.store.fit_lock import FitLock
+    from triage.session import Session
 
     def ensure(engine, pack, request, *, say, progress):  # type: ignore[no-untyped-def]
         say("fitting the starter head for fake on triage's 4 example tickets")
@@ -167,8 +167,8 @@ def test_the_command_lines_fit_says_how_far_it_got(
 
     monkeypatch.setattr(starter, "needs_fit", lambda *a: True)
     monkeypatch.setattr(starter, "ensure", ensure)
-    monkeypatch.setattr(_starter, "head_lock", lambda *a: FitLock(tmp_path / "head.npz"))
-    assert fit_starter(object(), default_pack(), FitRequest())  # type: ignore[arg-type]
+    session = Session(FakeEngine())
+    assert fit_starter(session, default_pack())
     err = capsys.readouterr().err.splitlines()
     assert err[0] == "triage: fitting the starter head for fake on triage's 4 example tickets"
     assert err[1].startswith("triage: starter head: scoring 4 row(s); a line every ")
@@ -176,7 +176,7 @@ def test_the_command_lines_fit_says_how_far_it_got(
     assert any(line.startswith("triage: starter head: scored 4/4 rows in ") for line in err)
     assert err[-1] == "triage: starter head fitted in 1 s"
     monkeypatch.setattr(starter, "needs_fit", lambda *a: False)
-    assert not fit_starter(object(), default_pack(), FitRequest())  # type: ignore[arg-type]
+    assert not fit_starter(session, default_pack())
     assert capsys.readouterr().err == ""
 
 
@@ -346,3 +346,25 @@ def test_a_fifo_where_the_lock_goes_is_left_alone(tmp_path: Path) -> None:
     os.mkfifo(lock_path(target))
     assert FitLock(target).acquire() and FitLock(target).holder() is None
     assert st.S_ISFIFO(os.lstat(lock_path(target)).st_mode)
+
+
+def test_a_fit_of_a_head_another_fit_holds_fits_nothing_and_says_who(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Session.ensure_starter (the app's, serve's and the command line's one way to fit it) takes the head's lock:
+    while another fit holds it, it fits nothing, says which process fits it, and the session decides zero-shot."""
+    from fake_engine import FakeEngine
+
+    from triage.session import Session
+
+    session = Session(FakeEngine())
+    other = session.starter_lock(default_pack())
+    assert other.acquire()
+    try:
+        monkeypatch.setattr(starter, "ensure", lambda *a, **k: pytest.fail("fitted while another fit holds it"))
+        said: list[str] = []
+        assert not session.ensure_starter(default_pack(), say=said.append)
+        assert said == [
+            f"the starter head for {session.scorer.name} is being fitted by another process (pid {os.getpid()}); "
+            "zero-shot until it is stored"
+        ]
+    finally:
+        other.release()

@@ -16,7 +16,6 @@ from triage.domain.pack import default_pack
 from triage.domain.ticket import make_ticket
 from triage.errors import InputError
 from triage.scoring.engine import TicketScored
-from triage.session import Session
 from triage.store import labels as lab
 from triage.store.history import History
 from triage.tui.desk import Desk
@@ -37,11 +36,19 @@ def desk_of(history: History, **config: object) -> tuple[Desk, list[str]]:
 
 
 def run_to_end(desk: Desk, engine: FakeEngine, sub) -> TicketScored:  # type: ignore[no-untyped-def]
-    """What the screen's score worker does, on this thread: claim, the fit policy, the engine's events."""
+    """What the screen's score worker does, on this thread: claim, then the desk's one session call."""
     assert sub.claim()
-    choice = desk.fits(engine, sub)
-    final = [e for e in desk.events(engine, sub, choice.fits, cancel=sub.cancel.is_set) if isinstance(e, TicketScored)]
+    final = [e for e in desk.score(engine, sub, cancel=sub.cancel.is_set) if isinstance(e, TicketScored)]
     return final[-1]
+
+
+def in_a_worker(fn):  # type: ignore[no-untyped-def]
+    """Run ``fn`` on another thread, as the app's score worker runs, and return what it returned."""
+    out: list[object] = []
+    t = threading.Thread(target=lambda: out.append(fn()))
+    t.start()
+    t.join(30)
+    return out[0]
 
 
 def test_a_submission_is_saved_at_once_then_scored_and_kept(history: History) -> None:
@@ -51,11 +58,24 @@ def test_a_submission_is_saved_at_once_then_scored_and_kept(history: History) ->
     [entry] = history.search()  # saved before any model is up: a crash keeps the ticket
     assert entry.ticket_id == "T-1" and entry.score_id is None and desk.scoring and desk.is_current(sub.id)
     desk.start(sub, engine)
+    final = in_a_worker(lambda: run_to_end(desk, engine, sub))  # kept by the worker, on a connection of its own
+    assert sub.score_id is not None and history.search()[0].status == "done"
+    assert desk.decided(sub.id, final.result) is sub and not desk.scoring and not faults
+    assert desk.decided(sub.id, final.result) is None  # a second answer for it is unknown
+
+
+def test_the_score_row_runs_while_the_worker_scores(history: History) -> None:
+    desk, faults = desk_of(history)
+    engine = FakeEngine(hold_after=1)
+    sub = desk.submit(make_ticket("My parcel is late", "T-1"), PACK)
+    desk.start(sub, engine)
+    t = threading.Thread(target=lambda: run_to_end(desk, engine, sub))
+    t.start()
+    assert engine.held.wait(10)
     assert sub.score_id is not None and history.search()[0].status == "running"
-    final = run_to_end(desk, engine, sub)
-    assert desk.decided(sub.id, final.result, Session.head_inputs(final)) is sub
-    assert history.search()[0].status == "done" and not desk.scoring and not faults
-    assert desk.decided(sub.id, final.result, {}) is None  # a second answer for it is unknown
+    engine.gate.set()
+    t.join(10)
+    assert history.search()[0].status == "done" and not faults
 
 
 def test_a_new_submission_supersedes_one_whose_worker_never_began(history: History) -> None:
@@ -78,8 +98,8 @@ def test_a_stale_result_is_kept_but_is_not_current(history: History) -> None:
     assert first.claim()  # its worker began before the next submit
     second = desk.submit(make_ticket("second"), PACK)
     assert first.cancel.is_set() and not first.finished  # its worker posts the (cancelled) result itself
-    final = [e for e in desk.events(engine, first, desk.fits(engine, first).fits, cancel=lambda: False)][-1]
-    assert desk.decided(first.id, final.result, {}) is first and not desk.is_current(first.id)
+    final = [e for e in desk.score(engine, first, cancel=lambda: False)][-1]
+    assert desk.decided(first.id, final.result) is first and not desk.is_current(first.id)
     assert desk.is_current(second.id)
     assert [e.status for e in history.search() if e.preview == "first"] == ["done"]
 
@@ -102,7 +122,7 @@ def test_escape_while_scoring_lets_the_worker_end_it(history: History) -> None:
     out: list[TicketScored] = []
 
     def worker() -> None:
-        events = desk.events(engine, sub, desk.fits(engine, sub).fits, cancel=sub.cancel.is_set)
+        events = desk.score(engine, sub, cancel=sub.cancel.is_set)
         out.extend(e for e in events if isinstance(e, TicketScored))
 
     t = threading.Thread(target=worker)
@@ -111,8 +131,44 @@ def test_escape_while_scoring_lets_the_worker_end_it(history: History) -> None:
     assert desk.cancel() == "cancelling"
     t.join(10)
     assert not out[-1].result.complete
-    desk.decided(sub.id, out[-1].result, {})
+    desk.decided(sub.id, out[-1].result)
     assert history.search()[0].status == "cancelled"
+
+
+def test_a_history_kept_in_memory_is_written_on_its_own_thread_through_the_keeper() -> None:
+    import queue
+
+    from triage.store.history_open import connect
+
+    history = History(connect(None, "rw"), None, "kept in memory only")  # as when the file was locked at start
+    desk, faults = desk_of(history)
+    engine = FakeEngine()
+    sub = desk.submit(make_ticket("kept in memory", "T-M"), PACK)
+    desk.start(sub, engine)
+    writes: queue.Queue[object] = queue.Queue()
+
+    def keeper(write):  # type: ignore[no-untyped-def]
+        done = threading.Event()
+        writes.put((write, done))
+        done.wait(10)
+
+    t = threading.Thread(target=lambda: run_to_end_with(desk, engine, sub, keeper))
+    t.start()
+    while t.is_alive() or not writes.empty():  # this thread is the history's (the app's screen)
+        try:
+            write, done = writes.get(timeout=0.05)  # type: ignore[misc]
+        except queue.Empty:
+            continue
+        write()
+        done.set()
+    t.join(10)
+    assert [e.status for e in history.search()] == ["done"] and not faults
+    history.close()
+
+
+def run_to_end_with(desk: Desk, engine: FakeEngine, sub, keeper) -> None:  # type: ignore[no-untyped-def]
+    assert sub.claim()
+    list(desk.score(engine, sub, cancel=sub.cancel.is_set, keeper=keeper))
 
 
 def test_answers_are_labels_and_the_refit_comes_due(history: History) -> None:
@@ -121,7 +177,7 @@ def test_answers_are_labels_and_the_refit_comes_due(history: History) -> None:
     sub = desk.submit(make_ticket("Charged twice", "T-2"), PACK)
     desk.start(sub, engine)
     result = run_to_end(desk, engine, sub).result
-    desk.decided(sub.id, result, {})
+    desk.decided(sub.id, result)
     rows = (sub.ticket_row, sub.score_id)
     crit = PACK.criteria[0]
     assert desk.answer(result, "Charged twice", rows, crit.id, crit.options[0].id) and not desk.learn_due
@@ -142,7 +198,7 @@ def test_a_history_that_cannot_be_written_is_said_and_scoring_goes_on(history: H
     assert sub.ticket_row is None and faults and faults[0].startswith("Could not save to history")
     desk.start(sub, engine)
     final = run_to_end(desk, engine, sub)
-    assert final.result.complete and desk.decided(sub.id, final.result, {}) is sub
+    assert final.result.complete and desk.decided(sub.id, final.result) is sub
 
 
 def test_the_desk_never_imports_textual() -> None:

@@ -1,4 +1,10 @@
-"""The one exception type the CLI and the TUI turn into a message instead of a traceback."""
+"""The one exception type the CLI and the TUI turn into a message instead of a traceback, and its typed failures.
+
+A score fails in one of three ways, each a :class:`TriageError` with its hint: the fit (:class:`FitError`), the
+history (:class:`HistoryError`) or the engine (:class:`EngineError`). :mod:`triage.session` raises them; each
+front end maps them once: ``triage serve`` to its HTTP statuses, ``triage score`` to its exit codes, the app
+to its notices.
+"""
 
 from __future__ import annotations
 
@@ -27,3 +33,22 @@ class InputError(TriageError):
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message, hint=hint, exit_code=2)
+
+
+class FitError(InputError):
+    """A head or calibration that cannot be read, or does not fit the model, pack or options (exit 2; ``serve``:
+    422)."""
+
+
+class HistoryError(TriageError):
+    """The history cannot be written: locked by another process, read-only, full, of a newer schema, damaged
+    (exit 1; ``serve``: 409). :class:`triage.store.history_faults.HistoryFault` is one."""
+
+
+class ResultNotKept(HistoryError):
+    """The ticket was scored, but the history refused its result (the score's row says it failed)."""
+
+
+class EngineError(TriageError):
+    """The engine could not score the ticket: a decode failed, the context is full, the model is gone (exit 1;
+    ``serve``: 422)."""

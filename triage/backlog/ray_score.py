@@ -31,8 +31,8 @@ from triage.backlog.output import RunSignature, WriteFailed, Writer, check_outpu
 from triage.backlog.rows import BacklogRow, read_rows, thread_blocks
 from triage.backlog.worker import ModelIdentity, NodeModelError, ScorerConfig, cores, probe, scorer_class
 from triage.errors import InputError, TriageError
-from triage.scoring.fit import FitRequest
 from triage.scoring.options import ScoreOptions
+from triage.session import FitRequest, Session
 
 if TYPE_CHECKING:
     from triage.domain.pack import Pack
@@ -76,7 +76,7 @@ class RayJob:
         pack: the criteria pack.
         options: the score options: ``ScoreOptions()``, the product's, with ``--criteria``.
         fits: the explicit head and calibration requests; the policy runs once the nodes
-            have reported the model (:func:`triage.scoring.fit.choose_fits`).
+            have reported the model (:meth:`triage.session.Session.fits`).
         address: ``local`` (start a cluster), ``auto``, ``ray://HOST:10001`` or ``HOST:PORT``.
         output: where to write (``.parquet``: a folder of parts; else JSON Lines); None for stdout.
         model: ``--model`` (a catalog name or a path), or None for the config's / the default order.
@@ -150,7 +150,6 @@ def _one_writer(output: Path | None) -> Generator[None, None, None]:
 
 
 def _run(job: RayJob, on_batch: OnBatch | None) -> int:
-    from triage.scoring.fit import choose_fits
     from triage.scoring.loader import engine_settings
 
     rows = read_rows(job.source, job.columns)
@@ -159,8 +158,9 @@ def _run(job: RayJob, on_batch: OnBatch | None) -> int:
     owned = connect(ray, job.address)
     try:
         identity = check_nodes(ray, spec, expected, job.prompt_style)
-        # The nodes check a learned head's width against their model.
-        fits = choose_fits(identity, job.pack, job.options, job.fits)
+        # The fits are chosen once, here, for what the nodes reported; every node scores with them (fixed fits of
+        # its session). The nodes check a learned head's width against their model.
+        fits = Session(None, model=identity, request=job.fits).fits(job.pack, job.options)
         for note in fits.notes:
             print(f"triage: {'' if note.applied else 'note: '}{note.text}", file=sys.stderr)
         calibration, head = fits.calibration, fits.head
@@ -179,11 +179,10 @@ def _run(job: RayJob, on_batch: OnBatch | None) -> int:
             identity.sha256,
             job.pack,
             job.options,
-            calibration,
+            fits,
             n_ctx,
             job.threads,
             job.prompt_style,
-            head,
         )
         summary = score_backlog(
             ray,

@@ -23,9 +23,8 @@ from triage.scoring.options import ScoreOptions
 
 if TYPE_CHECKING:
     from triage.domain.pack import Pack
-    from triage.scoring.calibrate import Calibration
-    from triage.scoring.head import Head
     from triage.scoring.prompt import PromptFormat
+    from triage.session import Fits
 
 PROBE_N_CTX = 512  # enough to read the prompt format; the probe scores nothing
 
@@ -158,11 +157,10 @@ class ScorerConfig:
     expected_sha256: str
     pack: Pack
     options: ScoreOptions  # passed through unchanged: ``triage score``'s (the product's, with --criteria)
-    calibration: Calibration | None
+    fits: Fits  # the head and calibration the driver's session chose for the nodes' model
     n_ctx: int | None
     threads: int
     prompt_style: str
-    head: Head | None = None
 
 
 class TicketScorer:
@@ -191,11 +189,10 @@ class TicketScorer:
         self.engine.hold_stable(
             config.pack, config.options.readout
         )  # computed (or restored) once; stays resident between tickets
-        from triage.scoring.fit import Fits
         from triage.session import Session
 
         # The driver chose the fits for the nodes' model; nothing is kept in a history on a node.
-        self.session = Session(self.engine, fits=Fits(head=config.head, calibration=config.calibration))
+        self.session = Session(self.engine, fits=config.fits)
 
     def __call__(self, batch: Any) -> dict[str, list[object]]:
         """Score one batch (a ``pyarrow.Table``), in order, one ticket per decode as ``triage score`` does."""

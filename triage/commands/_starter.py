@@ -6,7 +6,7 @@
 - In the background (``score``'s first use of a model triage ships no head for): a detached, low-priority
   ``triage model starter`` process fits and stores it while this run decides zero-shot; the next run applies it.
 
-One fit at a time per head, across processes: each fit holds the head's :class:`~triage.store.fit_lock.FitLock`.
+One fit at a time per head, across processes: each fit holds the head's lock (:meth:`Session.starter_lock`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from pathlib import Path
 from rich.console import Console
 
 from triage.domain.pack import Pack
-from triage.scoring.fit import FitRequest
 from triage.scoring.protocol import ScoringEngine
+from triage.session import Session
 from triage.store.fit_lock import FitLock
 
 LOG_NAME = "starter-fit.log"
@@ -30,51 +30,33 @@ def _say(line: str) -> None:
     Console(stderr=True).print(f"triage: {line}", markup=False, highlight=False, soft_wrap=True)
 
 
-def head_lock(engine: ScoringEngine, pack: Pack) -> FitLock:
-    """The lock on the starter head file this engine and pack fit."""
-    from triage.scoring.fitstore import starter_path
-
-    return FitLock(starter_path(engine.sha256, pack.hash, engine.format_for("label").id))
-
-
-def fit_starter(engine: ScoringEngine, pack: Pack, request: FitRequest, *, wait: bool = True) -> bool:
-    """Fit the starter head when :func:`triage.evaluation.starter.needs_fit`; True when this call fitted it.
+def fit_starter(session: Session, pack: Pack, *, wait: bool = True) -> bool:
+    """Fit the starter head when the session says it is due (:meth:`Session.starter_due`); True when this call
+    fitted it.
 
     ``wait``: fit it here, telling the user how it goes on stderr (another process fitting it already is said,
     and this one fits nothing). Else start :func:`start_background_fit` and return at once (False).
     """
-    from triage.evaluation import starter
     from triage.evaluation.progress import scoring_progress
 
-    if not starter.needs_fit(engine, pack, request):
+    if not session.starter_due(pack):
         return False
-    lock = head_lock(engine, pack)
     if not wait:
-        start_background_fit(engine, lock)
-        return False
-    if not lock.acquire():
-        pid = lock.holder()
-        _say(
-            f"the starter head for {engine.name} is being fitted by another process{f' (pid {pid})' if pid else ''}; "
-            "this run decides zero-shot, the next one applies it"
-        )
+        start_background_fit(session.scorer, session.starter_lock(pack))
         return False
     err = Console(stderr=True)
-    try:
-        with scoring_progress(err) as bar:
-            task = None  # made at the first call, which gives the total
-            last = 0
+    with scoring_progress(err) as bar:
+        task = None  # made at the first call, which gives the total
+        last = 0
 
-            def progress(done: int, total: int) -> None:
-                nonlocal task, last
-                if task is None:
-                    task = bar.add_task("starter head", total=total, hits=0)
-                bar.update(task, advance=done - last)
-                last = done
+        def progress(done: int, total: int) -> None:
+            nonlocal task, last
+            if task is None:
+                task = bar.add_task("starter head", total=total, hits=0)
+            bar.update(task, advance=done - last)
+            last = done
 
-            return starter.ensure(engine, pack, request, say=_say, progress=progress)
-    finally:
-        lock.release()
+        return session.ensure_starter(pack, say=_say, progress=progress)
 
 
 def start_background_fit(engine: ScoringEngine, lock: FitLock) -> int | None:

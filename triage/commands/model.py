@@ -223,8 +223,8 @@ def _starter_for(model: str, threads: int | None) -> None:
     """Fit the built-in pack's starter head for the model just pulled, unless one is stored or the setting is off."""
     from triage.commands._starter import fit_starter
     from triage.domain.pack import default_pack
-    from triage.scoring.fit import FitRequest
     from triage.scoring.loader import load_engine
+    from triage.session import FitRequest, Session
     from triage.store.config import load_config
 
     request = FitRequest.of(config=load_config())
@@ -232,7 +232,7 @@ def _starter_for(model: str, threads: int | None) -> None:
         print("starter head: off (the starter setting); not fitted")
         return
     with load_engine(model, threads=threads, notice=lambda m: None) as engine:
-        if fit_starter(engine, default_pack(), request):
+        if fit_starter(Session(engine, request=request), default_pack()):
             return
         from triage.scoring.fitstore import auto_head, shipped_dir
 

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from triage.backlog.ray_score import RayJob
     from triage.domain.pack import Pack
     from triage.intake.columns import ColumnMap
-    from triage.scoring.fit import FitRequest, Fits
     from triage.scoring.options import ScoreOptions
+    from triage.session import FitRequest, Fits
     from triage.store.history import History
 
 NAME = "score"
@@ -53,8 +53,11 @@ array is closed, so the output is valid. One plain-text ticket prints one JSON
 object (the default off a terminal). On a terminal the default is a table.
 
 Exit status: 0 every ticket scored; 1 a line or ticket failed (it has an error
-record); 2 bad usage, or a single plain-text ticket that cannot be scored;
-130 interrupted.
+record: the engine failed on it, or --history refused its result), or the
+history cannot be written (locked, read-only, full); 2 bad usage, a single
+plain-text ticket that cannot be scored, a head or calibration (--head,
+--calibration, the config's) that cannot be read or does not fit, or a history
+of a newer schema or not a history; 130 interrupted.
 
 On a running `triage serve`: --server URL (or TRIAGE_SERVER, or the config's
 server) sends each ticket to it (POST /v1/score) instead of loading a model
@@ -283,7 +286,7 @@ def options_of(args: argparse.Namespace, pack: Pack) -> ScoreOptions:
 
 def fit_request(args: argparse.Namespace, config: dict[str, object]) -> FitRequest:
     """The explicit head and calibration asks of ``--head``, ``--no-head``, ``--calibration``, ``--no-calibration``."""
-    from triage.scoring.fit import FitRequest
+    from triage.session import FitRequest
 
     return FitRequest.of(
         head=args.head,
@@ -457,7 +460,7 @@ def _score_all(
     session = Session(engine, request=request, history=history, keep_features=Settings.of(config).keep_features)
     keep = history is not None
     # The built-in pack's first use with this model: its starter head, fitted in the background (or here).
-    fit_starter(engine, pack, request, wait=args.wait_starter)
+    fit_starter(session, pack, wait=args.wait_starter)
     fits = session.fits(pack, options)
     say_fit_notes(fits)
     failed = 0

@@ -291,13 +291,12 @@ def run(args: argparse.Namespace) -> int:
             "triage serve needs the ASGI stack of the serve extra",
             hint="pip install 'triage[serve]' (Starlette and uvicorn)",
         )
-    from triage.scoring.fit import FitRequest
     from triage.scoring.loader import load_engine
     from triage.scoring.options import ScoreOptions
     from triage.serve.app import create_app
     from triage.serve.server import Gate, bind, build_server, connection_cap
     from triage.serve.worker import EngineWorker
-    from triage.session import Session
+    from triage.session import FitRequest, Session
     from triage.settings import Settings
     from triage.store.config import load_config
 

@@ -213,9 +213,16 @@ def openapi(settings: Documented) -> dict[str, Any]:
                             "content": {**_json("Result"), "text/event-stream": {"schema": {"type": "string"}}},
                         },
                         **common,
-                        "409": _err("history: true, and the history cannot be written (locked, a newer schema)"),
+                        "409": _err(
+                            "history: true, and the history cannot be written (locked, a newer schema), or refused the "
+                            "result of a ticket it scored"
+                        ),
                         "413": _err("the ticket or body is too large"),
-                        "422": _err("a field is missing or wrong (named in field)"),
+                        "422": _err(
+                            "a field is missing or wrong (named in field); the configured head or calibration cannot "
+                            "be read or does not fit; the engine refused or failed on this ticket"
+                        ),
+                        "500": _err("an unexpected failure inside the score (the server's log has the traceback)"),
                         "503": _err("the queue is full, or the server is stopping; see Retry-After"),
                     },
                 }

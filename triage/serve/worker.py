@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 from triage.domain.pack import Pack
 from triage.domain.result import CriterionResult
 from triage.domain.ticket import Ticket
-from triage.errors import TriageError
+from triage.errors import EngineError, FitError, HistoryError, TriageError
 from triage.scoring.options import ScoreOptions
-from triage.session import Session, record_quietly
+from triage.session import Session
 from triage.settings import DEFAULTS
 
 if TYPE_CHECKING:
@@ -98,6 +98,7 @@ class Job:
     submitted: float = field(default_factory=time.monotonic)
     started: float = 0.0  # when the engine took it (time.monotonic)
     reason: str = ""  # why it was cancelled: "client" (went away) or "shutdown"
+    kind: str = "score"  # what the engine thread does with it (EngineWorker._run's one dispatch)
 
     def cancel(self, reason: str = "client") -> None:
         """Stop this job: it is never started if it still waits; a running score stops inside its decode."""
@@ -175,6 +176,7 @@ class EngineWorker:
         self._thread = threading.Thread(target=self._loop, name="triage-engine", daemon=True)
         self._chore: Callable[[Callable[[], None]], None] | None = None
         self.starter: StarterFit | None = None  # a StarterFit in the background, for /v1/health
+        self._handlers: dict[str, Callable[[Job], None]] = {"score": self._score}  # a job's kind: who runs it
 
     def run_first(self, chore: Callable[[Callable[[], None]], None]) -> None:
         """Run ``chore(between)`` on the engine thread as soon as it starts (call before :meth:`start`), serving
@@ -283,7 +285,7 @@ class EngineWorker:
                 self.stats.cancelled += 1
                 job.emit("error", job.cancel_error)
             else:
-                self._score(job)
+                self._handlers[job.kind](job)
         except BaseException:  # never let one job end the thread
             log.exception("the engine thread failed on a job")
             self.stats.failed += 1
@@ -293,28 +295,21 @@ class EngineWorker:
                 self._running = None
 
     def _score(self, job: Job) -> None:
+        """A ``score`` job: the session's one lifecycle (:meth:`~triage.session.Session.score`), its events handed
+        to the request, its failure answered by :func:`error_event`."""
         from triage.scoring.engine import CriterionScored, Prefilled, TicketScored
 
-        session = self.session
-        try:
-            fits = session.fits(job.pack, job.options)
-        except TriageError as exc:
-            self.stats.failed += 1
-            job.emit("error", {"status": 422, "error": exc.message, "hint": exc.hint})
-            return
-        try:
-            scoring = session.begin(job.ticket, job.pack, job.options, keep=job.keep)
-        except (TriageError, sqlite3.OperationalError) as exc:
-            if isinstance(exc, sqlite3.OperationalError) and not history_locked(exc):
-                raise
-            self.stats.failed += 1
-            job.emit("error", history_error(exc))
-            return
         final = None
         t0 = time.perf_counter()
-        job.started = time.monotonic()
+
+        def begun(_scoring: object) -> None:  # kept (when asked): the engine takes the job now
+            job.started = time.monotonic()
+
         try:
-            for event in session.events(scoring, fits=fits, cancel=job.cancelled.is_set):
+            events = self.session.score(
+                job.ticket, job.pack, job.options, keep=job.keep, cancel=job.cancelled.is_set, begun=begun
+            )
+            for event in events:
                 if isinstance(event, Prefilled):
                     job.emit(
                         "prefilled",
@@ -331,17 +326,12 @@ class EngineWorker:
                     final = event
         except TriageError as exc:
             self.stats.failed += 1
-            record_quietly(session.fail, scoring, exc.message, log=log)
-            job.emit("error", {"status": 422, "error": exc.message, "hint": exc.hint})
+            job.emit("error", error_event(exc))
             return
-        except BaseException:  # an unexpected failure: the row says so, never "running"
-            record_quietly(session.fail, scoring, "internal error while scoring; see the server's log", log=log)
-            raise
         assert final is not None
         result = final.result
         if not result.complete:
             self.stats.cancelled += 1
-            record_quietly(session.cancel, scoring, log=log)  # never left "running"
             job.emit("error", job.cancel_error)
             return
         self.stats.served += 1
@@ -351,16 +341,25 @@ class EngineWorker:
         self.stats.stable_cached += tok.stable_cached
         self.stats.input_tokens += tok.total_input
         self.stats.prefix_cached += tok.prefix_cached
-        if scoring.kept:
-            try:
-                session.finish(scoring, result, session.head_inputs(final))
-            except sqlite3.OperationalError as exc:
-                if not history_locked(exc):
-                    raise
-                record_quietly(session.fail, scoring, "the history was locked when the result was to be kept", log=log)
-                job.emit("error", history_error(exc, scored=True))
-                return
         job.emit("result", result.to_dict())
+
+
+# The one place a failure becomes an HTTP status (docs/serve.md, "Statuses"; the OpenAPI text says the same).
+STATUS_OF_FAILURE: tuple[tuple[type[TriageError], int], ...] = (
+    (HistoryError, 409),  # locked by another process, read-only, full, a newer schema; ResultNotKept too
+    (FitError, 422),  # a head or calibration that cannot be read or does not fit
+    (EngineError, 422),  # the engine refused or failed on this ticket
+    (TriageError, 422),
+)
+
+
+def error_event(exc: TriageError) -> dict[str, Any]:
+    """The ``error`` event (``{"status", "error", "hint"}``) of a failed score (:data:`STATUS_OF_FAILURE`)."""
+    status = next(code for kind, code in STATUS_OF_FAILURE if isinstance(exc, kind))
+    hint = exc.hint
+    if isinstance(exc, HistoryError) and not hint:
+        hint = "retry when the other triage (or sqlite3 session) has finished writing, or move the file aside"
+    return {"status": status, "error": exc.message, "hint": hint}
 
 
 def history_locked(exc: BaseException) -> bool:
@@ -370,14 +369,14 @@ def history_locked(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and (is_busy(exc) or "locked" in str(exc).lower())
 
 
-def history_error(exc: BaseException, *, scored: bool = False) -> dict[str, Any]:
-    """The error event (409) of a history that cannot be written: locked by another process (SQLite's
-    "database is locked"), of a newer schema, or unusable."""
+def history_error(exc: BaseException) -> dict[str, Any]:
+    """The error (409) of a history the label and ticket routes cannot use: a :class:`~triage.errors.TriageError`
+    (:func:`error_event`'s answer, a newer schema or damaged file too), or SQLite's "database is locked"."""
     if isinstance(exc, TriageError):
-        message, hint = exc.message, exc.hint or "close the other triage, or move the file aside"
-    else:
-        message = f"the history is locked by another process ({exc})"
-        hint = "retry when the other triage (or sqlite3 session) has finished writing"
-    if scored:
-        message = f"the ticket was scored but its result could not be kept: {message}"
-    return {"status": 409, "error": message, "hint": hint}
+        return {**error_event(exc), "status": 409}
+    message = f"the history is locked by another process ({exc})"
+    return {
+        "status": 409,
+        "error": message,
+        "hint": "retry when the other triage (or sqlite3 session) has finished writing",
+    }

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from triage.errors import TriageError
+from triage.errors import HistoryError
 
 # SQLite primary result codes (sqlite3 exposes the extended code; the low byte is the primary).
 _CORRUPT, _NOTADB = 11, 26
@@ -22,7 +22,7 @@ _PERM, _READONLY, _IOERR, _FULL, _CANTOPEN = 3, 8, 10, 13, 14
 _READONLY_DIRECTORY = _READONLY | (6 << 8)
 
 
-class HistoryFault(TriageError):
+class HistoryFault(HistoryError):
     """The history cannot be used for what was asked; nothing in it was changed.
 
     ``kind`` names the fault for callers that map it (``triage serve`` answers ``locked`` with

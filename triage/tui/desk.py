@@ -4,14 +4,17 @@ The main screen (:mod:`triage.tui.screens.main`) shows; the desk decides and kee
 :class:`~triage.session.Session` per engine. Tests drive it without a terminal (tests/test_tui_desk.py).
 
 - :meth:`Desk.submit` saves the ticket at once (a crash keeps it), supersedes what ran before, and makes the
-  :class:`~triage.tui.submission.Submission`; :meth:`Desk.start` records that its score started.
-- :meth:`Desk.fits` and :meth:`Desk.events` run on the score worker's thread: the fit policy's choice for the
-  ticket, then the engine's events. Everything else runs on the screen's thread, where the history was opened.
-- :meth:`Desk.decided`, :meth:`Desk.failed` and :meth:`Desk.abandon` end a submission's row: every result is
-  kept, stale ones too; only the current submission's reaches the screen.
+  :class:`~triage.tui.submission.Submission`; :meth:`Desk.start` readies its session when the model is up.
+- :meth:`Desk.score` runs on the score worker's thread: the session's fit notices, then its one lifecycle
+  (:meth:`~triage.session.Session.score`), which keeps the score's start, its result (stale ones too), its error
+  or its cancel, through a history connection of the worker's own. Everything else runs on the screen's
+  thread, where the history was opened.
+- :meth:`Desk.decided` and :meth:`Desk.failed` take a submission's end off the desk (only the current
+  submission's reaches the screen); :meth:`Desk.abandon` keeps one cancelled before its worker took it.
 - :meth:`Desk.answer` records an agent's answer on a card and says when the head is due a re-fit.
 
-A history write that fails (locked, read-only, a full disk) is said through ``on_fault`` and never stops scoring.
+A history write that fails (locked, read-only, a full disk) is said through ``on_fault`` (from either thread)
+and never stops scoring.
 """
 
 from __future__ import annotations
@@ -19,34 +22,23 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 from triage.domain.pack import Pack
 from triage.domain.ticket import Ticket
-from triage.errors import InputError
-from triage.session import Scoring, Session
+from triage.session import FitRequest, Scoring, Session
 from triage.settings import Settings
 from triage.tui.submission import Submission
 
 if TYPE_CHECKING:
     from triage.domain.result import TicketResult
-    from triage.scoring.fit import Fits
+    from triage.scoring.engine import ScoreEvent
     from triage.scoring.protocol import AppEngine
     from triage.scoring.run import Progress
     from triage.store.history import History
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class FitChoice:
-    """The fits a submission is scored with, and what to tell the agent of what was passed over (per ``head``
-    and ``calibration``: the notice's text, or None to take a standing notice down)."""
-
-    fits: Fits
-    notices: dict[str, str | None]
 
 
 class Desk:
@@ -56,7 +48,8 @@ class Desk:
         history: the app's history (opened on the screen's thread).
         config: the user's config (the fit request's ``calibration`` and ``starter``, ``keep_features``,
             ``auto_learn``).
-        on_fault: called with one line when a history write fails.
+        on_fault: called with one line when a history write fails (on the screen's thread, or on the score
+            worker's: it must be safe to call from either).
     """
 
     def __init__(self, history: History, config: dict[str, object], *, on_fault: Callable[[str], None]) -> None:
@@ -70,20 +63,24 @@ class Desk:
         self.labels_since_fit = 0  # labels for this pack since its stored head was learned (across restarts)
         self._seq = 0
         self._session: Session | None = None
+        self._sessions: dict[int, Session] = {}  # a started submission's session (made on the screen's thread)
 
     def session(self, engine: AppEngine | None = None) -> Session:
         """The session for ``engine`` (a new one after a model switch; None: the one there is, or one that only
-        keeps), keeping scores and labels in the app's history."""
+        keeps), keeping scores and labels in the app's history; made on the screen's thread (the history's)."""
         if self._session is None or (engine is not None and self._session.engine is not engine):
-            from triage.scoring.fit import FitRequest
-
             self._session = Session(
                 engine,
                 request=FitRequest.of(config=self.config),
                 history=self.history,
                 keep_features=self.settings.keep_features,
+                on_fault=self._fault,
             )
         return self._session
+
+    def _fault(self, line: str) -> None:
+        """A history write failed (the session logged it): said, never fatal."""
+        self.on_fault(line)
 
     def record(self, fn: Callable[..., T], *args: object, **kwargs: object) -> T | None:
         """Write to the history; a failure is said (``on_fault``), never fatal: returns None."""
@@ -117,61 +114,68 @@ class Desk:
         return sub
 
     def start(self, sub: Submission, engine: AppEngine | None) -> None:
-        """The model is up: record that ``sub``'s score starts (when its ticket was saved)."""
+        """The model is up: ``sub`` is scored through the session of ``engine`` (made here, on the screen's
+        thread); its score's row starts when its worker takes it (:meth:`score`)."""
         sub.started = True
-        if sub.ticket_row is None or engine is None:
-            return
-        session = self.session(engine)
-        scoring = self.record(session.begin, sub.ticket, sub.pack, sub.options, ticket_row=sub.ticket_row)
-        sub.score_id = scoring.score_id if scoring is not None else None
+        if engine is not None:
+            self._sessions[sub.id] = self.session(engine)
 
-    def fits(self, engine: AppEngine, sub: Submission) -> FitChoice:
-        """The fit policy's head and calibration for ``sub`` (any thread). The config's ``calibration`` is asked for
-        as the CLI asks for it; when it does not fit, the notice says why and the ticket is scored without it."""
-        from triage.scoring.fit import FitRequest, choose_fits
-
-        refused = None
-        try:
-            fits = self.session(engine).fits(sub.pack, sub.options)
-        except InputError as exc:  # the config's calibration file: it must not stop scoring
-            refused = f"{exc.message}; scoring without it"
-            request = FitRequest.of(config=self.config)
-            fits = choose_fits(engine, sub.pack, sub.options, FitRequest(no_calibration=True, starter=request.starter))
-        notices: dict[str, str | None] = {}
-        for about in ("head", "calibration"):
-            said = fits.passed_over(about) + ([refused] if refused and about == "calibration" else [])
-            notices[about] = " ".join(said) if said else None
-        return FitChoice(fits, notices)
-
-    def events(
+    def score(
         self,
         engine: AppEngine,
         sub: Submission,
-        fits: Fits,
         *,
         cancel: Callable[[], bool],
         progress: Callable[[Progress], None] | None = None,
-    ) -> Iterator[object]:
-        """The engine's events for ``sub`` (the score worker's thread; writes nothing): what a head reads comes
-        back on the final event when the score has a history row."""
-        yield from self.session(engine).events(self._scoring(sub), fits=fits, cancel=cancel, progress=progress)
+        notices: Callable[[dict[str, str | None]], None] | None = None,
+        keeper: Callable[[Callable[[], None]], object] | None = None,
+    ) -> Iterator[ScoreEvent]:
+        """Score ``sub`` on the score worker's thread and stream the engine's events, kept in the history as it
+        goes (when its ticket was saved): the session's one lifecycle (:meth:`~triage.session.Session.score`).
 
-    def decided(self, submission: int, result: TicketResult, kept: dict[str, object]) -> Submission | None:
-        """Keep a finished score (stale ones too) with what a head reads; returns its submission (None: unknown)."""
-        sub = self.subs.pop(submission, None)
-        if sub is None:
-            return None
-        sub.finished = True
-        self.record(self.session().finish, self._scoring(sub), result, kept)
-        return sub
+        ``notices`` first hears what the fit policy passed over (:meth:`~triage.session.Session.notices`): the
+        config's calibration that does not fit is said there and the ticket is scored without it. ``keeper`` runs a
+        history write on the screen's thread (the history kept in memory: see :meth:`~triage.session.Session.score`).
+
+        Raises:
+            TriageError: the score failed (an :class:`~triage.errors.EngineError`; kept as the score's error).
+        """
+        session = self._sessions.get(sub.id) or self.session(engine)
+        fits = session.fits(sub.pack, sub.options, lenient=True)
+        if notices is not None:
+            notices(session.notices(fits))
+
+        def begun(scoring: Scoring) -> None:
+            sub.score_id = scoring.score_id
+
+        yield from session.score(
+            sub.ticket,
+            sub.pack,
+            sub.options,
+            keep=sub.ticket_row is not None,
+            ticket_row=sub.ticket_row,
+            fits=fits,
+            cancel=cancel,
+            progress=progress,
+            begun=begun,
+            keeper=keeper,
+        )
+
+    def decided(self, submission: int, result: TicketResult) -> Submission | None:
+        """A score ended with ``result`` (its worker kept it, stale ones too); returns its submission (None:
+        unknown)."""
+        return self._ended(submission)
 
     def failed(self, submission: int, message: str) -> Submission | None:
-        """Keep a score's failure; returns its submission (None: unknown)."""
+        """A score failed with ``message`` (its worker kept the failure); returns its submission (None: unknown)."""
+        return self._ended(submission)
+
+    def _ended(self, submission: int) -> Submission | None:
         sub = self.subs.pop(submission, None)
+        self._sessions.pop(submission, None)
         if sub is None:
             return None
         sub.finished = True
-        self.record(self.session().fail, self._scoring(sub), message)
         return sub
 
     def cancel(self) -> str | None:
@@ -204,28 +208,27 @@ class Desk:
     def abandon(self, sub: Submission) -> bool:
         """End a started submission whose worker has not begun scoring (True), as cancelled in history.
 
-        False: its worker is scoring it and will post the (cancelled) result itself.
+        False: its worker is scoring it and will keep (and post) the cancelled result itself.
         """
         if not sub.abandon():
             return False
         sub.finished = True
         self.subs.pop(sub.id, None)
-        self.record(self.session().cancel, self._scoring(sub))
+        session = self._sessions.pop(sub.id, None)
+        if session is not None and sub.ticket_row is not None:
+            self.record(session.unstarted, sub.ticket, sub.pack, sub.options, ticket_row=sub.ticket_row)
         return True
 
     def end_unfinished(self) -> None:
         """The app is closing: a score still open ends as cancelled in history (its worker's result is a message
         no screen will read any more; without this its row would say "unfinished" for ever)."""
         for sub in list(self.subs.values()):
-            if sub.started and not sub.finished:
-                self.session().cancel(self._scoring(sub))
+            session = self._sessions.get(sub.id)
+            if sub.started and not sub.finished and session is not None and sub.score_id is not None:
+                self.record(session.left_running, sub.score_id)
             sub.finished = True
         self.subs.clear()
-
-    @staticmethod
-    def _scoring(sub: Submission) -> Scoring:
-        """The session's view of ``sub``: its ticket, how it is scored, and its history rows."""
-        return Scoring(sub.ticket, sub.pack, sub.options, sub.ticket_row, sub.score_id)
+        self._sessions.clear()
 
     # -- labels and re-fits -------------------------------------------------------------------------
     @property
@@ -262,16 +265,12 @@ class Desk:
         return every is not None and self.labels_since_fit >= every
 
     def count_labels_since_fit(self, engine: AppEngine, pack: Pack) -> None:
-        """Start the re-fit count from the labels given since this model and pack's stored head was learned (its
-        file's time; every label when there is none), so that labels of earlier sessions count."""
-        from triage.scoring.fitstore import head_name, heads_dir
+        """Start the re-fit count from the labels given since this model and pack's stored head was learned
+        (:meth:`~triage.session.Session.head_learned_at`; every label when there is none), so that labels of earlier
+        sessions count."""
         from triage.store import labels as lab
 
-        path = heads_dir() / head_name(engine.sha256, pack.hash, engine.format_for("label").id)
-        try:
-            since = path.stat().st_mtime
-        except OSError:
-            since = 0.0
+        since = self.session(engine).head_learned_at(pack)
         try:
             self.labels_since_fit = lab.count_since(self.history, pack.hash, since)
         except Exception:  # the count is a convenience: a history that cannot say leaves it at 0

@@ -114,15 +114,11 @@ class CriterionDecided(Message):
 
 @dataclass
 class TicketDecided(Message):
-    """The ticket is done (``result.complete`` is False when it was cancelled).
-
-    ``kept``: per criterion, what a learned head reads (features and raw readout), kept with the
-    score in the history so that labels on it can be learned from without scoring again.
-    """
+    """The ticket is done (``result.complete`` is False when it was cancelled); its score worker has kept it in
+    the history already (what a learned head reads too)."""
 
     submission: int
     result: TicketResult
-    kept: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass

@@ -55,7 +55,7 @@ class LabelsPart(_Screen):
 
         t0 = time.monotonic()
         try:
-            from triage.scoring.fit import starter_on
+            from triage.session import starter_on
 
             outcome = learn_from_history(path, engine, pack, starter=starter_on(self.options.config))
         except Exception as exc:  # a failed re-fit must never take the app down

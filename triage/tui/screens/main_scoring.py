@@ -169,13 +169,24 @@ class ScoringPart(_Screen):
 
     @work(thread=True, exclusive=True, group="score", exit_on_error=False)
     def _score(self, sub: Submission) -> None:
+        """The score worker: the desk's one session call (:meth:`~triage.tui.desk.Desk.score`, which keeps the score
+        in the history), its events posted to the screen."""
         from triage.scoring.engine import CriterionScored, Prefilled, Progress, TicketScored
-        from triage.session import Session
 
         worker = get_current_worker()
 
         def stop() -> bool:
             return sub.cancel.is_set() or worker.is_cancelled
+
+        def notices(said: dict[str, str | None]) -> None:  # what the fit policy passed over, and why
+            for about, line in said.items():
+                if line:
+                    self.app.call_from_thread(self.notices.put, about, line, "warning")
+                else:
+                    self.app.call_from_thread(self.notices.drop, about)
+
+        def progress(p: Progress) -> None:  # from inside a decode: only post
+            self.post_message(DecodeProgressed(sub.id, p.phase, p.done, p.total))
 
         try:
             with self.host.lock:  # llama.cpp is not thread-safe: one user at a time
@@ -184,24 +195,16 @@ class ScoringPart(_Screen):
                 engine = self.host.engine
                 if engine is None:
                     raise TriageError("no model is loaded")
-                choice = self.desk.fits(engine, sub)
-                for about, said in choice.notices.items():
-                    if said:
-                        self.app.call_from_thread(self.notices.put, about, said, "warning")
-                    else:
-                        self.app.call_from_thread(self.notices.drop, about)
-
-                def progress(p: Progress) -> None:  # from inside a decode: only post
-                    self.post_message(DecodeProgressed(sub.id, p.phase, p.done, p.total))
-
-                for event in self.desk.events(engine, sub, choice.fits, cancel=stop, progress=progress):
+                events = self.desk.score(
+                    engine, sub, cancel=stop, progress=progress, notices=notices, keeper=self.app.call_from_thread
+                )
+                for event in events:
                     if isinstance(event, Prefilled):
                         self.post_message(TicketPrefilled(sub.id, event.tokens, event.prefill_ms, event.criteria))
                     elif isinstance(event, CriterionScored):
                         self.post_message(CriterionDecided(sub.id, event.result))
                     elif isinstance(event, TicketScored):
-                        kept = Session.head_inputs(event) if sub.score_id is not None else {}
-                        self.post_message(TicketDecided(sub.id, event.result, kept))
+                        self.post_message(TicketDecided(sub.id, event.result))
         except TriageError as exc:
             self.post_message(ScoreFailed(sub.id, exc.message))
         except Exception as exc:
@@ -237,7 +240,7 @@ class ScoringPart(_Screen):
         self.summary.scoring(sub.ticket.id, sub.tokens, sub.prefill_ms, sub.decided, len(sub.pack.criteria))
 
     def on_ticket_decided(self, msg: TicketDecided) -> None:
-        sub = self.desk.decided(msg.submission, msg.result, msg.kept)  # every result is kept, stale ones too
+        sub = self.desk.decided(msg.submission, msg.result)  # its worker kept it, stale ones too
         if sub is None:
             return
         if not self._is_current(msg.submission):
