@@ -44,7 +44,7 @@ def main() -> int:
     from llama_cpp import Llama
 
     from triage.domain.pack import default_pack
-    from triage.evaluation.starter import STARTER_READ, starter_rows
+    from triage.learning.starter import STARTER_READ, starter_rows
     from triage.scoring.cue import CUES, cue_name
     from triage.scoring.engine import ScoreOptions
     from triage.scoring.loader import load_engine

@@ -21,7 +21,7 @@ from conftest import MIXED, labelled_rows
 
 from triage.cli import build_parser, main
 from triage.errors import InputError, TriageError
-from triage.scoring.head_file import read_head
+from triage.learning.head_file import read_head
 
 cluster, worker_home = test_ray_score.cluster, test_ray_score.worker_home  # the Ray tests' fixtures
 ROOT = Path(__file__).resolve().parents[1]

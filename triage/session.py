@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from triage.domain.pack import Pack
 from triage.domain.ticket import Ticket
 from triage.errors import TriageError
-from triage.scoring.fit import FitRequest, Fits, choose_fits
+from triage.learning.fit import FitRequest, Fits, choose_fits
 from triage.scoring.options import ScoreOptions
 from triage.settings import DEFAULTS
 from triage.store import features as feat
@@ -118,7 +118,7 @@ class Session:
     def starter_due(self, pack: Pack) -> bool:
         """Whether :meth:`ensure_starter` would fit a starter head for ``pack`` now
         (:func:`triage.evaluation.starter.needs_fit`)."""
-        from triage.evaluation.starter import needs_fit
+        from triage.learning.starter import needs_fit
 
         return needs_fit(self.scorer, pack, self.request)
 
@@ -127,7 +127,7 @@ class Session:
     ) -> bool:
         """Fit and store the built-in pack's starter head for this model when the policy would want one and none
         is stored (:func:`triage.evaluation.starter.ensure`); True when it fitted one."""
-        from triage.evaluation.starter import ensure
+        from triage.learning.starter import ensure
 
         return ensure(self.scorer, pack, self.request, say=say, progress=progress)
 

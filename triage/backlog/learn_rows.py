@@ -30,8 +30,8 @@ from triage.errors import InputError, TriageError
 if TYPE_CHECKING:
     from triage.domain.pack import Pack
     from triage.domain.ticket import Ticket
-    from triage.evaluation.cache import CacheKey, Outcome
-    from triage.evaluation.runner import Scorer
+    from triage.learning.cache import CacheKey, Outcome
+    from triage.learning.scorer import Scorer
     from triage.scoring.protocol import ScoringEngine
 
 DEFAULT_BATCH = 16  # tickets per batch (what a dead worker loses), fewer when that would leave workers idle
@@ -133,7 +133,7 @@ class RowScorer:
         self._scorers: dict[tuple[str, str, bool], Scorer] = {}
 
     def _scorer(self, readout: str, read: str, features: bool) -> Scorer:
-        from triage.evaluation.runner import Scorer
+        from triage.learning.scorer import Scorer
 
         key = (readout, read, features)
         if key not in self._scorers:
@@ -311,11 +311,11 @@ class RaySets:
         read: str,
     ) -> Any:
         from triage.domain.ticket import make_ticket, printable
-        from triage.evaluation.cache import ReadoutCache
         from triage.evaluation.progress import scoring_progress
-        from triage.evaluation.runner import Scorer, score_rows
         from triage.evaluation.session import ScoringRun
         from triage.evaluation.variants import prior_from
+        from triage.learning.cache import ReadoutCache
+        from triage.learning.scorer import Scorer, score_rows
         from triage.scoring.engine import PRIOR_TEXT
 
         with ReadoutCache() as cache:

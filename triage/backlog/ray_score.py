@@ -31,7 +31,7 @@ from triage.backlog.output import RunSignature, WriteFailed, Writer, check_outpu
 from triage.backlog.rows import BacklogRow, read_rows, thread_blocks
 from triage.backlog.worker import ModelIdentity, NodeModelError, ScorerConfig, cores, probe, scorer_class
 from triage.errors import InputError, TriageError
-from triage.scoring.fit import FitRequest
+from triage.learning.fit import FitRequest
 from triage.scoring.options import ScoreOptions
 
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ def _one_writer(output: Path | None) -> Generator[None, None, None]:
 
 
 def _run(job: RayJob, on_batch: OnBatch | None) -> int:
-    from triage.scoring.fit import choose_fits
+    from triage.learning.fit import choose_fits
     from triage.scoring.loader import engine_settings
 
     rows = read_rows(job.source, job.columns)

@@ -191,7 +191,7 @@ class TicketScorer:
         self.engine.hold_stable(
             config.pack, config.options.readout
         )  # computed (or restored) once; stays resident between tickets
-        from triage.scoring.fit import Fits
+        from triage.learning.fit import Fits
         from triage.session import Session
 
         # The driver chose the fits for the nodes' model; nothing is kept in a history on a node.

@@ -7,14 +7,14 @@ from __future__ import annotations
 from rich.console import Console
 
 from triage.domain.pack import Pack
-from triage.scoring.fit import FitRequest
+from triage.learning.fit import FitRequest
 from triage.scoring.protocol import ScoringEngine
 
 
 def fit_starter(engine: ScoringEngine, pack: Pack, request: FitRequest) -> bool:
     """:func:`triage.evaluation.starter.ensure` with the user told how it goes on stderr; True when it fitted."""
-    from triage.evaluation import starter
     from triage.evaluation.progress import scoring_progress
+    from triage.learning import starter
 
     err = Console(stderr=True)
 

@@ -205,7 +205,7 @@ def _starter_for(model: str, threads: int | None) -> None:
     """Fit the built-in pack's starter head for the model just pulled, unless one is stored or the setting is off."""
     from triage.commands._starter import fit_starter
     from triage.domain.pack import default_pack
-    from triage.scoring.fit import FitRequest
+    from triage.learning.fit import FitRequest
     from triage.scoring.loader import load_engine
     from triage.store.config import load_config
 
@@ -216,7 +216,7 @@ def _starter_for(model: str, threads: int | None) -> None:
     with load_engine(model, threads=threads, notice=lambda m: None) as engine:
         if fit_starter(engine, default_pack(), request):
             return
-        from triage.scoring.fitstore import auto_head, shipped_dir
+        from triage.learning.fitstore import auto_head, shipped_dir
 
         found = auto_head(engine, default_pack(), starter=True)  # what `score` will apply, said as it will say it
         if (

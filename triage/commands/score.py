@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from triage.backlog.ray_score import RayJob
     from triage.domain.pack import Pack
     from triage.intake.columns import ColumnMap
-    from triage.scoring.fit import FitRequest, Fits
+    from triage.learning.fit import FitRequest, Fits
     from triage.scoring.options import ScoreOptions
     from triage.store.history import History
 
@@ -277,7 +277,7 @@ def options_of(args: argparse.Namespace, pack: Pack) -> ScoreOptions:
 
 def fit_request(args: argparse.Namespace, config: dict[str, object]) -> FitRequest:
     """The explicit head and calibration asks of ``--head``, ``--no-head``, ``--calibration``, ``--no-calibration``."""
-    from triage.scoring.fit import FitRequest
+    from triage.learning.fit import FitRequest
 
     return FitRequest.of(
         head=args.head,

@@ -49,7 +49,7 @@ def serving(
     sock = bind("127.0.0.1", 0)
     settings = replace(settings, port=sock.getsockname()[1], host="127.0.0.1")
     gate = gate or Gate(max_connections=DEFAULT_MAX_CONNECTIONS, body_timeout=settings.body_timeout)
-    from triage.scoring.fit import FitRequest
+    from triage.learning.fit import FitRequest
     from triage.store.config import load_config
 
     # the fit policy with no explicit file, and the ``starter`` setting as `triage serve` reads it (config, then

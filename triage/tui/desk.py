@@ -31,7 +31,7 @@ from triage.tui.submission import Submission
 
 if TYPE_CHECKING:
     from triage.domain.result import TicketResult
-    from triage.scoring.fit import Fits
+    from triage.learning.fit import Fits
     from triage.scoring.protocol import AppEngine
     from triage.scoring.run import Progress
     from triage.store.history import History
@@ -75,7 +75,7 @@ class Desk:
         """The session for ``engine`` (a new one after a model switch; None: the one there is, or one that only
         keeps), keeping scores and labels in the app's history."""
         if self._session is None or (engine is not None and self._session.engine is not engine):
-            from triage.scoring.fit import FitRequest
+            from triage.learning.fit import FitRequest
 
             self._session = Session(
                 engine,
@@ -128,7 +128,7 @@ class Desk:
     def fits(self, engine: AppEngine, sub: Submission) -> FitChoice:
         """The fit policy's head and calibration for ``sub`` (any thread). The config's ``calibration`` is asked for
         as the CLI asks for it; when it does not fit, the notice says why and the ticket is scored without it."""
-        from triage.scoring.fit import FitRequest, choose_fits
+        from triage.learning.fit import FitRequest, choose_fits
 
         refused = None
         try:
@@ -264,7 +264,7 @@ class Desk:
     def count_labels_since_fit(self, engine: AppEngine, pack: Pack) -> None:
         """Start the re-fit count from the labels given since this model and pack's stored head was learned (its
         file's time; every label when there is none), so that labels of earlier sessions count."""
-        from triage.scoring.fitstore import head_name, heads_dir
+        from triage.learning.fitstore import head_name, heads_dir
         from triage.store import labels as lab
 
         path = heads_dir() / head_name(engine.sha256, pack.hash, engine.format_for("label").id)

@@ -51,11 +51,11 @@ class LabelsPart(_Screen):
 
     @work(thread=True, exclusive=True, group="learn", exit_on_error=False)
     def _relearn(self, engine: AppEngine, pack: Pack, path: Path) -> None:
-        from triage.evaluation.relearn import learn_from_history
+        from triage.learning.relearn import learn_from_history
 
         t0 = time.monotonic()
         try:
-            from triage.scoring.fit import starter_on
+            from triage.learning.fit import starter_on
 
             outcome = learn_from_history(path, engine, pack, starter=starter_on(self.options.config))
         except Exception as exc:  # a failed re-fit must never take the app down

@@ -4,7 +4,7 @@ Per criterion: multinomial logistic regression with L2 on standardised
 features (the answer position's hidden-state features and the K option
 log-probs), class weights balanced, the strength chosen by stratified
 cross-validation on the training rows (log loss). Fitting and applying a head
-are numpy (:mod:`triage.scoring.logistic`).
+are numpy (:mod:`triage.learning.logistic`).
 
 An option with fewer than ``min_per_option`` labels cannot be learned: the
 criterion is refused and named, or with ``rare="backoff"`` the head learns
@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from triage.domain.pack import Criterion, Pack
-from triage.scoring.calibrate import fit_vector_scaling
+from triage.learning.logistic import Standardizer, fit_logistic, stratified_folds
+from triage.learning.vector_scaling import fit_vector_scaling
 from triage.scoring.cue import TAIL
 from triage.scoring.head import ATTENTION, CriterionHead, Head
-from triage.scoring.logistic import Standardizer, fit_logistic, stratified_folds
 
 if TYPE_CHECKING:
     pass
@@ -97,7 +97,7 @@ class _RowSpaceLR:
     ) -> _RowSpaceLR:
         """Fit on rows ``x``; ``basis`` (from :func:`_row_basis` of the same ``x``) saves computing it again,
         ``start`` (a fit on the same rows with another C) starts the solver near the optimum, ``weight``
-        weighs the rows (:func:`~triage.scoring.logistic.fit_logistic`)."""
+        weighs the rows (:func:`~triage.learning.logistic.fit_logistic`)."""
         self.basis = _row_basis(x) if basis is None else basis  # (r, d)
         warm = (start.row_coef_, start.intercept_) if start is not None else None
         self.classes_, self.row_coef_, self.intercept_ = fit_logistic(x @ self.basis.T, y, self.c, warm, weight)
@@ -225,7 +225,7 @@ def fit_criterion(
             spectrum is rounding (measured on 1,200 helpdesk-pack rows: a knee of 4x at the 897th singular
             value), which only costs time and can only be fitted as noise. None: the whole span.
         weight: each row's weight in the fit (default 1): the built-in pack's starter rows weigh less than a
-            team's labels (:mod:`triage.evaluation.starter`). Cross-validation scores every held-out row alike.
+            team's labels (:mod:`triage.learning.starter`). Cross-validation scores every held-out row alike.
     """
     ids = [o.id for o in criterion.options]
     rank = None if hidden_width is None else hidden_width + len(ids) + 1

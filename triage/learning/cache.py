@@ -7,7 +7,7 @@ re-run with other variants, metrics or a new calibration reads the cache only.
 
 Key: model sha256, pack hash, prompt-format version, context size, orderings kind
 and scoring mode (batch shapes round differently), and the sha256 of the ticket's
-text as the prompts read it (:meth:`triage.evaluation.runner.Scorer.text_key`): the
+text as the prompts read it (:meth:`triage.learning.scorer.Scorer.text_key`): the
 ticket's own sha256, or, for a ticket longer than the ticket budget, the sha256 of
 its text after the budget's cut, so a ticket cut to another budget is another
 entry. Anything that can change the readout is in the key; a changed pack or prompt
@@ -126,7 +126,7 @@ class ReadoutCache:
             (0: each write committed at once). :meth:`close` commits what is left.
         keep_going: a file that cannot be created or written (a full disk) costs no work: the readouts
             are kept in memory for this run, and :attr:`write_failure` says once what failed (the
-            starter's fit: :func:`triage.evaluation.starter.fit_and_store`). A lock still raises.
+            starter's fit: :func:`triage.learning.starter.fit_and_store`). A lock still raises.
 
     Attributes:
         notice: a one-line message for the user when a damaged file was moved aside, else None.
