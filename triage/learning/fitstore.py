@@ -2,12 +2,13 @@
 and which one a setup gets.
 
 Both kinds of fit are keyed by the model's sha256, the pack's hash and the prompt format; a file is
-applied only where all three match (:func:`check_keys`, and for a head its widths, read position,
-attention and options: :func:`check_head`). They are stored in ``user_dirs().data`` under
-``heads/`` and ``calibrations/``, under a name made of the keys (:func:`stored_name`); the starter
-head (:mod:`triage.learning.starter`) under ``heads/starter/``. :func:`auto_head` and
+applied only where all three match (:func:`~triage.scoring.setup_check.check_keys`, and for a head its
+widths, read position, attention and options: :func:`~triage.scoring.setup_check.check_head`). They are
+stored in ``user_dirs().data`` under ``heads/`` and ``calibrations/``, under a name made of the keys
+(:func:`stored_name`); the starter head (:mod:`triage.learning.starter`) under ``heads/starter/``. :func:`auto_head` and
 :func:`auto_calibration` find the stored fit for an engine and pack; a damaged stored file is
-moved aside (``NAME.bad-TIME``) and passed over.
+moved aside (``NAME.bad-TIME``) and passed over. Every file is read through :data:`FILES`: once, and
+again when it changes (a head or calibration stored by another process is seen on the next ask).
 
 The files' formats are :mod:`triage.learning.head_file` and :mod:`triage.scoring.calibrate`.
 """
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from triage.errors import InputError
 from triage.learning.head_file import SUFFIX, DamagedHead, read_head, write_head
+from triage.learning.memo import FileMemo
 from triage.scoring.calibrate import Calibration, DamagedCalibration, read_calibration, write_calibration
 from triage.scoring.head import Head
 from triage.scoring.options import DEFAULT_READOUT
@@ -34,6 +36,20 @@ if TYPE_CHECKING:
     from triage.scoring.protocol import ModelIdentity
 
 log = logging.getLogger(__name__)
+
+FILES = FileMemo()
+"""The head and calibration files this process has read, kept while each file stays as it was
+(:mod:`triage.learning.memo`): the policy asks for every ticket, the files are read when they change."""
+
+
+def _calibration(path: str | Path) -> Calibration:
+    """The calibration file at ``path`` (:func:`~triage.scoring.calibrate.read_calibration`), through :data:`FILES`."""
+    return FILES.get(path, read_calibration, "calibration")
+
+
+def _head(path: str | Path, shape: tuple[int, int] | None = None) -> Head:
+    """The head file at ``path`` (:func:`~triage.learning.head_file.read_head`), through :data:`FILES`."""
+    return FILES.get(path, lambda p: read_head(p, shape=shape), ("head", shape))
 
 
 def calibrations_dir() -> Path:
@@ -79,7 +95,7 @@ def find_calibration(
     others = sorted((p for p in folder.glob("*.json") if p != preferred), key=_mtime, reverse=True)
     for path in ([preferred] if preferred.is_file() else []) + others:
         try:
-            cal = read_calibration(path)
+            cal = _calibration(path)
         except DamagedCalibration as exc:
             line = set_aside(path, "stored calibration", exc.message)
             log.warning("%s", line)
@@ -115,7 +131,7 @@ def load_calibration(
     Raises:
         InputError: the file does not match (naming what differs), or cannot be read.
     """
-    cal = read_calibration(path)
+    cal = _calibration(path)
     why = check_keys(cal, model_sha256=engine.sha256, pack_hash=pack.hash, prompt_format=engine.format_for(readout).id)
     if why:
         raise InputError(
@@ -133,7 +149,7 @@ def load_head(path: str | Path, *, engine: ModelIdentity, pack: Pack, readout: s
         InputError: it does not match (naming what differs), or cannot be read.
     """
     native = getattr(engine, "native", None)
-    head = read_head(path, shape=(native.n_vocab, native.n_embd) if native is not None else None)
+    head = _head(path, (native.n_vocab, native.n_embd) if native is not None else None)
     why = check_head(head, engine=engine, pack=pack, readout=readout)
     if why:
         raise InputError(
@@ -271,7 +287,7 @@ def auto_head(engine: ModelIdentity, pack: Pack, readout: str = "label", *, star
     notes = []
     for other in sorted(folder.glob(f"*-{pack.hash}-*{SUFFIX}"), key=_mtime, reverse=True):
         try:
-            head = read_head(other)
+            head = _head(other)
         except DamagedHead as exc:
             notes.append(set_aside(other, "stored learned head", exc.message))
             continue
