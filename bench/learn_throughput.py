@@ -1,8 +1,8 @@
 """How fast ``triage learn`` scores its rows, before and after, side by side in one run (bench/README.md,
 "Learning throughput").
 
-Learn's time is its scoring: every row through :class:`triage.evaluation.runner.Scorer` and
-:func:`~triage.evaluation.runner.score_rows` (the label readout, fanout, the answer position's features, the
+Learn's time is its scoring: every row through :class:`triage.learning.scorer.Scorer` and
+:func:`~triage.learning.scorer.score_rows` (the label readout, fanout, the answer position's features, the
 readout cache), then a fit of seconds. This scores the same rows in three ways, one engine, interleaved chunk by
 chunk (the order alternating, so machine noise hits each alike), each way with a readout cache of its own (so
 every row is scored) and ticket ids of its own (so no way reuses another's kept thread state):
@@ -46,7 +46,7 @@ PACK_ROWS = 32  # rows handed to triage.bench.packed.score_packed at once (it pa
 
 
 def score_packed(scorer: Any, rows: list[Any], budget: int) -> Any:
-    """:func:`triage.evaluation.runner.score_rows` with the rows not cached scored several in one decode
+    """:func:`triage.learning.scorer.score_rows` with the rows not cached scored several in one decode
     (:func:`triage.bench.packed.score_packed` with ``budget``), cached through ``scorer`` as learn caches
     its outcomes."""
     from triage.bench.packed import score_packed as packed_stream

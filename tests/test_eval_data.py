@@ -371,7 +371,7 @@ def test_progress_counts_rows_not_the_prior(tmp_path: Path) -> None:
 
     from rich.console import Console
 
-    from triage.evaluation.session import score_sets
+    from triage.evaluation.labelled_runs import score_sets
 
     rows = [json.dumps({"id": f"r{i}", "text": f"awful service {i}", "labels": {"mood": "bad"}}) for i in range(3)]
     s = read_labelled(write(tmp_path / "t.jsonl", rows), PACK)

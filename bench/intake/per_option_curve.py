@@ -64,7 +64,7 @@ def subset(scored: Any, ids: set[str]) -> Any:
 def one_set(name: str, engine: Any, err: Any, sizes: list[int | None], holdout: float) -> dict[str, Any]:
     from triage.domain.pack import load_pack
     from triage.evaluation.holdout import holdout_metrics
-    from triage.evaluation.session import score_sets
+    from triage.evaluation.labelled_runs import score_sets
     from triage.intake.sample import sample_rows
     from triage.learning import learn as learn_mod
     from triage.learning.labelled import read_labelled, split_by_id
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--holdout", type=float, default=0.3)
     ap.add_argument("--json", type=Path, help="write the results here")
     a = ap.parse_args(argv)
-    from triage.evaluation.session import load_for, report_consoles
+    from triage.evaluation.labelled_runs import load_for, report_consoles
 
     sizes = [None if s == "all" else int(s) for s in a.sizes.split(",")]
     out, err = report_consoles()

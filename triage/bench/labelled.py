@@ -30,14 +30,14 @@ class ScoredSet:
     outcomes: list[Outcome]  # each row's score
     features: dict[str, np.ndarray]  # per criterion, (n, F): what a head reads on every row
     raw: dict[str, np.ndarray]  # per criterion, (n, K): the raw label-readout log-probs
-    ident: dict[str, Any]  # the engine's keys, as fit_head takes them (triage.scoring.learn.engine_keys)
+    ident: dict[str, Any]  # the engine's keys, as fit_head takes them (triage.learning.learn.engine_keys)
     model: str  # the engine's name
     seconds: float  # scoring time (cache reads included)
     hits: int
     scored: int
 
     def inputs(self, idx: Sequence[int]) -> tuple[dict[str, Any], dict[str, Any], dict[str, list[int]]]:
-        """What a head is fitted on from rows ``idx`` (:func:`triage.evaluation.runner.fit_inputs`)."""
+        """What a head is fitted on from rows ``idx`` (:func:`triage.learning.scorer.fit_inputs`)."""
         from triage.learning.scorer import fit_inputs
 
         return fit_inputs(self.pack, [self.rows[i].labels for i in idx], [self.outcomes[i] for i in idx])
@@ -80,7 +80,7 @@ def score_labelled(
     or a labelled JSONL whose pack is ``pack``, default ``criteria.toml`` beside it); ``part`` names the
     progress line on ``console``."""
     from triage.domain.pack import load_pack
-    from triage.evaluation.session import score_sets
+    from triage.evaluation.labelled_runs import score_sets
     from triage.evaluation.variants import readings
     from triage.learning import learn as learn_mod
     from triage.learning.labelled import read_labelled

@@ -1,6 +1,6 @@
 """Fitting the built-in pack's starter head from the command line (``model pull``, first use of ``score``):
 the same progress as learn's (:func:`triage.evaluation.progress.scoring_progress`: a bar on a terminal, plain
-lines otherwise), around :func:`triage.evaluation.starter.ensure`."""
+lines otherwise), around :func:`triage.learning.starter.ensure`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from triage.scoring.protocol import ScoringEngine
 
 
 def fit_starter(engine: ScoringEngine, pack: Pack, request: FitRequest) -> bool:
-    """:func:`triage.evaluation.starter.ensure` with the user told how it goes on stderr; True when it fitted."""
+    """:func:`triage.learning.starter.ensure` with the user told how it goes on stderr; True when it fitted."""
     from triage.evaluation.progress import scoring_progress
     from triage.learning import starter
 

@@ -192,9 +192,9 @@ def run(args: argparse.Namespace) -> int:
     from triage.domain.pack import resolve_pack
     from triage.domain.ticket import printable
     from triage.errors import InputError
+    from triage.evaluation.labelled_runs import load_for, report_bad, report_consoles, score_sets
     from triage.evaluation.report import print_report, write_json
     from triage.evaluation.runner import CalibrationPlan, build_report, set_summary
-    from triage.evaluation.session import load_for, report_bad, report_consoles, score_sets
     from triage.learning.fit import FitRequest, choose_fits
     from triage.learning.labelled import split_by_id, write_jsonl
     from triage.learning.scorer import orderings_for

@@ -213,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
     from triage.domain.pack import resolve_pack
     from triage.domain.ticket import printable
     from triage.errors import InputError
-    from triage.evaluation.session import load_for, report_bad, report_consoles, save_fit
+    from triage.evaluation.labelled_runs import load_for, report_bad, report_consoles, save_fit
     from triage.learning import fitstore, head_file, starter
     from triage.learning import learn as learn_mod
     from triage.learning.fit import FitRequest, starter_on

@@ -1,6 +1,6 @@
 """``triage serve``'s first start without a starter head: it answers at once, zero-shot, and fits the head behind.
 
-The built-in pack's starter head (:mod:`triage.evaluation.starter`) is fitted on the engine thread *between*
+The built-in pack's starter head (:mod:`triage.learning.starter`) is fitted on the engine thread *between*
 requests (:meth:`~triage.serve.worker.EngineWorker.run_first`): after each of the starter set's rows, every
 request waiting is scored first, so a request waits at most one row. The numpy fit that follows the rows runs
 on a thread of its own, the engine free for requests all the while. Until the head is stored, decisions say
