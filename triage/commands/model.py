@@ -148,7 +148,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 class _RichProgress:
-    """Draws :class:`triage.model.installed.Progress` events on stderr with Rich."""
+    """Draws :class:`triage.model.installed.PullProgress` events on stderr with Rich."""
 
     def __init__(self) -> None:
         from rich.console import Console
