@@ -1,4 +1,4 @@
-"""Per-ticket readouts cached on disk, so eval and calibrate never score a ticket twice.
+"""Per-ticket readouts cached on disk, so learn, the starter fit, eval and calibrate never score a ticket twice.
 
 A ticket's *outcome* is, per criterion, the letter readout of every option
 ordering: ``(order, position log-probs, coverage)``. Every eval variant (raw,
@@ -19,10 +19,10 @@ criterion's answer-position features (float32, the kind named, e.g.
 ``learned`` variant); a ticket cached without them is scored again when they are
 asked for.
 
-Writes are kept in memory and committed together, at most :data:`COMMIT_EVERY_S` apart (a commit
-waits for the disk: about 30 ms on the development machine, as long as scoring a short ticket), and
-when the cache is closed, also by an interrupted run (Ctrl-C). A run killed outright loses at most
-that last second of scoring; every read sees what is kept in memory too.
+Writes are kept in memory and committed together, at most :data:`COMMIT_EVERY_S` apart (a commit waits
+for the disk: docs/teams.md, "How many rows per option", has what one costs), and when the cache is closed, also
+by an interrupted run (Ctrl-C). A run killed outright loses at most that last second of scoring; every read
+sees what is kept in memory too.
 
 The file is a cache, so it is treated like the stable cache and the history: a
 file that is not a database or is damaged (at open, or found so while reading or

@@ -164,11 +164,8 @@ def _balanced_logloss(p: np.ndarray, y: np.ndarray, classes: Sequence[int]) -> f
 def worse_margin(n: int) -> float:
     """How far below zero-shot a head's cross-validated balanced accuracy may fall before it is refused.
 
-    Five-fold CV on n rows is a noisy, slightly pessimistic estimate (each fold fits on 80% of the
-    rows): on airline's first 100 training rows a head cross-validated at 0.635 against zero-shot's
-    0.683 on the same rows (docs/quality.md, "Learning from the history", has its held-out figure).
-    One over the square root of n (0.1 at 100 rows, at least 0.05) keeps such a head and still
-    refuses a broken one (0.25 against 0.50).
+    One over the square root of n, at least 0.05: five-fold CV on n rows is a noisy, slightly pessimistic
+    estimate (docs/quality.md, "The fit's measured choices", has the figures).
     """
     return max(0.05, 1.0 / float(np.sqrt(max(n, 1))))
 
@@ -216,14 +213,13 @@ def fit_criterion(
         force: keep a head that cross-validates worse than zero-shot (a warning says so).
         refuse_worse: False: keep such a head too, without a warning; :attr:`LearnOutcome.worse` says why.
         patience: stop walking ``c_grid`` (smallest C first) after this many values in a row score worse than
-            the best so far (None: every value). The cross-validated loss of an L2 fit is unimodal in C in
-            practice: on the development sets' learning-loop re-fits (90 fits) every C chosen was the same
-            with 1 or 2 as with the whole grid, and the large C values it skips are the slow fits.
+            the best so far (None: every value); the loss is unimodal in C in practice (docs/quality.md,
+            "The fit's measured choices").
         hidden_width: the model's hidden width (``n_embd``). The features are a linear image of a state that
             wide, so the rows span at most ``hidden_width`` + K (the log-probs) + 1 directions beyond float16
-            rounding, and the fit uses at most that many (the largest) of the rows' span. Past that the
-            spectrum is rounding (measured on 1,200 helpdesk-pack rows: a knee of 4x at the 897th singular
-            value), which only costs time and can only be fitted as noise. None: the whole span.
+            rounding, and the fit uses at most that many (the largest) of the rows' span: past that the
+            spectrum is rounding (docs/quality.md, "The fit's measured choices"), which only costs time and
+            can only be fitted as noise. None: the whole span.
         weight: each row's weight in the fit (default 1): the built-in pack's starter rows weigh less than a
             team's labels (:mod:`triage.learning.starter`). Cross-validation scores every held-out row alike.
     """
