@@ -3,7 +3,7 @@
 
     python bench/fit_floor.py [--model PATH] [--rows 30] [--threads 2] [--json OUT]
 
-The starter head's fit (triage/evaluation/starter.py) scores every starter ticket once at the shared cue: the
+The starter head's fit (triage/learning/starter.py) scores every starter ticket once at the shared cue: the
 stable block stays resident, and each ticket evaluates its ticket block and the cue. This script takes every
 ``len(rows)/N``-th starter ticket and, interleaved ticket by ticket in one process, times
 
@@ -44,7 +44,7 @@ def main() -> int:
     from llama_cpp import Llama
 
     from triage.domain.pack import default_pack
-    from triage.evaluation.starter import STARTER_READ, starter_rows
+    from triage.learning.starter import STARTER_READ, starter_rows
     from triage.scoring.cue import CUES, cue_name
     from triage.scoring.engine import ScoreOptions
     from triage.scoring.loader import load_engine

@@ -1,8 +1,8 @@
 """How fast ``triage learn`` scores its rows, before and after, side by side in one run (bench/README.md,
 "Learning throughput").
 
-Learn's time is its scoring: every row through :class:`triage.evaluation.runner.Scorer` and
-:func:`~triage.evaluation.runner.score_rows` (the label readout, fanout, the answer position's features, the
+Learn's time is its scoring: every row through :class:`triage.learning.scorer.Scorer` and
+:func:`~triage.learning.scorer.score_rows` (the label readout, fanout, the answer position's features, the
 readout cache), then a fit of seconds. This scores the same rows in three ways, one engine, interleaved chunk by
 chunk (the order alternating, so machine noise hits each alike), each way with a readout cache of its own (so
 every row is scored) and ticket ids of its own (so no way reuses another's kept thread state):
@@ -46,14 +46,14 @@ PACK_ROWS = 32  # rows handed to triage.bench.packed.score_packed at once (it pa
 
 
 def score_packed(scorer: Any, rows: list[Any], budget: int) -> Any:
-    """:func:`triage.evaluation.runner.score_rows` with the rows not cached scored several in one decode
+    """:func:`triage.learning.scorer.score_rows` with the rows not cached scored several in one decode
     (:func:`triage.bench.packed.score_packed` with ``budget``), cached through ``scorer`` as learn caches
     its outcomes."""
     from triage.bench.packed import score_packed as packed_stream
     from triage.errors import TriageError
-    from triage.evaluation.cache import Outcome
-    from triage.evaluation.data import BadRow
-    from triage.evaluation.runner import Scored
+    from triage.learning.cache import Outcome
+    from triage.learning.labelled import BadRow
+    from triage.learning.scorer import Scored
     from triage.scoring.engine import ScoreOptions
 
     out = Scored()
@@ -104,9 +104,9 @@ def run_set(
     import numpy as np
 
     from triage.domain.ticket import make_ticket
-    from triage.evaluation.cache import ReadoutCache
-    from triage.evaluation.data import LabelledRow
-    from triage.evaluation.runner import Scorer, score_rows
+    from triage.learning.cache import ReadoutCache
+    from triage.learning.labelled import LabelledRow
+    from triage.learning.scorer import Scorer, score_rows
 
     ways = list(WAYS)
     name = f"{tag}-{read.replace(':', '_')}"
@@ -179,7 +179,7 @@ def run_set(
 def cache_overhead(outcomes: list[Any], folder: Path) -> dict[str, Any]:
     """What storing one row's outcome and features costs, before (two commits a row) and now (committed
     together, at most a second apart): the per-row work learn does besides the decode, on real outcomes."""
-    from triage.evaluation.cache import CacheKey, ReadoutCache
+    from triage.learning.cache import CacheKey, ReadoutCache
     from triage.scoring.head import FEATURES
 
     key = CacheKey("b" * 64, "pack", "format", 1024, "none@fanout")

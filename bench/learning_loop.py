@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         need_sklearn("--baseline tfidf (use --baseline none)")
 
     from triage.bench.labelled import score_labelled
-    from triage.evaluation.session import report_consoles
+    from triage.evaluation.labelled_runs import report_consoles
 
     out, err = report_consoles()
     data = score_labelled(

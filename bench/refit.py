@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from triage.bench.labelled import score_labelled
-    from triage.evaluation.session import report_consoles
+    from triage.evaluation.labelled_runs import report_consoles
 
     out, err = report_consoles()
     sizes = [int(s) for s in args.sizes.split(",")]

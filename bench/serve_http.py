@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from triage.domain.pack import default_pack
-    from triage.scoring.fit import choose_fits
+    from triage.learning.fit import choose_fits
     from triage.scoring.loader import load_engine
     from triage.scoring.options import ScoreOptions
     from triage.serve.app import ServeSettings

@@ -108,7 +108,7 @@ fi
 # 5. Score one ticket headless through the installed symlink, and check the JSON. The clean home has no
 # starter head of its own: for a catalog stand-in the first score applies the one the app ships
 # (assets/heads/, inside the bundle) and fits nothing; for any other model it fits one
-# (triage.evaluation.starter). Either way it must say so.
+# (triage.learning.starter). Either way it must say so.
 TICKET="I was charged twice for my subscription this month (2 x 14.99 EUR). Please refund the duplicate charge today."
 start=$(date +%s)
 if ! printf '%s\n' "$TICKET" | clean "$BIN" score --model "$MODEL" --format json > "$TMP/score.json" 2> "$TMP/score.err"; then

@@ -4,10 +4,10 @@
     .venv/bin/python scripts/ship_starter_heads.py [--model NAME ...] [--threads N]
 
 For each model (default: every catalog stand-in that is installed) this runs the product's own fit,
-:func:`triage.evaluation.starter.fit_and_store`: the starter set scored through eval's readout cache at the
+:func:`triage.learning.starter.fit_and_store`: the starter set scored through eval's readout cache at the
 starter head's read position, in ``triage score``'s context, and ``triage learn``'s fit. The head goes to
 ``assets/heads/`` under the fit store's name (model sha256, pack hash, prompt format), where
-:func:`triage.scoring.fitstore.stored_starter` finds it: set-up, ``model pull``, first use and the suite then
+:func:`triage.learning.fitstore.stored_starter` finds it: set-up, ``model pull``, first use and the suite then
 fit nothing for these models. Beside it, ``NAME.witness.json`` records two things that
 ``tests/test_shipped_heads.py`` checks again:
 
@@ -58,9 +58,9 @@ def main() -> int:
 
 def ship(name: str, model: Path, pack, threads: int | None) -> None:  # noqa: ANN001
     from triage.assets_path import asset
-    from triage.evaluation import starter
-    from triage.scoring.fitstore import shipped_dir, shipped_starter_path
-    from triage.scoring.head_file import write_head
+    from triage.learning import starter
+    from triage.learning.fitstore import shipped_dir, shipped_starter_path
+    from triage.learning.head_file import write_head
     from triage.scoring.loader import load_engine
 
     engine = load_engine(str(model), threads=threads)
@@ -105,7 +105,7 @@ def slice_choices(engine, pack) -> dict:  # noqa: ANN001
 
 
 def starter_slice(pack):  # noqa: ANN001, ANN201
-    from triage.evaluation.starter import starter_rows
+    from triage.learning.starter import starter_rows
 
     return starter_rows(pack)[::SLICE_STEP]
 
@@ -114,10 +114,10 @@ def fit_slice(engine, pack, rows, cache_path: Path | None = None) -> dict[str, d
     """Per row id, per criterion the slice head covers, the option it chooses (the starter fit on ``rows``)."""
     import numpy as np
 
-    from triage.evaluation.cache import ReadoutCache
-    from triage.evaluation.runner import Scorer, score_rows, stack_features
-    from triage.evaluation.starter import STARTER_READ, fit_starter_head
     from triage.evaluation.variants import readings
+    from triage.learning.cache import ReadoutCache
+    from triage.learning.scorer import Scorer, score_rows, stack_features
+    from triage.learning.starter import STARTER_READ, fit_starter_head
 
     with ReadoutCache(cache_path) if cache_path else ReadoutCache() as cache:
         scorer = Scorer(engine, pack, cache, "label", STARTER_READ)
@@ -137,7 +137,7 @@ def fit_slice(engine, pack, rows, cache_path: Path | None = None) -> dict[str, d
 
 
 def witness_rows(pack) -> list:  # noqa: ANN001
-    from triage.evaluation.starter import starter_rows
+    from triage.learning.starter import starter_rows
 
     return starter_rows(pack)[::WITNESS_STEP]
 

@@ -35,7 +35,7 @@ from triage.store.paths import user_dirs
 # ray, the head, the nodes and the driver of every test cluster use 127.0.0.1, never the machine's
 # interface address. Test traffic stays on loopback.
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-# The built-in pack's starter head is fitted on a model's first use (triage.evaluation.starter): off for every
+# The built-in pack's starter head is fitted on a model's first use (triage.learning.starter): off for every
 # process the tests start, module- and session-scoped fixtures' servers included (they start before any
 # function-scoped fixture runs); tests/test_starter.py turns it on in its own subprocesses.
 os.environ["TRIAGE_STARTER"] = "0"
@@ -117,7 +117,7 @@ def triage_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mo
     home = tmp_path_factory.mktemp("triage-home")
     monkeypatch.setenv("TRIAGE_HOME", str(home))
     monkeypatch.delenv("TRIAGE_MODEL", raising=False)
-    # The built-in pack's starter head is fitted on a model's first use (triage.evaluation.starter): off in
+    # The built-in pack's starter head is fitted on a model's first use (triage.learning.starter): off in
     # every test but those about it, which turn it on and share one fitted head (tests/test_starter.py).
     monkeypatch.setenv("TRIAGE_STARTER", "0")
     monkeypatch.delenv("TRIAGE_SERVER", raising=False)  # a developer's shell must not send tests' scores to a server
@@ -158,7 +158,7 @@ STARTER_SLICE = 10  # a starter fit in a test: every 10th starter row (125 of 12
 def starter_slice(monkeypatch: pytest.MonkeyPatch) -> list:
     """Fit starter heads in this process on every ``STARTER_SLICE``-th starter row; returns those rows."""
     from triage.domain.pack import default_pack
-    from triage.evaluation import starter
+    from triage.learning import starter
 
     rows = starter.starter_rows(default_pack())[::STARTER_SLICE]
     monkeypatch.setattr(starter, "starter_rows", lambda pack: list(rows) if starter.is_builtin(pack) else [])

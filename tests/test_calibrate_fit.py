@@ -10,9 +10,10 @@ import pytest
 
 from triage.domain.pack import parse_pack
 from triage.evaluation.calibrating import fit_calibration, fit_criterion
+from triage.learning import fitstore
+from triage.learning.vector_scaling import fit_vector_scaling
 from triage.scoring import calibrate as cal_mod
-from triage.scoring import fitstore
-from triage.scoring.calibrate import apply_vector_scaling, fit_vector_scaling
+from triage.scoring.calibrate import apply_vector_scaling
 
 PACK = parse_pack(
     {

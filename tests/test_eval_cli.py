@@ -92,7 +92,7 @@ def test_eval_and_calibrate_end_to_end(
     assert "3 hit(s), 0 scored" in out.err and "stored" in out.out
     cal = json.loads(cal_json.read_text())
     assert cal["schema"] == "triage.calibration/1" and "mood" in cal["criteria"]
-    from triage.scoring.fitstore import find_calibration
+    from triage.learning.fitstore import find_calibration
 
     assert find_calibration(cal["model_sha256"], cal["pack_hash"], cal["prompt_format"]) is not None
 

@@ -14,9 +14,10 @@ from triage.domain.pack import parse_pack
 from triage.domain.result import TicketResult, Timing, Tokens
 from triage.domain.ticket import make_ticket
 from triage.errors import InputError
-from triage.evaluation.cache import CacheKey, Outcome, ReadoutCache
-from triage.evaluation.data import read_labelled, split_by_id, write_jsonl
-from triage.evaluation.runner import CalibrationPlan, Scorer, build_report, score_rows
+from triage.evaluation.runner import CalibrationPlan, build_report, content_free_prior
+from triage.learning.cache import CacheKey, Outcome, ReadoutCache
+from triage.learning.labelled import read_labelled, split_by_id, write_jsonl
+from triage.learning.scorer import Scorer, score_rows
 from triage.scoring import debias
 
 PACK = parse_pack(
@@ -221,7 +222,7 @@ def test_damaged_cache_is_moved_aside_and_recomputed(tmp_path: Path, damage: str
 def test_locked_cache_is_waited_for_then_named(tmp_path: Path) -> None:
     import sqlite3
 
-    from triage.evaluation.cache import CacheLockedError
+    from triage.learning.cache import CacheLockedError
 
     path = tmp_path / "c.sqlite3"
     ReadoutCache(path).close()
@@ -286,7 +287,7 @@ def test_scorer_caches_and_report_has_every_variant(tmp_path: Path) -> None:
         assert engine.calls == 16 and cache.misses == 16 and cache.hits == 0
         again = score_rows(scorer, s.rows)
         assert engine.calls == 16 and cache.hits == 16  # nothing scored twice
-        prior = scorer.prior()
+        prior = content_free_prior(scorer)
     assert len(again.rows) == 16
     report, fitted = build_report(
         PACK,
@@ -370,7 +371,7 @@ def test_progress_counts_rows_not_the_prior(tmp_path: Path) -> None:
 
     from rich.console import Console
 
-    from triage.evaluation.session import score_sets
+    from triage.evaluation.labelled_runs import score_sets
 
     rows = [json.dumps({"id": f"r{i}", "text": f"awful service {i}", "labels": {"mood": "bad"}}) for i in range(3)]
     s = read_labelled(write(tmp_path / "t.jsonl", rows), PACK)

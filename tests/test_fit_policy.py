@@ -1,4 +1,4 @@
-"""The one fit policy (triage.scoring.fit.choose_fits): which learned head and calibration apply, and why not."""
+"""The one fit policy (triage.learning.fit.choose_fits): which learned head and calibration apply, and why not."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import pytest
 from conftest import TOPIC_MOOD
 
 from triage.errors import InputError
-from triage.scoring import fitstore, head_file
+from triage.learning import fitstore, head_file
+from triage.learning.fit import FitRequest, choose_fits
+from triage.learning.fitstore import calibrations_dir, stored_name
 from triage.scoring import head as head_mod
 from triage.scoring.calibrate import Calibration, CriterionCalibration, write_calibration
-from triage.scoring.fit import FitRequest, choose_fits
-from triage.scoring.fitstore import calibrations_dir, stored_name
 from triage.scoring.options import ScoreOptions
 
 PACK = TOPIC_MOOD

@@ -342,7 +342,7 @@ HEAD_CONTENT = contents(
 @given(nodes(gate.KINDS["head"].limit, HEAD_CONTENT))
 def test_the_head_reader(node: tuple[str, bytes, int | None]) -> None:
     from triage.errors import InputError
-    from triage.scoring.head_file import read_head
+    from triage.learning.head_file import read_head
 
     check_reader(read_head, (InputError,), "head.npz", node, gate.KINDS["head"].limit)
 
@@ -382,7 +382,7 @@ def test_the_gguf_header_reader(node: tuple[str, bytes, int | None]) -> None:
 def test_the_eval_cache_refuses_a_node_that_is_not_a_file_and_leaves_it(kind: str) -> None:
     """SQLite is handed the path only once the gate saw a regular file or nothing (not random bytes: SQLite's own)."""
     from triage.errors import TriageError
-    from triage.evaluation.cache import ReadoutCache
+    from triage.learning.cache import ReadoutCache
 
     with tempfile.TemporaryDirectory() as tmp:
         path = make(Path(tmp) / "readouts.sqlite3", kind)

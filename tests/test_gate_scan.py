@@ -30,15 +30,15 @@ ALLOWED: dict[tuple[str, str], str] = {
     # A ticket file may be a stream on purpose (`score <(cmd)`, `score /dev/stdin`): read to a bound.
     ("triage/bounded.py", 'with open(path, "rb") as fh:'): "read_bounded: ticket files and stdin, bounded",
     # Descriptors and archives the gate already checked.
-    ("triage/scoring/head_file.py", "with zipfile.ZipFile(fh) as zf:"): "the descriptor open_fd checked",
-    ("triage/scoring/head_file.py", "with zf.open(name) as fh:"): "a member of that archive, size-checked",
+    ("triage/learning/head_file.py", "with zipfile.ZipFile(fh) as zf:"): "the descriptor open_fd checked",
+    ("triage/learning/head_file.py", "with zf.open(name) as fh:"): "a member of that archive, size-checked",
     ("triage/model/gguf.py", "mmap.mmap(fh.fileno()"): "the descriptor open_fd checked",
     ("triage/intake/readers.py", "pfile = pq.ParquetFile(fh)"): "the descriptor open_fd checked",
     ("triage/backlog/rows.py", "table = pq.read_table(fh)"): "a file object open_binary checked",
     ("triage/backlog/output.py", "table = pq.read_table(fh)"): "a file object open_binary checked",
     # Paths handed to another library after gate.check_regular (or check_model_file) said it is a file.
-    ("triage/evaluation/cache.py", "db = sqlite3.connect(self.path"): "after gate.check_regular in _open",
-    ("triage/evaluation/cache.py", 'sqlite3.connect(":memory:")'): "no file: the readouts kept in memory (a full disk)",
+    ("triage/learning/cache.py", "db = sqlite3.connect(self.path"): "after gate.check_regular in _open",
+    ("triage/learning/cache.py", 'sqlite3.connect(":memory:")'): "no file: the readouts kept in memory (a full disk)",
     # The history's header, read through SQLite only (a plain open would drop this process's locks on it),
     # after os.stat said it is a regular file of at least a page: a FIFO or device is never opened.
     ("triage/store/sqlite_file.py", "conn = sqlite3.connect(uri, uri=True"): "immutable ro, after S_ISREG",
@@ -49,7 +49,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("triage/backlog/output.py", 'with path.open("r+b") as fh:'): "truncates the half line gate.read_bytes read",
     ("triage/backlog/output.py", 'JsonlWriter(path.open("a"'): "the output writer",
     ("triage/backlog/worker.py", '.backlog-pull.lock").open("a")'): "a lock file of triage's own",
-    ("triage/scoring/head_file.py", 'with tmp.open("wb") as fh:'): "writes a temporary file",
+    ("triage/learning/head_file.py", 'with tmp.open("wb") as fh:'): "writes a temporary file",
     ("triage/scoring/prefix.py", 'with tmp.open("wb") as fh:'): "writes a temporary file",
     ("triage/model/modelstore.py", 'with tmp.open("wb") as out:'): "writes a temporary file",
     ("triage/store/outputs.py", 'with open(out, "wb") as fh:'): "the output writer",
@@ -72,7 +72,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("triage/bench/runner.py", 'Path("/proc/self/status").read_text()'): "/proc",
     # Not file reads: a method named open.
     ("triage/bench/runner.py", ".spec.open(stable_store="): "EngineSpec.open loads through the engine",
-    ("triage/evaluation/relearn.py", "with History.open(path) as history:"): "the history's own opener",
+    ("triage/learning/relearn.py", "with History.open(path) as history:"): "the history's own opener",
 }
 
 # The history's files are another change's (history_open.py checks its path is a triage history or nothing).

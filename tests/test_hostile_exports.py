@@ -14,10 +14,10 @@ from conftest import assert_clean, run_triage
 
 from triage.domain.pack import load_pack
 from triage.errors import InputError
-from triage.evaluation.data import read_labelled
 from triage.intake.columns import ColumnMap, export_tickets
 from triage.intake.html import html_to_text
 from triage.intake.readers import open_export
+from triage.learning.labelled import read_labelled
 
 PACK_TOML = """
 [pack]

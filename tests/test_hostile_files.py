@@ -83,7 +83,7 @@ def test_learn_to_an_unwritable_place_fails_before_any_scoring(
 
 def test_a_head_worse_than_zero_shot_is_refused_unless_forced() -> None:
     from triage.domain.pack import Criterion, Option
-    from triage.scoring.learn import fit_criterion
+    from triage.learning.learn import fit_criterion
 
     rng = np.random.default_rng(1)
     crit = Criterion("c", "q?", (Option("a", "A"), Option("b", "B")))
@@ -98,9 +98,9 @@ def test_a_head_worse_than_zero_shot_is_refused_unless_forced() -> None:
 
 
 def test_storing_a_head_keeps_the_one_it_replaces(tmp_path: Path) -> None:
-    from triage.scoring.fitstore import heads_dir, store_head
+    from triage.learning.fitstore import heads_dir, store_head
+    from triage.learning.head_file import read_head
     from triage.scoring.head import CriterionHead, Head
-    from triage.scoring.head_file import read_head
 
     def head(bias: float) -> Head:
         crit = CriterionHead(["a", "b"], ["a", "b"], np.zeros((2, 6)), np.array([bias, -bias]), {"n": 2})

@@ -374,7 +374,7 @@ from triage.errors import TriageError
 what, path = sys.argv[1], Path(sys.argv[2])
 try:
     if what == "head":
-        from triage.scoring.head_file import read_head
+        from triage.learning.head_file import read_head
         read_head(path)
     elif what == "calibration":
         from triage.scoring.calibrate import read_calibration
@@ -386,7 +386,7 @@ try:
         from triage.domain.pack import load_pack
         load_pack(path)
     elif what == "eval-cache":
-        from triage.evaluation.cache import ReadoutCache
+        from triage.learning.cache import ReadoutCache
         ReadoutCache(path)
     elif what == "labels":
         from triage.gate import iter_json_lines

@@ -24,10 +24,10 @@ from conftest import MINI_PACK, assert_clean, run_triage
 
 from triage.domain.pack import PackError, load_pack
 from triage.errors import InputError
+from triage.learning.fitstore import calibrations_dir, head_name, heads_dir
+from triage.learning.head_file import read_head, write_head
 from triage.scoring.calibrate import read_calibration
-from triage.scoring.fitstore import calibrations_dir, head_name, heads_dir
 from triage.scoring.head import CriterionHead, Head
-from triage.scoring.head_file import read_head, write_head
 from triage.scoring.prefix import StableCache
 
 TICKET = "I am furious: you charged me twice and nobody answers."
@@ -96,8 +96,8 @@ def npy(array: np.ndarray) -> bytes:
 
 
 def meta_member(n_vocab: Any, n_embd: Any, count: int = 128) -> bytes:
+    from triage.learning.head_file import SCHEMA
     from triage.scoring.head import FEATURES
-    from triage.scoring.head_file import SCHEMA
 
     meta = {
         "schema": SCHEMA, "model_sha256": "0" * 64, "pack_hash": "p", "prompt_format": "f",

@@ -29,9 +29,9 @@ from triage.cli import build_parser
 from triage.domain.pack import default_pack, load_pack
 from triage.environment import OFF, ON, SWITCHES, parse_switch
 from triage.errors import InputError
-from triage.evaluation.data import read_labelled
 from triage.intake.columns import ColumnMap, as_text
 from triage.intake.packinit import plan_pack
+from triage.learning.labelled import read_labelled
 from triage.settings import SETTINGS
 from triage.store.config import ConfigError, config_path, load_config
 
@@ -390,10 +390,10 @@ class OtherAttention(Native):
 
 
 def test_a_stored_starter_head_for_another_setup_is_fitted_again(monkeypatch) -> None:
-    from triage.evaluation import starter
-    from triage.scoring.fit import FitRequest
-    from triage.scoring.fitstore import auto_head, starter_path
-    from triage.scoring.head_file import write_head
+    from triage.learning import starter
+    from triage.learning.fit import FitRequest
+    from triage.learning.fitstore import auto_head, starter_path
+    from triage.learning.head_file import write_head
 
     engine = FakeEngine()
     engine.native = Native()  # type: ignore[attr-defined]
@@ -405,7 +405,7 @@ def test_a_stored_starter_head_for_another_setup_is_fitted_again(monkeypatch) ->
     fits: list[int] = []
 
     def fit_and_store(eng, pk, *, progress=None, **kw):
-        from triage.scoring.fitstore import store_starter_head
+        from triage.learning.fitstore import store_starter_head
 
         head = _starter_head(eng, pk)
         store_starter_head(head)
@@ -421,10 +421,10 @@ def test_a_stored_starter_head_for_another_setup_is_fitted_again(monkeypatch) ->
 
 
 def test_a_team_head_for_another_setup_names_the_command_that_fits_it() -> None:
-    from triage.evaluation import starter
-    from triage.scoring.fit import FitRequest
-    from triage.scoring.fitstore import auto_head, head_name, heads_dir
-    from triage.scoring.head_file import write_head
+    from triage.learning import starter
+    from triage.learning.fit import FitRequest
+    from triage.learning.fitstore import auto_head, head_name, heads_dir
+    from triage.learning.head_file import write_head
 
     engine = FakeEngine()
     engine.native = Native()  # type: ignore[attr-defined]
@@ -471,9 +471,8 @@ def test_a_starter_head_whose_file_cannot_be_written_is_applied_from_memory(
 ) -> None:
     """TRIAGE_HOME on a full disk (a real tmpfs): neither the readout cache nor the head's file can be written.
     The fit is done once, its head applied from memory for the rest of the process, the failure said once."""
-    from triage.evaluation import starter
-    from triage.scoring import fitstore
-    from triage.scoring.fit import FitRequest, choose_fits
+    from triage.learning import fitstore, starter
+    from triage.learning.fit import FitRequest, choose_fits
     from triage.scoring.options import ScoreOptions
 
     monkeypatch.setenv("TRIAGE_HOME", str(full_disk))
@@ -489,10 +488,10 @@ def test_a_starter_head_whose_file_cannot_be_written_is_applied_from_memory(
         fits.append(1)  # the fake engine reads no features: the fit's inputs are made here, the rest is real
         return _starter_head(eng, pk), []
 
-    from triage.evaluation import runner
+    from triage.learning import scorer
 
     # the readout cache is opened on the full disk as the real fit opens it; no row is scored
-    monkeypatch.setattr(runner, "score_rows", lambda *a, **kw: type("Scored", (), {"rows": [], "outcomes": []})())
+    monkeypatch.setattr(scorer, "score_rows", lambda *a, **kw: type("Scored", (), {"rows": [], "outcomes": []})())
     monkeypatch.setattr(starter, "fit_starter_head", fit_head)
     monkeypatch.setattr(fitstore, "_KEPT", {})
     said: list[str] = []
@@ -545,8 +544,8 @@ def test_model_pulls_starter_line_says_what_applies(monkeypatch: pytest.MonkeyPa
     that fits; a team head that does not fit is named with the command that fits it."""
     import triage.scoring.loader as loader
     from triage.commands import model as model_cmd
-    from triage.scoring.fitstore import head_name, heads_dir, starter_path
-    from triage.scoring.head_file import write_head
+    from triage.learning.fitstore import head_name, heads_dir, starter_path
+    from triage.learning.head_file import write_head
 
     class Engine(FakeEngine):
         def __enter__(self) -> Engine:
@@ -564,7 +563,7 @@ def test_model_pulls_starter_line_says_what_applies(monkeypatch: pytest.MonkeyPa
     write_head(_starter_head(engine, pack), starter_path(engine.sha256, pack.hash, fmt))
     model_cmd._starter_for("fake", None)
     assert capsys.readouterr().out == "starter head for fake-0.1b: already fitted\n"
-    from triage.scoring import fitstore
+    from triage.learning import fitstore
 
     shipped = heads_dir().parent / "shipped-heads"  # stands in for assets/heads/ (a catalog stand-in's head)
     real_shipped_dir = fitstore.shipped_dir

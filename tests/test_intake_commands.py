@@ -21,7 +21,7 @@ from conftest import load_module
 
 from triage.cli import main
 from triage.domain.pack import load_pack
-from triage.scoring.head_file import read_head
+from triage.learning.head_file import read_head
 
 N_ROWS = 30
 MODEL_ARGS = ["--n-ctx", "1024", "--threads", "1"]
@@ -67,8 +67,8 @@ def _same_text_in_every_shape(ex: Any, rows: list[dict[str, Any]], pack: Any, fl
     a tweet with a double space or an ``&amp;`` comes back from the HTML of the Freshdesk shape otherwise, and a
     character Windows-1252 lacks comes back from the Jira shape as ``?``."""
     from triage.domain.ticket import make_ticket
-    from triage.evaluation.data import read_labelled
     from triage.intake.columns import ColumnMap
+    from triage.learning.labelled import read_labelled
 
     folder.mkdir()
     want = {r["id"]: make_ticket(r["text"], r["id"]).text for r in rows}

@@ -10,9 +10,9 @@ import pytest
 from triage.cli import main
 from triage.domain.pack import load_pack
 from triage.errors import InputError
-from triage.evaluation.data import read_labelled
 from triage.intake.columns import ColumnMap
 from triage.intake.packinit import parse_criteria, plan_pack, slug
+from triage.learning.labelled import read_labelled
 
 GROUPS = ["Billing and Payments"] * 9 + ["Technical Support"] * 7 + ["IT support"] * 6 + ["Sales"] * 2 + ["Legal"]
 PRIOS = ["High", "low", "Medium", "medium ", "LOW"]

@@ -11,10 +11,10 @@ import pytest
 
 from triage.domain.pack import PackError, parse_pack
 from triage.errors import InputError
-from triage.evaluation.data import read_labelled
 from triage.intake.columns import ColumnMap
 from triage.intake.html import html_to_text
 from triage.intake.readers import MAX_CELL, open_export
+from triage.learning.labelled import read_labelled
 
 PACK = parse_pack(
     {

@@ -16,7 +16,7 @@ from fake_engine import FakeEngine
 
 from triage.domain.pack import default_pack, load_pack
 from triage.domain.ticket import make_ticket
-from triage.evaluation.data import read_labelled
+from triage.learning.labelled import read_labelled
 from triage.store import features as feat
 from triage.store.history import History
 from triage.store.training import training_rows

@@ -268,7 +268,7 @@ def test_label_calibration_round_trip(smollm2_path: Path, tmp_path: Path, capsys
     want = np.exp(cal.apply("mood", lp))
     assert np.allclose([o["probability"] for o in done["criteria"][0]["options"]], want, atol=1e-9)
     # The letter readout (what eval and bench compare) does not pick up a label calibration.
-    from triage.scoring.fit import choose_fits
+    from triage.learning.fit import choose_fits
     from triage.scoring.loader import load_engine
 
     with load_engine(str(smollm2_path), n_ctx=512, lazy=True) as eng:

@@ -89,3 +89,16 @@ def test_the_layers_contract_covers_every_package_and_ignores_nothing() -> None:
         if (p.suffix == ".py" and p.stem != "__init__") or (p.is_dir() and (p / "__init__.py").exists())
     }
     assert top - named == set(), "a package or module of triage/ is in no layer"
+
+
+def test_the_product_never_reaches_the_measuring_layer_and_scoring_never_reaches_learning() -> None:
+    """``session`` and ``learning`` sit below ``evaluation``; scoring applies a head and never imports its fitting
+    (not even indirectly, nor under TYPE_CHECKING)."""
+    graph = grimp.build_graph("triage")
+    for low, high in (
+        ("triage.session", "triage.evaluation"),
+        ("triage.learning", "triage.evaluation"),
+        ("triage.learning", "triage.session"),
+        ("triage.scoring", "triage.learning"),
+    ):
+        assert not graph.chain_exists(importer=low, imported=high, as_packages=True), f"{low} reaches {high}"

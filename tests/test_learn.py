@@ -19,9 +19,10 @@ from conftest import MIXED, labelled_rows
 
 from triage.domain.pack import parse_pack
 from triage.errors import InputError
-from triage.scoring import fitstore, head_file
+from triage.learning import fitstore, head_file
+from triage.learning.head_file import read_head, write_head
 from triage.scoring.head import CriterionHead, Head, feature_ids
-from triage.scoring.head_file import read_head, write_head
+from triage.scoring.setup_check import check_head
 
 # -- without a model: the math and the file ------------------------------------------------
 
@@ -35,7 +36,7 @@ def test_feature_ids_are_twice_the_width_evenly_spread() -> None:
 def test_row_space_fit_is_sklearns_fit() -> None:
     from sklearn.linear_model import LogisticRegression
 
-    from triage.scoring.learn import _RowSpaceLR
+    from triage.learning.learn import _RowSpaceLR
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(60, 400))
@@ -74,7 +75,7 @@ def _three_options():  # type: ignore[no-untyped-def]
 
 
 def test_fit_folds_the_scaler_into_the_weights() -> None:
-    from triage.scoring.learn import _fit_lr, _folded, _proba
+    from triage.learning.learn import _fit_lr, _folded, _proba
 
     crit = _three_options()
     feats, lp, y = _synthetic([12, 12, 12])
@@ -87,7 +88,7 @@ def test_fit_folds_the_scaler_into_the_weights() -> None:
 
 
 def test_fit_criterion_learns_refuses_and_backs_off() -> None:
-    from triage.scoring.learn import fit_criterion
+    from triage.learning.learn import fit_criterion
 
     crit = _three_options()
     feats, lp, y = _synthetic([15, 15, 15])
@@ -106,7 +107,7 @@ def test_fit_criterion_learns_refuses_and_backs_off() -> None:
 
 
 def test_a_head_near_chance_is_kept_and_said() -> None:
-    from triage.scoring.learn import fit_criterion
+    from triage.learning.learn import fit_criterion
 
     feats, lp, y = _synthetic([15, 15, 15])
     _, out = fit_criterion(_three_options(), feats, lp, y)
@@ -120,7 +121,7 @@ def test_a_head_near_chance_is_kept_and_said() -> None:
 
 
 def test_the_grid_walk_stops_after_patience_worse_values_and_chooses_as_the_whole_grid() -> None:
-    from triage.scoring.learn import C_GRID, fit_criterion
+    from triage.learning.learn import C_GRID, fit_criterion
 
     feats, lp, y = _synthetic([15, 15, 15])
     whole, w = fit_criterion(_three_options(), feats, lp, y, patience=None)
@@ -134,7 +135,7 @@ def test_the_grid_walk_stops_after_patience_worse_values_and_chooses_as_the_whol
 
 
 def test_the_row_basis_keeps_the_largest_directions_up_to_the_rank() -> None:
-    from triage.scoring.learn import _row_basis
+    from triage.learning.learn import _row_basis
 
     rng = np.random.default_rng(3)
     x = rng.normal(size=(40, 10)) @ rng.normal(size=(10, 200))  # rows spanning 10 directions
@@ -149,7 +150,7 @@ def test_the_row_basis_keeps_the_largest_directions_up_to_the_rank() -> None:
 
 
 def test_fit_head_caps_the_span_at_the_hidden_width_plus_the_options(monkeypatch: pytest.MonkeyPatch) -> None:
-    from triage.scoring import learn
+    from triage.learning import learn
 
     ranks: list[int | None] = []
     real = learn._row_basis
@@ -261,12 +262,12 @@ def test_head_key_mismatch_names_what_differs() -> None:
             ]
         }
     )
-    why = fitstore.check_head(head, engine=Eng(), pack=pack)
+    why = check_head(head, engine=Eng(), pack=pack)
     assert why and "model sha256" in why and "pack hash" in why and "prompt format" in why
 
 
 def test_read_labelled_partial_rows(tmp_path: Path) -> None:
-    from triage.evaluation.data import read_labelled
+    from triage.learning.labelled import read_labelled
 
     pack = parse_pack(
         {

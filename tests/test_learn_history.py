@@ -15,7 +15,7 @@ import pytest
 from conftest import MIXED, labelled_rows
 
 from triage.cli import main
-from triage.scoring.head_file import read_head
+from triage.learning.head_file import read_head
 
 pytestmark = pytest.mark.model
 

@@ -25,10 +25,10 @@ from rich.console import Console
 from triage.domain.pack import parse_pack
 from triage.evaluation.progress import PlainProgress, duration
 from triage.evaluation.verdict import mark, verdict, verdicts
-from triage.scoring import fitstore, head_file
+from triage.learning import fitstore, head_file
+from triage.learning.fit import choose_fits
+from triage.learning.learn import LearnOutcome
 from triage.scoring import head as head_mod
-from triage.scoring.fit import choose_fits
-from triage.scoring.learn import LearnOutcome
 from triage.scoring.options import ScoreOptions
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -177,7 +177,7 @@ def test_without_holdout_cross_validation_decides_and_a_worse_head_is_never_appl
 
 
 def test_fit_criterion_keeps_a_worse_head_for_the_verdict_when_asked() -> None:
-    from triage.scoring.learn import fit_criterion
+    from triage.learning.learn import fit_criterion
 
     crit = PACK.criteria[0]
     rng = np.random.default_rng(1)
@@ -194,7 +194,7 @@ def test_fit_criterion_keeps_a_worse_head_for_the_verdict_when_asked() -> None:
 def test_a_backed_off_refusal_says_two_options_need_the_labels_not_every_one() -> None:
     """The app's re-learn notice reads this message: with rare options backed off (what it runs), a criterion
     is refused only when fewer than two of its options have the labels (docs/tui.md)."""
-    from triage.scoring.learn import fit_criterion
+    from triage.learning.learn import fit_criterion
 
     crit = parse_pack(
         {"criterion": [{"id": "c", "question": "Q?", "options": [{"id": o, "label": o} for o in "abc"]}]}

@@ -1,4 +1,4 @@
-"""triage.scoring.logistic: the numpy fit behind every head is scikit-learn's fit, to its tolerance,
+"""triage.learning.logistic: the numpy fit behind every head is scikit-learn's fit, to its tolerance,
 on its folds; and it needs no scikit-learn."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 import pytest
 
-from triage.scoring.logistic import Standardizer, balanced_weights, fit_logistic, stratified_folds
+from triage.learning.logistic import Standardizer, balanced_weights, fit_logistic, stratified_folds
 
 
 def _problem(k: int, n: int, d: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -68,7 +68,7 @@ def test_standardizer_and_weights() -> None:
 def test_fitting_a_head_imports_no_scikit_learn() -> None:
     code = (
         "import sys, numpy as np\n"
-        "from triage.scoring.learn import fit_criterion\n"
+        "from triage.learning.learn import fit_criterion\n"
         "from triage.domain.pack import default_pack\n"
         "c = default_pack().criteria[0]\n"
         "k = len(c.options)\n"

@@ -21,7 +21,7 @@ from conftest import MIXED, labelled_rows
 
 from triage.cli import build_parser, main
 from triage.errors import InputError, TriageError
-from triage.scoring.head_file import read_head
+from triage.learning.head_file import read_head
 
 cluster, worker_home = test_ray_score.cluster, test_ray_score.worker_home  # the Ray tests' fixtures
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,7 +50,7 @@ def learn_args(*argv: str) -> Any:
 
 def test_the_ray_flags_are_checked_before_any_model_or_cluster(files: dict[str, Path]) -> None:
     from triage.backlog.learn_rows import RaySets, sets_scorer
-    from triage.evaluation.session import score_sets
+    from triage.evaluation.labelled_runs import score_sets
 
     data = str(files["data"])
     assert sets_scorer(learn_args(data)) is score_sets  # no --ray: scored here, as before

@@ -132,7 +132,7 @@ def test_the_command_line_becomes_a_plain_job_checked_before_any_cluster(pack: P
     from triage.backlog.ray_score import RayJob
     from triage.commands.score import ray_job
     from triage.errors import InputError
-    from triage.scoring.fit import FitRequest, starter_on
+    from triage.learning.fit import FitRequest, starter_on
 
     src = tmp_path / "in.jsonl"
     src.write_text(DATA.read_text(encoding="utf-8"), encoding="utf-8")
@@ -449,7 +449,7 @@ def test_ray_applies_the_stored_learned_head_like_triage_score(
     import numpy as np
 
     from triage.domain.pack import load_pack
-    from triage.scoring import fitstore, head_file
+    from triage.learning import fitstore, head_file
     from triage.scoring import head as head_mod
     from triage.scoring.engine import Engine
 

@@ -148,8 +148,8 @@ def test_stored_calibration_is_applied_and_a_mismatch_refused(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], smollm2_path: Path, pack: Path, tmp_path: Path
 ) -> None:
     from triage.domain.pack import load_pack
+    from triage.learning.fitstore import calibrations_dir, stored_name
     from triage.model.resolve import cached_sha256
-    from triage.scoring.fitstore import calibrations_dir, stored_name
 
     sha, pack_hash = cached_sha256(smollm2_path), load_pack(pack).hash
     base = ["score", "--model", str(smollm2_path), "--pack", str(pack), "--format", "json"]

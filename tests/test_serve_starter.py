@@ -26,7 +26,7 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
 from triage.domain.pack import default_pack  # noqa: E402
-from triage.evaluation.starter import starter_rows  # noqa: E402
+from triage.learning.starter import starter_rows  # noqa: E402
 from triage.serve.app import ServeSettings  # noqa: E402
 from triage.serve.local import free_port, serving  # noqa: E402
 from triage.serve.worker import ChoreStopped  # noqa: E402
@@ -141,7 +141,7 @@ def test_serve_without_a_starter_head_answers_at_once_and_fits_it_in_the_backgro
 
 
 def test_the_head_s_fit_after_the_rows_says_each_criterion_with_the_time_left_at_the_pace_so_far() -> None:
-    from triage.evaluation.starter import CriterionClock
+    from triage.learning.starter import CriterionClock
 
     said: list[str] = []
     now = [0.0]

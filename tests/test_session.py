@@ -16,8 +16,8 @@ from fake_engine import FakeEngine
 from triage.domain.pack import default_pack
 from triage.domain.ticket import make_ticket
 from triage.errors import TriageError
+from triage.learning.fit import Fits
 from triage.scoring.engine import Prefilled, TicketScored
-from triage.scoring.fit import Fits
 from triage.scoring.options import ScoreOptions
 from triage.session import Session
 from triage.store import labels as lab

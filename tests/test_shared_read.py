@@ -21,10 +21,10 @@ from triage.bench.heads import random_head
 from triage.bench.split import Split
 from triage.domain.pack import Pack, parse_pack
 from triage.errors import InputError, TriageError
+from triage.learning.head_file import read_head, write_head
 from triage.scoring.cue import CUES, TAIL, check_read
 from triage.scoring.engine import Engine, ScoreOptions
-from triage.scoring.fitstore import check_head
-from triage.scoring.head_file import read_head, write_head
+from triage.scoring.setup_check import check_head
 
 PACK = """
 [pack]

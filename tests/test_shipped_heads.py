@@ -19,9 +19,9 @@ from conftest import load_module
 
 from triage.assets_path import asset
 from triage.domain.pack import default_pack
+from triage.learning.fitstore import shipped_dir, stored_starter
+from triage.learning.head_file import read_head
 from triage.model.catalog import load_catalog
-from triage.scoring.fitstore import shipped_dir, stored_starter
-from triage.scoring.head_file import read_head
 from triage.scoring.prompt import PROMPT_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]

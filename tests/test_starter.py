@@ -1,4 +1,4 @@
-"""The starter read-out (triage.evaluation.starter): the shipped sets, the labelling guide, the weighted fit that
+"""The starter read-out (triage.learning.starter): the shipped sets, the labelling guide, the weighted fit that
 combines a team's labels with the starter rows, and the starter head fitted on first use with a real model."""
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from conftest import starter_slice
 
 from triage.assets_path import asset
 from triage.domain.pack import default_pack
-from triage.evaluation import starter
-from triage.evaluation.data import read_labelled
-from triage.scoring.head_file import read_head
-from triage.scoring.logistic import fit_logistic
+from triage.learning import starter
+from triage.learning.head_file import read_head
+from triage.learning.labelled import read_labelled
+from triage.learning.logistic import fit_logistic
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "labelling.md"
@@ -155,7 +155,7 @@ def test_the_command_lines_fit_says_how_far_it_got(
     from fake_engine import FakeEngine
 
     from triage.commands._starter import fit_starter
-    from triage.evaluation import starter
+    from triage.learning import starter
     from triage.session import Session
 
     def ensure(engine, pack, request, *, say, progress):  # type: ignore[no-untyped-def]

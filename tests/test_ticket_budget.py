@@ -84,8 +84,8 @@ def test_a_thread_is_compacted_to_the_budget_before_its_text_is_cut() -> None:
 def test_score_serve_eval_and_learn_read_the_same_part_of_a_long_ticket(
     smollm2_path: Path, triage_home: Path, tmp_path: Path
 ) -> None:
-    from triage.evaluation.cache import ReadoutCache
-    from triage.evaluation.runner import Scorer
+    from triage.learning.cache import ReadoutCache
+    from triage.learning.scorer import Scorer
     from triage.scoring.engine import Engine
     from triage.scoring.loader import load_engine
 

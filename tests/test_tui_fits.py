@@ -8,8 +8,8 @@ from pathlib import Path
 from fake_engine import FakeEngine, FakeFactory, fake_app, wait_until
 from textual import events
 
+from triage.learning.fitstore import calibrations_dir, stored_name
 from triage.scoring.calibrate import Calibration, CriterionCalibration, write_calibration
-from triage.scoring.fitstore import calibrations_dir, stored_name
 from triage.store.config import config_path, load_config, retired_notes
 
 TICKET = "I was charged twice for my order and nobody answers my emails."

@@ -80,3 +80,13 @@ def print_table(result: TicketResult, console: Console | None = None) -> None:
 def percent(rate: float | None) -> str:
     """A rate as a whole percentage, or a dash when there is none."""
     return "—" if rate is None else f"{rate:.0%}"
+
+
+def duration(seconds: float) -> str:
+    """``seconds`` in words a person reads at a glance: ``45 s``, ``1 min 16 s``, ``2 h 5 min``."""
+    s = max(0, int(round(seconds)))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    return f"{s // 3600} h {s % 3600 // 60} min"

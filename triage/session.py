@@ -4,7 +4,7 @@ This is the only module that combines scoring, the fit policy and the history. `
 ``triage serve``'s engine thread, the app (through :class:`triage.tui.desk.Desk`) and the Ray workers
 score through a :class:`Session`, one lifecycle for all of them:
 
-- :meth:`Session.fits`: the head and calibration the one policy (:func:`~triage.scoring.fit.choose_fits`)
+- :meth:`Session.fits`: the head and calibration the one policy (:func:`~triage.learning.fit.choose_fits`)
   chooses *now*, so a head stored while the session runs is applied from the next ticket on; or the
   fixed fits it was given (Ray: the driver chose them through a session of its own for the nodes' model).
 - :meth:`Session.score`: one call scores a ticket, streams its events and keeps it in the history
@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from triage.domain.pack import Pack
 from triage.domain.ticket import Ticket
 from triage.errors import EngineError, FitError, HistoryError, InputError, ResultNotKept, TriageError
-from triage.scoring.fit import FitNote, FitRequest, Fits, choose_fits, starter_on
+from triage.learning.fit import FitNote, FitRequest, Fits, choose_fits, starter_on
 from triage.scoring.options import ScoreOptions
 from triage.settings import DEFAULTS
 from triage.store import features as feat
@@ -165,8 +165,8 @@ class Session:
 
     def starter_due(self, pack: Pack) -> bool:
         """Whether :meth:`ensure_starter` would fit a starter head for ``pack`` now
-        (:func:`triage.evaluation.starter.needs_fit`)."""
-        from triage.evaluation.starter import needs_fit
+        (:func:`triage.learning.starter.needs_fit`)."""
+        from triage.learning.starter import needs_fit
 
         return needs_fit(self.scorer, pack, self.request)
 
@@ -174,8 +174,8 @@ class Session:
         self, pack: Pack, *, say: Callable[[str], None], progress: Callable[[int, int], None] | None = None
     ) -> bool:
         """Fit and store the built-in pack's starter head for this model when the policy would want one and none
-        is stored (:func:`triage.evaluation.starter.ensure`); True when it fitted one."""
-        from triage.evaluation.starter import ensure
+        is stored (:func:`triage.learning.starter.ensure`); True when it fitted one."""
+        from triage.learning.starter import ensure
 
         lock = self.starter_lock(pack)
         if not lock.acquire():  # another process fits it: this one decides zero-shot, and applies it once stored
@@ -192,7 +192,7 @@ class Session:
 
     def starter_lock(self, pack: Pack) -> FitLock:
         """The lock a fit of ``pack``'s starter head for this model holds: one fit at a time, across processes."""
-        from triage.scoring.fitstore import starter_path
+        from triage.learning.fitstore import starter_path
         from triage.store.fit_lock import FitLock
 
         engine = self.scorer
@@ -200,7 +200,7 @@ class Session:
 
     def head_learned_at(self, pack: Pack) -> float:
         """When this model and pack's stored head (the team's) was learned: its file's time, 0.0 when none."""
-        from triage.scoring.fitstore import head_name, heads_dir
+        from triage.learning.fitstore import head_name, heads_dir
 
         engine = self.scorer
         path = heads_dir() / head_name(engine.sha256, pack.hash, engine.format_for("label").id)

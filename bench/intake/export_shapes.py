@@ -57,7 +57,7 @@ def triage(args: list[str], home: Path, log: Path) -> subprocess.CompletedProces
 
 def held_out(head_path: Path) -> dict[str, Any]:
     """Per criterion: held-out balanced accuracy of learned, zero-shot and TF-IDF (the head's report)."""
-    from triage.scoring.head_file import read_head
+    from triage.learning.head_file import read_head
 
     report = read_head(head_path).report
     out = {}

@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         results[f"pack_init_{n}"] = r
     # learn's reading alone (no model): the stratified sample streamed from the 200,000 rows.
     sample_code = (
-        "import sys; from triage.evaluation.data import read_labelled; from triage.intake.columns import ColumnMap; "
+        "import sys; from triage.learning.labelled import read_labelled; from triage.intake.columns import ColumnMap; "
         "from triage.domain.pack import load_pack; "
         "rows = read_labelled(sys.argv[1], load_pack(sys.argv[2]), partial=True, per_option=20, "
         "columns=ColumnMap.parse('Subject,Description', 'Ticket ID', ['queue=Group', 'priority=Priority'])); "

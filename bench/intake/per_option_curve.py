@@ -5,7 +5,7 @@ split once by id hash as ``learn --holdout F`` splits them (the held-out rows ar
 dev rows), and every row is scored once, as ``triage learn`` scores (label readout, the answer-position
 features, the readout cache, n_ctx 1024 by default). Then, for each N, the training rows are sampled as
 ``--per-option N`` samples them (:func:`triage.intake.sample.sample_rows`: per option the N rows of
-lowest id hash), a head is fitted as ``triage learn`` fits it (:func:`triage.scoring.learn.fit_head`,
+lowest id hash), a head is fitted as ``triage learn`` fits it (:func:`triage.learning.learn.fit_head`,
 the same options) and measured on the same held-out rows beside zero-shot and TF-IDF fitted on the same
 sample (:func:`triage.evaluation.holdout.holdout_metrics`).
 
@@ -38,8 +38,9 @@ SIZES = "5,10,20,50,100,200,all"
 
 def features_of(pack: Any, scored: Any) -> tuple[dict, dict, dict]:
     """Per criterion: features, raw log-probs and gold indices of the labelled rows (as ``triage learn``)."""
-    from triage.evaluation.runner import gold, stack_features
+    from triage.evaluation.runner import gold
     from triage.evaluation.variants import readings
+    from triage.learning.scorer import stack_features
 
     features, logprobs, labels = {}, {}, {}
     for crit in pack.criteria:
@@ -54,7 +55,7 @@ def features_of(pack: Any, scored: Any) -> tuple[dict, dict, dict]:
 
 
 def subset(scored: Any, ids: set[str]) -> Any:
-    from triage.evaluation.runner import Scored
+    from triage.learning.scorer import Scored
 
     keep = [i for i, r in enumerate(scored.rows) if r.id in ids]
     return Scored([scored.rows[i] for i in keep], [scored.outcomes[i] for i in keep])
@@ -62,11 +63,11 @@ def subset(scored: Any, ids: set[str]) -> Any:
 
 def one_set(name: str, engine: Any, err: Any, sizes: list[int | None], holdout: float) -> dict[str, Any]:
     from triage.domain.pack import load_pack
-    from triage.evaluation.data import read_labelled, split_by_id
     from triage.evaluation.holdout import holdout_metrics
-    from triage.evaluation.session import score_sets
+    from triage.evaluation.labelled_runs import score_sets
     from triage.intake.sample import sample_rows
-    from triage.scoring import learn as learn_mod
+    from triage.learning import learn as learn_mod
+    from triage.learning.labelled import read_labelled, split_by_id
 
     src = DATASETS / name
     pack = load_pack(src / "criteria.toml")
@@ -184,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--holdout", type=float, default=0.3)
     ap.add_argument("--json", type=Path, help="write the results here")
     a = ap.parse_args(argv)
-    from triage.evaluation.session import load_for, report_consoles
+    from triage.evaluation.labelled_runs import load_for, report_consoles
 
     sizes = [None if s == "all" else int(s) for s in a.sizes.split(",")]
     out, err = report_consoles()

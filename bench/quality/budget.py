@@ -85,9 +85,9 @@ def one(d: str, b: str, model: str, threads: int, limit: int | None) -> None:
     if rc:
         raise SystemExit(rc)
     from triage.domain.pack import load_pack
-    from triage.evaluation.cache import ReadoutCache
-    from triage.evaluation.data import read_labelled
-    from triage.evaluation.runner import Scorer
+    from triage.learning.cache import ReadoutCache
+    from triage.learning.labelled import read_labelled
+    from triage.learning.scorer import Scorer
     from triage.scoring.loader import load_engine
 
     pack = load_pack(DATA / d / "criteria.toml")
@@ -127,7 +127,7 @@ def timing(sets: list[str], budgets: list[str], model: str, threads: int, n: int
 
     import triage.scoring.prompt as prompt
     from triage.domain.pack import load_pack
-    from triage.evaluation.data import read_labelled
+    from triage.learning.labelled import read_labelled
     from triage.scoring.loader import load_engine
 
     out: dict[str, dict[str, list[float]]] = {}
@@ -184,9 +184,9 @@ def zero_shot_choices(d: str, budgets: list[str], rows_n: int, model: str) -> di
 
     import triage.scoring.prompt as prompt
     from triage.domain.pack import load_pack
-    from triage.evaluation.cache import ReadoutCache
-    from triage.evaluation.data import read_labelled
-    from triage.evaluation.runner import Scorer
+    from triage.learning.cache import ReadoutCache
+    from triage.learning.labelled import read_labelled
+    from triage.learning.scorer import Scorer
     from triage.scoring.loader import load_engine
 
     pack = load_pack(DATA / d / "criteria.toml")

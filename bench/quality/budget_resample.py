@@ -5,7 +5,7 @@ readout's option log-probs and the answer-position features a learned head reads
 training rows of each set's split. This script reads them back (it scores nothing: a row missing from the cache
 stops it) and, per set, pools those 120 rows, then draws ``--splits`` random 50/50 splits of them, stratified by
 the rows' labels (every criterion's, jointly), with a fixed seed. For each split and each budget B it fits the
-learned head on one half exactly as `triage eval --train` does (:func:`triage.scoring.learn.fit_criterion` with
+learned head on one half exactly as `triage eval --train` does (:func:`triage.learning.learn.fit_criterion` with
 eval's options: ``rare="backoff"``, ``min_per_option`` 5, the model's hidden width, C by 5-fold CV; a head that
 cross-validates worse than zero-shot is refused, and the product then decides by the zero-shot readout, as
 `triage learn`'s verdict does), once on the rows as read at B and once as read with no budget, applies each to
@@ -46,7 +46,7 @@ BAR = 0.01
 def load_rows(d: str, n: int) -> tuple[object, list]:
     """The pack and the pooled rows: the first ``n`` dev rows, then the first ``n`` training rows (eval's rows)."""
     from triage.domain.pack import load_pack
-    from triage.evaluation.data import read_labelled
+    from triage.learning.labelled import read_labelled
 
     pack = load_pack(DATA / d / "criteria.toml")
     dev = read_labelled(str(SPLITS / d / "dev.jsonl"), pack).rows[:n]
@@ -61,9 +61,9 @@ def cached_inputs(d: str, budgets: list[str], model: str, n: int) -> tuple[objec
     read text differs from no budget's}).
     """
     import triage.scoring.prompt as prompt
-    from triage.evaluation.cache import ReadoutCache
-    from triage.evaluation.runner import Scorer, stack_features
     from triage.evaluation.variants import readings
+    from triage.learning.cache import ReadoutCache
+    from triage.learning.scorer import Scorer, stack_features
     from triage.scoring.loader import load_engine
 
     pack, rows = load_rows(d, n)
@@ -120,7 +120,7 @@ class Fits:
         self.fitted = 0
 
     def fit(self, crit: object, x: np.ndarray, lp: np.ndarray, y: np.ndarray) -> tuple:
-        from triage.scoring.learn import fit_criterion
+        from triage.learning.learn import fit_criterion
 
         h = hashlib.sha1()
         for a in (x, lp, y):

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from triage.domain.pack import load_pack
-from triage.evaluation.cache import CacheKey, ReadoutCache
-from triage.evaluation.data import read_labelled
+from triage.learning.cache import CacheKey, ReadoutCache
+from triage.learning.labelled import read_labelled
 from triage.scoring.head import FEATURES
 
 DATA = Path(os.environ.get("TRIAGE_DATASETS", Path(__file__).resolve().parents[3] / "shared" / "datasets"))

@@ -20,8 +20,9 @@ from sklearn.model_selection import StratifiedKFold  # noqa: E402 (after the war
 from sklearn.preprocessing import StandardScaler  # noqa: E402 (after the warnings filter, on purpose)
 
 from triage.evaluation import metrics  # noqa: E402 (after the warnings filter, on purpose)
-from triage.evaluation.runner import gold, stack_features  # noqa: E402 (after the warnings filter, on purpose)
+from triage.evaluation.runner import gold  # noqa: E402 (after the warnings filter, on purpose)
 from triage.evaluation.variants import readings  # noqa: E402 (after the warnings filter, on purpose)
+from triage.learning.scorer import stack_features  # noqa: E402 (after the warnings filter, on purpose)
 
 
 def fit_eval(xtr, ytr, xte, yte, k, w_txt=None):

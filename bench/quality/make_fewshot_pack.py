@@ -18,7 +18,7 @@ import tomllib
 from pathlib import Path
 
 from triage.domain.pack import load_pack
-from triage.evaluation.data import read_labelled
+from triage.learning.labelled import read_labelled
 
 
 def toml_str(s: str) -> str:

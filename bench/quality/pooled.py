@@ -11,7 +11,7 @@ output, so that one decode gives:
   mark as outputs);
 * ``cue+mean``: both, side by side, in one regression.
 
-Each is fitted as ``triage learn`` fits (triage.scoring.learn.fit_criterion, rare options backed off) on the first N
+Each is fitted as ``triage learn`` fits (triage.learning.learn.fit_criterion, rare options backed off) on the first N
 training rows and measured on the first N dev rows, then with the roles swapped; TF-IDF beside it. It also times, on a
 few tickets, the cue decode alone against it with 16 and with every ticket token as an output.
 
@@ -36,10 +36,10 @@ from triage.domain.pack import load_pack  # noqa: E402
 from triage.domain.ticket import make_ticket  # noqa: E402
 from triage.evaluation import metrics  # noqa: E402
 from triage.evaluation.baseline import fit_predict  # noqa: E402
+from triage.learning.learn import fit_criterion  # noqa: E402
 from triage.model.seq import Seq  # noqa: E402
 from triage.scoring.cue import cue_tokens  # noqa: E402
 from triage.scoring.engine import Engine  # noqa: E402
-from triage.scoring.learn import fit_criterion  # noqa: E402
 from triage.scoring.readout import read  # noqa: E402
 
 VARIANTS = ("cue", "mean", "strided16", "cue+mean")

@@ -3,7 +3,7 @@
 
     python bench/quality/score_sets.py FILE.jsonl... [--model NAME] [--read shared:answer] [--threads N]
 
-Each row is scored as :func:`triage.evaluation.starter.score_starter_rows` scores the starter set (the label
+Each row is scored as :func:`triage.learning.starter.score_starter_rows` scores the starter set (the label
 readout, answer-position features, ``triage score``'s context); a row already in the cache costs nothing.
 ``starter_fit_dump.py`` then reads them out. Prints rows/s every 50 rows.
 """
@@ -25,10 +25,10 @@ def main() -> int:
     args = ap.parse_args()
 
     from triage.domain.pack import default_pack
-    from triage.evaluation.cache import ReadoutCache
-    from triage.evaluation.data import read_labelled
-    from triage.evaluation.runner import Scorer, score_rows
-    from triage.evaluation.starter import STARTER_READ
+    from triage.learning.cache import ReadoutCache
+    from triage.learning.labelled import read_labelled
+    from triage.learning.scorer import Scorer, score_rows
+    from triage.learning.starter import STARTER_READ
     from triage.scoring.loader import load_engine
 
     pack = default_pack()

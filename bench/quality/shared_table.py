@@ -26,13 +26,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from triage.domain.pack import load_pack  # noqa: E402
 from triage.evaluation import metrics  # noqa: E402
 from triage.evaluation.baseline import fit_predict  # noqa: E402
-from triage.evaluation.cache import CacheKey, ReadoutCache  # noqa: E402
-from triage.evaluation.data import read_labelled  # noqa: E402
-from triage.evaluation.runner import gold, stack_features  # noqa: E402
+from triage.evaluation.runner import gold  # noqa: E402
 from triage.evaluation.variants import readings  # noqa: E402
+from triage.learning.cache import CacheKey, ReadoutCache  # noqa: E402
+from triage.learning.labelled import read_labelled  # noqa: E402
+from triage.learning.learn import fit_criterion  # noqa: E402
+from triage.learning.scorer import stack_features  # noqa: E402
 from triage.scoring.cue import cue_name, share  # noqa: E402
 from triage.scoring.head import FEATURES  # noqa: E402
-from triage.scoring.learn import fit_criterion  # noqa: E402
 
 DATA = Path(os.environ.get("TRIAGE_DATASETS", Path(__file__).resolve().parents[3] / "shared" / "datasets"))
 SPLITS = os.environ.get("TRIAGE_SPLITS", "/tmp/triage-quality/splits")

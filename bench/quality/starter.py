@@ -11,7 +11,7 @@ sentiment ``negative`` is angry or upset; type is problem or request (a choice o
 as wrong); queue over the four queues it holds (a choice of account counts as wrong).
 
 Every ticket is scored through eval's readout cache exactly as the product fits and applies the starter head
-(``triage.evaluation.starter``: the label readout in fanout with the answer-position features, the engine's
+(``triage.learning.starter``: the label readout in fanout with the answer-position features, the engine's
 default context), so a second run scores nothing. The head is ``fit_starter_head`` on every starter row.
 """
 
@@ -49,10 +49,10 @@ def main() -> int:
 
     from triage.domain.pack import default_pack
     from triage.domain.ticket import make_ticket
-    from triage.evaluation.cache import ReadoutCache
-    from triage.evaluation.data import LabelledRow, read_labelled
-    from triage.evaluation.runner import Scorer, score_rows
-    from triage.evaluation.starter import STARTER_SET, fit_starter_head, starter_rows
+    from triage.learning.cache import ReadoutCache
+    from triage.learning.labelled import LabelledRow, read_labelled
+    from triage.learning.scorer import Scorer, score_rows
+    from triage.learning.starter import STARTER_SET, fit_starter_head, starter_rows
     from triage.scoring.engine import PRIOR_TEXT
     from triage.scoring.loader import load_engine
 
@@ -123,8 +123,8 @@ def _ticker(console, what, total):  # noqa: ANN001, ANN202
 def logprobs(head, crit, outcomes, prior_out):  # noqa: ANN001, ANN201
     """Per variant, (n, k) log-probs over ``outcomes``: zero-shot (the raw label readout), the starter head, and
     each with the content-free prior (the same read-out of the "N/A" ticket) divided out."""
-    from triage.evaluation.runner import stack_features
     from triage.evaluation.variants import readings
+    from triage.learning.scorer import stack_features
 
     raw = readings(crit, outcomes, None).raw
     p_raw = readings(crit, [prior_out], None).raw[0]

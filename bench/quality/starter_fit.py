@@ -10,7 +10,7 @@ only; its setting (C, rank) is read off check.jsonl; each candidate's mapped fig
 figure so that all candidates are listed, not only the one check picks.
 
 - ``lr``: the starter head's logistic regression (balanced classes, L2) at each C, fitted with scikit-learn's
-  lbfgs on the rows' span (the same problem ``triage.scoring.logistic`` solves, quicker on a loaded machine;
+  lbfgs on the rows' span (the same problem ``triage.learning.logistic`` solves, quicker on a loaded machine;
   no temperature: it moves no decision), with per-feature standardisation (``std``, the product's) or centring
   and one global scale (``center``); each also with the set being scored centred on its own mean
   (``+own-mean``, needs the tickets being scored: transductive).
@@ -83,7 +83,7 @@ class Sets:
         self.d = d
 
     def get(self, name: str, cid: str):  # noqa: ANN201
-        from triage.scoring.learn import design
+        from triage.learning.learn import design
 
         labs = json.loads(str(self.d[name + "_labels"]))
         have = self.d[name + "_have"]
@@ -135,7 +135,7 @@ class Prep:
 
 
 def balanced_sample_weight(y: np.ndarray, w: np.ndarray | None) -> np.ndarray:
-    """``triage.scoring.logistic``'s row weights: classes balanced over the weighted rows."""
+    """``triage.learning.logistic``'s row weights: classes balanced over the weighted rows."""
     w = np.ones(len(y)) if w is None else np.asarray(w, dtype=np.float64)
     classes = np.unique(y)
     per = np.array([w[y == k].sum() for k in classes])

@@ -30,11 +30,11 @@ def main() -> int:
 
     from triage.domain.pack import default_pack
     from triage.domain.ticket import make_ticket
-    from triage.evaluation.cache import ReadoutCache
-    from triage.evaluation.data import read_labelled
-    from triage.evaluation.runner import Scorer
-    from triage.evaluation.starter import STARTER_READ, starter_rows
     from triage.evaluation.variants import readings
+    from triage.learning.cache import ReadoutCache
+    from triage.learning.labelled import read_labelled
+    from triage.learning.scorer import Scorer
+    from triage.learning.starter import STARTER_READ, starter_rows
     from triage.scoring.engine import PRIOR_TEXT
     from triage.scoring.loader import load_engine
 

@@ -7,7 +7,7 @@
 For each seed the mapped set's help-desk rows (they carry queue, urgency and type in the pack's options) are
 shuffled; the first N are the team's labels and the rest are held out. Per criterion and N it fits, with
 ``triage learn``'s fit: the team's labels alone; the starter set alone (the starter head); and the two together
-with the team's rows weighing W times a starter row (``triage.evaluation.starter.combine``), then reports
+with the team's rows weighing W times a starter row (``triage.learning.starter.combine``), then reports
 balanced accuracy on the held-out rows, and zero-shot's beside them. Every ticket must be in eval's readout cache
 at that read position (``bench/quality/starter.py`` puts them there); nothing is scored here.
 """
@@ -35,12 +35,12 @@ def main() -> int:
 
     from triage.domain.pack import default_pack
     from triage.domain.ticket import make_ticket
-    from triage.evaluation.cache import ReadoutCache
     from triage.evaluation.metrics import balanced_accuracy
-    from triage.evaluation.runner import Scorer, fit_inputs, stack_features
-    from triage.evaluation.starter import combine, starter_rows
     from triage.evaluation.variants import readings
-    from triage.scoring import learn as learn_mod
+    from triage.learning import learn as learn_mod
+    from triage.learning.cache import ReadoutCache
+    from triage.learning.scorer import Scorer, fit_inputs, stack_features
+    from triage.learning.starter import combine, starter_rows
     from triage.scoring.lazy import LazyEngine
     from triage.scoring.loader import load_engine
 

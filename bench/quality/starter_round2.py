@@ -47,7 +47,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from triage.domain.pack import default_pack
-    from triage.scoring.head_file import read_head
+    from triage.learning.head_file import read_head
 
     d = np.load(args.dump)
     pack = default_pack()

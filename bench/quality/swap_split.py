@@ -12,10 +12,11 @@ from cached import SETS, cached_split
 from triage.evaluation import metrics
 from triage.evaluation.baseline import fit_predict
 from triage.evaluation.calibrating import fit_criterion as fit_cal
-from triage.evaluation.runner import gold, stack_features
+from triage.evaluation.runner import gold
 from triage.evaluation.variants import readings
+from triage.learning.learn import fit_criterion
+from triage.learning.scorer import stack_features
 from triage.scoring.calibrate import apply_vector_scaling
-from triage.scoring.learn import fit_criterion
 
 for ds in SETS:
     # swapped: train on the dev rows, evaluate on the training rows

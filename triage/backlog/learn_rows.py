@@ -3,7 +3,7 @@
 A head fitted on numbers computed one way and applied to numbers computed another way loses
 accuracy, so the workers compute exactly what ``triage learn`` computes locally: each actor
 loads the model with the driver's context size and prompt format and scores every ticket
-through :class:`triage.evaluation.runner.Scorer` (the code local scoring runs: the label
+through :class:`triage.learning.scorer.Scorer` (the code local scoring runs: the label
 readout, fanout, the answer-position features, the same cut rule), with no cache of its own.
 Before any ticket is sent, each actor's cache key (model sha256, pack hash, prompt format,
 context size, mode, read position and attention kernels) must equal the driver's, or the run
@@ -30,15 +30,15 @@ from triage.errors import InputError, TriageError
 if TYPE_CHECKING:
     from triage.domain.pack import Pack
     from triage.domain.ticket import Ticket
-    from triage.evaluation.cache import CacheKey, Outcome
-    from triage.evaluation.runner import Scorer
+    from triage.learning.cache import CacheKey, Outcome
+    from triage.learning.scorer import Scorer
     from triage.scoring.protocol import ScoringEngine
 
 DEFAULT_BATCH = 16  # tickets per batch (what a dead worker loses), fewer when that would leave workers idle
 
 
 def sets_scorer(args: argparse.Namespace, *, calls: int = 1) -> Callable[..., Any]:
-    """What ``triage learn`` scores its row sets with: :func:`triage.evaluation.session.score_sets`, or,
+    """What ``triage learn`` scores its row sets with: :func:`triage.evaluation.labelled_runs.score_sets`, or,
     with ``--ray``, the same on a Ray cluster (:class:`RaySets`).
 
     ``calls``: how many times learn will score (two with ``--read auto``); the cluster this
@@ -58,7 +58,7 @@ def sets_scorer(args: argparse.Namespace, *, calls: int = 1) -> Callable[..., An
                 raise InputError(
                     f"{flag} works only with --ray", hint="add --ray to score the training rows on a Ray cluster"
                 )
-        from triage.evaluation.session import score_sets
+        from triage.evaluation.labelled_runs import score_sets
 
         return score_sets
     from triage.backlog.ray_score import _ADDRESS, _import_ray
@@ -88,7 +88,7 @@ def sets_scorer(args: argparse.Namespace, *, calls: int = 1) -> Callable[..., An
 
 
 class _NoCache:
-    """What a worker's :class:`~triage.evaluation.runner.Scorer` reads from and writes to: nothing.
+    """What a worker's :class:`~triage.learning.scorer.Scorer` reads from and writes to: nothing.
 
     The driver holds the readout cache; a worker only computes."""
 
@@ -133,7 +133,7 @@ class RowScorer:
         self._scorers: dict[tuple[str, str, bool], Scorer] = {}
 
     def _scorer(self, readout: str, read: str, features: bool) -> Scorer:
-        from triage.evaluation.runner import Scorer
+        from triage.learning.scorer import Scorer
 
         key = (readout, read, features)
         if key not in self._scorers:
@@ -181,7 +181,7 @@ def _differences(mine: object, theirs: object) -> str:
 @dataclass(frozen=True)
 class _Returned:
     """What the Ray workers returned (by ticket sha256: an outcome, or the message of a ticket that failed), asked
-    as :func:`triage.evaluation.runner.score_rows` asks a scorer: so rows are assembled as a local run's are."""
+    as :func:`triage.learning.scorer.score_rows` asks a scorer: so rows are assembled as a local run's are."""
 
     have: dict[str, Outcome | str]
 
@@ -194,7 +194,7 @@ class _Returned:
 
 @dataclass
 class RaySets:
-    """:func:`triage.evaluation.session.score_sets` with the misses scored on Ray (see the module docstring).
+    """:func:`triage.evaluation.labelled_runs.score_sets` with the misses scored on Ray (see the module docstring).
 
     Called as ``score_sets`` is. The first call starts (``local``) or joins the cluster, checks
     the model on every node and starts the actors; they stay for the next call and are
@@ -311,11 +311,11 @@ class RaySets:
         read: str,
     ) -> Any:
         from triage.domain.ticket import make_ticket, printable
-        from triage.evaluation.cache import ReadoutCache
+        from triage.evaluation.labelled_runs import ScoringRun
         from triage.evaluation.progress import scoring_progress
-        from triage.evaluation.runner import Scorer, score_rows
-        from triage.evaluation.session import ScoringRun
         from triage.evaluation.variants import prior_from
+        from triage.learning.cache import ReadoutCache
+        from triage.learning.scorer import Scorer, score_rows
         from triage.scoring.engine import PRIOR_TEXT
 
         with ReadoutCache() as cache:

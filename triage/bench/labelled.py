@@ -17,8 +17,8 @@ import numpy as np
 
 if TYPE_CHECKING:
     from triage.domain.pack import Pack
-    from triage.evaluation.cache import Outcome
-    from triage.evaluation.data import LabelledRow
+    from triage.learning.cache import Outcome
+    from triage.learning.labelled import LabelledRow
 
 
 @dataclass
@@ -30,15 +30,15 @@ class ScoredSet:
     outcomes: list[Outcome]  # each row's score
     features: dict[str, np.ndarray]  # per criterion, (n, F): what a head reads on every row
     raw: dict[str, np.ndarray]  # per criterion, (n, K): the raw label-readout log-probs
-    ident: dict[str, Any]  # the engine's keys, as fit_head takes them (triage.scoring.learn.engine_keys)
+    ident: dict[str, Any]  # the engine's keys, as fit_head takes them (triage.learning.learn.engine_keys)
     model: str  # the engine's name
     seconds: float  # scoring time (cache reads included)
     hits: int
     scored: int
 
     def inputs(self, idx: Sequence[int]) -> tuple[dict[str, Any], dict[str, Any], dict[str, list[int]]]:
-        """What a head is fitted on from rows ``idx`` (:func:`triage.evaluation.runner.fit_inputs`)."""
-        from triage.evaluation.runner import fit_inputs
+        """What a head is fitted on from rows ``idx`` (:func:`triage.learning.scorer.fit_inputs`)."""
+        from triage.learning.scorer import fit_inputs
 
         return fit_inputs(self.pack, [self.rows[i].labels for i in idx], [self.outcomes[i] for i in idx])
 
@@ -46,7 +46,7 @@ class ScoredSet:
         """The head ``triage learn`` fits on rows ``idx`` (its defaults: CV, balanced, backoff for rare options),
         or None when none of them is labelled. ``inputs``: :meth:`inputs` of the same rows, computed already
         (a bench that times the fit alone); ``fit_kw``: other ``fit_head`` keywords (a fit policy to compare)."""
-        from triage.scoring import learn as learn_mod
+        from triage.learning import learn as learn_mod
 
         features, logprobs, labels = self.inputs(idx) if inputs is None else inputs
         if not labels:
@@ -80,11 +80,11 @@ def score_labelled(
     or a labelled JSONL whose pack is ``pack``, default ``criteria.toml`` beside it); ``part`` names the
     progress line on ``console``."""
     from triage.domain.pack import load_pack
-    from triage.evaluation.data import read_labelled
-    from triage.evaluation.runner import stack_features
-    from triage.evaluation.session import score_sets
+    from triage.evaluation.labelled_runs import score_sets
     from triage.evaluation.variants import readings
-    from triage.scoring import learn as learn_mod
+    from triage.learning import learn as learn_mod
+    from triage.learning.labelled import read_labelled
+    from triage.learning.scorer import stack_features
     from triage.scoring.loader import load_engine
 
     folder = dataset if dataset.is_dir() else dataset.parent

@@ -391,7 +391,7 @@ class BenchRunner:
         the real shape, as at the tails (the cost does not depend on the weights)."""
         if read not in self._heads:
             from triage.bench.heads import random_head
-            from triage.scoring.fitstore import load_head, stored_starter
+            from triage.learning.fitstore import load_head, stored_starter
 
             path = stored_starter(eng, pack) if read == SHARED_READ else None
             if path is not None:

@@ -83,7 +83,7 @@ def column_map(args: argparse.Namespace) -> Any:
 def labelled_rows(
     args: argparse.Namespace, path: str, pack: Pack, *, partial: bool = False, per_option: int | None = None
 ) -> Any:
-    """The labelled rows of ``path`` read through the flags (:func:`triage.evaluation.data.read_labelled`)."""
-    from triage.evaluation.data import read_labelled
+    """The labelled rows of ``path`` read through the flags (:func:`triage.learning.labelled.read_labelled`)."""
+    from triage.learning.labelled import read_labelled
 
     return read_labelled(path, pack, partial=partial, columns=column_map(args), per_option=per_option)

@@ -2,7 +2,7 @@
 
 - In the foreground (``model pull``, ``model starter``, ``score --wait-starter``): the same progress as learn's
   (:func:`triage.evaluation.progress.scoring_progress`: a bar on a terminal, plain lines otherwise), around
-  :func:`triage.evaluation.starter.ensure`.
+  :func:`triage.learning.starter.ensure`.
 - In the background (``score``'s first use of a model triage ships no head for): a detached, low-priority
   ``triage model starter`` process fits and stores it while this run decides zero-shot; the next run applies it.
 
@@ -15,13 +15,15 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from triage.domain.pack import Pack
-from triage.scoring.protocol import ScoringEngine
-from triage.session import Session
-from triage.store.fit_lock import FitLock
+if TYPE_CHECKING:  # the command line imports this module for --help: nothing heavy at import
+    from triage.domain.pack import Pack
+    from triage.scoring.protocol import ScoringEngine
+    from triage.session import Session
+    from triage.store.fit_lock import FitLock
 
 LOG_NAME = "starter-fit.log"
 

@@ -115,11 +115,11 @@ def run(args: argparse.Namespace) -> int:
     from triage.domain.ticket import printable
     from triage.errors import InputError
     from triage.evaluation.calibrating import fit_calibration
+    from triage.evaluation.labelled_runs import load_for, report_bad, report_consoles, save_fit, score_sets
     from triage.evaluation.runner import gold
-    from triage.evaluation.session import load_for, report_bad, report_consoles, save_fit, score_sets
     from triage.evaluation.variants import readings
+    from triage.learning import fitstore
     from triage.scoring import calibrate as cal_mod
-    from triage.scoring import fitstore
     from triage.scoring.options import ScoreOptions
 
     out, err = report_consoles()

@@ -192,12 +192,13 @@ def run(args: argparse.Namespace) -> int:
     from triage.domain.pack import resolve_pack
     from triage.domain.ticket import printable
     from triage.errors import InputError
-    from triage.evaluation.data import split_by_id, write_jsonl
+    from triage.evaluation.labelled_runs import load_for, report_bad, report_consoles, score_sets
     from triage.evaluation.report import print_report, write_json
-    from triage.evaluation.runner import CalibrationPlan, build_report, orderings_for, set_summary
-    from triage.evaluation.session import load_for, report_bad, report_consoles, score_sets
+    from triage.evaluation.runner import CalibrationPlan, build_report, set_summary
+    from triage.learning.fit import FitRequest, choose_fits
+    from triage.learning.labelled import split_by_id, write_jsonl
+    from triage.learning.scorer import orderings_for
     from triage.scoring.calibrate import MIN_PER_OPTION
-    from triage.scoring.fit import FitRequest, choose_fits
     from triage.scoring.options import ScoreOptions
 
     out, err = report_consoles()

@@ -213,12 +213,11 @@ def run(args: argparse.Namespace) -> int:
     from triage.domain.pack import resolve_pack
     from triage.domain.ticket import printable
     from triage.errors import InputError
-    from triage.evaluation import starter
-    from triage.evaluation.runner import fit_inputs
-    from triage.evaluation.session import load_for, report_bad, report_consoles, save_fit
-    from triage.scoring import fitstore, head_file
-    from triage.scoring import learn as learn_mod
-    from triage.scoring.fit import FitRequest, starter_on
+    from triage.evaluation.labelled_runs import load_for, report_bad, report_consoles, save_fit
+    from triage.learning import fitstore, head_file, starter
+    from triage.learning import learn as learn_mod
+    from triage.learning.fit import FitRequest, starter_on
+    from triage.learning.scorer import fit_inputs
     from triage.scoring.options import parse_criteria
     from triage.store.config import load_config
 
@@ -286,7 +285,7 @@ def run(args: argparse.Namespace) -> int:
                 markup=False,
                 highlight=False,
             )
-        from triage.evaluation.sources import merge
+        from triage.learning.sources import merge
 
         merged = merge(sets, history)
         for note in merged.notes:
@@ -296,7 +295,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"no labelled row for pack {pack.name!r} in {rows.source}")
         held = None
         if args.holdout is not None:
-            from triage.evaluation.data import split_by_id
+            from triage.learning.labelled import split_by_id
 
             held, rows = split_by_id(rows, 1 - args.holdout)
             if not held.rows or not rows.rows:
@@ -445,7 +444,7 @@ def run(args: argparse.Namespace) -> int:
         ),
     )
     if not args.no_store:  # what `triage score` will now apply, by the same policy
-        from triage.scoring.fit import choose_fits
+        from triage.learning.fit import choose_fits
         from triage.scoring.options import ScoreOptions
 
         product = ScoreOptions(criteria=only)  # the options `triage score` runs with

@@ -155,7 +155,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 class _RichProgress:
-    """Draws :class:`triage.model.installed.Progress` events on stderr with Rich."""
+    """Draws :class:`triage.model.installed.PullProgress` events on stderr with Rich."""
 
     def __init__(self) -> None:
         from rich.console import Console
@@ -234,7 +234,7 @@ def _starter_for(model: str, threads: int | None) -> None:
     with load_engine(model, threads=threads, notice=lambda m: None) as engine:
         if fit_starter(Session(engine, request=request), default_pack()):
             return
-        from triage.scoring.fitstore import auto_head, shipped_dir
+        from triage.learning.fitstore import auto_head, shipped_dir
 
         found = auto_head(engine, default_pack(), starter=True)  # what `score` will apply, said as it will say it
         if (

@@ -321,7 +321,7 @@ def run(args: argparse.Namespace) -> int:
             notice=lambda m: _say(f"triage: {m}"),
         )
         request = FitRequest.of(no_head=args.no_head, no_calibration=args.no_calibration, config=config)
-        from triage.evaluation.starter import needs_fit
+        from triage.learning.starter import needs_fit
         from triage.serve.starter_fit import StarterFit
 
         # no starter head yet: serve at once, zero-shot, and fit it between requests (GET /v1/health: how far)

@@ -46,7 +46,7 @@ class CriterionResult:
     order_flips: int  # orderings whose own argmax differs from the first ordering's
     readout: str = "letter"  # "label" (first answer tokens), "label-whole" (whole answers), "letter"
     source: str = "zero-shot"  # what decided: "learned" (a team's head), "starter" (the built-in pack's starter
-    # head: triage.evaluation.starter), "calibrated" or "zero-shot" (the readout alone)
+    # head: triage.learning.starter), "calibrated" or "zero-shot" (the readout alone)
     index: int = 0  # position in the pack
     warnings: list[str] = field(default_factory=list)
 

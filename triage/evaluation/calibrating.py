@@ -1,6 +1,7 @@
 """Fitting a calibration (``triage calibrate``, eval's calibrated variants): per criterion, vector scaling
-checked on a deterministic holdout, then refitted on every row. The file format, applying and finding
-a calibration are :mod:`triage.scoring.calibrate`'s."""
+checked on a deterministic holdout, then refitted on every row (:mod:`triage.learning.vector_scaling`). The
+file format and applying a calibration are :mod:`triage.scoring.calibrate`'s, finding one
+:mod:`triage.learning.fitstore`'s."""
 
 from __future__ import annotations
 
@@ -9,19 +10,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from triage.evaluation.data import split_bucket
 from triage.evaluation.metrics import summarize
+from triage.learning.labelled import split_bucket
+from triage.learning.vector_scaling import L2_BIAS, L2_LOG_T, FitOutcome, fit_vector_scaling
 from triage.scoring.calibrate import (
     HOLDOUT_FRACTION,
     HOLDOUT_SALT,
-    L2_BIAS,
-    L2_LOG_T,
     MIN_PER_OPTION,
     Calibration,
     CriterionCalibration,
-    FitOutcome,
     apply_vector_scaling,
-    fit_vector_scaling,
 )
 
 if TYPE_CHECKING:

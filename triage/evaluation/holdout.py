@@ -1,6 +1,6 @@
 """``learn --holdout F``: the learned head beside zero-shot and TF-IDF on rows it never saw.
 
-The held-out rows are those whose id hash (:func:`triage.evaluation.data.split_bucket`) is at
+The held-out rows are those whose id hash (:func:`triage.learning.labelled.split_bucket`) is at
 least ``1 - F``: exactly the dev rows of ``triage eval --split 1-F``, so both commands hold out
 the same tickets. The head is fitted on the other rows only; the TF-IDF baseline is fitted on
 the same training labels; zero-shot is the label readout as it stands.
@@ -20,8 +20,9 @@ from triage.domain.ticket import printable
 from triage.errors import TriageError
 from triage.evaluation import metrics
 from triage.evaluation.report import print_confusion
-from triage.evaluation.runner import Scored, gold, stack_features
+from triage.evaluation.runner import gold
 from triage.evaluation.variants import readings
+from triage.learning.scorer import Scored, stack_features
 
 if TYPE_CHECKING:
     from triage.scoring.head import Head

@@ -36,6 +36,8 @@ from rich.progress import (
 )
 from rich.text import Text
 
+from triage.render import duration
+
 EVERY_S = 10.0  # seconds between two plain lines at most (after the first row)
 STEPS = 10  # and a line at each tenth of the rows
 FIRST_ESTIMATE = 3  # rows after the first (which also pays for loading the model) that give the first time left
@@ -132,16 +134,6 @@ def scoring_progress(console: Console) -> Any:
     if console.is_terminal and not console.is_dumb_terminal:
         return Progress(*progress_columns(), console=console, transient=False, speed_estimate_period=120)
     return PlainProgress(console)
-
-
-def duration(seconds: float) -> str:
-    """``seconds`` in words a person reads at a glance: ``45 s``, ``1 min 16 s``, ``2 h 5 min``."""
-    s = max(0, int(round(seconds)))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60} s"
-    return f"{s // 3600} h {s % 3600 // 60} min"
 
 
 class _Task:

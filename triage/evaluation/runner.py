@@ -1,20 +1,18 @@
-"""Score labelled rows through the engine (with the readout cache) and build the eval report."""
+"""The eval report: every variant's metrics on the dev rows, with calibrations and heads fitted on the
+training rows. The rows are scored by :mod:`triage.learning.scorer` (through the readout cache)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from triage.domain.pack import Criterion, Pack
-from triage.domain.ticket import Ticket, make_ticket
+from triage.domain.ticket import make_ticket
 from triage.errors import TriageError
 from triage.evaluation import metrics
-from triage.evaluation.cache import CacheKey, Outcome, ReadoutCache
-from triage.evaluation.data import BadRow, LabelledRow, LabelledSet
 from triage.evaluation.variants import (
     CALIBRATED,
     CYCLIC,
@@ -26,195 +24,23 @@ from triage.evaluation.variants import (
     prior_from,
     readings,
 )
-from triage.scoring.cue import TAIL, check_read
-from triage.scoring.head import FEATURES as FEATURES_KIND
-from triage.scoring.options import (
-    DEFAULT_MODE,
-    DEFAULT_READOUT,
-    Mode,
-    Orderings,
-    Readout,
-    as_readout,
-    effective_orderings,
-)
+from triage.learning.labelled import LabelledRow, LabelledSet
+from triage.learning.scorer import Scored, Scorer, orderings_for, stack_features
+from triage.scoring.options import DEFAULT_READOUT
 
 if TYPE_CHECKING:
     from triage.scoring.calibrate import Calibration
-    from triage.scoring.engine import Engine
     from triage.scoring.head import CriterionHead, Head
 
 SCHEMA = "triage.eval/1"
-ORDERINGS: Orderings = (
-    "cyclic"  # the letter readout is always asked in every rotation: raw is the identity's readout alone
-)
 
 
-def orderings_for(readout: str) -> Orderings:
-    """What eval asks: every rotation for letters; the label readout has no option order."""
-    return effective_orderings(readout, ORDERINGS)
+def content_free_prior(scorer: Scorer) -> dict[str, np.ndarray]:
+    """The content-free prior per criterion: the engine's "N/A" ticket through ``scorer`` (and its cache)."""
+    from triage.scoring.engine import PRIOR_TEXT
 
-
-def mode_for(readout: str) -> Mode:
-    """How eval scores: the label readout as `triage score` and the app do (fanout, the default), so that
-    calibrations and learned heads are fitted on the numbers they will be applied to; letters serially,
-    one rotation after another, as they were measured before the label readout."""
-    return DEFAULT_MODE if readout == "label" else "serial"
-
-
-class Scorer:
-    """Gets each ticket's :class:`Outcome` from the cache, or scores it once and stores it.
-
-    Args:
-        engine: a loaded :class:`triage.scoring.engine.Engine`.
-        pack: the criteria pack.
-        cache: the readout cache.
-        readout: ``label`` (options by name) or ``letter`` (every rotation).
-    """
-
-    def __init__(
-        self, engine: Engine, pack: Pack, cache: ReadoutCache, readout: str = DEFAULT_READOUT, read: str = TAIL
-    ) -> None:
-        self.engine = engine
-        self.pack = pack
-        self.cache = cache
-        self.readout: Readout = as_readout(readout)
-        self.read = check_read(read)
-        if self.read != TAIL and readout != "label":
-            raise TriageError("the shared read position reads options by name: use --readout label", exit_code=2)
-        self.orderings = orderings_for(readout)
-        self.mode = mode_for(readout)
-        # The mode is part of the key (batch shapes round differently); serial keeps the bare orderings,
-        # as every readout cached before the mode was recorded was scored serially. A shared read
-        # position adds its name: every criterion is then read at the cue (triage.scoring.cue).
-        how = self.orderings if self.mode == "serial" else f"{self.orderings}@{self.mode}"
-        how += "" if self.read == TAIL else f"+{self.read}"
-        # The attention kernels too, when they are not the ones every cached entry was computed with.
-        attention = getattr(getattr(engine, "native", None), "attention", "flash")
-        how += "" if attention == "flash" else f"+{attention}"
-        self.key = CacheKey(engine.sha256, pack.hash, engine.format_for(readout).id, engine.n_ctx, how)
-        self.features = False  # also get each criterion's answer-position features (learned heads)
-        self.scored = 0
-        self.scoring_s = 0.0
-
-    def outcome(self, ticket: Ticket) -> tuple[Outcome, bool]:
-        """(outcome, True when it came from the cache).
-
-        With :attr:`features` set (the label readout only), the outcome also holds
-        each criterion's answer-position features, cached beside the readouts; a
-        ticket cached without them is scored again.
-        """
-        text_key = self.text_key(ticket)
-        hit = self.cached(text_key)
-        if hit is not None:
-            return hit, True
-        from triage.scoring.engine import ScoreOptions
-
-        t0 = time.perf_counter()
-        opts = ScoreOptions(mode=self.mode, orderings=self.orderings, readout=self.readout)
-        if self.read != TAIL:
-            result, raw, feats = self.engine.readouts_and_features(ticket, self.pack, opts, read=self.read)
-            if not self.features:
-                feats = {}
-        elif self.features:
-            result, raw, feats = self.engine.readouts_and_features(ticket, self.pack, opts)
-        else:
-            (result, raw), feats = self.engine.raw_readouts(ticket, self.pack, opts), {}
-        ms = (time.perf_counter() - t0) * 1000
-        if not result.complete:
-            raise TriageError(f"ticket {ticket.id} was not scored completely: {'; '.join(result.warnings)}")
-        warnings = [w for w in result.warnings if not w.startswith("stable prefix changed")]
-        out = Outcome(raw, warnings, ms, feats or None)
-        self.store(text_key, out)
-        self.scored += 1
-        self.scoring_s += ms / 1000
-        return out, False
-
-    def text_key(self, ticket: Ticket) -> str:
-        """What names ``ticket`` in the cache: the sha256 of its text as the prompts read it.
-
-        That is the ticket's own sha256 when it fits the ticket budget (:data:`~triage.scoring.prompt.TICKET_TOKENS`),
-        else the sha256 of the text after the budget's cut (:meth:`~triage.scoring.prompt.PromptBuilder.cut`): a
-        readout is a function of the text scored, so a ticket cut to another budget is another entry, and one
-        that no budget cuts is scored once for them all. Tokenizes the ticket (no weights are loaded for it).
-        """
-        import hashlib
-
-        cut = self.engine.builder(self.pack, self.readout).cut(ticket.text, self.engine.n_ctx, ticket.messages)
-        return ticket.sha256 if cut.text == ticket.text else hashlib.sha256(cut.text.encode("utf-8")).hexdigest()
-
-    def cached(self, sha256: str) -> Outcome | None:
-        """The cached outcome of the text named ``sha256`` (:meth:`text_key`) under this scorer's key (with its
-        features when :attr:`features` is set: one cached without them is a miss), or None."""
-        wanted = (FEATURES_KIND, [c.id for c in self.pack.criteria]) if self.features else None
-        return self.cache.get(self.key, sha256, wanted)
-
-    def store(self, sha256: str, out: Outcome) -> None:
-        """Cache ``out`` (and its features, if any) for the text named ``sha256`` (:meth:`text_key`) under this
-        scorer's key."""
-        self.cache.put(self.key, sha256, out)
-        if out.features:
-            self.cache.put_features(self.key, sha256, FEATURES_KIND, out.features)
-
-    def prior(self) -> dict[str, np.ndarray]:
-        """The content-free prior per criterion (the engine's "N/A" ticket, through the cache)."""
-        from triage.scoring.engine import PRIOR_TEXT
-
-        out, _ = self.outcome(make_ticket(PRIOR_TEXT, "prior"))
-        return prior_from(out)
-
-
-@dataclass
-class Scored:
-    """Rows that were scored, their outcomes, and rows the engine could not score."""
-
-    rows: list[LabelledRow] = field(default_factory=list)
-    outcomes: list[Outcome] = field(default_factory=list)
-    failed: list[BadRow] = field(default_factory=list)
-    known: int = 0  # rows whose outcome was at hand (kept in the history), not scored
-
-    @property
-    def cut(self) -> int:
-        """How many tickets had their middle cut to fit the context."""
-        return sum(o.cut for o in self.outcomes)
-
-
-class OutcomeSource(Protocol):
-    """What :func:`score_rows` asks: a ticket's outcome and whether it came from a cache (a :class:`Scorer`, or
-    the Ray workers' returns)."""
-
-    def outcome(self, ticket: Ticket) -> tuple[Outcome, bool]: ...
-
-
-def score_rows(
-    scorer: OutcomeSource,
-    rows: Sequence[LabelledRow],
-    on_row: Callable[[bool], None] | None = None,
-    known: dict[str, Outcome] | None = None,
-) -> Scored:
-    """Score every row; ``on_row(hit)`` is called after each (for a progress bar).
-
-    ``known``: outcomes already at hand, by ticket sha256; those rows are not scored (a hit).
-    """
-    out = Scored()
-    for row in rows:
-        if known is not None and row.ticket.sha256 in known:
-            out.rows.append(row)
-            out.outcomes.append(known[row.ticket.sha256])
-            out.known += 1
-            if on_row:
-                on_row(True)
-            continue
-        try:
-            outcome, hit = scorer.outcome(row.ticket)
-        except TriageError as exc:
-            out.failed.append(BadRow(row.line, f"line {row.line} (id {row.id}): not scored: {exc.message}"))
-            hit = False
-        else:
-            out.rows.append(row)
-            out.outcomes.append(outcome)
-        if on_row:
-            on_row(hit)
-    return out
+    out, _ = scorer.outcome(make_ticket(PRIOR_TEXT, "prior"))
+    return prior_from(out)
 
 
 def gold(rows: Sequence[LabelledRow], criterion: Criterion) -> list[int]:
@@ -249,7 +75,7 @@ class CalibrationPlan:
     prior: bool = False  # fit on cyclic+prior rather than cyclic
     fit_kw: dict[str, Any] = field(default_factory=dict)
     learn: bool = False  # also fit a learned head (label readout; the outcomes must hold features)
-    learn_kw: dict[str, Any] = field(default_factory=dict)  # triage.scoring.learn.fit_criterion's options
+    learn_kw: dict[str, Any] = field(default_factory=dict)  # triage.learning.learn.fit_criterion's options
     curve: tuple[int, ...] = ()  # learning curve: training-row counts to fit on (first N rows)
     stored_head: Head | None = None  # a learned Head (triage learn), already checked against the engine and pack
     stored_head_path: str | None = None
@@ -415,41 +241,6 @@ def build_report(
     return report, fitted
 
 
-def stack_features(outcomes: Sequence[Outcome], cid: str) -> np.ndarray:
-    """One criterion's answer-position features over many outcomes, (n, F).
-
-    Raises:
-        TriageError: an outcome was scored without features.
-    """
-    if any(o.features is None or cid not in o.features for o in outcomes):
-        raise TriageError("the learned variant needs each ticket's answer-position features; score with features on")
-    return np.stack([o.features[cid] for o in outcomes])  # type: ignore[index]
-
-
-def fit_inputs(
-    pack: Pack, labels: Sequence[Any], outcomes: Sequence[Outcome]
-) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], dict[str, list[int]]]:
-    """What a head is fitted on, per criterion with labels: ``(features, raw log-probs, gold option indices)``.
-
-    ``labels[i]`` is row i's ``{criterion: option id}`` and ``outcomes[i]`` its score (eval's cache, a fresh
-    score, or a history row's kept inputs through :func:`triage.evaluation.sources.kept_outcome`): the one
-    assembly ``triage learn``, the app's re-fit and the learning-loop replay share.
-    """
-    from triage.evaluation.variants import readings
-
-    features, logprobs, gold_idx = {}, {}, {}
-    for crit in pack.criteria:
-        have = [i for i, lab in enumerate(labels) if crit.id in lab]
-        if not have:
-            continue
-        outs = [outcomes[i] for i in have]
-        ids = [o.id for o in crit.options]
-        features[crit.id] = stack_features(outs, crit.id)
-        logprobs[crit.id] = readings(crit, outs, None).raw
-        gold_idx[crit.id] = [ids.index(labels[i][crit.id]) for i in have]
-    return features, logprobs, gold_idx
-
-
 def _head_metrics(head: CriterionHead, x_dev: np.ndarray, r_dev: Any, y_dev: list[int]) -> dict[str, object]:
     """A criterion head (:class:`triage.scoring.head.CriterionHead`) applied to the dev rows, measured."""
     k = len(r_dev.criterion.options)
@@ -471,7 +262,7 @@ def _learned_entry(
 
     ``r_dev``: the dev rows' readings of ``crit`` (:func:`readings`), computed once by the caller.
     """
-    from triage.scoring.learn import fit_criterion
+    from triage.learning.learn import fit_criterion
 
     train = plan.train
     assert train is not None

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from triage.domain.pack import Criterion
-from triage.evaluation.cache import Outcome, Reads
+from triage.learning.cache import Outcome, Reads
+from triage.learning.scorer import identity_read
 from triage.scoring import debias
 
 RAW, CYCLIC, PRIOR, CALIBRATED = "raw", "cyclic", "cyclic+prior", "calibrated"
@@ -30,14 +31,6 @@ RAW_CALIBRATED = "raw+calibrated"  # a calibration fitted on the pack-order read
 RAW_PRIOR = "raw+prior"  # the label readout with the content-free prior divided out
 LEARNED = "learned"  # a learned head (triage.scoring.head) on the label readout's features and log-probs
 VARIANTS = (RAW, CYCLIC, PRIOR, RAW_PRIOR, CALIBRATED, RAW_CALIBRATED, LEARNED)
-
-
-def identity_read(reads: Reads) -> tuple[np.ndarray, float]:
-    """The pack-order readout in option space, and its coverage."""
-    for order, lp, cov in reads:
-        if tuple(order) == tuple(sorted(order)):
-            return debias.to_option_space(lp, order), cov
-    raise ValueError("the readouts hold no pack-order (identity) ordering")
 
 
 def combined(reads: Reads) -> np.ndarray:

@@ -8,7 +8,7 @@ What decides:
   does better, the labels carry more than the head found), but cannot be applied, so it decides nothing.
 * without ``--holdout`` (or when no held-out row is labelled for the criterion), cross-validation on
   the training rows against zero-shot on the same rows: a head worse by more than the noise of those
-  rows (:func:`triage.scoring.learn.worse_margin`) is stored, not applied; one worse by less is applied,
+  rows (:func:`triage.learning.learn.worse_margin`) is stored, not applied; one worse by less is applied,
   and the line says it is below.
 
 ``apply`` (``learn --apply``) applies a head its own check found no better, and the line says so. A
@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from triage.scoring.learn import LearnOutcome, worse_margin
+from triage.learning.learn import LearnOutcome, worse_margin
 
 if TYPE_CHECKING:
     from triage.scoring.head import Head

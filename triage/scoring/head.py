@@ -16,15 +16,15 @@ computed at that criterion's answer position anyway:
   the answer positions alone (docs/quality.md, "Learned read-out");
 * the **option log-probs** of the label readout (what zero-shot decides from).
 
-Weights are stored as float16 (:func:`triage.scoring.head_file.stored_weights`): about 3.6 KB per option.
+Weights are stored as float16 (:func:`triage.learning.head_file.stored_weights`): about 3.6 KB per option.
 
 Scoring applies the head with numpy only: ``softmax(W x + b)``, the standardising
-scaler folded into ``W`` and ``b``. Fitting (scikit-learn) is in
-:mod:`triage.scoring.learn`.
+scaler folded into ``W`` and ``b``; whether a head fits an engine and pack is
+:func:`triage.scoring.setup_check.check_head`.
+Fitting is :mod:`triage.learning.learn`.
 
-The file format (``.npz``, its checks and limits) is :mod:`triage.scoring.head_file`; where
-heads are stored, whether one fits a setup and which one a setup gets is
-:mod:`triage.scoring.fitstore`.
+The file format (``.npz``, its checks and limits) is :mod:`triage.learning.head_file`; where
+heads are stored and which one a setup gets is :mod:`triage.learning.fitstore`.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class CriterionHead:
     @property
     def source(self) -> str:
         """What a decision it makes says decided it: ``starter`` when it was fitted on the starter set alone
-        (no label of the team's: :mod:`triage.evaluation.starter`), else ``learned``."""
+        (no label of the team's: :mod:`triage.learning.starter`), else ``learned``."""
         rows = self.info.get("rows")
         return "starter" if isinstance(rows, dict) and rows.get("team") == 0 else "learned"
 
@@ -123,7 +123,7 @@ class Head:
     report: dict[str, Any] = field(default_factory=dict)
     read: str = TAIL  # where the features are read: each criterion's tail, or ``shared:CUE`` (triage.scoring.cue)
     attention: str = ATTENTION  # the attention kernels that computed them (NativeModel.attention)
-    kind: str = "team"  # ``team`` (triage learn, the app's re-fit) or ``starter`` (triage.evaluation.starter)
+    kind: str = "team"  # ``team`` (triage learn, the app's re-fit) or ``starter`` (triage.learning.starter)
 
     @property
     def shared(self) -> bool:

@@ -9,7 +9,7 @@ file's metadata and vocabulary (:class:`~triage.model.native.NativeVocab`, no we
 context) and opens the real :class:`~triage.scoring.engine.Engine` the first time anything
 else is asked of it (a ticket to score). Its prompt builders tokenize with that vocabulary
 (llama.cpp's own tokenizer, the same ids as the loaded model's), so eval can name a long
-ticket's cut in its cache (:meth:`triage.evaluation.runner.Scorer.text_key`) without the
+ticket's cut in its cache (:meth:`triage.learning.scorer.Scorer.text_key`) without the
 weights. Once open, it checks that the engine computes under the identity it answered with,
 and from then on it is that engine.
 """

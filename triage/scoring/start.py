@@ -17,10 +17,10 @@ from triage.domain.ticket import Ticket
 from triage.errors import TriageError
 from triage.scoring.cue import shared_read
 from triage.scoring.decide import Decider
-from triage.scoring.fitstore import check_head
 from triage.scoring.options import ScoreOptions
 from triage.scoring.protocol import ModelIdentity
 from triage.scoring.run import Run
+from triage.scoring.setup_check import check_head
 
 if TYPE_CHECKING:
     import numpy as np

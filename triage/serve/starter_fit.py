@@ -1,6 +1,6 @@
 """``triage serve``'s first start without a starter head: it answers at once, zero-shot, and fits the head behind.
 
-The built-in pack's starter head (:mod:`triage.evaluation.starter`) is fitted on the engine thread *between*
+The built-in pack's starter head (:mod:`triage.learning.starter`) is fitted on the engine thread *between*
 requests (:meth:`~triage.serve.worker.EngineWorker.run_first`): after each of the starter set's rows, every
 request waiting is scored first, so a request waits at most one row. The numpy fit that follows the rows runs
 on a thread of its own, the engine free for requests all the while. Until the head is stored, decisions say
@@ -38,7 +38,7 @@ class StarterFit:
     def __init__(
         self, engine: ScoringEngine, pack: Pack, *, say: Callable[[str], None], console: Console | None = None
     ) -> None:
-        from triage.evaluation.starter import CriterionClock, starter_rows
+        from triage.learning.starter import CriterionClock, starter_rows
 
         self.engine = engine
         self.pack = pack
@@ -59,7 +59,7 @@ class StarterFit:
         """Score the starter rows, ``between()`` after each (requests are served there; it raises when the
         server stops), then fit and store the head on a thread of its own."""
         from triage.errors import TriageError
-        from triage.evaluation.starter import score_starter_rows
+        from triage.learning.starter import score_starter_rows
 
         self.say(
             f"fitting the starter head for {self.engine.name} on triage's {self.total} example tickets in the "
@@ -94,7 +94,7 @@ class StarterFit:
 
     def _fit(self, scored: Any) -> None:
         from triage.errors import TriageError
-        from triage.evaluation.starter import UNKEPT_HINT, fit_starter_head, keep_head
+        from triage.learning.starter import UNKEPT_HINT, fit_starter_head, keep_head
 
         try:
             head, _ = fit_starter_head(self.engine, self.pack, scored.rows, scored.outcomes, on_criterion=self.clock)

@@ -54,7 +54,7 @@ def from_scored(readouts: Mapping[str, Any], features: Mapping[str, np.ndarray])
 
     ``readouts``: criterion id -> [(order, position log-probs, coverage), ...]. The raw readout is the
     pack-order one in option space (the label readout has no other), as ``triage learn`` fits on it
-    (:func:`triage.evaluation.variants.identity_read`). Criteria without features (letters) are left out.
+    (:func:`triage.learning.scorer.identity_read`). Criteria without features (letters) are left out.
     """
     out = {}
     for cid, vec in features.items():

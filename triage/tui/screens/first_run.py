@@ -6,7 +6,7 @@ own file, checked with :func:`triage.model.gguf.read_gguf_info`), or ``None`` wh
 user closes it.
 
 A pull runs :func:`triage.model.modelstore.pull` in a thread worker; the pull's
-:class:`~triage.model.installed.Progress` callbacks become messages, so the screen
+:class:`~triage.model.installed.PullProgress` callbacks become messages, so the screen
 keeps drawing and answering keys while hundreds of MB arrive. A failure (offline,
 a checksum, no pip in the packaged app) is shown as the error's message and hint,
 and the screen stays open for another choice.
@@ -366,7 +366,7 @@ class FirstRunScreen(ModalScreen[Path | None]):
 
 
 class _ProgressMessages:
-    """A :class:`triage.model.installed.Progress` that posts messages to the screen from the pull's thread.
+    """A :class:`triage.model.installed.PullProgress` that posts messages to the screen from the pull's thread.
 
     Byte counts are batched to about ten messages a second: a pull reads 1 MiB
     chunks, and one message per chunk would keep the UI busy for nothing.

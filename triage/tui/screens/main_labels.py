@@ -51,7 +51,7 @@ class LabelsPart(_Screen):
 
     @work(thread=True, exclusive=True, group="learn", exit_on_error=False)
     def _relearn(self, engine: AppEngine, pack: Pack, path: Path) -> None:
-        from triage.evaluation.relearn import learn_from_history
+        from triage.learning.relearn import learn_from_history
 
         t0 = time.monotonic()
         try:

@@ -94,7 +94,7 @@ class ModelPart(_Screen):
 
     @work(thread=True, exclusive=True, group="starter", exit_on_error=False)
     def _fit_starter(self, engine: AppEngine | None, pack: Pack) -> None:
-        """The built-in pack's starter head on this model's first use (triage.evaluation.starter), in the
+        """The built-in pack's starter head on this model's first use (triage.learning.starter), in the
         background: tickets are scored zero-shot until it is stored, then the fit policy applies it."""
         if engine is None:
             return

@@ -5,7 +5,7 @@ agents gave in the app or with ``triage label``. A ticket text that comes more t
 is learned once: its labels are merged criterion by criterion, a later source winning
 (files in the order given, then the history), and the count is said. A history row whose
 score kept the head's inputs for this model, format and pack comes with a ready
-:class:`~triage.evaluation.cache.Outcome`, so it is not scored again.
+:class:`~triage.learning.cache.Outcome`, so it is not scored again.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from triage.domain.ticket import make_ticket
-from triage.evaluation.cache import Outcome
-from triage.evaluation.data import LabelledRow, LabelledSet
+from triage.learning.cache import Outcome
+from triage.learning.labelled import LabelledRow, LabelledSet
 from triage.store.training import HistoryTraining
 
 

@@ -4,7 +4,7 @@ Per criterion: multinomial logistic regression with L2 on standardised
 features (the answer position's hidden-state features and the K option
 log-probs), class weights balanced, the strength chosen by stratified
 cross-validation on the training rows (log loss). Fitting and applying a head
-are numpy (:mod:`triage.scoring.logistic`).
+are numpy (:mod:`triage.learning.logistic`).
 
 An option with fewer than ``min_per_option`` labels cannot be learned: the
 criterion is refused and named, or with ``rare="backoff"`` the head learns
@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from triage.domain.pack import Criterion, Pack
-from triage.scoring.calibrate import fit_vector_scaling
+from triage.learning.logistic import Standardizer, fit_logistic, stratified_folds
+from triage.learning.vector_scaling import fit_vector_scaling
 from triage.scoring.cue import TAIL
 from triage.scoring.head import ATTENTION, CriterionHead, Head
-from triage.scoring.logistic import Standardizer, fit_logistic, stratified_folds
 
 if TYPE_CHECKING:
     pass
@@ -97,7 +97,7 @@ class _RowSpaceLR:
     ) -> _RowSpaceLR:
         """Fit on rows ``x``; ``basis`` (from :func:`_row_basis` of the same ``x``) saves computing it again,
         ``start`` (a fit on the same rows with another C) starts the solver near the optimum, ``weight``
-        weighs the rows (:func:`~triage.scoring.logistic.fit_logistic`)."""
+        weighs the rows (:func:`~triage.learning.logistic.fit_logistic`)."""
         self.basis = _row_basis(x) if basis is None else basis  # (r, d)
         warm = (start.row_coef_, start.intercept_) if start is not None else None
         self.classes_, self.row_coef_, self.intercept_ = fit_logistic(x @ self.basis.T, y, self.c, warm, weight)
@@ -164,11 +164,8 @@ def _balanced_logloss(p: np.ndarray, y: np.ndarray, classes: Sequence[int]) -> f
 def worse_margin(n: int) -> float:
     """How far below zero-shot a head's cross-validated balanced accuracy may fall before it is refused.
 
-    Five-fold CV on n rows is a noisy, slightly pessimistic estimate (each fold fits on 80% of the
-    rows): on airline's first 100 training rows a head cross-validated at 0.635 against zero-shot's
-    0.683 on the same rows (docs/quality.md, "Learning from the history", has its held-out figure).
-    One over the square root of n (0.1 at 100 rows, at least 0.05) keeps such a head and still
-    refuses a broken one (0.25 against 0.50).
+    One over the square root of n, at least 0.05: five-fold CV on n rows is a noisy, slightly pessimistic
+    estimate (docs/quality.md, "The fit's measured choices", has the figures).
     """
     return max(0.05, 1.0 / float(np.sqrt(max(n, 1))))
 
@@ -216,16 +213,15 @@ def fit_criterion(
         force: keep a head that cross-validates worse than zero-shot (a warning says so).
         refuse_worse: False: keep such a head too, without a warning; :attr:`LearnOutcome.worse` says why.
         patience: stop walking ``c_grid`` (smallest C first) after this many values in a row score worse than
-            the best so far (None: every value). The cross-validated loss of an L2 fit is unimodal in C in
-            practice: on the development sets' learning-loop re-fits (90 fits) every C chosen was the same
-            with 1 or 2 as with the whole grid, and the large C values it skips are the slow fits.
+            the best so far (None: every value); the loss is unimodal in C in practice (docs/quality.md,
+            "The fit's measured choices").
         hidden_width: the model's hidden width (``n_embd``). The features are a linear image of a state that
             wide, so the rows span at most ``hidden_width`` + K (the log-probs) + 1 directions beyond float16
-            rounding, and the fit uses at most that many (the largest) of the rows' span. Past that the
-            spectrum is rounding (measured on 1,200 helpdesk-pack rows: a knee of 4x at the 897th singular
-            value), which only costs time and can only be fitted as noise. None: the whole span.
+            rounding, and the fit uses at most that many (the largest) of the rows' span: past that the
+            spectrum is rounding (docs/quality.md, "The fit's measured choices"), which only costs time and
+            can only be fitted as noise. None: the whole span.
         weight: each row's weight in the fit (default 1): the built-in pack's starter rows weigh less than a
-            team's labels (:mod:`triage.evaluation.starter`). Cross-validation scores every held-out row alike.
+            team's labels (:mod:`triage.learning.starter`). Cross-validation scores every held-out row alike.
     """
     ids = [o.id for o in criterion.options]
     rank = None if hidden_width is None else hidden_width + len(ids) + 1

@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Any
 
 from triage.assets_path import asset
 from triage.domain.pack import Pack, default_pack
-from triage.evaluation.data import LabelledRow, read_labelled
+from triage.learning.labelled import LabelledRow, read_labelled
 from triage.scoring.cue import DEFAULT_CUE
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from triage.evaluation.cache import Outcome
-    from triage.scoring.fit import FitRequest
+    from triage.learning.cache import Outcome
+    from triage.learning.fit import FitRequest
     from triage.scoring.head import Head
     from triage.scoring.protocol import ScoringEngine
 
@@ -111,8 +111,8 @@ def fit_starter_head(
 ) -> tuple[Any, list[Any]]:
     """``triage learn``'s fit on the starter rows (scored at ``read`` with their features): the starter head;
     ``on_criterion(id, rows)`` before each criterion's fit (:class:`CriterionClock` says it)."""
-    from triage.evaluation.runner import fit_inputs
-    from triage.scoring import learn as learn_mod
+    from triage.learning import learn as learn_mod
+    from triage.learning.scorer import fit_inputs
 
     features, logprobs, labels = fit_inputs(pack, [r.labels for r in rows], outcomes)
     head, fitted = learn_mod.fit_head(
@@ -134,7 +134,7 @@ def fit_starter_head(
     return head, fitted
 
 
-Progress = Callable[[int, int], None]
+RowsDone = Callable[[int, int], None]
 """Called with (rows done, rows in all) while the starter set is scored."""
 
 
@@ -154,7 +154,7 @@ class CriterionClock:
         self.last: float | None = None
 
     def __call__(self, criterion: str, rows: int) -> None:
-        from triage.evaluation.progress import duration
+        from triage.render import duration
 
         now = self.clock()
         if self.started is None:
@@ -188,18 +188,18 @@ def fit_and_store(
     engine: ScoringEngine,
     pack: Pack,
     *,
-    progress: Progress | None = None,
+    progress: RowsDone | None = None,
     say: Callable[[str], None] | None = None,
     store: Callable[[Any], Any] | None = None,
 ) -> Fitted:
     """Score the starter set (eval's readout cache first: a second fit scores nothing), fit the starter head
     (``say``: each criterion's fit, :class:`CriterionClock`), store it (``store``, default
-    :func:`~triage.scoring.fitstore.store_starter_head`; ``scripts/ship_starter_heads.py`` writes the shipped
+    :func:`~triage.learning.fitstore.store_starter_head`; ``scripts/ship_starter_heads.py`` writes the shipped
     heads with the same fit).
 
     A write that fails (a full disk) never costs the fit: readouts that cannot be cached are kept in memory
     for the fit, and a head whose file cannot be written is kept in memory for this process
-    (:func:`triage.scoring.fitstore.kept_starter`); :attr:`Fitted.unkept` says what was not kept.
+    (:func:`triage.learning.fitstore.kept_starter`); :attr:`Fitted.unkept` says what was not kept.
     """
     t0 = time.perf_counter()
     unkept: list[str] = []
@@ -212,9 +212,9 @@ def fit_and_store(
 
 
 def keep_head(head: Head, store: Callable[[Any], Any] | None = None) -> list[str]:
-    """Store a fitted starter head (``store``, default :func:`~triage.scoring.fitstore.store_starter_head`, which
+    """Store a fitted starter head (``store``, default :func:`~triage.learning.fitstore.store_starter_head`, which
     keeps it in memory when its file cannot be written); what could not be kept on disk, one line each."""
-    from triage.scoring.fitstore import starter_path, store_starter_head
+    from triage.learning.fitstore import starter_path, store_starter_head
 
     try:
         (store or store_starter_head)(head)
@@ -231,13 +231,13 @@ UNKEPT_HINT = (
 
 
 def score_starter_rows(
-    engine: Any, pack: Pack, *, progress: Progress | None = None, unkept: list[str] | None = None
+    engine: Any, pack: Pack, *, progress: RowsDone | None = None, unkept: list[str] | None = None
 ) -> Any:
     """The starter set scored at the starter's read position, with features (eval's readout cache first), as
     :func:`fit_and_store` fits on; ``progress(done, total)`` after each row, when the engine is free. Readouts
     the cache cannot write (a full disk) are kept in memory for the fit, and said in ``unkept``."""
-    from triage.evaluation.cache import ReadoutCache
-    from triage.evaluation.runner import Scorer, score_rows
+    from triage.learning.cache import ReadoutCache
+    from triage.learning.scorer import Scorer, score_rows
 
     rows = starter_rows(pack)
     with ReadoutCache(keep_going=True) as cache:
@@ -262,9 +262,9 @@ def needs_fit(engine: ScoringEngine, pack: Pack, request: FitRequest) -> bool:
     for or refused, the pack is the built-in one, and neither a head of the team's nor a starter head is stored
     for this model, pack and prompt format. A stored starter head that does not fit this setup (another model's
     widths, read position, attention or options; damaged) is fitted again; one fitted in this process whose file
-    could not be written is not (:func:`triage.scoring.fitstore.kept_starter`). A team's head that does not fit
-    is not replaced: the note on it names the command that fits it (:data:`triage.scoring.fitstore.RELEARN`)."""
-    from triage.scoring.fitstore import head_name, heads_dir, kept_starter, starter_unfit, stored_starter
+    could not be written is not (:func:`triage.learning.fitstore.kept_starter`). A team's head that does not fit
+    is not replaced: the note on it names the command that fits it (:data:`triage.learning.fitstore.RELEARN`)."""
+    from triage.learning.fitstore import head_name, heads_dir, kept_starter, starter_unfit, stored_starter
 
     if not getattr(request, "starter", True) or request.head or request.no_head or not is_builtin(pack):
         return False
@@ -281,7 +281,7 @@ def ensure(
     request: FitRequest,
     *,
     say: Callable[[str], None],
-    progress: Progress | None = None,
+    progress: RowsDone | None = None,
 ) -> bool:
     """Fit and store the starter head when :func:`needs_fit`, saying so once (``say``) before and after.
 
@@ -289,7 +289,7 @@ def ensure(
     a convenience, never a reason not to score.
     """
     from triage.errors import TriageError
-    from triage.scoring.fitstore import starter_unfit, stored_starter
+    from triage.learning.fitstore import starter_unfit, stored_starter
 
     if not needs_fit(engine, pack, request):
         return False
@@ -345,8 +345,8 @@ def fit_set(
     starter: Sequence[LabelledRow],
     starter_outcomes: Sequence[Outcome],
 ) -> FitSet:
-    """:func:`combine`, then :func:`triage.evaluation.runner.fit_inputs` with each criterion's row weights."""
-    from triage.evaluation.runner import fit_inputs
+    """:func:`combine`, then :func:`triage.learning.scorer.fit_inputs` with each criterion's row weights."""
+    from triage.learning.scorer import fit_inputs
 
     both = combine(team_labels, team_outcomes, starter, starter_outcomes)
     features, logprobs, labels = fit_inputs(pack, both.labels, both.outcomes)

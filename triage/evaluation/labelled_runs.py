@@ -11,14 +11,15 @@ from rich.console import Console
 
 from triage.domain.pack import Pack
 from triage.domain.ticket import printable
-from triage.evaluation.cache import ReadoutCache
-from triage.evaluation.data import LabelledRow, LabelledSet
 from triage.evaluation.progress import scoring_progress
-from triage.evaluation.runner import Scored, Scorer, score_rows
+from triage.evaluation.runner import content_free_prior
+from triage.learning.cache import ReadoutCache
+from triage.learning.labelled import LabelledRow, LabelledSet
+from triage.learning.scorer import Scored, Scorer, score_rows
 from triage.scoring.options import DEFAULT_READOUT
 
 if TYPE_CHECKING:
-    from triage.evaluation.cache import Outcome
+    from triage.learning.cache import Outcome
 
     pass
 
@@ -137,7 +138,7 @@ def score_sets(
         with scoring_progress(console) as progress:
             if prior:
                 step = progress.add_task("content-free prior", total=1, hits=0)
-                content_free = scorer.prior()
+                content_free = content_free_prior(scorer)
                 progress.update(step, advance=1, hits=cache.hits)
             else:
                 content_free = {}

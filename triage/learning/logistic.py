@@ -1,6 +1,6 @@
 """L2 logistic regression, standardisation and stratified folds, in numpy: what fitting a head needs.
 
-A head (:mod:`triage.scoring.learn`) is fitted on a few hundred rows at most per fold, in the span
+A head (:mod:`triage.learning.learn`) is fitted on a few hundred rows at most per fold, in the span
 of its rows (a problem with as many columns as rows). Fitting it here, with a truncated Newton
 method, takes milliseconds, and ``triage learn`` and the app's re-fit import nothing but numpy.
 

@@ -2,7 +2,7 @@
 
 A head file is ``.npz`` (never pickle): a JSON ``meta`` and per criterion its weights and
 intercepts. It records the model sha256, pack hash, prompt format, feature set and read
-position it was fitted for (whether they match a setup is :mod:`triage.scoring.fitstore`'s
+position it was fitted for (whether they match a setup is :mod:`triage.learning.fitstore`'s
 check). Reading checks sizes before anything is decompressed, and a file whose arrays do not
 fit its meta (or the model's widths) is refused as :class:`DamagedHead`.
 """

@@ -2,7 +2,7 @@
 
 It fits on the labelled tickets whose score kept what a head reads for this model,
 prompt format and pack (:mod:`triage.store.training`), with the same fit as
-``triage learn`` (:func:`triage.scoring.learn.fit_head`: CV, balanced, backoff for rare
+``triage learn`` (:func:`triage.learning.learn.fit_head`: CV, balanced, backoff for rare
 options, temperature), and stores the head where ``triage score`` and the app find it
 (the fit policy then applies it from the next ticket on). Tickets whose kept inputs
 are gone are left out and counted: ``triage learn --history`` scores them.
@@ -18,18 +18,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triage.errors import TriageError
-from triage.evaluation.runner import fit_inputs
-from triage.evaluation.sources import kept_outcome
-from triage.evaluation.starter import fit_set, is_builtin, rows_info, starter_rows
-from triage.scoring import learn as learn_mod
+from triage.learning import learn as learn_mod
+from triage.learning.scorer import fit_inputs
+from triage.learning.sources import kept_outcome
+from triage.learning.starter import fit_set, is_builtin, rows_info, starter_rows
 from triage.store import features as feat
 from triage.store.history import History
 from triage.store.training import training_rows
 
 if TYPE_CHECKING:
     from triage.domain.pack import Pack
-    from triage.evaluation.cache import Outcome
-    from triage.evaluation.data import LabelledRow
+    from triage.learning.cache import Outcome
+    from triage.learning.labelled import LabelledRow
     from triage.scoring.head import Head
     from triage.scoring.protocol import ScoringEngine
 
@@ -51,7 +51,7 @@ def learn_from_history(
 
     Args:
         engine: the loaded engine (its identity: sha256, prompt format, vocabulary and width).
-        starter: on the built-in pack, fit on the starter rows too (:mod:`triage.evaluation.starter`); their
+        starter: on the built-in pack, fit on the starter rows too (:mod:`triage.learning.starter`); their
             tail features come from eval's readout cache, and the first re-fit scores them there once.
 
     Raises:
@@ -100,7 +100,7 @@ def learn_from_history(
         return Relearned(None, n, why, notes)
     head.report.update({"history": True, "rows": len(rows)})
     if store:
-        from triage.scoring.fitstore import store_head
+        from triage.learning.fitstore import store_head
 
         store_head(head)
     return Relearned(head, n, None, notes + [w for o in outcomes for w in o.warnings])
@@ -108,8 +108,8 @@ def learn_from_history(
 
 def _starter_at_tails(engine: Any, pack: Pack) -> tuple[list[LabelledRow], list[Outcome]]:
     """The starter rows and their outcomes at the tails, where the history keeps a team's features."""
-    from triage.evaluation.cache import ReadoutCache
-    from triage.evaluation.runner import Scorer, score_rows
+    from triage.learning.cache import ReadoutCache
+    from triage.learning.scorer import Scorer, score_rows
     from triage.scoring.cue import TAIL
 
     with ReadoutCache() as cache:

@@ -39,7 +39,7 @@ class FitRequest:
         calibration: ``--calibration FILE``, else the config's ``calibration``.
         no_calibration: ``--no-calibration``.
         starter: with no head of the team's, apply the built-in pack's stored starter head (the ``starter``
-            setting; :mod:`triage.evaluation.starter`).
+            setting; :mod:`triage.learning.starter`).
     """
 
     head: str | None = None
@@ -121,8 +121,8 @@ def choose_fits(
         InputError: an explicit file that cannot be read or does not fit the model, pack,
             readout or options (the message names the file and what differs).
     """
+    from triage.learning.fitstore import auto_calibration, auto_head, load_calibration, load_head
     from triage.scoring.calibrate import check_options
-    from triage.scoring.fitstore import auto_calibration, auto_head, load_calibration, load_head
 
     request = request or FitRequest()
     notes: list[FitNote] = []

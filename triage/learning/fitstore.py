@@ -2,14 +2,15 @@
 and which one a setup gets.
 
 Both kinds of fit are keyed by the model's sha256, the pack's hash and the prompt format; a file is
-applied only where all three match (:func:`check_keys`, and for a head its widths, read position,
-attention and options: :func:`check_head`). They are stored in ``user_dirs().data`` under
-``heads/`` and ``calibrations/``, under a name made of the keys (:func:`stored_name`); the starter
-head (:mod:`triage.evaluation.starter`) under ``heads/starter/``. :func:`auto_head` and
+applied only where all three match (:func:`~triage.scoring.setup_check.check_keys`, and for a head its
+widths, read position, attention and options: :func:`~triage.scoring.setup_check.check_head`). They are
+stored in ``user_dirs().data`` under ``heads/`` and ``calibrations/``, under a name made of the keys
+(:func:`stored_name`); the starter head (:mod:`triage.learning.starter`) under ``heads/starter/``. :func:`auto_head` and
 :func:`auto_calibration` find the stored fit for an engine and pack; a damaged stored file is
-moved aside (``NAME.bad-TIME``) and passed over.
+moved aside (``NAME.bad-TIME``) and passed over. Every file is read through :data:`FILES`: once, and
+again when it changes (a head or calibration stored by another process is seen on the next ask).
 
-The files' formats are :mod:`triage.scoring.head_file` and :mod:`triage.scoring.calibrate`.
+The files' formats are :mod:`triage.learning.head_file` and :mod:`triage.scoring.calibrate`.
 """
 
 from __future__ import annotations
@@ -18,14 +19,15 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from triage.errors import InputError
+from triage.learning.head_file import SUFFIX, DamagedHead, read_head, write_head
+from triage.learning.memo import FileMemo
 from triage.scoring.calibrate import Calibration, DamagedCalibration, read_calibration, write_calibration
-from triage.scoring.cue import describe_read
 from triage.scoring.head import Head
-from triage.scoring.head_file import SUFFIX, DamagedHead, read_head, write_head
 from triage.scoring.options import DEFAULT_READOUT
+from triage.scoring.setup_check import check_head, check_keys
 from triage.store.files import set_aside
 from triage.store.paths import user_dirs
 
@@ -35,31 +37,19 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-
-class Keyed(Protocol):
-    """What a fit is stored under: a :class:`~triage.scoring.calibrate.Calibration` or a learned head."""
-
-    @property
-    def model_sha256(self) -> str: ...
-
-    @property
-    def pack_hash(self) -> str: ...
-
-    @property
-    def prompt_format(self) -> str: ...
+FILES = FileMemo()
+"""The head and calibration files this process has read, kept while each file stays as it was
+(:mod:`triage.learning.memo`): the policy asks for every ticket, the files are read when they change."""
 
 
-def check_keys(fit: Keyed, *, model_sha256: str, pack_hash: str, prompt_format: str) -> str | None:
-    """Why ``fit`` (a calibration or a learned head) does not fit this
-    model, pack and prompt format, or None when it does."""
-    problems = []
-    if fit.model_sha256 != model_sha256:
-        problems.append(f"model sha256 {fit.model_sha256[:12]}… ≠ running model {model_sha256[:12]}…")
-    if fit.pack_hash != pack_hash:
-        problems.append(f"pack hash {fit.pack_hash} ≠ {pack_hash}")
-    if fit.prompt_format != prompt_format:
-        problems.append(f"prompt format {fit.prompt_format} ≠ {prompt_format}")
-    return "; ".join(problems) or None
+def _calibration(path: str | Path) -> Calibration:
+    """The calibration file at ``path`` (:func:`~triage.scoring.calibrate.read_calibration`), through :data:`FILES`."""
+    return FILES.get(path, read_calibration, "calibration")
+
+
+def _head(path: str | Path, shape: tuple[int, int] | None = None) -> Head:
+    """The head file at ``path`` (:func:`~triage.learning.head_file.read_head`), through :data:`FILES`."""
+    return FILES.get(path, lambda p: read_head(p, shape=shape), ("head", shape))
 
 
 def calibrations_dir() -> Path:
@@ -105,7 +95,7 @@ def find_calibration(
     others = sorted((p for p in folder.glob("*.json") if p != preferred), key=_mtime, reverse=True)
     for path in ([preferred] if preferred.is_file() else []) + others:
         try:
-            cal = read_calibration(path)
+            cal = _calibration(path)
         except DamagedCalibration as exc:
             line = set_aside(path, "stored calibration", exc.message)
             log.warning("%s", line)
@@ -141,7 +131,7 @@ def load_calibration(
     Raises:
         InputError: the file does not match (naming what differs), or cannot be read.
     """
-    cal = read_calibration(path)
+    cal = _calibration(path)
     why = check_keys(cal, model_sha256=engine.sha256, pack_hash=pack.hash, prompt_format=engine.format_for(readout).id)
     if why:
         raise InputError(
@@ -152,38 +142,6 @@ def load_calibration(
     return cal
 
 
-def check_head(
-    head: Head, *, engine: ModelIdentity, pack: Pack, readout: str = "label", read: str | None = None
-) -> str | None:
-    """Why ``head`` does not fit this engine, pack and readout, or None when it does.
-
-    ``read``: the read position the features will come from (None: wherever the head reads).
-    """
-    keys = check_keys(
-        head, model_sha256=engine.sha256, pack_hash=pack.hash, prompt_format=engine.format_for(readout).id
-    )
-    problems = [keys] if keys else []
-    native = getattr(engine, "native", None)
-    if native is not None and (head.n_vocab, head.n_embd) != (native.n_vocab, native.n_embd):
-        problems.append(
-            f"features for vocabulary {head.n_vocab} × width {head.n_embd} "
-            f"≠ the model's {native.n_vocab} × {native.n_embd}"
-        )
-    if read is not None and read != head.read:
-        problems.append(
-            f"it was fitted on {describe_read(head.read)}, and these features are read at {describe_read(read)}"
-        )
-    attention = getattr(native, "attention", None)
-    if isinstance(attention, str) and attention != head.attention:
-        problems.append(f"its features were computed with {head.attention} attention, this engine runs {attention}")
-    if not problems:  # same pack hash: the options must match too
-        by_id = {c.id: [o.id for o in c.options] for c in pack.criteria}
-        for cid, h in head.criteria.items():
-            if by_id.get(cid) != h.options:
-                problems.append(f"criterion {cid!r} has options {h.options}, the pack {by_id.get(cid)}")
-    return "; ".join(problems) or None
-
-
 def load_head(path: str | Path, *, engine: ModelIdentity, pack: Pack, readout: str = "label") -> Head:
     """Read a head file and check that it was fitted for this engine, pack and readout.
 
@@ -191,7 +149,7 @@ def load_head(path: str | Path, *, engine: ModelIdentity, pack: Pack, readout: s
         InputError: it does not match (naming what differs), or cannot be read.
     """
     native = getattr(engine, "native", None)
-    head = read_head(path, shape=(native.n_vocab, native.n_embd) if native is not None else None)
+    head = _head(path, (native.n_vocab, native.n_embd) if native is not None else None)
     why = check_head(head, engine=engine, pack=pack, readout=readout)
     if why:
         raise InputError(
@@ -226,7 +184,7 @@ belong at: :func:`auto_head` applies them from memory, so a failed write never c
 
 
 def store_starter_head(head: Head) -> Path:
-    """Save a starter head (:mod:`triage.evaluation.starter`) under :func:`starter_path`.
+    """Save a starter head (:mod:`triage.learning.starter`) under :func:`starter_path`.
 
     Raises:
         OSError: the file cannot be written (a full disk); the head is kept in memory for this process
@@ -268,7 +226,7 @@ def stored_starter(engine: ModelIdentity, pack: Pack) -> Path | None:
     if not local.is_file():
         return shipped if shipped.is_file() else None
     # both: the shipped one unless it does not fit this engine (another attention kernel, say), which is
-    # why the one here was fitted (:func:`triage.evaluation.starter.needs_fit`)
+    # why the one here was fitted (:func:`triage.learning.starter.needs_fit`)
     return shipped if shipped.is_file() and starter_unfit(engine, pack, shipped) is None else local
 
 
@@ -317,7 +275,7 @@ def auto_head(engine: ModelIdentity, pack: Pack, readout: str = "label", *, star
     if kept is not None:  # fitted in this process, its file not written (a full disk)
         return Found(kept)
     spath = stored_starter(engine, pack) if starter else None
-    if spath is not None:  # no head of the team's: the built-in pack's starter head (triage.evaluation.starter)
+    if spath is not None:  # no head of the team's: the built-in pack's starter head (triage.learning.starter)
         try:
             return Found(load_head(spath, engine=engine, pack=pack, readout=readout), path=spath)
         except DamagedHead as exc:
@@ -329,7 +287,7 @@ def auto_head(engine: ModelIdentity, pack: Pack, readout: str = "label", *, star
     notes = []
     for other in sorted(folder.glob(f"*-{pack.hash}-*{SUFFIX}"), key=_mtime, reverse=True):
         try:
-            head = read_head(other)
+            head = _head(other)
         except DamagedHead as exc:
             notes.append(set_aside(other, "stored learned head", exc.message))
             continue

@@ -1,4 +1,4 @@
-"""Per-ticket readouts cached on disk, so eval and calibrate never score a ticket twice.
+"""Per-ticket readouts cached on disk, so learn, the starter fit, eval and calibrate never score a ticket twice.
 
 A ticket's *outcome* is, per criterion, the letter readout of every option
 ordering: ``(order, position log-probs, coverage)``. Every eval variant (raw,
@@ -7,7 +7,7 @@ re-run with other variants, metrics or a new calibration reads the cache only.
 
 Key: model sha256, pack hash, prompt-format version, context size, orderings kind
 and scoring mode (batch shapes round differently), and the sha256 of the ticket's
-text as the prompts read it (:meth:`triage.evaluation.runner.Scorer.text_key`): the
+text as the prompts read it (:meth:`triage.learning.scorer.Scorer.text_key`): the
 ticket's own sha256, or, for a ticket longer than the ticket budget, the sha256 of
 its text after the budget's cut, so a ticket cut to another budget is another
 entry. Anything that can change the readout is in the key; a changed pack or prompt
@@ -19,10 +19,10 @@ criterion's answer-position features (float32, the kind named, e.g.
 ``learned`` variant); a ticket cached without them is scored again when they are
 asked for.
 
-Writes are kept in memory and committed together, at most :data:`COMMIT_EVERY_S` apart (a commit
-waits for the disk: about 30 ms on the development machine, as long as scoring a short ticket), and
-when the cache is closed, also by an interrupted run (Ctrl-C). A run killed outright loses at most
-that last second of scoring; every read sees what is kept in memory too.
+Writes are kept in memory and committed together, at most :data:`COMMIT_EVERY_S` apart (a commit waits
+for the disk: docs/teams.md, "How many rows per option", has what one costs), and when the cache is closed, also
+by an interrupted run (Ctrl-C). A run killed outright loses at most that last second of scoring; every read
+sees what is kept in memory too.
 
 The file is a cache, so it is treated like the stable cache and the history: a
 file that is not a database or is damaged (at open, or found so while reading or
@@ -126,7 +126,7 @@ class ReadoutCache:
             (0: each write committed at once). :meth:`close` commits what is left.
         keep_going: a file that cannot be created or written (a full disk) costs no work: the readouts
             are kept in memory for this run, and :attr:`write_failure` says once what failed (the
-            starter's fit: :func:`triage.evaluation.starter.fit_and_store`). A lock still raises.
+            starter's fit: :func:`triage.learning.starter.fit_and_store`). A lock still raises.
 
     Attributes:
         notice: a one-line message for the user when a damaged file was moved aside, else None.
