@@ -39,6 +39,7 @@ from triage.store import features as feat
 if TYPE_CHECKING:
     from triage.domain.result import TicketResult
     from triage.scoring.engine import Progress, ScoreEvent, TicketScored
+    from triage.scoring.prefill_result import PrefillResult
     from triage.scoring.protocol import ScoringEngine
     from triage.store.history import History
     from triage.store.labels import Answer, Label, ScoredTicket
@@ -264,6 +265,16 @@ class Session:
         except BaseException:  # an unexpected failure: the row says so, never "running"
             record_quietly(self.fail, scoring, "internal error while scoring")
             raise
+
+    def prefill(self, ticket: Ticket | str, pack: Pack, cancel: Callable[[], bool] | None = None) -> PrefillResult:
+        """Compute ``ticket``'s prompt up to its tails ahead of its score (the agent is still pasting), so that the
+        score costs only the tails and what changed since; ``cancel()`` True stops it, keeping what it computed.
+        Writes nothing; the front ends prefill through here, never through the engine.
+
+        Raises:
+            TriageError: no model is loaded, or the engine failed.
+        """
+        return self.scorer.prefill(ticket, pack, cancel=cancel)
 
     def score_many(
         self,
