@@ -448,11 +448,17 @@ class FakeFactory:
 
 
 def ui_options(**kw: Any) -> Any:
-    """UI options for tests: fixed theme, no blinking, no spinners, no tokenizer preload."""
+    """UI options for tests: fixed theme, no blinking, no spinners, no tokenizer preload, no read-ahead (scores
+    are cold unless a test asks for ``read_ahead``: tests/test_tui_prefill.py)."""
     from triage.tui.options import UIOptions
 
     defaults: dict[str, Any] = dict(
-        theme="textual-dark", remember_theme=False, cursor_blink=False, animate=False, preload_tokenizer=False
+        theme="textual-dark",
+        remember_theme=False,
+        cursor_blink=False,
+        animate=False,
+        preload_tokenizer=False,
+        read_ahead=False,
     )
     defaults.update(kw)
     return UIOptions(**defaults)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from fake_engine import FakeEngine, FakeFactory, fake_app, wait_until
 from textual import events
 
-from triage.scoring.prefill_result import PrefillResult
 from triage.tui.app import TriageApp
+from triage.tui.widgets import ticket_input
 
 TICKET = "I was charged twice for my March invoice, please refund one"
 
@@ -32,10 +33,6 @@ def put(app: TriageApp, text: str) -> None:
     app.main.ticket.insert(text)
 
 
-def finished(engine: FakeEngine) -> list[tuple[str, PrefillResult]]:
-    return [(text, done) for text, done in engine.prefills if done.complete]
-
-
 async def score(app: TriageApp, pilot: object) -> None:
     main = app.main
     main.result = None
@@ -43,15 +40,18 @@ async def score(app: TriageApp, pilot: object) -> None:
     await wait_until(pilot, lambda: main.result is not None, what="the result")
 
 
-async def test_typing_then_pausing_prefills_once_and_the_score_costs_only_the_tails() -> None:
+async def test_typing_then_pausing_prefills_once_and_the_score_costs_only_the_tails(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(ticket_input, "DEBOUNCE_S", 1.0)  # keys come faster than that even on a busy machine
     engine = FakeEngine()
-    app = fake_app(FakeFactory(engine))
+    app = fake_app(FakeFactory(engine), read_ahead=True)
     async with app.run_test(size=(100, 32)) as pilot:
         await ready(app, pilot)
         await type_text(pilot, TICKET)
-        await wait_until(pilot, lambda: len(finished(engine)) == 1, what="the prefill after the pause")
-        await asyncio.sleep(0.6)  # longer than the pause: still one
-        [(text, done)] = finished(engine)  # (a pause mid-typing on a busy machine starts one the next key stops)
+        await wait_until(pilot, lambda: len(engine.prefills) == 1, what="the prefill after the pause")
+        await asyncio.sleep(1.2)  # longer than the pause: still one
+        [(text, done)] = engine.prefills
         assert text == TICKET and done.complete and done.evaluated == done.tokens
         assert engine.scored == []  # read ahead, not scored
         await score(app, pilot)
@@ -62,12 +62,12 @@ async def test_typing_then_pausing_prefills_once_and_the_score_costs_only_the_ta
         # the hit rate (cached over input tokens: prefix and tails) counts the prefilled tokens as cached
         assert tok.hit_rate == tok.prefix / tok.total_input > 0.5
         assert f"{tok.prefix} cached (hit rate {tok.hit_rate:.0%})" in app.main.summary.details_text
-        assert len(finished(engine)) == 1  # the score did not read it ahead again
+        assert len(engine.prefills) == 1  # the score did not read it ahead again
 
 
 async def test_an_edit_cancels_the_running_prefill_and_the_next_pause_reads_the_rest() -> None:
     engine = FakeEngine(prefill_delay=3.0)
-    app = fake_app(FakeFactory(engine))
+    app = fake_app(FakeFactory(engine), read_ahead=True)
     async with app.run_test(size=(100, 32)) as pilot:
         await ready(app, pilot)
         put(app, TICKET)
@@ -88,7 +88,7 @@ async def test_an_edit_cancels_the_running_prefill_and_the_next_pause_reads_the_
 
 async def test_score_pressed_during_the_prefill_of_the_same_text_waits_for_it() -> None:
     engine = FakeEngine(prefill_delay=1.0)
-    app = fake_app(FakeFactory(engine))
+    app = fake_app(FakeFactory(engine), read_ahead=True)
     async with app.run_test(size=(100, 32)) as pilot:
         await ready(app, pilot)
         put(app, TICKET)
@@ -102,7 +102,7 @@ async def test_score_pressed_during_the_prefill_of_the_same_text_waits_for_it() 
 
 async def test_score_pressed_during_the_prefill_of_another_text_cancels_it() -> None:
     engine = FakeEngine(prefill_delay=5.0)
-    app = fake_app(FakeFactory(engine))
+    app = fake_app(FakeFactory(engine), read_ahead=True)
     async with app.run_test(size=(100, 32)) as pilot:
         await ready(app, pilot)
         main = app.main
@@ -117,7 +117,7 @@ async def test_score_pressed_during_the_prefill_of_another_text_cancels_it() -> 
 
 async def test_auto_score_on_paste_reuses_what_was_read_ahead_and_the_scored_ticket_is_not_read_again() -> None:
     engine = FakeEngine()
-    app = fake_app(FakeFactory(engine))
+    app = fake_app(FakeFactory(engine), read_ahead=True)
     async with app.run_test(size=(100, 32)) as pilot:
         await ready(app, pilot)
         app.main.auto_score = True
@@ -136,7 +136,7 @@ async def test_auto_score_on_paste_reuses_what_was_read_ahead_and_the_scored_tic
 async def test_a_changed_stable_block_is_said_once() -> None:
     engine = FakeEngine()
     engine.stable_note = "stable prefix changed, so its prefill is paid again once (pack: a → b)"
-    app = fake_app(FakeFactory(engine))
+    app = fake_app(FakeFactory(engine), read_ahead=True)
     async with app.run_test(size=(100, 32)) as pilot:
         await ready(app, pilot)
         put(app, TICKET)
@@ -146,3 +146,13 @@ async def test_a_changed_stable_block_is_said_once() -> None:
         app.main.ticket.load_text("A second ticket about a late parcel")
         await score(app, pilot)
         assert "stable prefix changed" not in app.main.summary.brief_text
+
+
+async def test_without_read_ahead_nothing_is_prefilled() -> None:
+    engine = FakeEngine()
+    app = fake_app(FakeFactory(engine), read_ahead=False)
+    async with app.run_test(size=(100, 32)) as pilot:
+        await ready(app, pilot)
+        put(app, TICKET)
+        await asyncio.sleep(0.8)
+        assert engine.prefills == []

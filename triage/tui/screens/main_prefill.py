@@ -51,7 +51,7 @@ class PrefillPart(_Screen):
 
     def request_prefill(self) -> None:
         """Read the box's ticket ahead, unless there is nothing new to read or the engine is busy scoring."""
-        if self.model_state != "ready" or self.composing or self.desk.scoring:
+        if not self.options.read_ahead or self.model_state != "ready" or self.composing or self.desk.scoring:
             return
         text = self.ticket.ticket_text
         if not text.strip():
