@@ -97,7 +97,8 @@ class Job:
     finished: bool = False
     submitted: float = field(default_factory=time.monotonic)
     started: float = 0.0  # when the engine took it (time.monotonic)
-    reason: str = ""  # why it was cancelled: "client" (went away) or "shutdown"
+    reason: str = ""  # why it was cancelled: "client" (went away), "shutdown" or "superseded" (a newer prefill)
+    work: Callable[[Session], None] | None = None  # not a score: run this on the engine thread (a prefill)
 
     def cancel(self, reason: str = "client") -> None:
         """Stop this job: it is never started if it still waits; a running score stops inside its decode."""
@@ -282,6 +283,8 @@ class EngineWorker:
             if job.cancelled.is_set():
                 self.stats.cancelled += 1
                 job.emit("error", job.cancel_error)
+            elif job.work is not None:
+                job.work(self.session)
             else:
                 self._score(job)
         except BaseException:  # never let one job end the thread
