@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from triage.domain.pack import Pack
 from triage.errors import TriageError
 from triage.scoring.options import ScoreOptions
+from triage.serve.prefill import Prefills
 from triage.serve.requests import (
     DEFAULT_MAX_TICKET_BYTES,
     MAX_ID_CHARS,
@@ -43,7 +44,6 @@ from triage.serve.requests import (
     parse_score,
     query_int,
 )
-from triage.serve.prefill import Prefills
 from triage.serve.tickets import one_ticket, recent_tickets, record_labels
 from triage.serve.worker import TERMINAL, EngineWorker, Job, QueueFull, Stopping, history_error, history_locked
 
