@@ -6,8 +6,11 @@ the last tests here run the real engine on the small test model.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_engine import FakeEngine
@@ -21,6 +24,11 @@ from triage.scoring.prefill_result import PrefillResult
 from triage.session import Session
 
 PACK = default_pack()
+TEXTS = [
+    "I was charged twice for my subscription this month, please refund the second payment.",
+    "Where is my parcel? The tracking page has said 'in transit' for nine days.",
+    "The app crashes every time I open the settings page on Android 14.",
+]
 TEXT = "My parcel never came and the tracking page has said 'in transit' for nine days now."
 
 
@@ -105,3 +113,17 @@ def test_a_cancelled_engine_prefill_leaves_a_clean_cache(smollm2_engine: Engine)
     assert not done.complete
     after = final(engine.score(TEXT, PACK)).result
     assert [c.options for c in after.criteria] == [c.options for c in cold.criteria]
+
+
+def test_the_cli_says_a_changed_stable_block_once(
+    cli: Any, smollm2_path: Path, mini_pack: Path, tmp_path: Path
+) -> None:
+    tickets = tmp_path / "tickets.jsonl"
+    tickets.write_text("".join(json.dumps({"id": f"T-{i}", "text": t}) + "\n" for i, t in enumerate(TEXTS)))
+    first = cli(["score", str(tickets), "--model", str(smollm2_path), "--format", "jsonl"])
+    assert first.returncode == 0, first.stderr
+    assert "stable prefix changed" not in first.stderr  # nothing to compare with yet
+    again = cli(["score", str(tickets), "--model", str(smollm2_path), "--pack", str(mini_pack), "--format", "jsonl"])
+    assert again.returncode == 0, again.stderr
+    said = [line for line in again.stderr.splitlines() if "stable prefix changed" in line]
+    assert len(said) == 1 and "ticket T-0" in said[0] and "pack:" in said[0], again.stderr
