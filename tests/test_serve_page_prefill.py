@@ -14,12 +14,14 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 sync_api = pytest.importorskip("playwright.sync_api", reason="needs Playwright: pip install -e '.[dev]'")
 
+import test_serve_page  # noqa: E402
 from fake_engine import FakeEngine  # noqa: E402
-from test_serve_page import _settings, browser  # noqa: E402, F401  (the module's Chromium)
 
 from triage.serve.local import serving  # noqa: E402
 
 pytestmark = pytest.mark.slow
+browser = test_serve_page.browser  # the page tests' headless Chromium (a module's own)
+_settings = test_serve_page._settings
 TEXT = "Where is my parcel? The tracking page has said in transit for nine days."
 
 
