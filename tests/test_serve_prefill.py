@@ -14,10 +14,12 @@ from fake_engine import FakeEngine
 pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 
+import test_serve  # noqa: E402
 from test_serve import post, request, settings  # noqa: E402
 
 from triage.serve.local import serving  # noqa: E402
 
+engine = test_serve.engine  # the real smollm2 engine, for the last test (a module's own)
 TEXT = "Where is my parcel? The tracking page has said 'in transit' for nine days."
 
 
@@ -92,3 +94,15 @@ def test_a_changed_stable_block_is_said_once_in_the_results() -> None:
         assert prefill(base, {"text": TEXT})[0] == 200  # it paid the stable block
         warned = [post(base, {"text": t})[1]["warnings"] for t in (TEXT, TEXT + " Again.")]
         assert [sum("stable prefix changed" in w for w in ws) for ws in warned] == [1, 0]
+
+
+@pytest.mark.model
+def test_on_the_real_engine_the_score_after_a_prefill_evaluates_only_the_tails(engine: Any) -> None:
+    engine.clear()
+    with serving(engine, settings()) as (base, _):
+        status, done = prefill(base, {"id": "R-1", "text": TEXT})
+        assert status == 200 and done["complete"] and done["evaluated"] == done["tokens"] - done["cached"]
+        status, result = post(base, {"id": "R-1", "text": TEXT})
+        tok = result["tokens"]
+        assert status == 200 and tok["prefix_cached"] == tok["prefix"] == done["tokens"]
+        assert tok["evaluated"] == tok["tails"]
