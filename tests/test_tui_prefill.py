@@ -7,6 +7,8 @@ next score of that text report the prefilled tokens as cached. The real engine's
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_engine import FakeEngine, FakeFactory, fake_app, wait_until
@@ -156,3 +158,24 @@ async def test_without_read_ahead_nothing_is_prefilled() -> None:
         put(app, TICKET)
         await asyncio.sleep(0.8)
         assert engine.prefills == []
+
+
+@pytest.mark.model
+@pytest.mark.slow
+async def test_on_the_real_engine_a_paste_read_ahead_leaves_only_the_tails_for_f5(smollm2_path: Path) -> None:
+    from triage.scoring.engine import Engine
+
+    def factory(requested: str | None, notice: Any) -> Engine:
+        return Engine(smollm2_path, name="smollm2-135m", stand_in=True, n_ctx=2048)
+
+    app = fake_app(factory, config={}, read_ahead=True)
+    async with app.run_test(size=(100, 32)) as pilot:
+        main = app.main
+        await wait_until(pilot, lambda: main.model_state == "ready", timeout=120, what="smollm2-135m to load")
+        app.post_message(events.Paste(TICKET))
+        await wait_until(pilot, lambda: main.read_ahead is not None, timeout=120, what="the read-ahead")
+        done = main.read_ahead.result  # type: ignore[union-attr]
+        assert done.complete and done.evaluated == done.tokens - done.cached
+        await score(app, pilot)
+        tok = main.result.tokens  # type: ignore[union-attr]
+        assert tok.prefix_cached == tok.prefix == done.tokens and tok.evaluated == tok.tails
