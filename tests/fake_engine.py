@@ -36,6 +36,7 @@ from triage.scoring.engine import CriterionScored, Prefilled, ScoreEvent, ScoreO
 from triage.scoring.head import Head
 from triage.scoring.memory import common_length, first_edit
 from triage.scoring.options import DEFAULT_READOUT
+from triage.scoring.prefill_result import PrefillResult
 from triage.scoring.prompt import PromptBuilder, PromptFormat
 from triage.scoring.protocol import AppEngine
 from triage.scoring.run import Progress, RawReadouts
@@ -85,6 +86,11 @@ class FakeEngine(AppEngine):
         prefill_hold_at: after this many of them, wait for ``gate`` (None: never).
         shared: read every criterion at the shared position in one decode, as a starter head does: the
             first criterion carries the decode's tail cost, the others none (``readout`` ``shared``).
+        prefill_delay: seconds a :meth:`prefill` of a whole prefix takes (checked for cancel every 10 ms).
+
+    A :meth:`prefill` is recorded in :attr:`prefills` (``(text, result)``); the next :meth:`score` of a prompt that
+    shares its prefix counts the shared tokens as cached. :attr:`stable_note`, when set, is said once on the
+    warnings of the next score, as the engine says a changed stable block.
     """
 
     def __init__(
@@ -100,8 +106,14 @@ class FakeEngine(AppEngine):
         prefill_steps: int = 0,
         prefill_hold_at: int | None = None,
         shared: bool = False,
+        prefill_delay: float = 0.0,
     ) -> None:
         self.name = name
+        self.prefill_delay = prefill_delay
+        self.prefills: list[tuple[str, PrefillResult]] = []
+        self.prefilling = threading.Event()  # set while a prefill runs
+        self.stable_note: str | None = None
+        self._prefilled: tuple[int, ...] = ()
         self.shared = shared
         self.stand_in = stand_in
         self._n_ctx = n_ctx
@@ -195,6 +207,8 @@ class FakeEngine(AppEngine):
                 ticket.text, orders, n_ctx=self.n_ctx, messages=ticket.messages
             )
             cached = len(prompts.prefix) if self._resident == prompts.prefix else 0
+            cached = max(cached, common_length(self._prefilled, prompts.prefix))
+            self._prefilled = ()
             thread = ThreadInfo(messages=len(ticket.thread), dropped=prompts.dropped)
             kept = self._kept.get(ticket.id)
             if kept is not None:
@@ -217,6 +231,9 @@ class FakeEngine(AppEngine):
             tokens.evaluated = tokens.prefix - cached + tokens.tails
             timing = Timing(prefill_ms=0.0 if cached == tokens.prefix else 120.0 * (1 - cached / tokens.prefix))
             warnings = list(prompts.warnings)
+            if self.stable_note:
+                warnings.append(self.stable_note)
+                self.stable_note = None
             if thread.edited is not None:
                 warnings.append(
                     f"message {thread.edited} changed since this ticket was last scored; read again from there"
@@ -290,6 +307,39 @@ class FakeEngine(AppEngine):
             events = self.score(ticket, pack, options, calibration=calibration, head=head, features=features)
             final = [e for e in events if isinstance(e, TicketScored)]
             yield ticket, final[-1]
+
+    def prefill(self, ticket: Ticket | str, pack: Pack, *, cancel: Callable[[], bool] | None = None) -> PrefillResult:
+        """Pretend to compute the prompt before the tails (``prefill_delay`` for the whole of it, pro rata); what was
+        resident or prefilled before counts as cached, up to the first changed token. A cancel keeps the part done."""
+        if isinstance(ticket, str):
+            ticket = make_ticket(ticket)
+        stop = cancel or (lambda: False)
+        with self._lock:
+            self.prefilling.set()
+            try:
+                t0 = time.perf_counter()
+                orders = [[tuple(range(len(c.options)))] for c in pack.criteria]
+                prompts = self.builder(pack).build(ticket.text, orders, n_ctx=self.n_ctx, messages=ticket.messages)
+                prefix = prompts.prefix
+                cached = max(common_length(self._resident, prefix), common_length(self._prefilled, prefix))
+                todo = len(prefix) - cached
+                done, complete = todo, True
+                if self.prefill_delay and todo:
+                    end = time.monotonic() + self.prefill_delay * todo / len(prefix)
+                    start = time.monotonic()
+                    while time.monotonic() < end:
+                        if stop():
+                            done, complete = int(todo * (time.monotonic() - start) / (end - start)), False
+                            break
+                        time.sleep(0.01)
+                elif stop():
+                    done, complete = 0, False
+                self._prefilled = prefix[: cached + done]
+                result = PrefillResult(len(prefix), cached, done, (time.perf_counter() - t0) * 1000, complete)
+                self.prefills.append((ticket.text, result))
+                return result
+            finally:
+                self.prefilling.clear()
 
     def _prefill(self, total: int, stop: Callable[[], bool], progress: Callable[[Progress], None] | None) -> bool:
         """Tell ``progress`` the prefill's steps (holding where asked); False when cancelled meanwhile."""
@@ -398,11 +448,17 @@ class FakeFactory:
 
 
 def ui_options(**kw: Any) -> Any:
-    """UI options for tests: fixed theme, no blinking, no spinners, no tokenizer preload."""
+    """UI options for tests: fixed theme, no blinking, no spinners, no tokenizer preload, no read-ahead (scores
+    are cold unless a test asks for ``read_ahead``: tests/test_tui_prefill.py)."""
     from triage.tui.options import UIOptions
 
     defaults: dict[str, Any] = dict(
-        theme="textual-dark", remember_theme=False, cursor_blink=False, animate=False, preload_tokenizer=False
+        theme="textual-dark",
+        remember_theme=False,
+        cursor_blink=False,
+        animate=False,
+        preload_tokenizer=False,
+        read_ahead=False,
     )
     defaults.update(kw)
     return UIOptions(**defaults)

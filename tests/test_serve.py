@@ -411,7 +411,15 @@ def test_health_and_openapi_describe_the_server(engine: Any) -> None:
     assert DEFAULT_QUEUE_LIMIT >= 50  # a burst of 50 waits (tests/test_serve_hardening.py sends it)
     assert health["served"] == 2 and health["stable_hit_rate"] == 1.0  # the stable block stays resident
     assert "head" in health and "calibration" in health
-    paths = {"/v1/score", "/v1/label", "/v1/tickets", "/v1/tickets/{ticket_id}", "/v1/health", "/openapi.json"}
+    paths = {
+        "/v1/score",
+        "/v1/prefill",
+        "/v1/label",
+        "/v1/tickets",
+        "/v1/tickets/{ticket_id}",
+        "/v1/health",
+        "/openapi.json",
+    }
     assert set(doc["paths"]) == paths
     assert set(doc["components"]["schemas"]["ScoreRequest"]["properties"]) == set(SCORE_FIELDS)
     assert set(doc["components"]["schemas"]["LabelRequest"]["properties"]) == set(LABEL_FIELDS)

@@ -46,6 +46,7 @@ from triage.store import features as feat
 
 if TYPE_CHECKING:
     from triage.scoring.engine import Progress, ScoreEvent, TicketScored
+    from triage.scoring.prefill_result import PrefillResult
     from triage.scoring.protocol import ModelIdentity, ScoringEngine
     from triage.store.fit_lock import FitLock
     from triage.store.history import History
@@ -426,6 +427,16 @@ class Session:
             self._local.keeper = None
             if threading.get_ident() != self._owner:
                 self._close_thread_history()
+
+    def prefill(self, ticket: Ticket | str, pack: Pack, cancel: Callable[[], bool] | None = None) -> PrefillResult:
+        """Compute ``ticket``'s prompt up to its tails ahead of its score (the agent is still pasting), so that the
+        score costs only the tails and what changed since; ``cancel()`` True stops it, keeping what it computed.
+        Writes nothing; the front ends prefill through here, never through the engine.
+
+        Raises:
+            TriageError: no model is loaded, or the engine failed.
+        """
+        return self.scorer.prefill(ticket, pack, cancel=cancel)
 
     def score_many(
         self,

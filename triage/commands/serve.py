@@ -20,6 +20,8 @@ come first served (docs/serve.md):
                     the triage.result/3 JSON `triage score` prints; with Accept:
                     text/event-stream, events queued, prefilled, one criterion
                     per criterion, result
+  POST /v1/prefill  a /v1/score body: its ticket read ahead of its score (the page
+                    does so as the agent types); what it computed, as JSON
   POST /v1/label    {"id", "labels": {criterion: option}}: as `triage label` does
   GET  /v1/tickets  the history's newest tickets, each with its latest result and labels
                     (long threads summarised, long texts cut: a bounded answer)

@@ -44,11 +44,13 @@ from triage.domain.ticket import Ticket, make_ticket
 from triage.errors import TriageError
 from triage.model.digest import sha256_file
 from triage.model.native import FLASH_ATTN, Cancelled, NativeModel
+from triage.model.seq import Seq
 from triage.scoring.cue import check_read
 from triage.scoring.decide import Calibration, Decider
 from triage.scoring.head import Head, feature_ids
-from triage.scoring.memory import ThreadStates
+from triage.scoring.memory import ThreadStates, common_length
 from triage.scoring.options import DEFAULT_MODE, DEFAULT_READOUT, ScoreOptions
+from triage.scoring.prefill_result import PrefillResult
 from triage.scoring.prior import PRIOR_TEXT, Prior, Priors
 from triage.scoring.prompt import PromptBuilder, PromptFormat, detect_format
 from triage.scoring.readout import AnswerPlan, LabelReader, Reader
@@ -132,6 +134,7 @@ class Engine:
         self.resident = Resident(self.native, stable_store, self.memory)
         self.priors = Priors(self, prior_dir)
         self.speed = Speed()  # tokens per second, measured over the last scores (the app's time estimate)
+        self._notes: list[str] = []  # said by a prefill that paid the stable block: the next score says them
 
     @classmethod
     def from_ref(cls, ref: ModelRef, **kwargs: Any) -> Engine:
@@ -257,6 +260,7 @@ class Engine:
             run = start_run(self, ticket, pack, options, (decider, features, check_read(read) if read else None))
             run.stop = cancel
             run.on_progress = progress
+            run.warnings[:0], self._notes = self._notes, []
             yield from self._run(run, ticket, (pack, options), schedule)
 
     def score_many(
@@ -282,6 +286,43 @@ class Engine:
         with self.lock:
             for ticket in tickets:
                 yield ticket, self.score_alone(ticket, pack, options, how)
+
+    def prefill(self, ticket: Ticket | str, pack: Pack, *, cancel: Callable[[], bool] | None = None) -> PrefillResult:
+        """Compute ``ticket``'s prompt up to its tails into sequence 0 and leave it there, so that its next score
+        (the product's options) decodes only the tails; an edited ticket reuses what is resident up to the first
+        changed token. A cancelled prefill keeps the stable block only. A stable block it pays says its change
+        note on the next score's warnings.
+
+        Interim: the prefix store's prefill replaces this one.
+        """
+        if isinstance(ticket, str):
+            ticket = make_ticket(ticket)
+        options = ScoreOptions()
+        t0 = time.perf_counter()
+        with self.lock:
+            run = start_run(self, ticket, pack, options, (Decider(pack, self.tokenizer, None, None, None), False, None))
+            run.stop = cancel
+            prefix, kv = run.prompts.prefix, self.resident
+            have = common_length(kv.tokens, prefix)
+            cached = have
+            try:
+                if have < len(run.prompts.stable):
+                    kv.ensure_stable(run)
+                    self._notes += [w for w in run.warnings if w == run.stable_note]
+                    cached, have = run.tokens.stable_cached, len(run.prompts.stable)
+                else:
+                    kv.keep(prefix[:have])
+                    run.stable_ready = True
+                if have < len(prefix):
+                    self.native.decode([Seq("prefix", 0, have, prefix[have:])], should_stop=cancel)
+                kv.tokens = prefix
+            except Cancelled:
+                kv.after_cancel(run)
+                done = len(run.prompts.stable) if run.stable_ready else 0
+                ms = (time.perf_counter() - t0) * 1000
+                return PrefillResult(len(prefix), cached, max(0, done - cached), ms, complete=False)
+        ms = (time.perf_counter() - t0) * 1000
+        return PrefillResult(len(prefix), cached, len(prefix) - cached, ms)
 
     def score_alone(
         self, ticket: Ticket, pack: Pack, options: ScoreOptions, how: tuple[Decider, bool, str | None]

@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from triage.domain.pack import Pack
 from triage.errors import TriageError
 from triage.scoring.options import ScoreOptions
+from triage.serve.prefill import Prefills
 from triage.serve.requests import (
     DEFAULT_MAX_TICKET_BYTES,
     MAX_ID_CHARS,
@@ -360,7 +361,8 @@ class JSONErrorCORS(CORSMiddleware):
 
 
 def create_app(worker: EngineWorker, settings: ServeSettings) -> Starlette:
-    """The app: ``POST /v1/score``, ``POST /v1/label``, ``GET /v1/health``, ``GET /openapi.json``, the page."""
+    """The app: ``POST /v1/score``, ``POST /v1/prefill``, ``POST /v1/label``, ``GET /v1/health``,
+    ``GET /openapi.json``, the page."""
     from triage.serve.openapi import openapi
 
     static_dir = resources.files("triage.serve") / "static"
@@ -437,6 +439,35 @@ def create_app(worker: EngineWorker, settings: ServeSettings) -> Starlette:
             if not job.finished:
                 job.cancel()
 
+    prefills = Prefills()
+
+    async def prefill(request: Request) -> Response:
+        """``POST /v1/prefill`` (:mod:`triage.serve.prefill`): a score request's body, its ticket read ahead."""
+        try:
+            req = parse_score(
+                await read_json(request, settings.max_body_bytes, settings.body_timeout),
+                max_ticket_bytes=settings.max_ticket_bytes,
+            )
+            job = prefills.take(prepare(req, settings, asyncio.get_running_loop()))
+        except BODY_ERRORS as exc:
+            return body_error(exc)
+        del req
+        try:
+            worker.submit(job)
+        except Stopping:
+            return error(503, "the server is stopping", headers={"Retry-After": "5"})
+        except QueueFull as exc:
+            return error(
+                503,
+                f"the queue is full: {exc}",
+                hint=f"retry in {exc.retry_after} s",
+                headers={"Retry-After": str(exc.retry_after)},
+            )
+        answer = await _answer(job, request)
+        if job.reason == "superseded" and not job.started:
+            return error(409, "a newer prefill replaced this one before it began", hint="nothing to do: it is moot")
+        return answer
+
     async def label(request: Request) -> Response:
         from starlette.concurrency import run_in_threadpool
 
@@ -505,6 +536,7 @@ def create_app(worker: EngineWorker, settings: ServeSettings) -> Starlette:
     routes = [Route(path, page, methods=["GET"]) for path in STATIC]
     routes += [
         Route("/v1/score", score, methods=["POST"]),
+        Route("/v1/prefill", prefill, methods=["POST"]),
         Route("/v1/label", label, methods=["POST"]),
         Route("/v1/tickets", tickets, methods=["GET"]),
         Route("/v1/tickets/{ticket_id:path}", ticket, methods=["GET"]),

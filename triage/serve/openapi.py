@@ -188,6 +188,24 @@ def openapi(settings: Documented) -> dict[str, Any]:
                     "description": "triage.result/3, as `triage score` prints it (docs/schema.md)",
                     "required": ["schema", "ticket_id", "criteria"],
                 },
+                "PrefillResult": {
+                    "type": "object",
+                    "description": "what a prefill did: the ticket's prompt up to its tails (stable block and ticket "
+                    "block), computed ahead of its score",
+                    "required": ["ticket_id", "tokens", "cached", "evaluated", "ms", "complete"],
+                    "properties": {
+                        "ticket_id": {"type": "string"},
+                        "tokens": {"type": "integer", "description": "the prompt's tokens before the tails"},
+                        "cached": {"type": "integer", "description": "how many were computed before it began"},
+                        "evaluated": {"type": "integer", "description": "how many it computed"},
+                        "ms": {"type": "number", "description": "its wall time"},
+                        "complete": {
+                            "type": "boolean",
+                            "description": "false: a newer prefill (or the client going away) stopped it mid-way; "
+                            "what it computed is kept",
+                        },
+                    },
+                },
                 "Error": {
                     "type": "object",
                     "required": ["error"],
@@ -223,6 +241,24 @@ def openapi(settings: Documented) -> dict[str, Any]:
                             "be read or does not fit; the engine refused or failed on this ticket"
                         ),
                         "500": _err("an unexpected failure inside the score (the server's log has the traceback)"),
+                        "503": _err("the queue is full, or the server is stopping; see Retry-After"),
+                    },
+                }
+            },
+            "/v1/prefill": {
+                "post": {
+                    "summary": "read one ticket ahead of its score, while the agent is still pasting or typing",
+                    "description": "The body, limits and pack choice of /v1/score. The ticket's prompt up to its "
+                    "tails is computed on the engine, in the queue's order, so that the score of that ticket (or of "
+                    "a longer or edited version of it) then costs only the tails and what changed. A newer prefill "
+                    "cancels an older one still waiting or running. Nothing is kept in the history.",
+                    "requestBody": {"required": True, "content": _json("ScoreRequest")},
+                    "responses": {
+                        "200": {"description": "what the prefill did", "content": _json("PrefillResult")},
+                        **common,
+                        "409": _err("a newer prefill replaced this one before it began"),
+                        "413": _err("the ticket or body is too large"),
+                        "422": _err("a field is missing or wrong (named in field)"),
                         "503": _err("the queue is full, or the server is stopping; see Retry-After"),
                     },
                 }

@@ -97,8 +97,9 @@ class Job:
     finished: bool = False
     submitted: float = field(default_factory=time.monotonic)
     started: float = 0.0  # when the engine took it (time.monotonic)
-    reason: str = ""  # why it was cancelled: "client" (went away) or "shutdown"
+    reason: str = ""  # why it was cancelled: "client" (went away), "shutdown" or "superseded" (a newer prefill)
     kind: str = "score"  # what the engine thread does with it (EngineWorker._run's one dispatch)
+    work: Callable[[Session], None] | None = None  # kind "prefill": run this on the engine thread
 
     def cancel(self, reason: str = "client") -> None:
         """Stop this job: it is never started if it still waits; a running score stops inside its decode."""
@@ -176,7 +177,10 @@ class EngineWorker:
         self._thread = threading.Thread(target=self._loop, name="triage-engine", daemon=True)
         self._chore: Callable[[Callable[[], None]], None] | None = None
         self.starter: StarterFit | None = None  # a StarterFit in the background, for /v1/health
-        self._handlers: dict[str, Callable[[Job], None]] = {"score": self._score}  # a job's kind: who runs it
+        self._handlers: dict[str, Callable[[Job], None]] = {  # a job's kind: who runs it
+            "score": self._score,
+            "prefill": self._work,
+        }
 
     def run_first(self, chore: Callable[[Callable[[], None]], None]) -> None:
         """Run ``chore(between)`` on the engine thread as soon as it starts (call before :meth:`start`), serving
@@ -293,6 +297,11 @@ class EngineWorker:
         finally:
             with self._cond:
                 self._running = None
+
+    def _work(self, job: Job) -> None:
+        """A job that is not a score (a prefill: :mod:`triage.serve.prefill`) runs its own work here."""
+        assert job.work is not None
+        job.work(self.session)
 
     def _score(self, job: Job) -> None:
         """A ``score`` job: the session's one lifecycle (:meth:`~triage.session.Session.score`), its events handed

@@ -16,6 +16,7 @@ from triage.domain.result import CriterionResult, TicketResult, Tokens
 
 if TYPE_CHECKING:
     from triage.scoring.head import Head
+    from triage.scoring.prefill_result import PrefillResult
 
 
 @dataclass
@@ -44,6 +45,15 @@ class ModelLoadFailed(Message):
 @dataclass
 class TicketEdited(Message):
     """The ticket text changed and then stayed still for a moment (debounced)."""
+
+
+@dataclass
+class TicketReadAhead(Message):
+    """The ticket in the box was prefilled (read up to its tails) while the agent paused: ``text``, and what the
+    prefill did."""
+
+    text: str
+    result: PrefillResult
 
 
 @dataclass

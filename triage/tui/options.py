@@ -28,6 +28,8 @@ class UIOptions:
         cursor_blink: off in tests so snapshots are stable.
         animate: spinners; off in tests so snapshots are stable.
         preload_tokenizer: load Qwen3's tokenizer at start to count tokens before the model is up.
+        read_ahead: prefill the ticket while it is pasted or typed (:mod:`triage.tui.screens.main_prefill`); the
+            tests of cold scores turn it off.
     """
 
     model: str | None = None
@@ -41,6 +43,7 @@ class UIOptions:
     cursor_blink: bool = True
     animate: bool = True
     preload_tokenizer: bool = True
+    read_ahead: bool = True
 
     @classmethod
     def from_args(

@@ -6,9 +6,11 @@
 const $ = (id) => document.getElementById(id);
 const PRODUCT_MODEL = "Qwen3-0.6B";
 const ROLES = { customer: "Customer", agent: "Agent reply", note: "Internal note" };
+const PREFILL_PAUSE_MS = 400; // a pause in the ticket box this long reads the ticket ahead (POST /v1/prefill)
 const state = {
   packs: [],
   running: null,       // the AbortController of the score in flight
+  prefill: { timer: null, ctl: null, text: null }, // the read-ahead: its pause timer, its request, its text
   serverHistory: false, // the server keeps a history: the list comes from GET /v1/tickets, cards take labels
   session: JSON.parse(sessionStorage.getItem("triage.history") || "[]"), // else: this tab's tickets
   current: null,       // the ticket on screen: {id, text, messages, pack, result, labels, latencies, kept}
@@ -418,6 +420,8 @@ async function send(body, ticket) {
           ended = true;
           state.current.id = data.ticket_id;
           state.current.result = data;
+          // a changed pack or prompt format: the server paid the stable block again, said once, with this result
+          notice("stable", (data.warnings || []).find((w) => w.startsWith("stable prefix changed")) || "");
           showTicket(state.current);
           remember();
           say(`scored ${data.criteria.length} criteria in ${Math.round(performance.now() - t0)} ms` +
@@ -441,6 +445,40 @@ async function send(body, ticket) {
   } finally {
     state.running = null;
     $("score").disabled = false; $("reply-send").disabled = false; $("stop").disabled = true;
+  }
+}
+
+function prefillSoon() {
+  // the agent pastes or types: the next edit aborts the read-ahead in flight (the server stops it), and a
+  // pause reads the box's ticket ahead, so that its score then costs only the tails and what changed since
+  const p = state.prefill;
+  clearTimeout(p.timer);
+  if (p.ctl) { p.ctl.abort(); p.ctl = null; p.text = null; }
+  p.timer = setTimeout(prefill, PREFILL_PAUSE_MS);
+}
+
+async function prefill() {
+  const p = state.prefill;
+  const text = $("ticket-text").value;
+  const box = $("ticket-text");
+  // read already, being scored, or nothing to read; a ticket on screen as it was scored is not read again
+  if (!text.trim() || text === p.text || state.running ||
+      (state.current && state.current.result && !state.current.messages && state.current.text === text)) return;
+  const body = { text, pack: $("pack").value || undefined };
+  if ($("ticket-id").value.trim()) body.id = $("ticket-id").value.trim();
+  const ctl = new AbortController();
+  p.ctl = ctl; p.text = text;
+  delete box.dataset.readAhead;
+  try {
+    const r = await fetch("/v1/prefill", { method: "POST", signal: ctl.signal,
+      headers: headers({ "Content-Type": "application/json" }), body: JSON.stringify(body) });
+    const data = await r.json().catch(() => ({}));
+    if (r.ok && data.complete) box.dataset.readAhead = String(data.tokens); // the tests read it; no noise on screen
+    else if (r.status !== 409) p.text = null; // not read (a refusal, a cut): the next pause tries again
+  } catch (e) {
+    if (p.ctl === ctl) p.text = null; // the server is away: a score will say so
+  } finally {
+    if (p.ctl === ctl) p.ctl = null;
   }
 }
 
@@ -476,6 +514,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("ticket-form").addEventListener("submit", score);
   $("reply-form").addEventListener("submit", reply);
   $("stop").addEventListener("click", stop);
+  $("ticket-text").addEventListener("input", prefillSoon);
   $("ticket-text").addEventListener("keydown", (e) => {
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) $("ticket-form").requestSubmit();
   });

@@ -1,14 +1,16 @@
 """The main screen: the ticket box, the decision cards, and the work behind them.
 
 The screen's widgets, state, history and settings are here; its model loading and token count
-(:mod:`~triage.tui.screens.main_model`), its scoring (:mod:`~triage.tui.screens.main_scoring`) and
-its labels and learning (:mod:`~triage.tui.screens.main_labels`) are mixed in.
+(:mod:`~triage.tui.screens.main_model`), its scoring (:mod:`~triage.tui.screens.main_scoring`), its read-ahead
+of the ticket being pasted or typed (:mod:`~triage.tui.screens.main_prefill`) and its labels and learning
+(:mod:`~triage.tui.screens.main_labels`) are mixed in.
 
 Blocking work runs in thread workers that only post messages:
 
 * ``model``: loads the engine at start (and on "switch model");
 * ``score``: one exclusive worker per submission; a new submit cancels the old;
-* ``count``: token counting, debounced, so typing and huge pastes stay smooth.
+* ``count``: token counting, debounced, so typing and huge pastes stay smooth;
+* ``prefill``: the ticket's prompt up to its tails, computed when the text pauses, cancelled by the next edit.
 
 The ticket on screen is the *open ticket*. A reply (F8 customer, F9 agent, F10
 internal note) is added to it as its next message: the ticket becomes a thread,
@@ -43,6 +45,7 @@ from triage.tui.engine_host import EngineHost
 from triage.tui.options import UIOptions
 from triage.tui.screens.main_labels import LabelsPart
 from triage.tui.screens.main_model import ModelPart
+from triage.tui.screens.main_prefill import PrefillPart
 from triage.tui.screens.main_scoring import ScoringPart
 from triage.tui.screens.main_state import ModelUnavailableHook
 from triage.tui.submission import Submission
@@ -57,7 +60,7 @@ from triage.tui.widgets.ticket_input import TicketInput
 log = logging.getLogger(__name__)
 
 
-class MainScreen(ModelPart, ScoringPart, LabelsPart, Screen[None]):
+class MainScreen(ModelPart, ScoringPart, PrefillPart, LabelsPart, Screen[None]):
     """Paste, score, read the decisions."""
 
     BINDINGS = [
@@ -294,3 +297,5 @@ class MainScreen(ModelPart, ScoringPart, LabelsPart, Screen[None]):
         self.desk.supersede()
         self.workers.cancel_group(self, "score")
         self.workers.cancel_group(self, "count")
+        self.stop_prefill()
+        self.workers.cancel_group(self, "prefill")

@@ -41,6 +41,7 @@ class ModelPart(_Screen):
     def load_model(self, requested: str | None) -> None:
         """Load (or switch to) a model in the background; the UI stays live."""
         self.desk.supersede()
+        self.stop_prefill()  # the load waits for the engine's lock: a read-ahead gives it up at once
         self.model_state = "loading"
         self.status.loading_model(requested)
         self.notices.drop("model")

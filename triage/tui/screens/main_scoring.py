@@ -149,6 +149,7 @@ class ScoringPart(_Screen):
         if self.model_state == "failed":
             self.notify("No model is loaded; see the message at the top.", severity="error")
             return False
+        self.stop_prefill(unless=ticket.text)  # a prefill of this text is the score's own work: it waits for it
         sub = self.desk.submit(ticket, self.pack, row=row)  # saved now: a crash keeps the ticket
         self.open_ticket, self.open_row = ticket, sub.ticket_row
         self.result = self.result_text = None

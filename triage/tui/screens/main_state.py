@@ -104,3 +104,6 @@ class MainState(Screen[None]):
 
     @abstractmethod
     def _show_labels(self) -> None: ...  # main_labels
+
+    @abstractmethod
+    def stop_prefill(self, *, unless: str | None = None) -> None: ...  # main_prefill
