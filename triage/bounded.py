@@ -18,7 +18,7 @@ import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 MAX_DEPTH = 64  # nesting of arrays and objects; triage's own files need 4
 MAX_LINE = 8 << 20  # bytes in one line of a JSON Lines file read as a stream (a label row is a few hundred)
@@ -86,7 +86,7 @@ def mib(n: int) -> str:
     return f"{n / (1 << 20):g} MiB"
 
 
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, object]:
+def _no_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
     out: dict[str, object] = {}
     for key, value in pairs:
         if key in out and out[key] != value:
@@ -95,7 +95,7 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, object]:
     return out
 
 
-def _split(fh: Any, sep: bytes, limit: int, head: bytes = b"") -> Iterator[bytes]:
+def _split(fh: BinaryIO, sep: bytes, limit: int, head: bytes = b"") -> Iterator[bytes]:
     """The ``sep``-separated pieces of ``head`` and then a binary stream, each at most ``limit`` bytes
     (else :class:`Bounded`)."""
     buf = bytearray(head)

@@ -17,7 +17,6 @@ import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from triage import gate
 from triage.errors import InputError
@@ -209,7 +208,8 @@ class _Cursor:
             hint="download the model again",
         )
 
-    def unpack(self, st: struct.Struct, what: str) -> Any:
+    def unpack(self, st: struct.Struct, what: str) -> int | float:
+        """One scalar (an int, a bool or a float, as ``st`` reads it)."""
         if self.pos + st.size > self.end:
             raise self._short(what)
         (value,) = st.unpack_from(self.buf, self.pos)
@@ -238,7 +238,7 @@ class _Cursor:
         return raw.decode("utf-8", errors="replace")
 
 
-def _read_value(cur: _Cursor, vtype: int, key: str) -> Any:
+def _read_value(cur: _Cursor, vtype: int, key: str) -> object:
     if vtype in _SCALAR:
         return cur.unpack(_SCALAR[vtype], f"the value of {key!r}")
     if vtype == _STRING:
