@@ -41,7 +41,7 @@ import hashlib
 import logging
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -329,7 +329,13 @@ class History:
         return self._thread(ticket_row)
 
     def start_score(
-        self, ticket_row: int, *, model: dict[str, object], pack: dict[str, object], orderings: str, messages: int = 1
+        self,
+        ticket_row: int,
+        *,
+        model: Mapping[str, object],
+        pack: Mapping[str, object],
+        orderings: str,
+        messages: int = 1,
     ) -> int:
         """Record that scoring of a saved ticket (its first ``messages`` messages) has started; returns the score id."""
         with tx(self._conn, self.path):
