@@ -128,7 +128,7 @@ def _reader(path: Path, columns: ColumnMap | None) -> Callable[[Path, str | None
     default_parquet = path.suffix.lower() == ".parquet" and not (columns and columns.explicit)
     if is_export(str(path), columns or ColumnMap()) and not default_parquet:
         export_columns = columns or ColumnMap()
-    return lambda f, source: _export_rows(f, source, export_columns)
+        return lambda f, source: _export_rows(f, source, export_columns)
     return _parquet_rows if path.suffix.lower() == ".parquet" else _jsonl_rows
 
 
