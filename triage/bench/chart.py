@@ -162,14 +162,14 @@ def _bars_panel(bars: Sequence[Bar], x0: float, y0: float, w: float, h: float) -
         out.append(f'<g class="series" data-series={quoteattr("bar-" + b.mode)}>')
         out.append(_t(gx - 8, y + bh * 0.72, b.label or MODE_LABELS.get(b.mode, b.mode), anchor="end", size=12))
         x = gx
-        for part in ("prefill", "tails", "other"):
-            v = b.part(part)
+        for name in ("prefill", "tails", "other"):
+            v = b.part(name)
             if v <= 0:
                 continue
             pw = gw * v / vmax
             out.append(
                 f'<rect x="{x:.1f}" y="{y:.1f}" width="{pw:.1f}" height="{bh:.1f}" '
-                f'fill="{COLORS[part]}"><title>{escape(f"{part}: {_ms(v)}")}</title></rect>'
+                f'fill="{COLORS[name]}"><title>{escape(f"{name}: {_ms(v)}")}</title></rect>'
             )
             x += pw
         out.append(_t(x + 6, y + bh * 0.72, _note(b), size=11, fill="#444"))
