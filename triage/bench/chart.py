@@ -175,12 +175,12 @@ def _bars_panel(bars: Sequence[Bar], x0: float, y0: float, w: float, h: float) -
         out.append(_t(x + 6, y + bh * 0.72, _note(b), size=11, fill="#444"))
         out.append("</g>")
     ly = y0 + 22 + len(bars) * row
-    for part, label in (
+    for name, label in (
         ("prefill", "ticket prefill, once (reuse modes)"),
         ("tails", "tails (full and split: whole prompts)"),
         ("other", "other: prompt building, readout, state save"),
     ):
-        out.append(f'<rect x="{gx:.1f}" y="{ly - 9:.1f}" width="11" height="11" fill="{COLORS[part]}"/>')
+        out.append(f'<rect x="{gx:.1f}" y="{ly - 9:.1f}" width="11" height="11" fill="{COLORS[name]}"/>')
         out.append(_t(gx + 15, ly, label, size=11, fill="#444"))
         ly += 16
     return out
