@@ -187,7 +187,7 @@ class RowScorer:
         return out
 
 
-def _differences(mine: object, theirs: object) -> str:
+def _differences(mine: CacheKey, theirs: CacheKey) -> str:
     """What differs between two cache keys, in words."""
     names = {
         "model_sha256": "model sha256",
@@ -281,7 +281,7 @@ class RaySets:
         from triage.backlog.ray_score import _import_ray, check_nodes, connect, model_spec
         from triage.store.config import load_config
 
-        ray = _import_ray()
+        ray: ModuleType = _import_ray()
         spec, expected = model_spec(self.model, load_config())
         self._owned = connect(ray, self.address)  # a cluster that does not answer is said in one line
         self._ray = ray
@@ -309,7 +309,7 @@ class RaySets:
         ]
         return ray
 
-    def _check_keys(self, ray: ModuleType, mine: object, readout: str, read: str, features: bool) -> None:
+    def _check_keys(self, ray: ModuleType, mine: CacheKey, readout: str, read: str, features: bool) -> None:
         from triage.backlog.ray_score import _ray_failure
 
         try:

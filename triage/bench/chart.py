@@ -74,7 +74,8 @@ class Bar:
     def part(self, name: str) -> float:
         """One part, scaled so that the parts add up to ``total``."""
         parts = self.prefill + self.tails + self.other
-        return getattr(self, name) * (self.total / parts if parts > 0 else 0.0)
+        value: float = getattr(self, name)
+        return value * (self.total / parts if parts > 0 else 0.0)
 
 
 @dataclass(frozen=True)

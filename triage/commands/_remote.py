@@ -52,6 +52,7 @@ def server_of(args: argparse.Namespace, config: dict[str, object] | None = None)
 
     if args.server is not None and not args.server.strip():
         return None  # `--server ''`: here, whatever the environment or the config says
+    url: str | None
     if args.server is not None:
         url, source, undo = args.server, "--server", "leave out --server"
     elif (env := text(ENV)) is not None:

@@ -11,6 +11,7 @@ from triage.commands._input import INPUT_HELP
 if TYPE_CHECKING:
     import numpy as np
 
+    from triage.domain.pack import Pack
     from triage.evaluation.runner import Scored
     from triage.evaluation.session import ScoringRun
     from triage.scoring.head import Head
@@ -503,15 +504,15 @@ def _choose_read(fits: dict[str, _Fit]) -> tuple[str, str]:
     )
 
 
-def _head_name(pack: object, files: list[str], history: bool, rows: int) -> str:
+def _head_name(pack: Pack, files: list[str], history: bool, rows: int) -> str:
     """A readable name for the head: what it was learned from."""
     what = [Path(f).name for f in files] + (
         [f"{rows} labelled tickets in the history"] if history and not files else ["the history"] if history else []
     )
-    return f"{getattr(pack, 'name', 'pack')} head from {' + '.join(what)}"
+    return f"{pack.name} head from {' + '.join(what)}"
 
 
-def _zero_shot_bacc(logprobs: object, y: list[int]) -> float:
+def _zero_shot_bacc(logprobs: np.ndarray, y: list[int]) -> float:
     """Balanced accuracy of the zero-shot readout on the training rows (what learning is measured against)."""
     import numpy as np
 

@@ -214,6 +214,8 @@ class _Cursor:
             raise self._short(what)
         (value,) = st.unpack_from(self.buf, self.pos)
         self.pos += st.size
+        if not isinstance(value, int | float):  # every format read here is one int, bool or float
+            raise TypeError(f"{st.format!r} does not read a number")
         return value
 
     def u32(self, what: str) -> int:
