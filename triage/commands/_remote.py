@@ -10,14 +10,13 @@ and the next is sent; a server that cannot be used stops the run (:mod:`triage.s
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from triage.errors import InputError
 
 if TYPE_CHECKING:
     from triage.commands._records import RecordWriter
-    from triage.commands.score import Row
     from triage.domain.ticket import Ticket
 
 ENV = "TRIAGE_SERVER"
@@ -89,6 +88,25 @@ def remote_token(args: argparse.Namespace, say: Callable[[str], None]) -> str | 
     return token_of(args, lambda m: say(f"triage: {m}"), min_length=1)
 
 
+class InputRow(Protocol):
+    """One input ticket as ``triage score`` read it (its ``Row``), or the error that stopped it from being one."""
+
+    @property
+    def line(self) -> int | None: ...
+
+    @property
+    def ticket_id(self) -> str | None: ...
+
+    @property
+    def text(self) -> str | None: ...
+
+    @property
+    def error(self) -> str | None: ...
+
+    @property
+    def messages(self) -> object: ...
+
+
 def _pack_name(args: argparse.Namespace, health: Mapping[str, object], url: str) -> str | None:
     """The name of ``--pack``'s pack, checked to be the very pack the server loaded (by hash); None: the default.
 
@@ -118,7 +136,7 @@ def _pack_name(args: argparse.Namespace, health: Mapping[str, object], url: str)
 def score_remote(
     url: str,
     args: argparse.Namespace,
-    tickets: list[tuple[Row, Ticket | None]],
+    tickets: Sequence[tuple[InputRow, Ticket | None]],
     writer: RecordWriter,
     say: Callable[[str], None],
     token: str | None = None,
