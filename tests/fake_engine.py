@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from triage.domain.pack import Pack
-from triage.domain.result import CriterionResult, OptionScore, ThreadInfo, TicketResult, Timing, Tokens
+from triage.domain.result import CriterionResult, ModelInfo, OptionScore, ThreadInfo, TicketResult, Timing, Tokens
 from triage.domain.thread import Message
 from triage.domain.ticket import Ticket, make_ticket
 from triage.errors import TriageError
@@ -147,7 +147,7 @@ class FakeEngine(AppEngine):
         return self._n_ctx
 
     @property
-    def model_info(self) -> dict[str, Any]:
+    def model_info(self) -> ModelInfo:
         return {"name": self.name, "path": str(self.model_path), "sha256": self.sha256, "stand_in": self.stand_in}
 
     def format_for(self, kind: str = DEFAULT_READOUT) -> PromptFormat:

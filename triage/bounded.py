@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import BinaryIO
 
 MAX_DEPTH = 64  # nesting of arrays and objects; triage's own files need 4
 MAX_LINE = 8 << 20  # bytes in one line of a JSON Lines file read as a stream (a label row is a few hundred)
@@ -47,7 +47,12 @@ def json_depth(text: str) -> int:
     return deepest
 
 
-def loads_json(text: str, *, max_depth: int = MAX_DEPTH, **kw: Any) -> Any:
+def loads_json(
+    text: str,
+    *,
+    max_depth: int = MAX_DEPTH,
+    object_pairs_hook: Callable[[list[tuple[str, object]]], object] | None = None,
+) -> object:
     """``json.loads`` that refuses deep nesting and overlong integers with a :class:`Bounded` error.
 
     Raises:
@@ -57,7 +62,7 @@ def loads_json(text: str, *, max_depth: int = MAX_DEPTH, **kw: Any) -> Any:
     if text.count("[") + text.count("{") > max_depth and (depth := json_depth(text)) > max_depth:
         raise Bounded(f"it is nested {depth:,} levels deep (at most {max_depth} are read)")
     try:
-        return json.loads(text, **kw)
+        return json.loads(text, object_pairs_hook=object_pairs_hook)
     except (json.JSONDecodeError, Bounded):
         raise
     except RecursionError:  # pragma: no cover - the depth check above comes first
@@ -86,7 +91,7 @@ def mib(n: int) -> str:
     return f"{n / (1 << 20):g} MiB"
 
 
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, object]:
+def _no_duplicate_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
     out: dict[str, object] = {}
     for key, value in pairs:
         if key in out and out[key] != value:
@@ -95,7 +100,7 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, object]:
     return out
 
 
-def _split(fh: Any, sep: bytes, limit: int, head: bytes = b"") -> Iterator[bytes]:
+def _split(fh: BinaryIO, sep: bytes, limit: int, head: bytes = b"") -> Iterator[bytes]:
     """The ``sep``-separated pieces of ``head`` and then a binary stream, each at most ``limit`` bytes
     (else :class:`Bounded`)."""
     buf = bytearray(head)

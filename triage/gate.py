@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from triage.bounded import _CHUNK, MAX_DEPTH, MAX_LINE, Bounded, _no_duplicate_keys, _split, loads_json, mib
 from triage.errors import InputError
@@ -191,7 +191,7 @@ def read_text(path: str | Path, kind: str) -> str:
     return read_bytes(path, kind).decode("utf-8")
 
 
-def load_json(path: str | Path, kind: str, *, max_depth: int = MAX_DEPTH) -> Any:
+def load_json(path: str | Path, kind: str, *, max_depth: int = MAX_DEPTH) -> object:
     """The JSON in ``path``, bounded in size and nesting.
 
     Raises:
@@ -292,7 +292,7 @@ def toml_depth(text: str) -> int:
     return deepest
 
 
-def loads_toml(text: str, *, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
+def loads_toml(text: str, *, max_depth: int = MAX_DEPTH) -> dict[str, object]:
     """``tomllib.loads`` that refuses deep nesting with a :class:`~triage.bounded.Bounded` error.
 
     Raises:
@@ -307,7 +307,7 @@ def loads_toml(text: str, *, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
         raise Bounded(f"it is nested too deep (at most {max_depth} levels are read)") from None
 
 
-def load_toml(path: str | Path, kind: str, *, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
+def load_toml(path: str | Path, kind: str, *, max_depth: int = MAX_DEPTH) -> dict[str, object]:
     """The TOML in ``path``, bounded in size and nesting (:func:`read_text`'s and :func:`loads_toml`'s errors)."""
     return loads_toml(read_text(path, kind), max_depth=max_depth)
 
@@ -368,7 +368,9 @@ def not_a_folder(path: str | Path) -> str | None:
 # --- a JSON Lines file read as a stream (label --file) ------------------------------------------
 
 
-def iter_json_lines(path: str | Path, what: str, *, max_line: int = MAX_LINE) -> Iterator[tuple[int, Any, str | None]]:
+def iter_json_lines(
+    path: str | Path, what: str, *, max_line: int = MAX_LINE
+) -> Iterator[tuple[int, object, str | None]]:
     """A JSON Lines file as a stream of ``(line number, object, None)`` or ``(line number, None, error)``.
 
     Memory is bounded by one line. Lines end in ``\n`` (a trailing ``\r`` dropped), or in ``\r``

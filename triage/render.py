@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from triage.domain.result import TicketResult, readout_words
+from triage.domain.result import CriterionResult, TicketResult, readout_words
 from triage.domain.ticket import printable
 
 BAR_WIDTH = 20
@@ -27,7 +25,7 @@ def safe(text: object) -> str:
     return escape(printable(text))
 
 
-def _tail(crit: Any) -> str:
+def _tail(crit: CriterionResult) -> str:
     """A criterion's own tail time and tokens; ``shared`` for one read in the decode it shares with others (its
     time is counted once, in the ticket's, never as ``0 ms · 0 tok``)."""
     if crit.readout == "shared" or (crit.tail_tokens == 0 and crit.tail_ms == 0):

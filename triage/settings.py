@@ -18,10 +18,12 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
 
 
-def setting(default: object, description: str, *, flag: str | None = None, unset: str | None = None) -> Any:
+def setting(default: _T, description: str, *, flag: str | None = None, unset: str | None = None) -> _T:
     """A field of :class:`Settings`.
 
     Args:

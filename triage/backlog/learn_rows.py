@@ -20,24 +20,49 @@ Nothing here imports Ray at module level; :func:`sets_scorer` imports it only wi
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Protocol
 
 from triage.errors import InputError, TriageError
 
 if TYPE_CHECKING:
+    from ray.actor import ActorHandle
+    from rich.console import Console
+
     from triage.domain.pack import Pack
     from triage.domain.ticket import Ticket
+    from triage.evaluation.labelled_runs import ScoringRun
     from triage.learning.cache import CacheKey, Outcome
+    from triage.learning.labelled import LabelledRow
     from triage.learning.scorer import Scorer
-    from triage.scoring.protocol import ScoringEngine
+    from triage.scoring.engine import Engine
+
+
+class SetsScorer(Protocol):
+    """Scores named row sets as :func:`triage.evaluation.labelled_runs.score_sets` does (its arguments, its result)."""
+
+    def __call__(
+        self,
+        engine: Engine,
+        pack: Pack,
+        parts: Sequence[tuple[str, Sequence[LabelledRow]]],
+        console: Console,
+        readout: str = ...,
+        *,
+        features: bool = ...,
+        known: dict[str, Outcome] | None = ...,
+        prior: bool = ...,
+        read: str = ...,
+    ) -> ScoringRun: ...
+
 
 DEFAULT_BATCH = 16  # tickets per batch (what a dead worker loses), fewer when that would leave workers idle
 
 
-def sets_scorer(args: argparse.Namespace, *, calls: int = 1) -> Callable[..., Any]:
+def sets_scorer(args: argparse.Namespace, *, calls: int = 1) -> SetsScorer:
     """What ``triage learn`` scores its row sets with: :func:`triage.evaluation.labelled_runs.score_sets`, or,
     with ``--ray``, the same on a Ray cluster (:class:`RaySets`).
 
@@ -162,7 +187,7 @@ class RowScorer:
         return out
 
 
-def _differences(mine: object, theirs: object) -> str:
+def _differences(mine: CacheKey, theirs: CacheKey) -> str:
     """What differs between two cache keys, in words."""
     names = {
         "model_sha256": "model sha256",
@@ -210,23 +235,23 @@ class RaySets:
     calls: int = 1
     done: int = 0  # calls made
     sent: int = 0  # tickets sent to the workers, over every call
-    _ray: Any = None
+    _ray: ModuleType | None = None  # the ray module, once the cluster is joined
     _owned: bool = False
-    _actors: list[Any] = field(default_factory=list)
+    _actors: list[ActorHandle[RowScorer]] = field(default_factory=list)
 
     def __call__(
         self,
-        engine: ScoringEngine,
+        engine: Engine,
         pack: Pack,
-        parts: Sequence[tuple[str, Sequence[object]]],
-        console: object,
+        parts: Sequence[tuple[str, Sequence[LabelledRow]]],
+        console: Console,
         readout: str = "label",
         *,
         features: bool = False,
         known: dict[str, Outcome] | None = None,
         prior: bool = True,
         read: str = "tail",
-    ) -> Any:
+    ) -> ScoringRun:
         self.done += 1
         try:
             return self._score(engine, pack, parts, console, readout, features, known, prior, read)
@@ -251,12 +276,12 @@ class RaySets:
         if self._owned:
             ray.shutdown()
 
-    def _start(self, engine: ScoringEngine, pack: Pack, todo: int) -> None:
-        """Join or start the cluster, check the model on every node, start the actors."""
+    def _start(self, engine: Engine, pack: Pack, todo: int) -> ModuleType:
+        """Join or start the cluster, check the model on every node, start the actors; returns the ray module."""
         from triage.backlog.ray_score import _import_ray, check_nodes, connect, model_spec
         from triage.store.config import load_config
 
-        ray = _import_ray()
+        ray: ModuleType = _import_ray()
         spec, expected = model_spec(self.model, load_config())
         self._owned = connect(ray, self.address)  # a cluster that does not answer is said in one line
         self._ray = ray
@@ -282,12 +307,13 @@ class RaySets:
         self._actors = [
             actor.remote(spec, engine.sha256, engine.n_ctx, self.threads, self.prompt_style, pack) for _ in range(want)
         ]
+        return ray
 
-    def _check_keys(self, mine: object, readout: str, read: str, features: bool) -> None:
+    def _check_keys(self, ray: ModuleType, mine: CacheKey, readout: str, read: str, features: bool) -> None:
         from triage.backlog.ray_score import _ray_failure
 
         try:
-            keys = self._ray.get([a.key.remote(readout, read, features) for a in self._actors])
+            keys = ray.get([a.key.remote(readout, read, features) for a in self._actors])
         except Exception as exc:
             raise _ray_failure(exc) from exc
         for node, theirs in keys:
@@ -300,16 +326,16 @@ class RaySets:
 
     def _score(
         self,
-        engine: Any,
+        engine: Engine,
         pack: Pack,
-        parts: Sequence[tuple[str, Sequence[Any]]],
-        console: Any,
+        parts: Sequence[tuple[str, Sequence[LabelledRow]]],
+        console: Console,
         readout: str,
         features: bool,
         known: dict[str, Outcome] | None,
         prior: bool,
         read: str,
-    ) -> Any:
+    ) -> ScoringRun:
         from triage.domain.ticket import make_ticket, printable
         from triage.evaluation.labelled_runs import ScoringRun
         from triage.evaluation.progress import scoring_progress
@@ -340,9 +366,8 @@ class RaySets:
             hits = cache.hits
             scoring_s = 0.0
             if todo:
-                if self._ray is None:
-                    self._start(engine, pack, len(todo))
-                self._check_keys(scorer.key, readout, read, scorer.features)
+                ray = self._ray if self._ray is not None else self._start(engine, pack, len(todo))
+                self._check_keys(ray, scorer.key, readout, read, scorer.features)
                 from ray.util import ActorPool
 
                 from triage.backlog.ray_score import ray_results

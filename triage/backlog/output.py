@@ -29,10 +29,10 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from triage import gate
 from triage.backlog.rows import record_key
@@ -40,6 +40,9 @@ from triage.bounded import Bounded, loads_json
 from triage.errors import InputError, TriageError
 from triage.scoring.options import ScoreOptions
 from triage.store.files import write_json_atomic
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 RUN_SCHEMA = "triage.backlog-run/1"
 # Options a run.json written by an earlier triage may hold that ScoreOptions no longer has, with the
@@ -61,7 +64,7 @@ class RunSignature:
     options: dict[str, object]
     calibration: str | None
     # What a result record of this run says of its options (orderings as asked, readout...).
-    record_options: dict[str, Any] = field(default_factory=dict, compare=False)
+    record_options: dict[str, object] = field(default_factory=dict, compare=False)
     head: str | None = None  # the learned head's name (absent from run.json files written before heads)
 
     @classmethod
@@ -76,26 +79,32 @@ class RunSignature:
     ) -> RunSignature:
         """The signature of these scoring options (every field of ``ScoreOptions``, whatever they are)."""
         opts = json.loads(json.dumps(dataclasses.asdict(options), default=list))
-        in_record = {"orderings": options.effective_orderings, "prior": options.prior, "readout": options.readout}
+        in_record: dict[str, object] = {
+            "orderings": options.effective_orderings,
+            "prior": options.prior,
+            "readout": options.readout,
+        }
         return cls(model_sha256, pack_hash, prompt_format, opts, calibration, in_record, head)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The ``run.json`` form."""
         d = dataclasses.asdict(self)
         d.pop("record_options")
         return {"schema": RUN_SCHEMA, **d}
 
-    def differences(self, other: dict[str, Any]) -> list[str]:
+    def differences(self, other: Mapping[str, object]) -> list[str]:
         """What ``other`` (a ``run.json``) has that differs from this signature."""
         mine = self.to_dict()
         mine.pop("schema")
         diffs = []
         for k, v in mine.items():
             if k == "options":
+                v = self.options
+                given = other.get("options") or {}
+                if not isinstance(given, dict):
+                    raise TypeError(f"its options are {type(given).__name__}, not an object")
                 theirs = {
-                    o: x
-                    for o, x in (other.get("options") or {}).items()
-                    if o in v or o not in RETIRED_OPTIONS or RETIRED_OPTIONS[o] != x
+                    o: x for o, x in given.items() if o in v or o not in RETIRED_OPTIONS or RETIRED_OPTIONS[o] != x
                 }
                 diffs += [
                     f"option {o}: {theirs.get(o)!r} → {v.get(o)!r}"
@@ -108,15 +117,13 @@ class RunSignature:
                 diffs.append(f"{k.replace('_', ' ')}: {other.get(k)} → {v}")
         return diffs
 
-    def record_differences(self, record: dict[str, Any]) -> list[str]:
+    def record_differences(self, record: Mapping[str, object]) -> list[str]:
         """How a result record differs from this signature in the fields it carries."""
         diffs = []
-        if (record.get("model") or {}).get("sha256") != self.model_sha256:
-            diffs.append(
-                f"model sha256 {str((record.get('model') or {}).get('sha256'))[:12]}… → {self.model_sha256[:12]}…"
-            )
-        if (record.get("pack") or {}).get("hash") != self.pack_hash:
-            diffs.append(f"pack hash {(record.get('pack') or {}).get('hash')} → {self.pack_hash}")
+        if _inner(record, "model", "sha256") != self.model_sha256:
+            diffs.append(f"model sha256 {str(_inner(record, 'model', 'sha256'))[:12]}… → {self.model_sha256[:12]}…")
+        if _inner(record, "pack", "hash") != self.pack_hash:
+            diffs.append(f"pack hash {_inner(record, 'pack', 'hash')} → {self.pack_hash}")
         if record.get("prompt_format") != self.prompt_format:
             diffs.append(f"prompt format {record.get('prompt_format')} → {self.prompt_format}")
         for opt, want in self.record_options.items():
@@ -127,6 +134,18 @@ class RunSignature:
         if self.head is not None and record.get("head") not in (None, self.head):
             diffs.append(f"learned head {record.get('head')} → {self.head}")
         return diffs
+
+
+def _inner(record: Mapping[str, object], key: str, name: str) -> object:
+    """``record[key][name]``, None where ``record[key]`` is missing or empty.
+
+    Raises:
+        AttributeError: ``record[key]`` is set but not an object (as ``.get`` on it would).
+    """
+    outer = record.get(key) or {}
+    if not isinstance(outer, dict):
+        raise AttributeError(f"{key} is {type(outer).__name__}, not an object")
+    return outer.get(name)
 
 
 class WriteFailed(TriageError):
@@ -146,7 +165,7 @@ class WriteFailed(TriageError):
 class Writer(Protocol):
     """Where records go; ``write`` is called once per batch."""
 
-    def write(self, records: Iterable[tuple[str, dict[str, Any]]]) -> None: ...
+    def write(self, records: Iterable[tuple[str, dict[str, object]]]) -> None: ...
 
     def close(self) -> None: ...
 
@@ -185,7 +204,10 @@ def read_existing(path: Path, signature: RunSignature) -> Existing:
     recorded = run_file(path)
     if recorded.exists():
         try:
-            diffs = signature.differences(gate.load_json(recorded, "run-record"))
+            run = gate.load_json(recorded, "run-record")
+            if not isinstance(run, dict):
+                raise TypeError(f"it holds a JSON {type(run).__name__}, not an object")
+            diffs = signature.differences(run)
         except OSError as exc:
             raise InputError(
                 f"cannot read {recorded}: {exc.strerror or exc}", hint="move it away to start afresh"
@@ -219,7 +241,7 @@ def _mismatch(path: Path, diffs: list[str], where: str = "") -> InputError:
     )
 
 
-def _jsonl_records(path: Path) -> Iterable[dict[str, Any]]:
+def _jsonl_records(path: Path) -> Iterable[dict[str, object]]:
     try:
         data = gate.read_bytes(path, "run-output")  # a FIFO, device or folder is refused, never waited on
     except OSError as exc:
@@ -418,7 +440,7 @@ class ParquetWriter:
         self._since = time.monotonic()
 
 
-def records_table(records: list[dict[str, object]]) -> Any:
+def records_table(records: list[dict[str, object]]) -> pa.Table:
     """Records as an Arrow table: nested columns as structs and lists; error columns always present.
 
     A column with no value in a part (``calibration`` unset, no warnings) is typed as
@@ -432,7 +454,7 @@ def records_table(records: list[dict[str, object]]) -> Any:
     return table.cast(schema)
 
 
-def _no_null(t: Any) -> Any:
+def _no_null(t: pa.DataType) -> pa.DataType:
     import pyarrow as pa
 
     if pa.types.is_null(t):

@@ -36,6 +36,7 @@ from triage.session import FitRequest, Session
 
 if TYPE_CHECKING:
     from triage.domain.pack import Pack
+    from triage.intake.columns import ColumnMap
 
 DEFAULT_BATCH = 16
 _ADDRESS = re.compile(r"^(auto|local|ray://.+|[\w.-]+:\d+)$")
@@ -104,7 +105,7 @@ class RayJob:
     batch_size: int | None = None
     resume: bool = False
     config: dict[str, object] = field(default_factory=dict)
-    columns: object = None  # triage.intake.columns.ColumnMap: the export's text and id columns (None: text, id)
+    columns: ColumnMap | None = None  # the export's text and id columns (None: text, id)
 
     def __post_init__(self) -> None:
         for flag, value in (

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import glob
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from triage import gate
 from triage.errors import InputError
+
+if TYPE_CHECKING:
+    from triage.intake.columns import ColumnMap
 
 SUFFIXES = (".jsonl", ".json", ".ndjson", ".parquet", ".csv", ".tsv")
 
@@ -60,14 +63,15 @@ def row_key(source: str | None, line: int | None) -> str:
     return json.dumps(["row", source, line])
 
 
-def record_key(record: dict[str, Any]) -> str | None:
+def record_key(record: Mapping[str, object]) -> str | None:
     """The key of an output record (a result or an error record), or None if it has none."""
     tid, sha = record.get("ticket_id"), record.get("ticket_sha256")
     if isinstance(tid, str) and isinstance(sha, str):
         return ticket_key(tid, sha)
-    if "error" in record and record.get("line") is not None:
-        return row_key(record.get("source"), record.get("line"))
-    return None
+    source, line = record.get("source"), record.get("line")
+    if "error" in record and isinstance(line, int) and (source is None or isinstance(source, str)):
+        return row_key(source, line)
+    return None  # no key, or one no row of an input has (a line that is no number)
 
 
 def input_files(spec: str) -> list[Path]:
@@ -94,7 +98,7 @@ def input_files(spec: str) -> list[Path]:
     return matches
 
 
-def read_rows(spec: str, columns: object = None) -> list[BacklogRow]:
+def read_rows(spec: str, columns: ColumnMap | None = None) -> list[BacklogRow]:
     """Every row of the input, in order; a repeated ticket (same id and text) is kept once.
 
     ``columns``: a :class:`~triage.intake.columns.ColumnMap` (default: ``text`` and ``id``).
@@ -118,16 +122,17 @@ def read_rows(spec: str, columns: object = None) -> list[BacklogRow]:
     return rows
 
 
-def _reader(path: Path, columns: Any) -> Any:
+def _reader(path: Path, columns: ColumnMap | None) -> Callable[[Path, str | None], Iterator[BacklogRow]]:
     from triage.intake.columns import ColumnMap, is_export
 
     default_parquet = path.suffix.lower() == ".parquet" and not (columns and columns.explicit)
     if is_export(str(path), columns or ColumnMap()) and not default_parquet:
-        return lambda f, source: _export_rows(f, source, columns or ColumnMap())
+        export_columns = columns or ColumnMap()
+        return lambda f, source: _export_rows(f, source, export_columns)
     return _parquet_rows if path.suffix.lower() == ".parquet" else _jsonl_rows
 
 
-def _export_rows(path: Path, source: str | None, columns: Any) -> Iterator[BacklogRow]:
+def _export_rows(path: Path, source: str | None, columns: ColumnMap) -> Iterator[BacklogRow]:
     from triage.intake.columns import export_tickets
 
     prefix = f"{source} " if source else ""

@@ -19,10 +19,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
-from triage.bench.summary import criteria_subset, plain_summary, times
+from triage.bench.summary import Report, criteria_subset, num, part, parts, plain_summary, seq, times
 from triage.bench.workload import SHOWN_MODES
 
 W, H = 980, 590
@@ -75,7 +74,8 @@ class Bar:
     def part(self, name: str) -> float:
         """One part, scaled so that the parts add up to ``total``."""
         parts = self.prefill + self.tails + self.other
-        return getattr(self, name) * (self.total / parts if parts > 0 else 0.0)
+        value: float = getattr(self, name)
+        return value * (self.total / parts if parts > 0 else 0.0)
 
 
 @dataclass(frozen=True)
@@ -163,25 +163,25 @@ def _bars_panel(bars: Sequence[Bar], x0: float, y0: float, w: float, h: float) -
         out.append(f'<g class="series" data-series={quoteattr("bar-" + b.mode)}>')
         out.append(_t(gx - 8, y + bh * 0.72, b.label or MODE_LABELS.get(b.mode, b.mode), anchor="end", size=12))
         x = gx
-        for part in ("prefill", "tails", "other"):
-            v = b.part(part)
+        for name in ("prefill", "tails", "other"):
+            v = b.part(name)
             if v <= 0:
                 continue
             pw = gw * v / vmax
             out.append(
                 f'<rect x="{x:.1f}" y="{y:.1f}" width="{pw:.1f}" height="{bh:.1f}" '
-                f'fill="{COLORS[part]}"><title>{escape(f"{part}: {_ms(v)}")}</title></rect>'
+                f'fill="{COLORS[name]}"><title>{escape(f"{name}: {_ms(v)}")}</title></rect>'
             )
             x += pw
         out.append(_t(x + 6, y + bh * 0.72, _note(b), size=11, fill="#444"))
         out.append("</g>")
     ly = y0 + 22 + len(bars) * row
-    for part, label in (
+    for name, label in (
         ("prefill", "ticket prefill, once (reuse modes)"),
         ("tails", "tails (full and split: whole prompts)"),
         ("other", "other: prompt building, readout, state save"),
     ):
-        out.append(f'<rect x="{gx:.1f}" y="{ly - 9:.1f}" width="11" height="11" fill="{COLORS[part]}"/>')
+        out.append(f'<rect x="{gx:.1f}" y="{ly - 9:.1f}" width="11" height="11" fill="{COLORS[name]}"/>')
         out.append(_t(gx + 15, ly, label, size=11, fill="#444"))
         ly += 16
     return out
@@ -301,12 +301,12 @@ def render_svg(
     return "\n".join(parts) + "\n"
 
 
-def chart_from_report(report: dict[str, Any]) -> str:
+def chart_from_report(report: Report) -> str:
     """Build the chart from a bench report alone (its ``points`` hold what is plotted)."""
-    pts = report.get("points", {})
-    tails = {m: [tuple(p) for p in v] for m, v in pts.get("engine_tails", {}).items()}
-    modes = report.get("modes", {})
-    sp = report.get("speedup", {})
+    pts = part(report, "points")
+    tails = {m: _points(v) for m, v in part(pts, "engine_tails").items()}
+    modes = parts(report, "modes")
+    sp = part(report, "speedup")
 
     def label(m: str) -> str | None:
         k = criteria_subset(report, m)
@@ -315,11 +315,11 @@ def chart_from_report(report: dict[str, Any]) -> str:
     bars = [
         Bar(
             m,
-            modes[m].get("prefill_ms_median") or 0.0,
-            modes[m].get("tails_ms_median") or 0.0,
-            max(0.0, modes[m].get("other_ms_median") or 0.0),
-            sp.get(f"{m}_vs_full"),
-            ticket=modes[m].get("ticket_ms_median"),
+            num(modes[m], "prefill_ms_median") or 0.0,
+            num(modes[m], "tails_ms_median") or 0.0,
+            max(0.0, num(modes[m], "other_ms_median") or 0.0),
+            num(sp, f"{m}_vs_full"),
+            ticket=num(modes[m], "ticket_ms_median"),
             label=label(m),
         )
         for m in SHOWN_MODES
@@ -327,26 +327,23 @@ def chart_from_report(report: dict[str, Any]) -> str:
     ]
     scatters: list[Scatter] = []
     lines: list[Line] = []
-    fit = report.get("cost_fit", {})
-    probe_pts = [tuple(p) for p in pts.get("probe_tails", [])]
-    fresh_pts = [tuple(p) for p in pts.get("fresh", [])]
-    if fit.get("fixed_ms") is not None and fit.get("per_token_ms") is not None:
+    fit = part(report, "cost_fit")
+    probe_pts = _points(pts.get("probe_tails"))
+    fresh_pts = _points(pts.get("fresh"))
+    fixed, per_token = num(fit, "fixed_ms"), num(fit, "per_token_ms")
+    if fixed is not None and per_token is not None:
         lines.append(
-            Line(
-                "fit",
-                f"fit: {fit['fixed_ms']:.1f} ms + {fit['per_token_ms']:.2f} ms/token (R² {fit['r2']:.3f})",
-                fit["fixed_ms"],
-                fit["per_token_ms"],
-            )
+            Line("fit", f"fit: {fixed:.1f} ms + {per_token:.2f} ms/token (R² {fit['r2']:.3f})", fixed, per_token)
         )
-    seed = fit.get("seed_onnx")
-    if seed:
+    seed = part(fit, "seed_onnx")
+    seed_fixed, seed_per_token = num(seed, "fixed_ms"), num(seed, "per_token_ms")
+    if seed_fixed is not None and seed_per_token is not None:
         lines.append(
             Line(
                 "seed",
                 f"seed ONNX Runtime: {seed['fixed_ms']} ms + {seed['per_token_ms']} ms/token",
-                seed["fixed_ms"],
-                seed["per_token_ms"],
+                seed_fixed,
+                seed_per_token,
                 dashed=True,
             )
         )
@@ -357,19 +354,20 @@ def chart_from_report(report: dict[str, Any]) -> str:
     for m in ("serial_truncate", "serial_restore", "fanout", "serial_long"):
         if tails.get(m):
             scatters.append(Scatter(m, f"engine tails: {MODE_LABELS[m]}", tails[m]))
-    wl = report.get("workload", {})
-    model = report.get("model", {})
-    machine = report.get("machine", {})
+    wl = part(report, "workload")
+    model = part(report, "model")
+    machine = part(report, "machine")
     title = (
-        f"triage bench: {model.get('name', '?')}, {wl.get('pack', {}).get('criteria', '?')} "
+        f"triage bench: {model.get('name', '?')}, {part(wl, 'pack').get('criteria', '?')} "
         f"criteria, orderings {wl.get('orderings', '?')}"
     )
-    load = machine.get("load_avg_start") or ["?"]
+    load = seq(machine, "load_avg_start") or ["?"]
     other = machine.get("other_cpu_share")
     said = plain_summary(report)[:2]  # the headline: a warm ticket's time, and against full
+    n = len(seq(wl, "tickets"))
     subtitle = [
-        " ".join(said) if said else report.get("summary", ""),
-        f"{len(wl.get('tickets', []))} ticket{'' if len(wl.get('tickets', [])) == 1 else 's'}"
+        " ".join(said) if said else str(report.get("summary", "")),
+        f"{n} ticket{'' if n == 1 else 's'}"
         f"{' (quick)' if wl.get('quick') else ''}, "
         f"{machine.get('threads', '?')} thread{'' if machine.get('threads') == 1 else 's'} on "
         f"{machine.get('cores', '?')} cores ({machine.get('cpu_model', '?')}), load {load[0]} at start"
@@ -378,3 +376,15 @@ def chart_from_report(report: dict[str, Any]) -> str:
     ]
     note = "engine tails: average tail per (ticket, criterion)"
     return render_svg(bars, scatters, lines, title=title, subtitle=subtitle, note=note)
+
+
+def _points(v: object) -> list[tuple[float, float]]:
+    """A report's ``[[x, y], ...]`` as points (anything else left out)."""
+    return [
+        (x, y)
+        for p in (v if isinstance(v, list) else [])
+        if isinstance(p, list | tuple)
+        and len(p) == 2
+        and isinstance(x := p[0], int | float)
+        and isinstance(y := p[1], int | float)
+    ]

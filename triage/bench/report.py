@@ -21,7 +21,7 @@ import time
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from triage.bench.caches import cache_report
 from triage.bench.drift import drift_report
@@ -41,7 +41,7 @@ from triage.bench.workload import (
 from triage.store.files import write_json_atomic
 
 if TYPE_CHECKING:
-    from triage.bench.runner import BenchRun, Sample
+    from triage.bench.runner import BenchRun, ProbePoint, Sample
 
 SCHEMA = "triage.bench/1"
 SEED_ONNX = {"fixed_ms": 28.4, "per_token_ms": 3.23, "what": "the seed design's ONNX Runtime tails on a CPU"}
@@ -106,7 +106,7 @@ def tail_points(samples: list[Sample], mode: str) -> list[tuple[float, float]]:
     ]
 
 
-def _medians_by_size(points: Iterable[Any], kind: str) -> dict[int, float]:
+def _medians_by_size(points: Iterable[ProbePoint], kind: str) -> dict[int, float]:
     acc: dict[int, list[float]] = defaultdict(list)
     for p in points:
         if p.kind == kind:
@@ -126,16 +126,17 @@ def build_report(run: BenchRun, *, wait: dict[str, object] | None = None) -> dic
     wl = run.workload
     samples = run.samples
     modes = [*wl.modes, SPLIT]
-    report: dict[str, Any] = {
+    report: dict[str, object] = {
         "schema": SCHEMA,
         "created_at": run.started_at,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(run.started_at)),
     }
-    report["workload"] = wl.describe()
+    report["workload"] = workload = wl.describe()
     n_prompts = sum(
         len(c.options) if wl.mode_readout("serial_truncate")[1] == "cyclic" else 1 for c in wl.pack.criteria
     )
-    report["workload"]["pack"]["prompts_per_ticket"] = n_prompts
+    if isinstance(pack_info := workload["pack"], dict):
+        pack_info["prompts_per_ticket"] = n_prompts
 
     # -- machine and noise ------------------------------------------------------------
     machine = machine_info(int(run.engine.get("threads") or 0))
@@ -182,7 +183,7 @@ def build_report(run: BenchRun, *, wait: dict[str, object] | None = None) -> dic
 
     # -- per ticket, speed-ups and the token bound --------------------------------------
     ms = per_ticket_ms(samples)
-    per_ticket: list[dict[str, Any]] = []
+    per_ticket: list[TicketRow] = []
     speedups: dict[str, list[float]] = defaultdict(list)
     closeness: dict[str, list[float]] = defaultdict(list)
     closeness_plain: dict[str, list[float]] = defaultdict(list)
@@ -201,7 +202,7 @@ def build_report(run: BenchRun, *, wait: dict[str, object] | None = None) -> dic
         tot_full_tokens += tok.full_prompts
         tot_reuse_tokens += tok.total_input
         tot_resident_tokens += tok.total_input - tok.stable
-        row: dict[str, Any] = {
+        row: TicketRow = {
             "id": t.id,
             "kind": t.kind,
             "ticket_tokens": tok.ticket,
@@ -227,10 +228,11 @@ def build_report(run: BenchRun, *, wait: dict[str, object] | None = None) -> dic
     report["per_ticket"] = per_ticket
     sp_med = {m: median(v) for m, v in speedups.items()}
     best_serial = max((m for m in SERIAL_MODES if m in sp_med), key=lambda m: sp_med[m], default=None)
-    report["speedup"] = {f"{m}_vs_full": clean(v, 3) for m, v in sp_med.items()}
-    report["speedup"]["serial_vs_full"] = clean(sp_med[best_serial], 3) if best_serial else None
-    report["speedup"]["serial_best_strategy"] = best_serial.split("_", 1)[1] if best_serial else None
-    report["speedup"]["by_kind"] = _by_kind(per_ticket)
+    speedup: dict[str, object] = {f"{m}_vs_full": clean(v, 3) for m, v in sp_med.items()}
+    report["speedup"] = speedup
+    speedup["serial_vs_full"] = clean(sp_med[best_serial], 3) if best_serial else None
+    speedup["serial_best_strategy"] = best_serial.split("_", 1)[1] if best_serial else None
+    speedup["by_kind"] = _by_kind(per_ticket)
     report["token_bound"] = clean(median(bounds), 3)
     report["token_bound_resident"] = clean(median(bounds_resident), 3)
     report["token_bound_note"] = (
@@ -255,9 +257,9 @@ def build_report(run: BenchRun, *, wait: dict[str, object] | None = None) -> dic
 
     # -- the label readout against the letter readout --------------------------------------------
     report["readout"] = _readout_comparison(run, ms)
-    report["learned"] = _learned_cost(ms)
-    if report["learned"] is not None:
-        report["learned"]["apply_ms_per_criterion"] = clean(run.head_ms, 4) if run.head_ms is not None else None
+    report["learned"] = learned = _learned_cost(ms)
+    if learned is not None:
+        learned["apply_ms_per_criterion"] = clean(run.head_ms, 4) if run.head_ms is not None else None
     report["shared_read"] = _shared_cost(run, ms)
 
     # -- drift -------------------------------------------------------------------------------
@@ -294,12 +296,33 @@ def build_report(run: BenchRun, *, wait: dict[str, object] | None = None) -> dic
     return report
 
 
-def _readout_comparison(run: BenchRun, ms: dict[str, dict[str, float]]) -> dict[str, Any]:
+class TicketRow(TypedDict):
+    """One ticket of the report's ``per_ticket``: its tokens, the token bound, and each mode's ms and speed-up."""
+
+    id: str
+    kind: str
+    ticket_tokens: int
+    stable_tokens: int
+    prefix_tokens: int
+    tail_tokens: int
+    full_tokens: int
+    reuse_tokens: int
+    token_bound: float | None
+    token_bound_resident: float | None
+    prompt_build_ms: float | None
+    ms: dict[str, float | None]
+    speedup: dict[str, float | None]
+
+
+def _readout_comparison(run: BenchRun, ms: dict[str, dict[str, float]]) -> dict[str, object]:
     """Each reuse mode against letter_serial (the default before the label readout), ticket by
     ticket, and against llama.cpp's raw prompt processing of the same number of tokens."""
     raw = {(p.ticket_id, p.kind.split(":", 1)[1]): p.ms for p in run.probe if p.kind.startswith("raw:")}
     raw_tokens = {(p.ticket_id, p.kind.split(":", 1)[1]): p.tokens for p in run.probe if p.kind.startswith("raw:")}
-    out: dict[str, Any] = {
+    vs_letters: dict[str, float | None] = {}
+    vs_raw: dict[str, float | None] = {}
+    per_ticket: dict[str, dict[str, dict[str, float | int | None]]] = {}
+    out: dict[str, object] = {
         "readout": run.workload.readout,
         "baseline": LETTER_MODE,
         "what": (
@@ -308,9 +331,9 @@ def _readout_comparison(run: BenchRun, ms: dict[str, dict[str, float]]) -> dict[
             "sequence in an empty cache (the machine's physical limit "
             "for that work), median over tickets; 1.0 = at the limit."
         ),
-        "speedup_vs_letter_serial": {},
-        "vs_raw": {},
-        "per_ticket": {},
+        "speedup_vs_letter_serial": vs_letters,
+        "vs_raw": vs_raw,
+        "per_ticket": per_ticket,
     }
     base = ms.get(LETTER_MODE, {})
     for m in REUSE_MODES:
@@ -319,11 +342,11 @@ def _readout_comparison(run: BenchRun, ms: dict[str, dict[str, float]]) -> dict[
         sp = [base[t] / ms[m][t] for t in ms[m] if t in base and ms[m][t] > 0]
         vr = [ms[m][t] / raw[(t, m)] for t in ms[m] if (t, m) in raw and raw[(t, m)] > 0]
         if m != LETTER_MODE and sp:
-            out["speedup_vs_letter_serial"][m] = clean(median(sp), 3)
+            vs_letters[m] = clean(median(sp), 3)
         if vr:
-            out["vs_raw"][m] = clean(median(vr), 3)
+            vs_raw[m] = clean(median(vr), 3)
         for t in ms[m]:
-            row = out["per_ticket"].setdefault(t, {})
+            row = per_ticket.setdefault(t, {})
             row[m] = {
                 "ms": clean(ms[m][t], 1),
                 "tokens_evaluated": raw_tokens.get((t, m)),
@@ -387,17 +410,17 @@ def _shared_cost(run: BenchRun, ms: dict[str, dict[str, float]]) -> dict[str, ob
     }
 
 
-def _by_kind(per_ticket: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def _by_kind(per_ticket: list[TicketRow]) -> dict[str, dict[str, object]]:
     out: dict[str, dict[str, object]] = {}
     for kind in dict.fromkeys(r["kind"] for r in per_ticket):
         rows = [r for r in per_ticket if r["kind"] == kind]
         out[kind] = {
             "n": len(rows),
-            "token_bound": clean(median([r["token_bound"] for r in rows]), 3),
-            "token_bound_resident": clean(median([r["token_bound_resident"] for r in rows]), 3),
+            "token_bound": clean(median([b for r in rows if (b := r["token_bound"]) is not None]), 3),
+            "token_bound_resident": clean(median([b for r in rows if (b := r["token_bound_resident"]) is not None]), 3),
         }
         for m in REUSE_MODES:
-            vals = [r["speedup"][m] for r in rows if m in r["speedup"]]
+            vals = [v for r in rows if (v := r["speedup"].get(m)) is not None]
             if vals:
                 out[kind][f"{m}_vs_full"] = clean(median(vals), 3)
     return out
@@ -454,7 +477,7 @@ def _cost_and_raw(run: BenchRun, readout_ms: float | None) -> tuple[dict[str, ob
     fresh = _medians_by_size(run.probe, "fresh")
     tail_ms = _medians_by_size(run.probe, "tail")
     fanout_fresh = [p for p in run.probe if p.kind == "fanout_fresh"]
-    raw: dict[str, Any] = {
+    raw: dict[str, object] = {
         "what": "prompt processing of fresh sequences in an empty cache (NativeModel.decode), the physical reference",
         "sizes": [
             {
@@ -468,12 +491,11 @@ def _cost_and_raw(run: BenchRun, readout_ms: float | None) -> tuple[dict[str, ob
             for k, v in fresh.items()
         ],
     }
+    batch_rate: float | None = None  # fanout's whole batch decoded fresh, tokens/s
     if fanout_fresh:
         n = median([p.tokens for p in fanout_fresh])
-        raw["fanout_batch"] = {
-            "tokens": clean(n, 1),
-            "fresh_tokens_per_s": clean(median([1000 * p.tokens / p.ms for p in fanout_fresh]), 1),
-        }
+        batch_rate = clean(median([1000 * p.tokens / p.ms for p in fanout_fresh]), 1)
+        raw["fanout_batch"] = {"tokens": clean(n, 1), "fresh_tokens_per_s": batch_rate}
     ratios: dict[str, object] = {}
     for m in SERIAL_MODES:
         pts = tail_points(samples, m)
@@ -485,8 +507,7 @@ def _cost_and_raw(run: BenchRun, readout_ms: float | None) -> tuple[dict[str, ob
                     vals.append((1000 * x / y) / (1000 * near[0] / near[1]))
             ratios[m] = clean(median(vals), 3)
     fo = by_mode(samples, "fanout")
-    if fo and fanout_fresh:
-        ref = raw["fanout_batch"]["fresh_tokens_per_s"]
+    if fo and fanout_fresh and (ref := batch_rate) is not None:
         vals = [
             (1000 * s.result.tokens.tails / s.result.timing.tails_ms) / ref for s in fo if s.result.timing.tails_ms > 0
         ]

@@ -335,7 +335,7 @@ class BenchRunner:
         data = self.run_data
         data.load_ms = eng.load_ms
         data.rss_after_load_mb = _rss_mb()
-        data.model = eng.model_info
+        data.model = dict(eng.model_info)
         data.engine = {
             "n_ctx": eng.n_ctx,
             "threads": eng.native.n_threads,

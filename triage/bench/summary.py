@@ -7,7 +7,7 @@ prints are defined in bench/README.md, "Glossary".
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 from triage.bench.workload import SPLIT
 from triage.scoring.options import DEFAULT_MODE  # the mode score and the app use
@@ -20,6 +20,34 @@ MODE_WORDS = {
     "shared_learned": "a learned head read at one point after the ticket",
     "letter_serial": "the old lettered options, every rotation",
 }
+
+
+Report = Mapping[str, object]
+"""A bench report (``triage.bench/1``, :func:`triage.bench.report.build_report`), read through :func:`part` and
+:func:`num`: a part or a figure a run did not measure reads as empty or None."""
+
+
+def part(d: Mapping[str, object], key: str) -> Mapping[str, object]:
+    """``d[key]`` when it is an object, else an empty one (a part the run did not measure)."""
+    v = d.get(key)
+    return v if isinstance(v, Mapping) else {}
+
+
+def parts(d: Mapping[str, object], key: str) -> dict[str, Mapping[str, object]]:
+    """``d[key]``'s entries that are objects (``modes``, ``by_kind``), by name."""
+    return {k: v for k, v in part(d, key).items() if isinstance(v, Mapping)}
+
+
+def num(d: Mapping[str, object], key: str) -> float | None:
+    """``d[key]`` when it is a number (not a bool), else None."""
+    v = d.get(key)
+    return v if isinstance(v, int | float) and not isinstance(v, bool) else None
+
+
+def seq(d: Mapping[str, object], key: str) -> Sequence[object]:
+    """``d[key]`` when it is a list (or, in a report not yet written, a tuple), else an empty one."""
+    v = d.get(key)
+    return v if isinstance(v, list | tuple) else ()
 
 
 def number(v: float) -> str:
@@ -62,53 +90,53 @@ def _ms(v: float | None) -> str:
     return "?" if v is None else f"{v:,.0f} ms"
 
 
-def headline_mode(report: dict[str, Any]) -> str | None:
+def headline_mode(report: Report) -> str | None:
     """The mode the summary leads with: triage's default when the run has it, else the fastest one timed."""
-    modes = {m: d for m, d in (report.get("modes") or {}).items() if d and d.get("ticket_ms_median")}
-    if DEFAULT_MODE in modes:
+    timed = {m: ms for m, d in parts(report, "modes").items() if (ms := num(d, "ticket_ms_median"))}
+    if DEFAULT_MODE in timed:
         return DEFAULT_MODE
-    reuse = [m for m in modes if m not in ("full", SPLIT)]
-    return min(reuse, key=lambda m: modes[m]["ticket_ms_median"], default=None)
+    reuse = [m for m in timed if m not in ("full", SPLIT)]
+    return min(reuse, key=lambda m: timed[m], default=None)
 
 
-def plain_summary(report: dict[str, Any]) -> list[str]:
+def plain_summary(report: Report) -> list[str]:
     """What a run found, in sentences a support engineer reads without the glossary, from the report's figures."""
     out: list[str] = []
-    modes = report.get("modes") or {}
+    modes = parts(report, "modes")
     mode = headline_mode(report)
-    n = len((report.get("workload") or {}).get("tickets") or [])
+    n = len(seq(part(report, "workload"), "tickets"))
     if mode is not None:
         d = modes[mode]
         out.append(
             f"A warm ticket (the criteria already loaded, as in a running session) takes "
-            f"{_ms(d.get('ticket_ms_median'))} to score with {MODE_WORDS.get(mode, mode)}"
+            f"{_ms(num(d, 'ticket_ms_median'))} to score with {MODE_WORDS.get(mode, mode)}"
             + (f": the median of {n} tickets." if n > 1 else ".")
         )
-        speed = (report.get("speedup") or {}).get(f"{mode}_vs_full")
-        full = (modes.get("full") or {}).get("ticket_ms_median")
+        speed = num(part(report, "speedup"), f"{mode}_vs_full")
+        full = num(part(modes, "full"), "ticket_ms_median")
         if speed is not None:
             out.append(
                 f"That is {times(speed, 'scoring each question whole')} ({_ms(full)}: every question re-reads "
                 "the ticket)."
             )
-        vs_raw = ((report.get("readout") or {}).get("vs_raw") or {}).get(mode)
+        vs_raw = num(part(part(report, "readout"), "vs_raw"), mode)
         if vs_raw:
             out.append(
                 f"It is {slower_or_faster_time(vs_raw, 'llama.cpp alone reading the same tokens')} "
                 "(llama.cpp's raw speed is about the most this machine can do)."
             )
-    cost = (report.get("learned") or {}).get("cost_vs_fanout")
+    cost = num(part(report, "learned"), "cost_vs_fanout")
     if cost is not None:
         out.append(f"A learned head on every question costs {extra(cost)} than without one.")
-    shared = (report.get("shared_read") or {}).get("by_kind") or {}
-    said = [f"{times(1 / v['ratio'])} on {k} tickets" for k, v in shared.items() if v.get("ratio")]
+    shared = parts(part(report, "shared_read"), "by_kind")
+    said = [f"{times(1 / ratio)} on {k} tickets" for k, v in shared.items() if (ratio := num(v, "ratio"))]
     if said:
         out.append(
             "Reading every learned question at one point after the ticket, instead of after each question: "
             + ", ".join(said)
             + "."
         )
-    drift = report.get("drift") or {}
+    drift = part(report, "drift")
     if drift.get("compared_vs_full"):
         flips = drift.get("choice_flips_vs_full", 0)
         worst = drift.get("max_abs_prob_vs_full")
@@ -119,29 +147,30 @@ def plain_summary(report: dict[str, Any]) -> list[str]:
     same = drift.get("max_abs_prob_same_split")
     if same:  # must be 0: reuse is exact against the same token split
         out.append(f"WARNING: reuse was not exact (probabilities differ by {same:g} from the same split; must be 0).")
-    default = (report.get("stable_cache") or {}).get("default") or {}
-    if default.get("warm_first_ticket_ms") is not None and default.get("cold_first_ticket_ms") is not None:
+    default = part(part(report, "stable_cache"), "default")
+    warm, cold = num(default, "warm_first_ticket_ms"), num(default, "cold_first_ticket_ms")
+    if warm is not None and cold is not None:
         out.append(
-            f"After a restart, the first ticket takes {_ms(default['warm_first_ticket_ms'])} instead of "
-            f"{_ms(default['cold_first_ticket_ms'])}: the criteria's saved state is read from disk."
+            f"After a restart, the first ticket takes {_ms(warm)} instead of "
+            f"{_ms(cold)}: the criteria's saved state is read from disk."
         )
-    if (report.get("machine") or {}).get("warnings"):
+    if part(report, "machine").get("warnings"):
         out.append("The machine was busy during the run: these timings are noisy (warnings below).")
     return out
 
 
-def summary_line(report: dict[str, object]) -> str:
+def summary_line(report: Report) -> str:
     """The plain summary as one paragraph (the report's ``summary``)."""
     return " ".join(plain_summary(report))
 
 
-def where_time_goes(report: dict[str, Any]) -> dict[str, str]:
+def where_time_goes(report: Report) -> dict[str, str]:
     """A sentence per mode on where its median ticket spends time."""
     out: dict[str, str] = {}
-    for m, d in report["modes"].items():
+    for m, d in parts(report, "modes").items():
         if not d:
             continue
-        total = d["ticket_ms_median"] or 0.0
+        total = num(d, "ticket_ms_median") or 0.0
         if m in ("full", SPLIT):
             out[m] = (
                 f"{d['tails_ms_median']:.0f} of {total:.0f} ms evaluating {d['tokens_evaluated_median']:.0f} tokens "
@@ -158,8 +187,8 @@ def where_time_goes(report: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def criteria_subset(report: dict[str, Any], mode: str) -> int | None:
+def criteria_subset(report: Report, mode: str) -> int | None:
     """How many criteria ``mode`` scored when it scored fewer than the pack has (split may), else None."""
-    k = (report.get("modes", {}).get(mode) or {}).get("criteria_scored")
-    n = report.get("workload", {}).get("pack", {}).get("criteria")
-    return k if k and n and k < n else None
+    k = part(part(report, "modes"), mode).get("criteria_scored")
+    n = num(part(part(report, "workload"), "pack"), "criteria")
+    return k if isinstance(k, int) and k and n and k < n else None

@@ -170,9 +170,9 @@ def read_tickets(path: Path) -> list[BenchTicket]:
         n, obj = item.line, item.obj
         if obj is None:
             raise InputError(f"{path} line {n}: {item.error}")
-        if not isinstance(obj.get("text"), str) or not obj["text"].strip():
+        text = obj.get("text")
+        if not isinstance(text, str) or not text.strip():
             raise InputError(f'{path} line {n}: expected an object with a non-empty "text"')
-        text = obj["text"]
         out.append(
             BenchTicket(
                 id=item.row_id(),

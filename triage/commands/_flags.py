@@ -8,21 +8,33 @@ A flag that overrides a setting takes its help text (description and default) fr
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from collections.abc import Callable
+from typing import TypedDict, Unpack
 
 from triage.settings import RETIRED, SETTINGS, retired_flag, retired_message
 
 MODEL_DEFAULT = f"TRIAGE_MODEL, else the config's model, else {SETTINGS['model'].unset}"
 
 
-def add_setting(parser: Any, key: str, *, default: object = None, **kw: Any) -> argparse.Action:
+class FlagOptions(TypedDict, total=False):
+    """The ``add_argument`` keywords a setting's flag may be given."""
+
+    metavar: str
+    type: Callable[[str], object]
+    action: str
+    help: str
+
+
+def add_setting(
+    parser: argparse._ActionsContainer, key: str, *, default: object = None, **kw: Unpack[FlagOptions]
+) -> argparse.Action:
     """The flag of setting ``key`` (``--n-ctx`` for ``n_ctx``), its help from the setting.
 
     Args:
         parser: a parser or an argument group.
         default: this command's own default (eval's ``1024``) or words for it, shown in the help
             (the value itself is set by the caller); None: the config's, else the setting's default.
-        kw: ``add_argument``'s other arguments (``type``, ``metavar``, ``action``...).
+        kw: ``add_argument``'s other arguments (``type``, ``metavar``, ``action``, ``help``).
     """
     setting = SETTINGS[key]
     assert setting.flag is not None, f"setting {key} has no flag"

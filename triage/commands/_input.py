@@ -9,10 +9,12 @@ spellings work on the other commands too.
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from triage.domain.pack import Pack
+    from triage.intake.columns import ColumnMap
+    from triage.learning.labelled import LabelledSet
 
 INPUT_HELP = """\
 Input: triage's JSON Lines ({"id", "text", "labels": {criterion: option}}), or a helpdesk
@@ -67,7 +69,7 @@ def add_input_arguments(p: argparse.ArgumentParser, *, labels: bool = True, scor
         )
 
 
-def column_map(args: argparse.Namespace) -> Any:
+def column_map(args: argparse.Namespace) -> ColumnMap:
     """The :class:`~triage.intake.columns.ColumnMap` of the parsed flags."""
     from triage.intake.columns import ColumnMap
 
@@ -82,7 +84,7 @@ def column_map(args: argparse.Namespace) -> Any:
 
 def labelled_rows(
     args: argparse.Namespace, path: str, pack: Pack, *, partial: bool = False, per_option: int | None = None
-) -> Any:
+) -> LabelledSet:
     """The labelled rows of ``path`` read through the flags (:func:`triage.learning.labelled.read_labelled`)."""
     from triage.learning.labelled import read_labelled
 

@@ -10,10 +10,14 @@ and the next is sent; a server that cannot be used stops the run (:mod:`triage.s
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from triage.errors import InputError
+
+if TYPE_CHECKING:
+    from triage.commands._records import RecordWriter
+    from triage.domain.ticket import Ticket
 
 ENV = "TRIAGE_SERVER"
 # flags that only mean something where the model runs: (attribute, flag, its value when not given)
@@ -47,6 +51,7 @@ def server_of(args: argparse.Namespace, config: dict[str, object] | None = None)
 
     if args.server is not None and not args.server.strip():
         return None  # `--server ''`: here, whatever the environment or the config says
+    url: str | None
     if args.server is not None:
         url, source, undo = args.server, "--server", "leave out --server"
     elif (env := text(ENV)) is not None:
@@ -83,7 +88,26 @@ def remote_token(args: argparse.Namespace, say: Callable[[str], None]) -> str | 
     return token_of(args, lambda m: say(f"triage: {m}"), min_length=1)
 
 
-def _pack_name(args: argparse.Namespace, health: dict[str, Any], url: str) -> str | None:
+class InputRow(Protocol):
+    """One input ticket as ``triage score`` read it (its ``Row``), or the error that stopped it from being one."""
+
+    @property
+    def line(self) -> int | None: ...
+
+    @property
+    def ticket_id(self) -> str | None: ...
+
+    @property
+    def text(self) -> str | None: ...
+
+    @property
+    def error(self) -> str | None: ...
+
+    @property
+    def messages(self) -> object: ...
+
+
+def _pack_name(args: argparse.Namespace, health: Mapping[str, object], url: str) -> str | None:
     """The name of ``--pack``'s pack, checked to be the very pack the server loaded (by hash); None: the default.
 
     Raises:
@@ -94,7 +118,8 @@ def _pack_name(args: argparse.Namespace, health: dict[str, Any], url: str) -> st
     from triage.domain.pack import resolve_pack
 
     pack = resolve_pack(args.pack)
-    theirs = {p.get("name"): p for p in health.get("packs", []) if isinstance(p, dict)}
+    packs = health.get("packs", [])
+    theirs = {p.get("name"): p for p in (packs if isinstance(packs, list) else []) if isinstance(p, dict)}
     if pack.name not in theirs:
         raise InputError(
             f"the server at {url} has no pack named {pack.name!r} (it has: {', '.join(map(str, theirs)) or 'none'})",
@@ -111,8 +136,8 @@ def _pack_name(args: argparse.Namespace, health: dict[str, Any], url: str) -> st
 def score_remote(
     url: str,
     args: argparse.Namespace,
-    tickets: list[tuple[Any, Any]],
-    writer: Any,
+    tickets: Sequence[tuple[InputRow, Ticket | None]],
+    writer: RecordWriter,
     say: Callable[[str], None],
     token: str | None = None,
 ) -> int:
@@ -130,7 +155,8 @@ def score_remote(
     with ServeClient(url, token, say=lambda m: say(f"triage: {m}")) as client:
         health = client.health()
         pack = _pack_name(args, health, client.url)
-        model = health.get("model", {}).get("name") if isinstance(health.get("model"), dict) else None
+        info = health.get("model")
+        model = info.get("name") if isinstance(info, dict) else None
         say(f"triage: scoring on the server at {client.url} ({model or 'its model'}): no model loaded here")
         fields: dict[str, object] = {k: getattr(args, k, None) for k in FIELDS if getattr(args, k, None) is not None}
         if pack is not None:
@@ -155,7 +181,8 @@ def score_remote(
                 say(f"triage: error: ticket {ticket.id}: {exc.message}")
                 writer.write({"ticket_id": ticket.id, "line": row.line, "error": exc.message})
                 continue
-            for w in record.get("warnings") or []:
+            warnings = record.get("warnings") or []
+            for w in warnings if isinstance(warnings, list) else []:
                 say(f"triage: warning: ticket {ticket.id}: {w}")
             if writer.fmt == "table":
                 print_table(ticket_result_from_dict(record))

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, NamedTuple
 
 from triage.commands._input import INPUT_HELP
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from triage.domain.pack import Pack
+    from triage.evaluation.labelled_runs import ScoringRun
+    from triage.evaluation.runner import Scored
+    from triage.learning.learn import LearnOutcome
+    from triage.scoring.head import Head
 
 NAME = "learn"
 ORDER = 46
@@ -304,7 +313,7 @@ def run(args: argparse.Namespace) -> int:
                     f"to fit on and {len(held.rows)} held out; both need rows"
                 )
         parts = [("learn", rows.rows)] + ([("holdout", held.rows)] if held is not None else [])
-        fits: dict[str, tuple[Any, ...]] = {}
+        fits: dict[str, _Fit] = {}
         for read in reads:  # with --read auto both positions, then the better by cross-validation
             known = merged.known if read == TAIL else None  # the history keeps tail features only
             run_ = score_sets(engine, pack, parts, err, "label", features=True, known=known, prior=False, read=read)
@@ -355,7 +364,7 @@ def run(args: argparse.Namespace) -> int:
             )
             if with_starter is not None:
                 starter.rows_info(with_starter, head)
-            fits[read] = (run_, scored, features, logprobs, labels, head, outcomes)
+            fits[read] = _Fit(run_, scored, features, logprobs, labels, head, outcomes)
         read, why = _choose_read(fits) if len(fits) > 1 else (reads[0], None)
         run_, scored, features, logprobs, labels, head, outcomes = fits[read]
         if why is not None:
@@ -371,10 +380,10 @@ def run(args: argparse.Namespace) -> int:
                 "cut": scored.cut,
             }
         )
-    known = sum(s_.known for s_ in run_.sets)
+    kept = sum(s_.known for s_ in run_.sets)
     loaded = "" if getattr(engine, "loaded", True) else " · nothing to score, so the model was not loaded"
     err.print(
-        f"cache: {run_.hits} hit(s), {run_.misses} scored, {known} kept in the "
+        f"cache: {run_.hits} hit(s), {run_.misses} scored, {kept} kept in the "
         f"history · {scored.cut} ticket(s) cut to {cut_to}{loaded}",
         markup=False,
         highlight=False,
@@ -458,12 +467,24 @@ def run(args: argparse.Namespace) -> int:
 AUTO_TOLERANCE = 0.01  # the shared position is chosen unless it cross-validates this much worse than the tails
 
 
-def _choose_read(fits: dict) -> tuple[str, str]:
+class _Fit(NamedTuple):
+    """What one read position learned: its scoring, the fit's inputs, the head and each criterion's outcome."""
+
+    run: ScoringRun
+    scored: Scored
+    features: dict[str, np.ndarray]
+    logprobs: dict[str, np.ndarray]
+    labels: dict[str, list[int]]
+    head: Head
+    outcomes: list[LearnOutcome]
+
+
+def _choose_read(fits: dict[str, _Fit]) -> tuple[str, str]:
     """With --read auto: the shared position unless its heads cross-validate worse than the tails' (mean balanced
     accuracy over the criteria both learned, by more than :data:`AUTO_TOLERANCE`), or it learns fewer criteria."""
     tail, shared = list(fits)
     cv = {
-        r: {o.criterion: o.cv["balanced_accuracy"] for o in f[6] if not o.refused and o.cv.get("folds")}
+        r: {o.criterion: o.cv["balanced_accuracy"] for o in f.outcomes if not o.refused and o.cv.get("folds")}
         for r, f in fits.items()
     }
     both = sorted(set(cv[tail]) & set(cv[shared]))
@@ -482,15 +503,15 @@ def _choose_read(fits: dict) -> tuple[str, str]:
     )
 
 
-def _head_name(pack: object, files: list[str], history: bool, rows: int) -> str:
+def _head_name(pack: Pack, files: list[str], history: bool, rows: int) -> str:
     """A readable name for the head: what it was learned from."""
     what = [Path(f).name for f in files] + (
         [f"{rows} labelled tickets in the history"] if history and not files else ["the history"] if history else []
     )
-    return f"{getattr(pack, 'name', 'pack')} head from {' + '.join(what)}"
+    return f"{pack.name} head from {' + '.join(what)}"
 
 
-def _zero_shot_bacc(logprobs: object, y: list[int]) -> float:
+def _zero_shot_bacc(logprobs: np.ndarray, y: list[int]) -> float:
     """Balanced accuracy of the zero-shot readout on the training rows (what learning is measured against)."""
     import numpy as np
 

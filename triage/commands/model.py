@@ -10,7 +10,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from rich.progress import Progress, TaskID
+
+    from triage.model.catalog import Catalog
 
 NAME = "model"
 HELP = "list, download (pull), verify and locate models"
@@ -70,13 +77,37 @@ def run(args: argparse.Namespace) -> int:
     return action(args)
 
 
-def model_rows() -> list[dict[str, Any]]:
+class ModelRow(TypedDict):
+    """One model of ``triage model list --json``: its catalog facts and its installed state."""
+
+    name: str
+    title: str
+    default: bool
+    stand_in: bool
+    stand_in_rank: int
+    installed: bool
+    state: str
+    verified: bool
+    problem: str | None
+    path: str | None
+    size: int | None
+    installed_size: int | None
+    sha256: str | None
+    installed_sha256: str | None
+    hash_origin: str
+    licence: str
+    source: str
+    short_source: str
+    pulled_at: str | None
+
+
+def model_rows() -> list[ModelRow]:
     """One dict per catalog entry: catalog facts plus its installed state."""
     from triage.model.catalog import load_catalog
     from triage.model.installed import inspect_installed
 
     catalog = load_catalog()
-    rows = []
+    rows: list[ModelRow] = []
     for entry in catalog.entries.values():
         inst = inspect_installed(entry)
         rows.append(
@@ -161,8 +192,8 @@ class _RichProgress:
         from rich.console import Console
 
         self.console = Console(stderr=True)
-        self._bar: Any = None
-        self._task: object = None
+        self._bar: Progress | None = None
+        self._task: TaskID | None = None
 
     def note(self, message: str) -> None:
         self.console.print(f"[bold]pull:[/] {message}", highlight=False)
@@ -183,7 +214,7 @@ class _RichProgress:
         self._task = self._bar.add_task(description, total=total)
 
     def advance(self, nbytes: int) -> None:
-        if self._bar is not None:
+        if self._bar is not None and self._task is not None:
             self._bar.advance(self._task, nbytes)
 
     def stop(self) -> None:
@@ -297,7 +328,7 @@ def _verify(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-def _verify_file(path: Any, catalog: Any) -> int:
+def _verify_file(path: Path, catalog: Catalog) -> int:
     """A .gguf that is no installed catalog model: hash it, and name the catalog entry it is, if any."""
     from triage.domain.ticket import printable
     from triage.model.resolve import cached_sha256

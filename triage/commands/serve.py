@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from triage.errors import InputError
 from triage.settings import SETTINGS
+
+if TYPE_CHECKING:
+    from triage.domain.pack import Pack
+    from triage.serve.app import ServeSettings
 
 NAME = "serve"
 ORDER = 15
@@ -194,15 +199,13 @@ def _positive(value: object, what: str) -> int:
     return value
 
 
-def settings_of(args: argparse.Namespace, config: dict[str, object]) -> Any:
+def settings_of(args: argparse.Namespace, config: dict[str, object]) -> tuple[ServeSettings, int]:
     """The :class:`~triage.serve.app.ServeSettings` of the command line and config; checked before the model loads.
 
     Raises:
         InputError: another host without a token, a bad port or limit, a pack that cannot be read, two packs
             of one name.
     """
-    from pathlib import Path
-
     from triage.commands._token import token_of
     from triage.domain.pack import resolve_pack
     from triage.serve.app import LOOPBACK, ServeSettings
@@ -225,7 +228,7 @@ def settings_of(args: argparse.Namespace, config: dict[str, object]) -> Any:
             raise InputError(f"--{name.replace('_', '-')} must be a number of seconds above 0 (at most 3600)")
     wanted = Settings.of(config)
     paths = args.pack or [wanted.pack]
-    packs: dict[str, Any] = {}
+    packs: dict[str, Pack] = {}
     for path in paths:
         pack = resolve_pack(path)
         if pack.name in packs:
@@ -257,7 +260,7 @@ def _say(line: str) -> None:
     print(printable(line), file=sys.stderr, flush=True)
 
 
-def _check_history(path: Any) -> None:
+def _check_history(path: Path | None) -> None:
     """Open the history now: one that cannot be written stops the server before the model loads, and one that
     was damaged and moved aside is said, naming both files."""
     from triage.store.history import History
@@ -265,7 +268,7 @@ def _check_history(path: Any) -> None:
 
     target = path if path is not None else user_dirs().history_db
 
-    def aside() -> set[Any]:
+    def aside() -> set[Path]:
         if not target.parent.is_dir():
             return set()
         return {p for p in target.parent.glob(f"{target.name}.bad-*") if not p.name.endswith(("-wal", "-shm"))}

@@ -8,7 +8,7 @@ and eval read it. :meth:`TicketResult.to_dict` is the JSON form documented in
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 SCHEMA = "triage.result/3"
 OLD_SCHEMAS = ("triage.result/1", "triage.result/2")  # read back (history); /1 with readout "letter", /2 as one message
@@ -106,14 +106,31 @@ class ThreadInfo:
     compaction_moved: bool = False  # the compaction cut moved since the last score (re-read from there)
 
 
+class ModelInfo(TypedDict):
+    """Which model scored a result (``model`` in the schema; the engine's ``model_info``)."""
+
+    name: str
+    path: str
+    sha256: str
+    stand_in: bool
+
+
+class PackInfo(TypedDict):
+    """Which pack scored a result (``pack`` in the schema)."""
+
+    name: str
+    version: str
+    hash: str
+
+
 @dataclass
 class TicketResult:
     """Everything scoring one ticket produced."""
 
     ticket_id: str
     ticket_sha256: str
-    model: dict[str, Any]  # {name, path, sha256, stand_in}
-    pack: dict[str, Any]  # {name, version, hash}
+    model: ModelInfo
+    pack: PackInfo
     prompt_format: str
     mode: str
     orderings: str

@@ -23,9 +23,8 @@ moving the cut every turn. A fresh score of the same thread compacts it the same
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from triage.errors import InputError
 
@@ -146,7 +145,7 @@ def messages_from(value: object, clean: Callable[[str], str]) -> tuple[Message, 
     return tuple(out)
 
 
-def row_body(obj: dict[str, object]) -> tuple[str | None, Any]:
+def row_body(obj: Mapping[str, object]) -> tuple[str | None, object]:
     """A row's ticket: ``(text, None)``, ``(None, messages)``, or raise when it is neither or both.
 
     Raises:

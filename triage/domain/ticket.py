@@ -20,7 +20,7 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from triage.bounded import Bounded, loads_json, mib, read_bounded
 from triage.domain.thread import Message, messages_from, render
@@ -211,13 +211,19 @@ def read_text_file(path: str | Path, what: str, *, limit: int = MAX_INPUT_BYTES)
     return decode_ticket_bytes(data, str(path))
 
 
-def read_stream(stream: object, source: str = "standard input", *, limit: int = MAX_INPUT_BYTES) -> str:
+class _Reads(Protocol):
+    """A binary stream (standard input's buffer)."""
+
+    def read(self, n: int, /) -> bytes: ...
+
+
+def read_stream(stream: _Reads, source: str = "standard input", *, limit: int = MAX_INPUT_BYTES) -> str:
     """Read a binary stream (stdin) as :func:`read_text_file` reads a file: at most ``limit`` bytes.
 
     Raises:
         InputError: as :func:`read_text_file`.
     """
-    data = stream.read(limit + 1)  # type: ignore[attr-defined]
+    data = stream.read(limit + 1)
     if len(data) > limit:
         raise InputError(
             f"{source} holds more than {mib(limit)}; triage reads at most that much at once",
@@ -295,7 +301,7 @@ class JsonLine:
     """One non-blank line of a JSON Lines file: an object, or why it is not one."""
 
     line: int  # 1-based
-    obj: dict[str, Any] | None
+    obj: dict[str, object] | None
     error: str | None = None  # without the location; callers prefix "<file> line N: "
 
     def row_id(self) -> str:

@@ -13,11 +13,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from triage import gate
 from triage.errors import InputError
 from triage.intake.html import html_to_text
+
+if TYPE_CHECKING:
+    from triage.intake.readers import Export
 
 Unmapped = Literal["skip", "error"]
 TEXT_SEPARATOR = "\n\n"
@@ -71,7 +74,8 @@ class ColumnMap:
             raise InputError(f"--unmapped is skip or error, got {unmapped!r}")
         explicit = text is not None or id_column is not None or bool(labels)
         id_col = id_column.strip() if id_column else "id"
-        return ColumnMap(cols, id_col, by, unmapped, explicit, not keep_html)  # type: ignore[arg-type]
+        mode: Unmapped = "skip" if unmapped == "skip" else "error"
+        return ColumnMap(cols, id_col, by, mode, explicit, not keep_html)
 
     def label_columns(self, criteria: Sequence[str], columns: Sequence[str]) -> dict[str, str]:
         """Criterion id -> column, for the criteria this export labels.
@@ -119,7 +123,7 @@ def check_columns(wanted: Mapping[str, Sequence[str]], columns: Sequence[str], s
                 )
 
 
-def get_value(data: dict[str, object], name: str) -> Any:
+def get_value(data: dict[str, object], name: str) -> object:
     """The value of column ``name`` in a record: the key as it stands, else the dotted path; None when absent."""
     if name in data:
         return data[name]
@@ -262,7 +266,7 @@ def export_tickets(path: str, columns: ColumnMap) -> Iterator[ExportTicket]:
     return _tickets(export, columns, id_col)
 
 
-def _tickets(export: Any, columns: ColumnMap, id_col: str | None) -> Iterator[ExportTicket]:
+def _tickets(export: Export, columns: ColumnMap, id_col: str | None) -> Iterator[ExportTicket]:
     for rec in export.records():
         if rec.data is None:
             yield ExportTicket(rec.n, rec.where, None, None, f"{rec.where}: {rec.error}")

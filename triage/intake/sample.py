@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Generic, Protocol, TypeVar
 
 SAMPLE_SALT = "triage-sample/1"
 
@@ -45,22 +45,25 @@ class _Row(Protocol):
     def labels(self) -> dict[str, str]: ...
 
 
+_R = TypeVar("_R", bound=_Row)
+
+
 def sample_bucket(row_id: str) -> float:
     """A number in [0, 1) fixed by the id alone (independent of the split's)."""
     digest = hashlib.sha256(f"{SAMPLE_SALT}:{row_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
-class StratifiedSample:
+class StratifiedSample(Generic[_R]):
     """Keeps up to ``per_option`` rows per (criterion, option) as rows are offered."""
 
     def __init__(self, per_option: int) -> None:
         self.per_option = per_option
         self._heaps: dict[tuple[str, str], list[tuple[float, str]]] = {}  # (-bucket, id): the largest bucket on top
-        self._rows: dict[str, tuple[Any, int]] = {}  # id -> (row, how many heaps hold it)
+        self._rows: dict[str, tuple[_R, int]] = {}  # id -> (row, how many heaps hold it)
         self.offered = 0
 
-    def offer(self, row: _Row) -> None:
+    def offer(self, row: _R) -> None:
         """Consider one row (ids are unique among the rows offered and not removed)."""
         self.offered += 1
         b = sample_bucket(row.id)
@@ -102,14 +105,14 @@ class StratifiedSample:
         else:
             self._rows[row_id] = (row, refs - 1)
 
-    def rows(self) -> list[Any]:
+    def rows(self) -> list[_R]:
         """The sample, in file order."""
         return sorted((r for r, _ in self._rows.values()), key=lambda r: r.line)
 
 
-def sample_rows(rows: Iterable[_Row], per_option: int) -> list[Any]:
+def sample_rows(rows: Iterable[_R], per_option: int) -> list[_R]:
     """The stratified sample of a list of rows (see :class:`StratifiedSample`)."""
-    s = StratifiedSample(per_option)
+    s: StratifiedSample[_R] = StratifiedSample(per_option)
     for r in rows:
         s.offer(r)
     return s.rows()

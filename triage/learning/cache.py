@@ -90,7 +90,7 @@ class Outcome:
     def from_json(cls, text: str) -> Outcome:
         """Read back; raises ValueError/KeyError on a foreign format."""
         d = loads_json(text)  # Bounded (a ValueError) when nested too deep
-        if d.get("f") != FORMAT:
+        if not isinstance(d, dict) or d.get("f") != FORMAT:
             raise ValueError("other cache format")
         crits = {
             cid: [

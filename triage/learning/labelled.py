@@ -283,7 +283,7 @@ def read_export(
     if export.notice:
         out.notes.append(export.notice)
     kept: dict[str, LabelledRow] = {}
-    sample = StratifiedSample(per_option) if per_option is not None else None
+    sample: StratifiedSample[LabelledRow] | None = StratifiedSample(per_option) if per_option is not None else None
     seen_ids: set[str] = set()
     records = with_data = replaced = repeated = 0
     replaced_ids: list[str] = []

@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from triage import gate
 from triage.bounded import Bounded
 from triage.errors import InputError, TriageError
+
+_T = TypeVar("_T")
 
 DEFAULT_MODEL = "qwen3-0.6b"
 """The product's model; every other entry is a stand-in for it."""
@@ -138,14 +141,14 @@ def _catalog_file() -> Path:
         raise CatalogError("triage is missing its model catalog (assets/models.toml); reinstall triage") from None
 
 
-def _need(table: dict[str, object], key: str, kind: type, where: str) -> Any:
+def _need(table: Mapping[str, object], key: str, kind: type[_T], where: str) -> _T:
     value = table.get(key)
     if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
         raise CatalogError(f"{where}: {key!r} must be a {kind.__name__}, got {value!r}")
     return value
 
 
-def _parse_entry(name: str, table: dict[str, Any], where: str) -> CatalogEntry:
+def _parse_entry(name: str, table: Mapping[str, object], where: str) -> CatalogEntry:
     where = f"{where}: model {name!r}"
     if not _NAME.match(name):
         raise CatalogError(f"{where}: names are lower-case letters, digits, '.', '-' and '_'")
@@ -179,9 +182,10 @@ def _parse_entry(name: str, table: dict[str, Any], where: str) -> CatalogEntry:
     else:
         repo = _need(table, "repo", str, where)
         file = _need(table, "file", str, where)
-        revision = table.get("revision")
-        if revision is not None and not isinstance(revision, str):
+        rev = table.get("revision")
+        if rev is not None and not isinstance(rev, str):
             raise CatalogError(f"{where}: revision must be a string")
+        revision = rev
     return CatalogEntry(
         name=name,
         title=_need(table, "title", str, where),
@@ -223,7 +227,7 @@ def parse_catalog(text: str, where: str = "models.toml") -> Catalog:
         raise CatalogError(f"{where}: no [models.NAME] tables")
     entries = {name: _parse_entry(name, table, where) for name, table in models.items()}
     default = data.get("default", DEFAULT_MODEL)
-    if default not in entries:
+    if not isinstance(default, str) or default not in entries:
         raise CatalogError(f"{where}: default model {default!r} is not in the catalog")
     if entries[default].stand_in:
         raise CatalogError(f"{where}: the default model {default!r} must have stand_in_rank = 0")

@@ -17,7 +17,6 @@ import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from triage import gate
 from triage.errors import InputError
@@ -209,11 +208,14 @@ class _Cursor:
             hint="download the model again",
         )
 
-    def unpack(self, st: struct.Struct, what: str) -> Any:
+    def unpack(self, st: struct.Struct, what: str) -> int | float:
+        """One scalar (an int, a bool or a float, as ``st`` reads it)."""
         if self.pos + st.size > self.end:
             raise self._short(what)
         (value,) = st.unpack_from(self.buf, self.pos)
         self.pos += st.size
+        if not isinstance(value, int | float):  # every format read here is one int, bool or float
+            raise TypeError(f"{st.format!r} does not read a number")
         return value
 
     def u32(self, what: str) -> int:
@@ -238,7 +240,7 @@ class _Cursor:
         return raw.decode("utf-8", errors="replace")
 
 
-def _read_value(cur: _Cursor, vtype: int, key: str) -> Any:
+def _read_value(cur: _Cursor, vtype: int, key: str) -> object:
     if vtype in _SCALAR:
         return cur.unpack(_SCALAR[vtype], f"the value of {key!r}")
     if vtype == _STRING:

@@ -22,7 +22,7 @@ import stat
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol, TypedDict, Unpack
 
 from triage import __version__, gate
 from triage.errors import TriageError
@@ -65,6 +65,15 @@ class NullProgress:
 
     def stop(self) -> None:  # noqa: D102
         pass
+
+
+class _Known(TypedDict, total=False):
+    """What a sidecar told of a model file (:class:`InstalledModel`'s fields of the same names)."""
+
+    size: int | None
+    sha256: str | None
+    source: str | None
+    pulled_at: str | None
 
 
 @dataclass(frozen=True)
@@ -140,7 +149,7 @@ def inspect_installed(entry: CatalogEntry) -> InstalledModel:
         ) from None
     size = st.st_size
 
-    def repull(state: str, problem: str, **known: Any) -> InstalledModel:
+    def repull(state: str, problem: str, **known: Unpack[_Known]) -> InstalledModel:
         """The file in a state only a re-pull repairs: ``problem`` says why; the advice is added."""
         return InstalledModel(entry.name, path, side, state, **known, problem=f"{problem}; re-pull it")
 
@@ -156,11 +165,19 @@ def inspect_installed(entry: CatalogEntry) -> InstalledModel:
         return repull("bad-sidecar", f"the verification record {side} is unreadable ({exc.strerror or exc})", size=size)
     except ValueError as exc:  # not UTF-8, not JSON, too large or nested too deep
         return repull("bad-sidecar", f"the verification record {side} is unreadable ({exc})", size=size)
-    sha = record.get("sha256") if isinstance(record, dict) else None
-    rec_size = record.get("size") if isinstance(record, dict) else None
+    if not isinstance(record, dict):
+        record = {}
+    sha = record.get("sha256")
+    rec_size = record.get("size")
     if not isinstance(sha, str) or not isinstance(rec_size, int):
         return repull("bad-sidecar", f"the verification record {side} lacks sha256 or size", size=size)
-    common = dict(size=size, sha256=sha, source=record.get("source"), pulled_at=record.get("pulled_at"))
+    source, pulled_at = record.get("source"), record.get("pulled_at")
+    common = _Known(
+        size=size,
+        sha256=sha,
+        source=source if isinstance(source, str) else None,
+        pulled_at=pulled_at if isinstance(pulled_at, str) else None,
+    )
     want = entry.size if entry.size is not None else rec_size
     if size != rec_size or size != want:
         why = f"{path} is {size:,} bytes but should be {want:,}; the file changed since it was verified"

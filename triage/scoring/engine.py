@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from triage.domain.pack import Pack
-from triage.domain.result import TicketResult
+from triage.domain.result import ModelInfo, TicketResult
 from triage.domain.ticket import Ticket, make_ticket
 from triage.errors import TriageError
 from triage.model.digest import sha256_file
@@ -152,7 +152,7 @@ class Engine:
         self.close()
 
     @property
-    def model_info(self) -> dict[str, object]:
+    def model_info(self) -> ModelInfo:
         """The ``model`` object of the result schema."""
         return {"name": self.name, "path": str(self.model_path), "sha256": self.sha256, "stand_in": self.stand_in}
 

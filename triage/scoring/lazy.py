@@ -29,6 +29,7 @@ from triage.scoring.tokenizer import NativeTokenizer
 
 if TYPE_CHECKING:
     from triage.domain.pack import Pack
+    from triage.domain.result import ModelInfo
     from triage.model.resolve import ModelRef
     from triage.scoring.engine import Engine
 
@@ -104,7 +105,7 @@ class LazyEngine:
         return self._sizes.n_ctx
 
     @property
-    def model_info(self) -> dict[str, object]:
+    def model_info(self) -> ModelInfo:
         """The ``model`` object of the result schema (as the engine gives it)."""
         return {"name": self.name, "path": str(self.model_path), "sha256": self.sha256, "stand_in": self.stand_in}
 

@@ -86,7 +86,7 @@ class Priors:
             return None
         try:
             data = gate.load_json(path, "prior")
-            if any(data.get(k) != v for k, v in self._identity(pack, opts).items()):
+            if not isinstance(data, dict) or any(data.get(k) != v for k, v in self._identity(pack, opts).items()):
                 return None
             prior = {c.id: np.array(data["logprobs"][c.id], dtype=np.float64) for c in pack.criteria}
             if any(len(prior[c.id]) != len(c.options) or not np.all(np.isfinite(prior[c.id])) for c in pack.criteria):

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from triage.domain.pack import Pack
-from triage.domain.result import TicketResult
+from triage.domain.result import ModelInfo, TicketResult
 from triage.domain.ticket import Ticket
 
 if TYPE_CHECKING:  # annotations only: importing the protocol loads no engine (nor llama.cpp)
@@ -51,7 +51,7 @@ class ScoringEngine(Protocol):
         ...
 
     @property
-    def model_info(self) -> dict[str, object]:
+    def model_info(self) -> ModelInfo:
         """The ``model`` object of the result schema (JSON: name, path, sha256, stand_in...)."""
         ...
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from triage.domain.pack import Pack
-from triage.domain.result import CriterionResult, ThreadInfo, TicketResult, Timing, Tokens
+from triage.domain.result import CriterionResult, ModelInfo, ThreadInfo, TicketResult, Timing, Tokens
 from triage.domain.thread import Message
 from triage.domain.ticket import Ticket
 from triage.model.native import Cancelled
@@ -195,7 +195,7 @@ class Run:
         )
 
     def ticket_result(
-        self, ticket: Ticket, pack: Pack, options: ScoreOptions, how: tuple[dict[str, object], str, str], complete: bool
+        self, ticket: Ticket, pack: Pack, options: ScoreOptions, how: tuple[ModelInfo, str, str], complete: bool
     ) -> TicketResult:
         """The final result of this run; ``how`` is the model's info, the prompt format id and the schedule's name."""
         model, prompt_format, mode = how

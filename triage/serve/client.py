@@ -21,8 +21,7 @@ import http.client
 import json
 import socket
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
 from urllib.parse import urlsplit
 
 from triage.errors import InputError, TriageError
@@ -95,7 +94,7 @@ class ServeClient:
         self.close()
 
     # -- the two calls ------------------------------------------------------------------
-    def health(self) -> dict[str, Any]:
+    def health(self) -> dict[str, object]:
         """``GET /v1/health``: the model, the packs, the queue.
 
         Raises:
@@ -109,7 +108,7 @@ class ServeClient:
             raise self._not_triage()
         return data
 
-    def score(self, request: dict[str, Any]) -> dict[str, Any]:
+    def score(self, request: Mapping[str, object]) -> dict[str, object]:
         """``POST /v1/score`` of one ticket: the ``triage.result/3`` record, as ``triage score`` writes it.
 
         Raises:
@@ -200,7 +199,7 @@ class ServeClient:
             exit_code=2,
         )
 
-    def _fail(self, status: int, body: bytes, err: dict[str, Any], *, tries: int = 1) -> None:
+    def _fail(self, status: int, body: bytes, err: Mapping[str, object], *, tries: int = 1) -> None:
         """Raise the TriageError of a status that stops the run."""
         err = err or _error_of(body)
         if status == 401:
@@ -221,26 +220,31 @@ class ServeClient:
         if status == 422 or status == 421 or status == 409:
             raise TriageError(
                 f"the server at {self.url} refused the request: {_message(status, err)}",
-                hint=err.get("hint"),
+                hint=_hint(err),
                 exit_code=2,
             )
-        raise TriageError(f"the server at {self.url} failed: {_message(status, err)}", hint=err.get("hint"))
+        raise TriageError(f"the server at {self.url} failed: {_message(status, err)}", hint=_hint(err))
 
 
-def _json(body: bytes) -> Any:
+def _json(body: bytes) -> object:
     try:
         return json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         return None
 
 
-def _error_of(body: bytes) -> dict[str, Any]:
+def _error_of(body: bytes) -> dict[str, object]:
     """The server's ``{"error", "field", "hint"}``, or ``{}`` for a body that is not one (a proxy's page)."""
     data = _json(body)
     return data if isinstance(data, dict) and isinstance(data.get("error"), str) else {}
 
 
-def _message(status: int, err: dict[str, object]) -> str:
+def _hint(err: Mapping[str, object]) -> str | None:
+    hint = err.get("hint")
+    return hint if isinstance(hint, str) else None
+
+
+def _message(status: int, err: Mapping[str, object]) -> str:
     text = err.get("error") or http.client.responses.get(status, "an unexpected answer")
     field = err.get("field")
     return f"{text} (HTTP {status}{f', field {field}' if field else ''})"

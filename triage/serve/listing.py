@@ -11,7 +11,7 @@ a listing of ``limit`` tickets holds at most ``limit * (FIRST + LAST + 1)`` text
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 FIRST = 1  # a thread's first messages shown in a listing (what the ticket was about)
 LAST = 3  # and its last (where it stands)
@@ -22,16 +22,17 @@ def _cut(text: str) -> tuple[str, bool]:
     return (text, False) if len(text) <= TEXT_CHARS else (text[:TEXT_CHARS], True)
 
 
-def summarise(ticket: dict[str, Any]) -> dict[str, Any]:
+def summarise(ticket: Mapping[str, object]) -> dict[str, object]:
     """``ticket`` (:func:`triage.serve.tickets.recent_tickets`' entry, whole) as a listing shows it."""
     out = dict(ticket)
-    text, cut = _cut(ticket.get("text") or "")
+    whole = ticket.get("text")
+    text, cut = _cut(whole if isinstance(whole, str) else "")
     out["text"] = text
     summarised = cut
     if cut:
         out["text_cut"] = True
     messages = ticket.get("messages")
-    if messages is not None:
+    if isinstance(messages, list):  # a thread (None: a plain ticket)
         n = len(messages)
         shown = messages if n <= FIRST + LAST else [*messages[:FIRST], *messages[n - LAST :]]
         listed = []
@@ -47,6 +48,9 @@ def summarise(ticket: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def summarise_listing(listing: dict[str, Any]) -> dict[str, Any]:
+def summarise_listing(listing: Mapping[str, object]) -> dict[str, object]:
     """A whole listing (``{"history", "tickets"}``) with every ticket :func:`summarise`\\ d."""
-    return {**listing, "tickets": [summarise(t) for t in listing["tickets"]]}
+    tickets = listing["tickets"]
+    if not isinstance(tickets, list):
+        raise TypeError(f"a listing's tickets are a list, not {type(tickets).__name__}")
+    return {**listing, "tickets": [summarise(t) for t in tickets]}

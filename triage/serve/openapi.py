@@ -7,7 +7,7 @@ route is in it, and every field a request may hold).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from triage import __version__
 from triage.serve import listing
@@ -28,11 +28,16 @@ def _json(schema: str) -> dict[str, object]:
     return {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}}
 
 
+def _responses(first: dict[str, object], common: dict[str, object], rest: dict[str, object]) -> dict[str, object]:
+    """An operation's responses: its own first, the ones every route shares, then the rest of its own."""
+    return {**first, **common, **rest}
+
+
 def _err(description: str) -> dict[str, object]:
     return {"description": description, "content": _json("Error")}
 
 
-def openapi(settings: Documented) -> dict[str, Any]:
+def openapi(settings: Documented) -> dict[str, object]:
     """The document; ``settings`` (:class:`~triage.serve.app.ServeSettings`) gives the packs and limits."""
     packs = list(settings.packs)
     score_body = {
@@ -94,37 +99,35 @@ def openapi(settings: Documented) -> dict[str, Any]:
             },
         },
     }
-    ticket: dict[str, Any] = {
-        "type": "object",
-        "required": ["id", "text", "messages", "status", "result", "labels"],
-        "properties": {
-            "id": {"type": "string"},
-            "text": {"type": "string", "description": "the ticket (a thread: as the prompt writes it)"},
-            "messages": {
-                "type": ["array", "null"],
-                "description": "a thread's messages [{role, text}], in order; null for a plain ticket",
-            },
-            "status": {
-                "type": "string",
-                "enum": ["running", "done", "cancelled", "failed", ""],
-                "description": "its newest score's status ('' when never scored)",
-            },
-            "result": {
-                "oneOf": [{"$ref": "#/components/schemas/Result"}, {"type": "null"}],
-                "description": "its newest finished result (what /v1/label checks labels against)",
-            },
-            "labels": {
-                "type": "object",
-                "description": "criterion id -> {option, kind, shown_option, origin, given_at}: its labels now "
-                "(given_at: the message count it was given on; null where it does not stand)",
-            },
+    ticket_required = ["id", "text", "messages", "status", "result", "labels"]
+    ticket_properties: dict[str, object] = {
+        "id": {"type": "string"},
+        "text": {"type": "string", "description": "the ticket (a thread: as the prompt writes it)"},
+        "messages": {
+            "type": ["array", "null"],
+            "description": "a thread's messages [{role, text}], in order; null for a plain ticket",
+        },
+        "status": {
+            "type": "string",
+            "enum": ["running", "done", "cancelled", "failed", ""],
+            "description": "its newest score's status ('' when never scored)",
+        },
+        "result": {
+            "oneOf": [{"$ref": "#/components/schemas/Result"}, {"type": "null"}],
+            "description": "its newest finished result (what /v1/label checks labels against)",
+        },
+        "labels": {
+            "type": "object",
+            "description": "criterion id -> {option, kind, shown_option, origin, given_at}: its labels now "
+            "(given_at: the message count it was given on; null where it does not stand)",
         },
     }
+    ticket = {"type": "object", "required": ticket_required, "properties": ticket_properties}
     listed = {
         "type": "object",
-        "required": [*ticket["required"], "summarised"],
+        "required": [*ticket_required, "summarised"],
         "properties": {
-            **ticket["properties"],
+            **ticket_properties,
             "text": {
                 "type": "string",
                 "description": f"the ticket's text, at most {listing.TEXT_CHARS} characters (text_cut: it was longer)",
@@ -162,7 +165,7 @@ def openapi(settings: Documented) -> dict[str, Any]:
         "properties": {"history": {"type": "string", "description": "the history file"}, "ticket": ticket},
     }
     secured: list[dict[str, list[str]]] = [{"bearer": []}] if settings.token else []
-    common = {
+    common: dict[str, object] = {
         "400": _err("the body's keys are not Unicode text, or the request is not HTTP/1.1"),
         "401": _err("no or a wrong bearer token"),
         "408": _err("the headers or the body did not arrive in time"),
@@ -287,12 +290,16 @@ def openapi(settings: Documented) -> dict[str, Any]:
                             "schema": {"type": "integer", "minimum": 1, "maximum": 200, "default": 50},
                         }
                     ],
-                    "responses": {
-                        "200": {"description": "the tickets", "content": _json("TicketList")},
-                        **common,
-                        "409": _err("the history cannot be read (a newer schema, locked when opened)"),
-                        "422": _err("a bad limit (field limit): ASCII digits only, 1 to 200"),
-                    },
+                    "responses": _responses(
+                        {
+                            "200": {"description": "the tickets", "content": _json("TicketList")},
+                        },
+                        common,
+                        {
+                            "409": _err("the history cannot be read (a newer schema, locked when opened)"),
+                            "422": _err("a bad limit (field limit): ASCII digits only, 1 to 200"),
+                        },
+                    ),
                 }
             },
             "/v1/tickets/{ticket_id}": {
@@ -301,12 +308,16 @@ def openapi(settings: Documented) -> dict[str, Any]:
                     "description": "The listing summarises long threads and cuts long texts (summarised: true); "
                     "this gives the newest ticket of that id as it is kept.",
                     "parameters": [{"name": "ticket_id", "in": "path", "required": True, "schema": {"type": "string"}}],
-                    "responses": {
-                        "200": {"description": "the ticket", "content": _json("Ticket")},
-                        **common,
-                        "404": _err("the history holds no ticket of that id (field id)"),
-                        "409": _err("the history cannot be read (a newer schema, locked when opened)"),
-                    },
+                    "responses": _responses(
+                        {
+                            "200": {"description": "the ticket", "content": _json("Ticket")},
+                        },
+                        common,
+                        {
+                            "404": _err("the history holds no ticket of that id (field id)"),
+                            "409": _err("the history cannot be read (a newer schema, locked when opened)"),
+                        },
+                    ),
                 }
             },
             "/v1/health": {

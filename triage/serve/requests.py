@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from triage.settings import RETIRED
 
@@ -119,7 +118,7 @@ REMOVED_FIELDS = ("readout", "mode", "orderings", "prior")  # answered 422 with 
 LABEL_FIELDS = ("id", "labels")
 
 
-def _object(body: object, fields: tuple[str, ...], removed: tuple[str, ...] = ()) -> Mapping[str, Any]:
+def _object(body: object, fields: tuple[str, ...], removed: tuple[str, ...] = ()) -> Mapping[str, object]:
     if not isinstance(body, Mapping):
         raise Invalid(
             "body",
@@ -135,7 +134,7 @@ def _object(body: object, fields: tuple[str, ...], removed: tuple[str, ...] = ()
     return body
 
 
-def _ticket_id(body: Mapping[str, Any], *, required: bool) -> str | None:
+def _ticket_id(body: Mapping[str, object], *, required: bool) -> str | None:
     value = body.get("id")
     if value is None:
         if required:
@@ -169,6 +168,7 @@ def parse_score(body: object, *, max_ticket_bytes: int = DEFAULT_MAX_TICKET_BYTE
     text, messages = body.get("text"), body.get("messages")
     if text is not None and messages is not None:
         raise Invalid("messages", "give 'text' or 'messages', not both (a thread's text is its messages)")
+    ticket_text: str | None = None  # None: a thread's messages
     if messages is not None:
         if not isinstance(messages, list):
             raise Invalid(
@@ -181,7 +181,7 @@ def parse_score(body: object, *, max_ticket_bytes: int = DEFAULT_MAX_TICKET_BYTE
     elif not isinstance(text, str):
         raise Invalid("text", f"field 'text' must be a string, not {type(text).__name__}")
     else:
-        text_for_size = text
+        text_for_size = ticket_text = text
     size = len(text_for_size.encode("utf-8", "surrogatepass"))
     if size > max_ticket_bytes:
         raise TooLarge(f"the ticket is {size:,} bytes; this server scores tickets of at most {max_ticket_bytes:,}")
@@ -201,7 +201,7 @@ def parse_score(body: object, *, max_ticket_bytes: int = DEFAULT_MAX_TICKET_BYTE
         criteria = tuple(dict.fromkeys(c.strip() for c in criteria))
     return ScoreRequest(
         id=_ticket_id(body, required=False),
-        text=text,
+        text=ticket_text,
         messages=messages,
         pack=pack,
         criteria=criteria,

@@ -33,14 +33,17 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Literal, TypedDict, Unpack
 
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.server import ServerState
 
 from triage.serve.limits import DEFAULT_BODY_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_MAX_CONNECTIONS
 
 if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
     from triage.serve.worker import EngineWorker
 
 log = logging.getLogger("triage.serve")
@@ -181,8 +184,14 @@ class GuardedH11(H11Protocol):
 
     gate: Gate
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        server_state: ServerState,
+        app_state: dict[str, object],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
         self.since = time.monotonic()  # when the current phase began
         self.received = 0  # bytes of the request not yet whole
         self.phase = "head"  # head: waiting for (the rest of) the headers; body; busy: a whole request
@@ -371,8 +380,26 @@ def quiet_accept_errors() -> None:
         logger.addFilter(_OncePerMinute())
 
 
+class ServerConfig(TypedDict, total=False):
+    """The uvicorn settings :func:`build_server` sets (``uvicorn.Config``'s keywords of the same names)."""
+
+    access_log: bool
+    log_level: str
+    server_header: bool
+    timeout_graceful_shutdown: int
+    loop: str
+    http: type[GuardedH11]
+    backlog: int
+    timeout_keep_alive: int
+    lifespan: Literal["auto", "on", "off"]
+
+
 def build_server(
-    app: Any, worker: EngineWorker, gate: Gate, on_started: Callable[[], None] | None = None, **config: Any
+    app: Starlette,
+    worker: EngineWorker,
+    gate: Gate,
+    on_started: Callable[[], None] | None = None,
+    **config: Unpack[ServerConfig],
 ) -> TriageServer:
     """The server of ``app``, to run on a socket from :func:`bind` (``server.run(sockets=[sock])``).
 
@@ -380,7 +407,7 @@ def build_server(
     :class:`GuardedH11` bound to ``gate``; ``on_started()`` is called once it accepts connections;
     ``config`` overrides any uvicorn setting."""
     quiet_accept_errors()
-    settings: dict[str, Any] = dict(  # uvicorn.Config's keywords
+    settings = ServerConfig(
         access_log=False,
         log_level="warning",
         server_header=False,

@@ -19,9 +19,8 @@ This module is core: it must not import Textual.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -49,7 +48,9 @@ class Kept:
     coverage: float = 1.0
 
 
-def from_scored(readouts: Mapping[str, Any], features: Mapping[str, np.ndarray]) -> dict[str, Kept]:
+def from_scored(
+    readouts: Mapping[str, Sequence[tuple[Sequence[int], np.ndarray, float]]], features: Mapping[str, np.ndarray]
+) -> dict[str, Kept]:
     """A head's two inputs per criterion from what the engine returned with a score (``TicketScored``).
 
     ``readouts``: criterion id -> [(order, position log-probs, coverage), ...]. The raw readout is the

@@ -7,7 +7,6 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
@@ -43,7 +42,7 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
     return path
 
 
-def json_safe(value: object) -> Any:
+def json_safe(value: object) -> object:
     """``value`` with NaN and infinities (which are not JSON) replaced by None, at any depth."""
     if isinstance(value, float) and not math.isfinite(value):
         return None

@@ -41,11 +41,10 @@ import hashlib
 import logging
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from triage.domain.result import TicketResult, ticket_result_from_dict
 from triage.domain.thread import Message
@@ -76,6 +75,11 @@ class HistoryEntry:
     when: object  # when the score started (or the ticket was saved), as stored: shown through triage.store.times
     messages: int = 1  # the ticket's messages now (a thread grows)
     scored: int = 1  # of them, how many this score scored
+
+
+# A ticket and one of its scores as load_ticket and load_score select them, by the columns' declared types:
+# ticket row, score id (None: never scored), ticket id, text, status, result_json, error, messages scored.
+_ScoreRow = tuple[int, int | None, str, str, str | None, str | None, str | None, int]
 
 
 @dataclass(frozen=True)
@@ -329,7 +333,13 @@ class History:
         return self._thread(ticket_row)
 
     def start_score(
-        self, ticket_row: int, *, model: dict[str, object], pack: dict[str, object], orderings: str, messages: int = 1
+        self,
+        ticket_row: int,
+        *,
+        model: Mapping[str, object],
+        pack: Mapping[str, object],
+        orderings: str,
+        messages: int = 1,
     ) -> int:
         """Record that scoring of a saved ticket (its first ``messages`` messages) has started; returns the score id."""
         with tx(self._conn, self.path):
@@ -460,7 +470,7 @@ class History:
             raise KeyError(score_id)
         return int(row[0])
 
-    def _saved(self, row: tuple[Any, ...]) -> SavedScore:
+    def _saved(self, row: _ScoreRow) -> SavedScore:
         kept = self._conn.execute("SELECT count(*) FROM messages WHERE ticket = ?", (row[0],)).fetchone()[0]
         return SavedScore(
             ticket_row=row[0],

@@ -19,13 +19,14 @@ This module is core: it must not import Textual.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from triage.domain.pack import value_key
-from triage.domain.result import TicketResult
+from triage.domain.result import OptionScore, TicketResult
 from triage.errors import InputError
 from triage.store.history import History
 
@@ -164,7 +165,7 @@ def check_answers(scored: ScoredTicket, answers: Iterable[Answer]) -> list[Answe
     return list({a.criterion: a for a in out}.values())
 
 
-def _match_option(value: str, options: Iterable[Any]) -> str | None:
+def _match_option(value: str, options: Iterable[OptionScore]) -> str | None:
     """An option id by id or label, compared as export values are (:func:`triage.domain.pack.value_key`)."""
     want = value_key(value)
     return next((str(o.id) for o in options if want in (value_key(o.id), value_key(o.label))), None)
@@ -193,7 +194,7 @@ def record_many(history: History, batch: Iterable[tuple[ScoredTicket, list[Answe
     return stored
 
 
-def _insert(conn: Any, s: ScoredTicket, a: Answer, origin: str, now: float) -> Label:
+def _insert(conn: sqlite3.Connection, s: ScoredTicket, a: Answer, origin: str, now: float) -> Label:
     """Insert one checked answer; returns it as stored."""
     crit = next(c for c in s.result.criteria if c.id == a.criterion)
     kind = "confirmation" if a.option == crit.choice else "correction"
@@ -403,14 +404,23 @@ def count_since(history: History, pack_hash: str, since: float) -> int:
     return int(row[0])
 
 
-def export_rows(history: History) -> list[dict[str, object]]:
+class ExportRow(TypedDict):
+    """One row of ``triage label --export``: a ticket and its newest answers under one pack."""
+
+    id: str
+    text: str
+    pack: str | None
+    labels: dict[str, str]  # criterion id -> option id
+
+
+def export_rows(history: History) -> list[ExportRow]:
     """The history's labels in ``triage learn``'s input format: one row per (ticket, pack), newest answers.
 
     Rows are ``{"id", "text", "pack", "labels": {criterion: option}}`` (``pack``: the name of the pack the labels
     were given under, None when unknown), in the order tickets were first labelled under each pack. ``triage
     learn FILE`` reads the rows of the pack it learns and leaves the others out (saying how many).
     """
-    rows: dict[tuple[int, str | None], dict[str, Any]] = {}
+    rows: dict[tuple[int, str | None], ExportRow] = {}
     for j in judged(history):
         key = (j.ticket_row, j.pack_name)
         row = rows.setdefault(key, {"id": j.ticket_id, "text": j.text, "pack": j.pack_name, "labels": {}})

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from triage.store import labels as lab
 from triage.store import times
@@ -82,7 +81,7 @@ def _matches(words: list[str], ticket_id: str, text: str) -> bool:
     return all(w in hay for w in words)
 
 
-def _rows(history: History) -> Iterator[tuple[int, str, str, Any]]:
+def _rows(history: History) -> Iterator[tuple[int, str, str, object]]:
     """Every ticket row, newest activity first: (row, ticket id, text, when)."""
     yield from history.conn.execute(
         """SELECT t.id, t.ticket_id, t.text,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import time
 from datetime import datetime, timezone
-from typing import Any
 
 UNKNOWN = "unknown"
 
@@ -43,7 +42,7 @@ def iso(value: object) -> str | None:
     return None if t is None else datetime.fromtimestamp(t, tz=timezone.utc).isoformat(timespec="seconds")
 
 
-def raw(value: object) -> Any:
+def raw(value: object) -> object:
     """``value`` as JSON can hold it (a number, a string or None), for a listing that shows an unknown time's raw
     value."""
     if isinstance(value, bytes):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from textual.app import SystemCommand
 from textual.command import CommandListItem, SimpleCommand
@@ -18,6 +18,10 @@ from triage.domain.pack import Pack, default_pack, load_pack
 from triage.errors import TriageError
 
 if TYPE_CHECKING:
+    from textual.notifications import SeverityLevel
+    from textual.screen import Screen
+    from textual.widget import AwaitMount
+
     from triage.tui.options import UIOptions
     from triage.tui.screens.main import MainScreen
 
@@ -28,12 +32,20 @@ class PaletteApp(Protocol):
     options: UIOptions
 
     def notify(
-        self, message: str, *, title: str = ..., severity: Any = ..., timeout: float | None = ..., markup: bool = ...
+        self,
+        message: str,
+        *,
+        title: str = ...,
+        severity: SeverityLevel = ...,
+        timeout: float | None = ...,
+        markup: bool = ...,
     ) -> None: ...
 
-    def push_screen(self, screen: Any, callback: Callable[[Any], Any] | None = ...) -> Any: ...
+    def push_screen(
+        self, screen: Screen[str | None], callback: Callable[[str | None], None] | None = ...
+    ) -> AwaitMount: ...
 
-    def search_commands(self, commands: Sequence[CommandListItem], placeholder: str = ...) -> Any: ...
+    def search_commands(self, commands: Sequence[CommandListItem], placeholder: str = ...) -> AwaitMount: ...
 
     def action_history(self) -> None: ...
 

@@ -21,7 +21,7 @@ from textual.widgets import DataTable, Footer, Input, Static
 
 from triage.store.export import marked_summary
 from triage.store.history import History, HistoryEntry
-from triage.store.label_marks import labelled_criteria, standing_on_entries
+from triage.store.label_marks import Standing, labelled_criteria, standing_on_entries
 
 STATUS_LABELS = {
     "done": "done",
@@ -71,7 +71,9 @@ class HistoryScreen(Screen[Reopen | None]):
         self.cursor_blink = cursor_blink
         self.entries: list[HistoryEntry] = []
         self.labelled: dict[int, int] = {}  # per ticket row of the entries, how many criteria have a label
-        self.answers: dict[tuple[int, int | None], dict] = {}  # per entry, the labels that stand for its score
+        self.answers: dict[
+            tuple[int, int | None], dict[str, Standing]
+        ] = {}  # per entry, the labels that stand for its score
         self._debounce: Timer | None = None
 
     @property

@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 
 if TYPE_CHECKING:  # the screen's state and widgets, for the type checker (main_state.py)
+    from triage.store.label_marks import Standing
     from triage.tui.screens.main_state import MainState as _Screen
 else:
     _Screen = object
@@ -106,7 +107,7 @@ class LabelsPart(_Screen):
             if label is not None and card.result is not None:
                 card.set_label(label)
 
-    def standing_labels(self) -> dict:
+    def standing_labels(self) -> dict[str, Standing]:
         """The agent's labels that stand for the result on screen, by criterion (empty: none, or no history)."""
         from triage.store.label_marks import standing_for
 
