@@ -34,7 +34,7 @@ from triage.errors import TriageError
 from triage.scoring.decide import Calibration
 from triage.scoring.engine import CriterionScored, Prefilled, ScoreEvent, ScoreOptions, TicketScored
 from triage.scoring.head import Head
-from triage.scoring.memory import common_length, first_edit
+from triage.scoring.prefix_store import common_length, first_edit
 from triage.scoring.options import DEFAULT_READOUT
 from triage.scoring.prompt import PromptBuilder, PromptFormat
 from triage.scoring.protocol import AppEngine

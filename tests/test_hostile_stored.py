@@ -28,7 +28,7 @@ from triage.scoring.calibrate import read_calibration
 from triage.scoring.fitstore import calibrations_dir, head_name, heads_dir
 from triage.scoring.head import CriterionHead, Head
 from triage.scoring.head_file import read_head, write_head
-from triage.scoring.prefix import StableCache
+from triage.scoring.stable_file import StableCache
 
 TICKET = "I am furious: you charged me twice and nobody answers."
 

@@ -22,7 +22,7 @@ CORE = [
     "triage.scoring.debias",
     "triage.domain.result",
     "triage.domain.ticket",
-    "triage.scoring.prefix",
+    "triage.scoring.stable_file",
     "triage.scoring.calibrate",
     "triage.scoring.loader",
     "triage.cli",

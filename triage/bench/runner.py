@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from triage.scoring.engine import Engine
     from triage.scoring.head import Head
     from triage.scoring.options import Orderings, ScoreOptions
-    from triage.scoring.resident import StableStore
+    from triage.scoring.prefix_store import StableStore
     from triage.scoring.schedule import Schedule
 
 PROBE_SEQ = 62  # the tail probe's copy of the prefix (fan-out uses 1..k)
@@ -328,7 +328,7 @@ class BenchRunner:
 
     def _load(self) -> None:
         self._phase_t0 = time.perf_counter()
-        from triage.scoring.prefix import StableCache
+        from triage.scoring.stable_file import StableCache
 
         eng = self.spec.open(stable_store=StableCache(self._cache_dir("main")))
         self.engine = eng
@@ -480,7 +480,7 @@ class BenchRunner:
         return Path(self._tmp.name) / label
 
     def _cold(self, label: str, pack: Pack, ticket: BenchTicket, first: bool) -> None:
-        from triage.scoring.prefix import StableCache
+        from triage.scoring.stable_file import StableCache
 
         if first:
             self._phase_t0 = time.perf_counter()
@@ -495,7 +495,7 @@ class BenchRunner:
         eng = self._stable_engine
         if eng is not None:
             store = eng.stable_store
-            from triage.scoring.prefix import StableCache  # bench's own store (_cold)
+            from triage.scoring.stable_file import StableCache  # bench's own store (_cold)
 
             self.run_data.stable[-1].cache_stats = dict(vars(store.stats)) if isinstance(store, StableCache) else {}
             self.run_data.stable[-1].file_bytes = sum(
@@ -505,7 +505,7 @@ class BenchRunner:
             self._stable_engine = None
 
     def _warm(self, label: str, pack: Pack, ticket: BenchTicket) -> None:
-        from triage.scoring.prefix import StableCache
+        from triage.scoring.stable_file import StableCache
 
         self._phase_t0 = time.perf_counter()
         store = StableCache(self._cache_dir(label))  # a new instance: nothing in memory, as after a restart

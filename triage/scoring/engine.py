@@ -15,9 +15,9 @@ chosen once per score:
   validation and reader;
 * how a criterion is decided: :mod:`triage.scoring.decide` (head, else calibration,
   else zero-shot);
-* what stays in the cache between tickets: :mod:`triage.scoring.resident` (with the
-  stable store of :mod:`triage.scoring.prefix`); the content-free prior (eval's and
-  calibrate's ``--prior``): :mod:`triage.scoring.prior`.
+* what is already computed, and where: :mod:`triage.scoring.prefix_store` (sequence 0's cells,
+  saved states in memory, the stable block's file of :mod:`triage.scoring.stable_file`); the
+  content-free prior (eval's and calibrate's ``--prior``): :mod:`triage.scoring.prior`.
 
 The product scores with ``ScoreOptions()`` (:mod:`triage.scoring.options`); every other
 option is reached only through this API.
@@ -47,12 +47,12 @@ from triage.model.native import FLASH_ATTN, Cancelled, NativeModel
 from triage.scoring.cue import check_read
 from triage.scoring.decide import Calibration, Decider
 from triage.scoring.head import Head, feature_ids
-from triage.scoring.memory import ThreadStates
 from triage.scoring.options import DEFAULT_MODE, DEFAULT_READOUT, ScoreOptions
 from triage.scoring.prior import PRIOR_TEXT, Prior, Priors
 from triage.scoring.prompt import PromptBuilder, PromptFormat, detect_format
 from triage.scoring.readout import AnswerPlan, LabelReader, Reader
-from triage.scoring.resident import Resident, StableStore
+from triage.scoring.prefill_result import PrefillResult
+from triage.scoring.prefix_store import Entries, PrefixStore, StableStore
 from triage.scoring.run import CriterionScored, Prefilled, Progress, RawReadouts, Run, ScoreEvent, TicketScored
 from triage.scoring.schedule import Schedule, schedule_for
 from triage.scoring.speed import Speed
@@ -94,9 +94,10 @@ class Engine:
         prompt_style: ``auto`` (from the model's chat template), ``chat`` or ``plain``.
         stable_store: persists the stable block's state across runs, and says when it changed (optional).
         prior_dir: keeps content-free priors across runs (optional).
-        thread_cache_mib: memory for recently scored tickets' KV state, so that a thread
-            that comes back with a new message costs only that message (0: none kept;
-            None: as much as the context's own KV cache).
+        thread_cache_mib: the prefix store's byte budget for saved states (recent tickets' and
+            prefills' cells after the stable block), so that a thread that comes back with a new
+            message, or a prefilled ticket, costs only what is new (0: none kept; None: as much as
+            the context's own KV cache).
         flash_attn: llama.cpp's flash attention (on by default; bench compares it off).
     """
 
@@ -128,8 +129,8 @@ class Engine:
         self.lock = threading.Lock()  # held while a score uses the context (bench's packed decodes hold it too)
         self._builders: dict[tuple[str, str], tuple[PromptBuilder, Reader]] = {}
         self.feature_ids = feature_ids(self.native.n_vocab, self.native.n_embd)
-        self.memory = ThreadStates(None if thread_cache_mib is None else int(thread_cache_mib) << 20)
-        self.resident = Resident(self.native, stable_store, self.memory)
+        self.memory = Entries(None if thread_cache_mib is None else int(thread_cache_mib) << 20)
+        self.resident = PrefixStore(self.native, stable_store, self.memory)  # the prefix store
         self.priors = Priors(self, prior_dir)
         self.speed = Speed()  # tokens per second, measured over the last scores (the app's time estimate)
 
@@ -329,6 +330,34 @@ class Engine:
         """
         done = self._scored(ticket, pack, options, features=True, read=read)
         return done.result, done.readouts, done.features
+
+    def prefill(self, ticket: Ticket | str, pack: Pack, *, cancel: Callable[[], bool] | None = None) -> PrefillResult:
+        """Compute ``ticket``'s prompt up to its tails and keep it, so that its score costs only the rest.
+
+        Under :attr:`lock`: the stable block first, as a score does, then the ticket's part after the
+        longest hit of the prefix store, inserted there as a prefill's entry. The next score of this
+        ticket, or of one whose text extends or edits it (up to the first changed token), reuses it.
+        ``cancel()`` is checked before and inside the decode; a cancelled prefill leaves the cache as
+        after a cancelled score (the stable block when it was complete) and ``complete`` False.
+        """
+        if isinstance(ticket, str):
+            ticket = make_ticket(ticket)
+        options = ScoreOptions()
+        how = (Decider(pack, self.tokenizer, None, None, None), False, None)
+        t0 = time.perf_counter()
+        with self.lock:
+            run = start_run(self, ticket, pack, options, how)
+            run.stop = cancel
+            n = len(run.prompts.prefix)
+            try:
+                run.check()
+                cached = self.resident.prefill(run)
+            except Cancelled:
+                self.resident.after_cancel(run)
+                done = run.tokens.stable - run.tokens.stable_cached if run.stable_ready else 0  # the stable block stays
+                ms = (time.perf_counter() - t0) * 1000
+                return PrefillResult(n, run.tokens.prefix_cached, done, ms, False)
+        return PrefillResult(n, cached, n - cached, (time.perf_counter() - t0) * 1000)
 
     def prior(self, pack: Pack, options: ScoreOptions | None = None) -> Prior:
         """Content-free prior: each criterion's option log-probs for an "N/A" ticket, computed

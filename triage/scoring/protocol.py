@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # annotations only: importing the protocol loads no engine (n
     from triage.scoring.decide import Calibration
     from triage.scoring.head import Head
     from triage.scoring.options import ScoreOptions
+    from triage.scoring.prefill_result import PrefillResult
     from triage.scoring.prompt import PromptBuilder, PromptFormat
     from triage.scoring.run import Progress, RawReadouts, ScoreEvent, TicketScored
     from triage.scoring.speed import Speed
@@ -88,6 +89,10 @@ class ScoringEngine(Protocol):
         features: bool = False,
     ) -> Iterator[tuple[Ticket, TicketScored | TriageError]]:
         """Score a backlog one ticket per decode: ``(ticket, TicketScored or the TriageError that stopped it)``."""
+        ...
+
+    def prefill(self, ticket: Ticket | str, pack: Pack, *, cancel: Callable[[], bool] | None = None) -> PrefillResult:
+        """Compute ``ticket``'s prompt up to its tails and keep it, so that its score costs only the rest."""
         ...
 
     def score_ticket(self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None = None) -> TicketResult:
