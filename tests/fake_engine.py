@@ -34,8 +34,9 @@ from triage.errors import TriageError
 from triage.scoring.decide import Calibration
 from triage.scoring.engine import CriterionScored, Prefilled, ScoreEvent, ScoreOptions, TicketScored
 from triage.scoring.head import Head
-from triage.scoring.prefix_store import common_length, first_edit
 from triage.scoring.options import DEFAULT_READOUT
+from triage.scoring.prefill_result import PrefillResult
+from triage.scoring.prefix_store import common_length, first_edit
 from triage.scoring.prompt import PromptBuilder, PromptFormat
 from triage.scoring.protocol import AppEngine
 from triage.scoring.run import Progress, RawReadouts
@@ -334,6 +335,10 @@ class FakeEngine(AppEngine):
             if low
             else [],
         )
+
+    def prefill(self, ticket: Ticket | str, pack: Pack, *, cancel: Callable[[], bool] | None = None) -> PrefillResult:
+        """The protocol's prefill, computing nothing (the paste work scripts it further)."""
+        return PrefillResult(0, 0, 0, 0.0)
 
     def score_ticket(self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None = None) -> TicketResult:
         """Only the final result."""

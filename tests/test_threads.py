@@ -99,7 +99,9 @@ def test_the_store_is_an_lru_under_its_byte_cap() -> None:
     assert store.get("t3", "k") is not None and store.get("t3", "other stable block") is None
     store.put(Saved("k", (1,), 1, (), bytes(101), ticket_id="big"))  # larger than the cap: not kept
     assert store.get("big", "k") is None and store.nbytes == 80
-    store.put(Saved("k", (1, 2, 3, 3, 4), 1, (), bytes(40), ticket_id="t3"))  # a ticket's newer state replaces its older
+    store.put(
+        Saved("k", (1, 2, 3, 3, 4), 1, (), bytes(40), ticket_id="t3")
+    )  # a ticket's newer state replaces its older
     assert len(store) == 2 and store.get("t3", "k").tokens == (1, 2, 3, 3, 4)  # type: ignore[union-attr]
     store.put(Saved("k", (1, 2), 1, (), bytes(10), ticket_id="d1", prefilled=True))
     store.put(Saved("k", (1, 2, 5), 1, (), bytes(10), ticket_id="d2", prefilled=True))  # a grown draft replaces it

@@ -153,6 +153,7 @@ class BenchRun:
     started_at: float = 0.0
     elapsed_s: float = 0.0
     phase_s: dict[str, float] = field(default_factory=dict)
+    paste: list[dict[str, object]] = field(default_factory=list)  # triage.bench.paste's rows
 
 
 def _rss_mb() -> float | None:
@@ -258,6 +259,8 @@ class BenchRunner:
                     steps.append((f"{ticket.id} raw reference", partial(self._raw_reference, ticket)))
                 if rep == 0 and ticket.id in wl.probe_ids:
                     steps.append((f"{ticket.id} tail probe", partial(self._probe, ticket)))
+        if wl.paste:
+            steps.append(("paste: cold, prefill, score after", self._paste))
         steps.append(("closing the model", self._close_main))
         session = [t for t in wl.tickets if t.id in wl.session_ids]
         for label, pack in self._labelled_packs() if session else ():
@@ -384,6 +387,12 @@ class BenchRunner:
             self.run_data.ticket_block_tokens[ticket.id] = len(eng.tokenizer.encode(block))
         self._mark("scoring")
 
+    def _paste(self) -> None:
+        from triage.bench.paste import measure
+
+        self.run_data.paste = measure(self._main(), self.wl.pack, list(self.wl.paste), self.wl.paste_repeats)
+        self._mark("paste")
+
     def _bench_head(self, eng: Engine, pack: Pack, read: str = "tail") -> Head:
         """A learned head on every criterion reading at ``read``: what applying one costs, and what reading
         there costs. At the shared position it is the built-in pack's starter head when one is stored for this
@@ -441,7 +450,7 @@ class BenchRunner:
             for size, kind in [*((z, "fresh") for z in sizes), (fanout_n, "fanout_fresh")]:
                 pts.append(ProbePoint(ticket.id, kind, size, 0, _time_fresh(n, filler, size)))
             eng.hold_stable(pack, readout_kind)
-            n.seq_cp(0, PROBE_SEQ, -1, -1)
+            eng.resident.share((PROBE_SEQ,))
             n.decode([Seq("rest", PROBE_SEQ, s, prompts.prefix[s:])])
             for size in sizes:
                 toks = filler[:size]

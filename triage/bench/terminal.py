@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from triage.bench.paste import summary_lines as paste_lines
 from triage.bench.summary import criteria_subset, extra, plain_summary, slower_or_faster_time, times
 from triage.bench.workload import SHOWN_MODES as ORDER
 
@@ -239,7 +240,7 @@ def bar_chart(report: dict[str, Any], width: int = 80) -> Table:
 def print_summary(report: dict[str, Any], console: Console) -> None:
     """Everything a person reads at the end of a run: the plain summary first, then the detail."""
     console.print(Text("Summary", style="bold underline"))
-    for line in plain_summary(report):
+    for line in plain_summary(report) + paste_lines(report.get("paste") or []):
         console.print(Text(f"• {line}"))
     console.print()
     console.print(Text('Detail (bench/README.md, "Glossary", says what each term means)', style="bold underline"))

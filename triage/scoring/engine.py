@@ -48,11 +48,11 @@ from triage.scoring.cue import check_read
 from triage.scoring.decide import Calibration, Decider
 from triage.scoring.head import Head, feature_ids
 from triage.scoring.options import DEFAULT_MODE, DEFAULT_READOUT, ScoreOptions
+from triage.scoring.prefill_result import PrefillResult
+from triage.scoring.prefix_store import Entries, PrefixStore, StableStore
 from triage.scoring.prior import PRIOR_TEXT, Prior, Priors
 from triage.scoring.prompt import PromptBuilder, PromptFormat, detect_format
 from triage.scoring.readout import AnswerPlan, LabelReader, Reader
-from triage.scoring.prefill_result import PrefillResult
-from triage.scoring.prefix_store import Entries, PrefixStore, StableStore
 from triage.scoring.run import CriterionScored, Prefilled, Progress, RawReadouts, Run, ScoreEvent, TicketScored
 from triage.scoring.schedule import Schedule, schedule_for
 from triage.scoring.speed import Speed

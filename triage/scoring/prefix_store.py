@@ -154,7 +154,9 @@ class Entries:
             if saved.stable_key != run.stable_key or tokens[: saved.start] != saved.tokens[: saved.start]:
                 continue
             shared = common_length(saved.tokens, tokens)
-            if shared > max(most, saved.start) and may_reuse(saved.owner, (saved.start, len(saved.tokens)), run, shared):
+            if shared > max(most, saved.start) and may_reuse(
+                saved.owner, (saved.start, len(saved.tokens)), run, shared
+            ):
                 best, most = saved, shared
         if best is None:
             self.misses += 1
@@ -440,4 +442,3 @@ class PrefixStore:
         else:
             n.clear()
             self.tokens, self.owner, self.stable_len = (), None, 0
-
