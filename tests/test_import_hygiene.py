@@ -23,6 +23,7 @@ CORE = [
     "triage.domain.result",
     "triage.domain.ticket",
     "triage.scoring.stable_file",
+    "triage.scoring.prefix_store",
     "triage.scoring.calibrate",
     "triage.scoring.loader",
     "triage.cli",

@@ -129,6 +129,7 @@ class Workload:
             "quick": self.quick,
             "tickets_source": self.tickets_source,
             "tickets": [{"id": t.id, "kind": t.kind, "source": t.source, "chars": len(t.text)} for t in self.tickets],
+            "paste": {"tickets": [t.id for t in self.paste], "repeats": self.paste_repeats},
             "pack": {
                 "name": self.pack.name,
                 "version": self.pack.version,

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import threading
 import time
+from functools import partial
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,7 +55,7 @@ from triage.scoring.prior import PRIOR_TEXT, Prior, Priors
 from triage.scoring.prompt import PromptBuilder, PromptFormat, detect_format
 from triage.scoring.readout import AnswerPlan, LabelReader, Reader
 from triage.scoring.run import CriterionScored, Prefilled, Progress, RawReadouts, Run, ScoreEvent, TicketScored
-from triage.scoring.schedule import Schedule, schedule_for
+from triage.scoring.schedule import Fanout, Schedule, schedule_for
 from triage.scoring.speed import Speed
 from triage.scoring.start import start_run
 from triage.scoring.tokenizer import NativeTokenizer
@@ -335,7 +336,8 @@ class Engine:
         """Compute ``ticket``'s prompt up to its tails and keep it, so that its score costs only the rest.
 
         Under :attr:`lock`: the stable block first, as a score does, then the ticket's part after the
-        longest hit of the prefix store, inserted there as a prefill's entry. The next score of this
+        longest hit of the prefix store, decoded as a cold score's first batch (with its tails, dropped
+        after) and inserted there as a prefill's entry. The next score of this
         ticket, or of one whose text extends or edits it (up to the first changed token), reuses it.
         ``cancel()`` is checked before and inside the decode; a cancelled prefill leaves the cache as
         after a cancelled score (the stable block when it was complete) and ``complete`` False.
@@ -351,7 +353,7 @@ class Engine:
             n = len(run.prompts.prefix)
             try:
                 run.check()
-                cached = self.resident.prefill(run)
+                cached = self.resident.prefill(run, partial(self._first_batch, run))
             except Cancelled:
                 self.resident.after_cancel(run)
                 done = run.tokens.stable - run.tokens.stable_cached if run.stable_ready else 0  # the stable block stays
@@ -380,14 +382,16 @@ class Engine:
             self.resident.drop()
 
     def forget(self, ticket_id: str | None = None) -> None:
-        """Drop the kept state of ``ticket_id`` (None: of every ticket); its next score reads it whole."""
+        """Drop the kept state of ``ticket_id`` (None: of every ticket, prefills too); its next score reads it whole."""
         with self.lock:
-            if ticket_id is None:
-                self.memory.clear()
-            else:
-                self.memory.discard(ticket_id)
+            self.resident.forget(ticket_id)
 
     # -- internals ----------------------------------------------------------------------
+    def _first_batch(self, run: Run, rest: tuple[int, ...]) -> None:
+        """Decode ``rest`` of ``run``'s prefix as a cold fanout score's first batch does (with its tails, whose
+        cells and readouts are then dropped), so the prefix's cells are bit for bit a cold score's."""
+        Fanout.batch(run, self.resident, Fanout.groups(run, self.resident)[0], rest)
+
     def _scored(self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None, **kw: Any) -> TicketScored:
         final: TicketScored | None = None
         for event in self.score(ticket, pack, options, **kw):

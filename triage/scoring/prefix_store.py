@@ -9,8 +9,8 @@ recently used first under one byte budget. No other module calls the model's ``s
 into others and drop them through :meth:`PrefixStore.share` and :meth:`PrefixStore.unshare`.
 
 Which cells beyond the stable block a ticket may reuse (docs/engine.md, "The prefix store"):
-a prefill's (any ticket, when the common part covers at least half of the prefill's tokens
-after the stable block), and an earlier score of its own id whose ticket text differed (a
+a prefill's (any ticket, when the common part after the stable block is at least half of the
+prefill's own or :data:`PREFILL_REUSE` tokens), and an earlier score of its own id whose ticket text differed (a
 thread that grew or was edited). A ticket scored again unchanged is read whole, so a cold
 score's batches are always [stable block][ticket + every tail].
 """
@@ -31,6 +31,7 @@ from triage.model.seq import Seq
 from triage.scoring.run import Run
 
 log = logging.getLogger(__name__)
+PREFILL_REUSE = 16  # a prefill's cells are reused from this many common tokens after the stable block (or half)
 
 
 class StableStore(Protocol):
@@ -112,14 +113,21 @@ class Owner:
     prefilled: bool
 
 
+def same_draft(span: tuple[int, int], shared: int) -> bool:
+    """Whether a prompt sharing ``shared`` tokens with a prefill's cells (``span``: from the stable block's end
+    to theirs) is the same draft: at least half of the prefill's tokens after the stable block, or
+    :data:`PREFILL_REUSE` of them."""
+    start, end = span
+    return 2 * (shared - start) >= end - start or shared - start >= PREFILL_REUSE
+
+
 def may_reuse(who: Owner, span: tuple[int, int], run: Run, shared: int) -> bool:
     """Whether ``run`` may reuse ``shared`` tokens of cells computed for ``who`` (the module docstring's rule).
 
     ``span``: where the cells begin (the stable block's length) and end.
     """
-    start, end = span
     if who.prefilled:
-        return 2 * (shared - start) >= end - start
+        return same_draft(span, shared)
     return who.ticket_id is not None and who.ticket_id == run.ticket_id and who.ticket != run.prompts.ticket_text
 
 
@@ -178,14 +186,15 @@ class Entries:
     def put(self, saved: Saved) -> None:
         """Keep ``saved``, replacing what it makes useless, then trim to the cap.
 
-        A score's state replaces its ticket's earlier ones; a prefill's replaces the prefills whose
-        tokens it starts with (the drafts it grew from).
+        A score's state replaces its ticket's earlier ones; a prefill's replaces the earlier prefills of
+        the same draft (:func:`same_draft`: the text it grew or was edited from).
         """
         for key, old in list(self._items.items()):
             if old.stable_key != saved.stable_key or old.prefilled != saved.prefilled:
                 continue
-            grown = saved.tokens[: len(old.tokens)] == old.tokens
-            if key == saved.key or (grown if saved.prefilled else old.ticket_id == saved.ticket_id):
+            shared = common_length(old.tokens, saved.tokens)
+            draft = shared > old.start and same_draft((old.start, len(old.tokens)), shared)
+            if key == saved.key or (draft if saved.prefilled else old.ticket_id == saved.ticket_id):
                 self._pop(key)
         if self.cap_bytes is None or saved.nbytes > self.cap_bytes:
             return
@@ -401,8 +410,11 @@ class PrefixStore:
         saved = Saved(run.stable_key, prefix, len(stable), run.messages, state, p.dropped, p.ticket_text, run.ticket_id)
         self.memory.put(replace(saved, prefilled=prefilled))
 
-    def prefill(self, run: Run) -> int:
+    def prefill(self, run: Run, decode: Callable[[tuple[int, ...]], None]) -> int:
         """Compute ``run``'s prefix into sequence 0 after the longest hit, and insert it as a prefill's entry.
+
+        ``decode(rest)`` computes the rest of the prefix into sequence 0 (the engine decodes it as the
+        first batch of a cold score, so the cells are the ones a cold score computes).
 
         Returns:
             How many of the prefix's tokens were already computed (the rest were evaluated). Raises
@@ -413,11 +425,21 @@ class PrefixStore:
         cached = run.tokens.prefix_cached
         if have < len(prefix):
             run.check()
-            self.native.decode([Seq("prefill", 0, have, prefix[have:])], should_stop=run.stop)
+            decode(prefix[have:])
             self.tokens = prefix
-        self.owner = Owner(run.ticket_id, run.prompts.ticket_text, True)
-        self.remember(run, prefilled=True)
+            self.owner = Owner(run.ticket_id, run.prompts.ticket_text, True)
+            self.remember(run, prefilled=True)
         return cached
+
+    def forget(self, ticket_id: str | None = None) -> None:
+        """Reuse nothing of ``ticket_id``'s (None: of any ticket's) beyond the stable block from now on."""
+        if self.memory is not None:
+            if ticket_id is None:
+                self.memory.clear()
+            else:
+                self.memory.discard(ticket_id)
+        if self.owner is not None and ticket_id in (None, self.owner.ticket_id):
+            self.owner = None
 
     def settle(self, run: Run, rest: tuple[int, ...]) -> None:
         """After a fanout decode that evaluated ``rest`` of the prefix: save the new cells, and leave sequence 0
