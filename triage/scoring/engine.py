@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import threading
 import time
-from functools import partial
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
