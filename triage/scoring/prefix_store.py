@@ -342,7 +342,7 @@ class PrefixStore:
         tokens the score evaluates (:meth:`~triage.scoring.run.Run.plan`). ``Serial``'s way in."""
         prefix, stable = run.prompts.prefix, run.prompts.stable
         t0 = time.perf_counter()
-        if self.tokens == prefix:
+        if self.tokens == prefix and not (self.owner is not None and self.owner.prefilled):  # serial's own cells
             run.tokens.prefix_cached = len(prefix)
             run.tokens.stable_cached = len(stable)
             run.stable_ready = True
