@@ -34,9 +34,9 @@ from triage.errors import TriageError
 from triage.scoring.decide import Calibration
 from triage.scoring.engine import CriterionScored, Prefilled, ScoreEvent, ScoreOptions, TicketScored
 from triage.scoring.head import Head
-from triage.scoring.memory import common_length, first_edit
 from triage.scoring.options import DEFAULT_READOUT
 from triage.scoring.prefill_result import PrefillResult
+from triage.scoring.prefix_store import common_length, first_edit
 from triage.scoring.prompt import PromptBuilder, PromptFormat
 from triage.scoring.protocol import AppEngine
 from triage.scoring.run import Progress, RawReadouts
@@ -384,6 +384,7 @@ class FakeEngine(AppEngine):
             if low
             else [],
         )
+
 
     def score_ticket(self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None = None) -> TicketResult:
         """Only the final result."""

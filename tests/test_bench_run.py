@@ -59,6 +59,8 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Workload:
         probe_sizes=(4, 16),
         session_ids=("t1", "t2"),
         tickets_source="test",
+        paste=tickets[:1],
+        paste_repeats=1,
     )
 
 
@@ -162,6 +164,13 @@ def test_bench_run_writes_the_keys_and_reuse_is_exact(smollm2_path: Path, tiny: 
     for s in data.samples:
         if s.mode in ("serial_truncate", "serial_restore", "fanout", "letter_serial", "serial_long"):
             assert s.result.tokens.prefix_cached == s.result.tokens.stable
+
+    # the paste figures: cold, after a prefill (only the tails evaluated), the tails alone
+    (paste,) = back["paste"]
+    assert paste["ticket"] == "t1" and paste["cold_ms"] > 0 and paste["tails_alone_ms"] > 0
+    assert paste["after_evaluated"] <= paste["tails"] + 1 < paste["cold_evaluated"]
+    assert paste["after_cached"] > paste["prefill_evaluated"] > 0  # the prefilled tokens, and the stable block
+    assert paste["max_abs_prob_vs_cold"] < 0.05
 
     assert back["points"]["probe_tails"] and back["points"]["engine_tails"]["serial_truncate"]
     ET.fromstring(chart_from_report(back).encode("utf-8"))

@@ -19,7 +19,7 @@ from triage.domain.result import TicketResult
 from triage.errors import TriageError
 from triage.scoring import debias
 from triage.scoring.engine import CriterionScored, Engine, Prefilled, ScoreOptions, TicketScored
-from triage.scoring.prefix import StableCache
+from triage.scoring.stable_file import StableCache
 
 # Fan-out decodes the tails as one batch: other kernels, other rounding. Measured
 # max |dp| vs serial on this pack: ~0.01-0.02 (docs/engine.md); allowed 0.05.
@@ -365,7 +365,7 @@ def test_another_running_process_pack_switch_is_not_this_results_warning(smollm2
         [
             sys.executable,
             "-c",
-            f"import sys, time; from pathlib import Path; from triage.scoring.prefix import StableCache; "
+            f"import sys, time; from pathlib import Path; from triage.scoring.stable_file import StableCache; "
             f"StableCache(Path({str(folder)!r})).swap_last({other_parts!r}); "
             "print('recorded', flush=True); sys.stdin.read()",
         ],
@@ -390,7 +390,7 @@ def test_another_running_process_pack_switch_is_not_this_results_warning(smollm2
         [
             sys.executable,
             "-c",
-            "from pathlib import Path; from triage.scoring.prefix import StableCache; "
+            "from pathlib import Path; from triage.scoring.stable_file import StableCache; "
             f"StableCache(Path({str(folder)!r})).swap_last({other_parts!r})",
         ],
         check=True,

@@ -266,7 +266,7 @@ def test_the_serve_request_bodies(text: str, max_ticket: int) -> None:
 def _kv_file(key: str, tokens: tuple[int, ...], payload: bytes, declared: int | None) -> bytes:
     import hashlib
 
-    from triage.scoring.prefix import _HEAD, FORMAT, MAGIC, tokens_digest
+    from triage.scoring.stable_file import _HEAD, FORMAT, MAGIC, tokens_digest
 
     kb = key.encode()
     size = len(payload) if declared is None else declared
@@ -291,7 +291,7 @@ KV_CONTENT = contents(
 @given(nodes(gate.KINDS["stable-state"].limit, KV_CONTENT))
 def test_the_stable_cache_state_reader(node: tuple[str, bytes, int | None]) -> None:
     """A ``.kvstate``: a state or a miss, never an error; a node that is not a file is left alone."""
-    from triage.scoring.prefix import StableCache
+    from triage.scoring.stable_file import StableCache
 
     def read(path: Path) -> None:
         cache = StableCache(path.parent)
@@ -306,7 +306,7 @@ def test_the_stable_cache_state_reader(node: tuple[str, bytes, int | None]) -> N
 @given(nodes(gate.KINDS["stable-last"].limit, contents([st.just(b'{"pack": "a", "_pid": 1}')])))
 def test_the_stable_cache_record_reader(node: tuple[str, bytes, int | None]) -> None:
     """``last.json``: a record or none, never an error; a regular file is replaced by a readable record."""
-    from triage.scoring.prefix import StableCache
+    from triage.scoring.stable_file import StableCache
 
     def read(path: Path) -> None:
         prev = StableCache(path.parent).swap_last({"pack": "b"})

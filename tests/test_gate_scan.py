@@ -50,7 +50,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("triage/backlog/output.py", 'JsonlWriter(path.open("a"'): "the output writer",
     ("triage/backlog/worker.py", '.backlog-pull.lock").open("a")'): "a lock file of triage's own",
     ("triage/learning/head_file.py", 'with tmp.open("wb") as fh:'): "writes a temporary file",
-    ("triage/scoring/prefix.py", 'with tmp.open("wb") as fh:'): "writes a temporary file",
+    ("triage/scoring/stable_file.py", 'with tmp.open("wb") as fh:'): "writes a temporary file",
     ("triage/model/modelstore.py", 'with tmp.open("wb") as out:'): "writes a temporary file",
     ("triage/store/outputs.py", 'with open(out, "wb") as fh:'): "the output writer",
     ("triage/store/outputs.py", "fd = os.open(self.lock_path"): "a lock file of triage's own",

@@ -182,7 +182,7 @@ def test_as_nobody_a_fifo_or_an_unreadable_config_is_a_message(tmp_path: Path) -
 CACHE = """
 import json, logging, sys
 from pathlib import Path
-from triage.scoring.prefix import StableCache
+from triage.scoring.stable_file import StableCache
 logging.basicConfig(level=logging.WARNING, format="LOG %(message)s", stream=sys.stdout)
 cache = StableCache(Path(sys.argv[1]))
 """
@@ -228,7 +228,7 @@ def test_an_old_fifo_in_the_cache_folder_is_not_pruned(tmp_path: Path) -> None:
 
 
 def _kv_header(key: str, tokens: tuple[int, ...], payload_size: int) -> bytes:
-    from triage.scoring.prefix import _HEAD, FORMAT, MAGIC, tokens_digest
+    from triage.scoring.stable_file import _HEAD, FORMAT, MAGIC, tokens_digest
 
     kb = key.encode()
     return _HEAD.pack(MAGIC, FORMAT, len(kb), len(tokens), tokens_digest(tokens), payload_size, b"\0" * 32) + kb
@@ -274,7 +274,7 @@ def test_a_fifo_as_last_json_is_a_miss_and_left_alone(tmp_path: Path) -> None:
 
 def test_a_last_json_nested_100000_deep_is_replaced_on_the_next_write(tmp_path: Path) -> None:
     """Before, it killed every score with RecursionError, again and again (it was never replaced)."""
-    from triage.scoring.prefix import StableCache
+    from triage.scoring.stable_file import StableCache
 
     folder = tmp_path / "stable"
     folder.mkdir()
@@ -289,7 +289,7 @@ def test_a_last_json_nested_100000_deep_is_replaced_on_the_next_write(tmp_path: 
 
 
 def test_last_json_past_its_bound_is_a_miss(tmp_path: Path) -> None:
-    from triage.scoring.prefix import StableCache
+    from triage.scoring.stable_file import StableCache
 
     folder = tmp_path / "stable"
     folder.mkdir()
@@ -480,7 +480,7 @@ def test_a_run_json_or_output_that_is_a_fifo_is_refused(tmp_path: Path) -> None:
 
 def test_a_kvstate_header_struct_is_what_the_test_builds() -> None:
     """The helper above builds the real header (so the 3 GB case is a real header)."""
-    from triage.scoring.prefix import _HEAD
+    from triage.scoring.stable_file import _HEAD
 
     assert _HEAD.size == struct.calcsize("<8sIHI32sQ32s")
 

@@ -28,7 +28,7 @@ from triage.learning.fitstore import calibrations_dir, head_name, heads_dir
 from triage.learning.head_file import read_head, write_head
 from triage.scoring.calibrate import read_calibration
 from triage.scoring.head import CriterionHead, Head
-from triage.scoring.prefix import StableCache
+from triage.scoring.stable_file import StableCache
 
 TICKET = "I am furious: you charged me twice and nobody answers."
 
@@ -319,7 +319,7 @@ def test_a_cache_folder_that_refuses_changes_is_read_and_left_alone(
 ) -> None:
     import os
 
-    from triage.scoring import prefix
+    from triage.scoring import stable_file
 
     cache = StableCache(tmp_path / "stable")
     cache.put("k", (1, 2, 3), b"state")
@@ -329,7 +329,7 @@ def test_a_cache_folder_that_refuses_changes_is_read_and_left_alone(
     def refuse(*_a: object, **_k: object) -> None:
         raise OSError(30, "Read-only file system")
 
-    monkeypatch.setattr(prefix.os, "utime", refuse)
+    monkeypatch.setattr(stable_file.os, "utime", refuse)
     monkeypatch.setattr(Path, "unlink", lambda *_a, **_k: refuse())
     fresh = StableCache(tmp_path / "stable")
     assert fresh.get("k", (1, 2, 3)) == bytearray(b"state")

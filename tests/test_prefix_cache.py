@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from triage.scoring.prefix import StableCache
+from triage.scoring.stable_file import StableCache
 
 TOKENS = tuple(range(100, 160))
 STATE = bytes(range(256)) * 64  # 16 KiB stand-in payload

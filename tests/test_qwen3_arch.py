@@ -25,9 +25,9 @@ from triage.learning.fitstore import load_head
 from triage.learning.head_file import write_head
 from triage.scoring.engine import Engine, ScoreOptions
 from triage.scoring.head import CriterionHead, Head, feature_ids
-from triage.scoring.prefix import StableCache
 from triage.scoring.prompt import END_THINK, IM_END, IM_START, THINK
 from triage.scoring.setup_check import check_head
+from triage.scoring.stable_file import StableCache
 from triage.scoring.tokenizer import qwen3_tokenizer
 
 pytest.importorskip("gguf", reason="the gguf package (dev extra) writes the tiny Qwen3 model")

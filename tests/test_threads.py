@@ -17,7 +17,7 @@ from triage.domain.thread import Message, compaction, render
 from triage.domain.ticket import make_ticket
 from triage.errors import InputError
 from triage.scoring.engine import Engine, ScoreOptions
-from triage.scoring.memory import Saved, ThreadStates, common_length, first_edit
+from triage.scoring.prefix_store import Entries, Saved, common_length, first_edit
 
 THREAD = [
     {"role": "customer", "text": "My package has said 'in transit' for 9 days. Order 4411. Where is it?"},
@@ -92,13 +92,20 @@ def test_compaction_keeps_its_cut_for_the_turns_that_follow() -> None:
 
 
 def test_the_store_is_an_lru_under_its_byte_cap() -> None:
-    store = ThreadStates(cap_bytes=100)
+    store = Entries(cap_bytes=100)
     for i in range(4):
-        store.put(f"t{i}", Saved("k", (1, 2, 3), 1, (), bytes(40)))
+        store.put(Saved("k", (1, 2, 3, i), 1, (), bytes(40), ticket_id=f"t{i}"))
     assert len(store) == 2 and store.nbytes == 80 and store.get("t0", "k") is None
     assert store.get("t3", "k") is not None and store.get("t3", "other stable block") is None
-    store.put("big", Saved("k", (1,), 1, (), bytes(101)))  # larger than the cap: not kept
+    store.put(Saved("k", (1,), 1, (), bytes(101), ticket_id="big"))  # larger than the cap: not kept
     assert store.get("big", "k") is None and store.nbytes == 80
+    store.put(
+        Saved("k", (1, 2, 3, 3, 4), 1, (), bytes(40), ticket_id="t3")
+    )  # a ticket's newer state replaces its older
+    assert len(store) == 2 and store.get("t3", "k").tokens == (1, 2, 3, 3, 4)  # type: ignore[union-attr]
+    store.put(Saved("k", (1, 2), 1, (), bytes(10), ticket_id="d1", prefilled=True))
+    store.put(Saved("k", (1, 2, 5), 1, (), bytes(10), ticket_id="d2", prefilled=True))  # a grown draft replaces it
+    assert store.nbytes == 90 and len(store) == 3 and store.get("d2", "k") is None  # prefills are nobody's thread
     assert common_length((1, 2, 3), (1, 2, 4)) == 2
     a, b = Message("customer", "a"), Message("agent", "b")
     assert first_edit((a,), (a, b)) is None and first_edit((a, b), (a, Message("agent", "c"))) == 2

@@ -12,7 +12,7 @@ from fake_engine import fake_app, wait_until
 from textual import events
 
 from triage.scoring.engine import Engine
-from triage.scoring.memory import common_length
+from triage.scoring.prefix_store import common_length
 from triage.tui.screens.timeline import TimelineScreen
 
 pytestmark = [pytest.mark.model, pytest.mark.slow]

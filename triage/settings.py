@@ -71,7 +71,8 @@ class Settings:
     )
     thread_cache_mib: int | None = setting(
         None,
-        "MiB of recently scored tickets' KV state, so that a thread's next message costs only itself (0: none)",
+        "MiB of saved KV state in the prefix store (recently scored tickets' and prefills' cells after the stable "
+        "block), so that a thread's next message, or a prefilled ticket's score, costs only what is new (0: none)",
         unset="as much as the context's own KV cache",
     )
     stable_cache_mb: int = setting(512, "MB the stable-prefix cache folder may hold (the least recently used go first)")

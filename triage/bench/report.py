@@ -132,6 +132,7 @@ def build_report(run: BenchRun, *, wait: dict[str, object] | None = None) -> dic
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(run.started_at)),
     }
     report["workload"] = workload = wl.describe()
+    report["paste"] = run.paste  # cold, after a prefill, the tails alone (triage.bench.paste)
     n_prompts = sum(
         len(c.options) if wl.mode_readout("serial_truncate")[1] == "cyclic" else 1 for c in wl.pack.criteria
     )

@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from triage.scoring.engine import Engine
     from triage.scoring.head import Head
     from triage.scoring.options import Orderings, ScoreOptions
-    from triage.scoring.resident import StableStore
+    from triage.scoring.prefix_store import StableStore
     from triage.scoring.schedule import Schedule
 
 PROBE_SEQ = 62  # the tail probe's copy of the prefix (fan-out uses 1..k)
@@ -153,6 +153,7 @@ class BenchRun:
     started_at: float = 0.0
     elapsed_s: float = 0.0
     phase_s: dict[str, float] = field(default_factory=dict)
+    paste: list[dict[str, object]] = field(default_factory=list)  # triage.bench.paste's rows
 
 
 def _rss_mb() -> float | None:
@@ -258,6 +259,8 @@ class BenchRunner:
                     steps.append((f"{ticket.id} raw reference", partial(self._raw_reference, ticket)))
                 if rep == 0 and ticket.id in wl.probe_ids:
                     steps.append((f"{ticket.id} tail probe", partial(self._probe, ticket)))
+        if wl.paste:
+            steps.append(("paste: cold, prefill, score after", self._paste))
         steps.append(("closing the model", self._close_main))
         session = [t for t in wl.tickets if t.id in wl.session_ids]
         for label, pack in self._labelled_packs() if session else ():
@@ -328,7 +331,7 @@ class BenchRunner:
 
     def _load(self) -> None:
         self._phase_t0 = time.perf_counter()
-        from triage.scoring.prefix import StableCache
+        from triage.scoring.stable_file import StableCache
 
         eng = self.spec.open(stable_store=StableCache(self._cache_dir("main")))
         self.engine = eng
@@ -383,6 +386,12 @@ class BenchRunner:
             block = eng.builder(pack, kind).ticket_block_text(ticket.text)
             self.run_data.ticket_block_tokens[ticket.id] = len(eng.tokenizer.encode(block))
         self._mark("scoring")
+
+    def _paste(self) -> None:
+        from triage.bench.paste import measure
+
+        self.run_data.paste = measure(self._main(), self.wl.pack, list(self.wl.paste), self.wl.paste_repeats)
+        self._mark("paste")
 
     def _bench_head(self, eng: Engine, pack: Pack, read: str = "tail") -> Head:
         """A learned head on every criterion reading at ``read``: what applying one costs, and what reading
@@ -441,7 +450,7 @@ class BenchRunner:
             for size, kind in [*((z, "fresh") for z in sizes), (fanout_n, "fanout_fresh")]:
                 pts.append(ProbePoint(ticket.id, kind, size, 0, _time_fresh(n, filler, size)))
             eng.hold_stable(pack, readout_kind)
-            n.seq_cp(0, PROBE_SEQ, -1, -1)
+            eng.resident.share((PROBE_SEQ,))
             n.decode([Seq("rest", PROBE_SEQ, s, prompts.prefix[s:])])
             for size in sizes:
                 toks = filler[:size]
@@ -480,7 +489,7 @@ class BenchRunner:
         return Path(self._tmp.name) / label
 
     def _cold(self, label: str, pack: Pack, ticket: BenchTicket, first: bool) -> None:
-        from triage.scoring.prefix import StableCache
+        from triage.scoring.stable_file import StableCache
 
         if first:
             self._phase_t0 = time.perf_counter()
@@ -495,7 +504,7 @@ class BenchRunner:
         eng = self._stable_engine
         if eng is not None:
             store = eng.stable_store
-            from triage.scoring.prefix import StableCache  # bench's own store (_cold)
+            from triage.scoring.stable_file import StableCache  # bench's own store (_cold)
 
             self.run_data.stable[-1].cache_stats = dict(vars(store.stats)) if isinstance(store, StableCache) else {}
             self.run_data.stable[-1].file_bytes = sum(
@@ -505,7 +514,7 @@ class BenchRunner:
             self._stable_engine = None
 
     def _warm(self, label: str, pack: Pack, ticket: BenchTicket) -> None:
-        from triage.scoring.prefix import StableCache
+        from triage.scoring.stable_file import StableCache
 
         self._phase_t0 = time.perf_counter()
         store = StableCache(self._cache_dir(label))  # a new instance: nothing in memory, as after a restart

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from triage.bench.paste import summary_lines as paste_lines
 from triage.bench.summary import (
     Report,
     criteria_subset,
@@ -257,7 +258,8 @@ def bar_chart(report: Report, width: int = 80) -> Table:
 def print_summary(report: Report, console: Console) -> None:
     """Everything a person reads at the end of a run: the plain summary first, then the detail."""
     console.print(Text("Summary", style="bold underline"))
-    for line in plain_summary(report):
+    pasted = [r for r in seq(report, "paste") if isinstance(r, dict)]
+    for line in plain_summary(report) + paste_lines(pasted):
         console.print(Text(f"• {line}"))
     console.print()
     console.print(Text('Detail (bench/README.md, "Glossary", says what each term means)', style="bold underline"))

@@ -98,13 +98,13 @@ def raw_decode_ms(engine: Engine, prefix: tuple[int, ...], n: int, filler: tuple
     """Time one decode of ``n`` tokens in a sequence that shares ``prefix`` (sequence 0 holds it)."""
     native = engine.native
     toks = (filler * (n // max(len(filler), 1) + 1))[:n]
-    native.seq_cp(0, 1, -1, -1)
+    engine.resident.share((1,))
     t0 = time.perf_counter()
     try:
         native.decode([Seq("raw", 1, len(prefix), toks)])
     finally:
         ms = (time.perf_counter() - t0) * 1000
-        native.seq_rm(1, -1, -1)
+        engine.resident.unshare((1,))
     return ms
 
 

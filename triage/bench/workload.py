@@ -22,6 +22,7 @@ DEFAULT_LIMIT = 12  # with --tickets: the first 12 rows
 PER_KIND = 1  # the default run: the first ticket of each length
 QUICK_LIMIT = 1
 SPLIT_CRITERIA = 2  # split (as costly as full) scores the pack's first two criteria
+PASTE_REPEATS, PASTE_REPEATS_QUICK = 5, 3  # the paste figures' repetitions (cold, prefill, score after) per ticket
 
 # Timed modes, interleaved ticket by ticket. Keys are the JSON's mode keys.
 # serial_long is serial/truncate with the long-stable pack (issue 7).
@@ -104,6 +105,8 @@ class Workload:
     tickets_source: str
     notes: list[str] = field(default_factory=list)
     readout: Readout = DEFAULT_READOUT  # the readout of every mode but letter_serial
+    paste: tuple[BenchTicket, ...] = ()  # scored cold and after a prefill (triage.bench.paste): a tweet, a long one
+    paste_repeats: int = PASTE_REPEATS
 
     def mode_readout(self, mode: str) -> tuple[Readout, Orderings]:
         """(readout, orderings) a mode scores with: letter_serial is always letters in every rotation."""
@@ -126,6 +129,7 @@ class Workload:
             "quick": self.quick,
             "tickets_source": self.tickets_source,
             "tickets": [{"id": t.id, "kind": t.kind, "source": t.source, "chars": len(t.text)} for t in self.tickets],
+            "paste": {"tickets": [t.id for t in self.paste], "repeats": self.paste_repeats},
             "pack": {
                 "name": self.pack.name,
                 "version": self.pack.version,
@@ -271,7 +275,10 @@ def make_workload(
         probe_ids = tuple(firsts[:: max(1, len(firsts) - 1)])  # the first and last kinds: shortest and longest prefix
         session_ids = tuple(firsts)
         sizes = PROBE_SIZES
+    paste = tuple(t for kind in ("short", "long") for t in [next((r for r in rows if r.kind == kind), None)] if t)
     return Workload(
+        paste=paste,
+        paste_repeats=PASTE_REPEATS_QUICK if quick else PASTE_REPEATS,
         tickets=tickets,
         pack=pack,
         long_pack=long_pack,

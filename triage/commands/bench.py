@@ -39,6 +39,12 @@ cache hit rate, cold vs warm first ticket after a restart, long vs short
 stable block, model load time and peak RSS. The load average is recorded, and
 a busy machine is flagged: on 2 cores, another model process ruins timings.
 
+Paste figures (every run, --quick too): the set's first tweet and first long
+ticket (cut to the 384-token ticket budget), each scored cold, then prefilled
+(the prompt up to its tails, as while a ticket is pasted) and scored again:
+medians of the cold score, the score after the prefill and the tails alone,
+side by side (docs/engine.md, "Prefill while pasting"; 5 repeats, --quick 3).
+
 --quick (measured 19.6 s on a quiet 2-core machine with the 0.5B
 stand-in): 1 ticket (a tweet), split for the first 2 criteria, the tail
 probe at 8/96 tokens and the typical tail size (1 timing each), the warm-up

@@ -11,7 +11,7 @@ customer writes again. A :class:`Message` has a role (``customer``, ``agent`` or
 A one-message customer ticket is therefore written exactly as a plain ticket is, and
 a thread with one more message is the same text with more at the end: each turn's
 prompt starts with the last turn's, so its KV state can be reused
-(:mod:`triage.scoring.memory`).
+(:mod:`triage.scoring.prefix_store`).
 
 When a thread no longer fits the context it is **compacted**: the first customer
 message is kept, the middle is dropped with a marker, and as many of the latest

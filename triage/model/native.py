@@ -36,19 +36,8 @@ from triage.model.progress import DecodeMeter, Report
 from triage.model.seq import Seq
 from triage.settings import DEFAULTS
 
-__all__ = [
-    "Cancelled",
-    "ModelFileChanged",
-    "NativeModel",
-    "NativeVocab",
-    "Seq",
-    "check_n_ctx",
-    "check_trained",
-    "context_size",
-    "check_threads",
-    "default_threads",
-    "max_threads",
-]
+__all__ = ["Cancelled", "ModelFileChanged", "NativeModel", "NativeVocab", "Seq", "check_n_ctx", "check_trained"]
+__all__ += ["context_size", "check_threads", "default_threads", "max_threads"]
 
 log = logging.getLogger("triage.llama")
 log.addHandler(logging.NullHandler())  # never Python's last-resort stderr handler
@@ -201,11 +190,8 @@ class _MappedFile:
         was = self.at_load
         if (now.st_size, now.st_mtime_ns) == (was.st_size, was.st_mtime_ns):
             return
-        how = (
-            f"it was {was.st_size:,} bytes and is now {now.st_size:,}"
-            if now.st_size != was.st_size
-            else "it was rewritten (its modification time moved)"
-        )
+        resized = f"it was {was.st_size:,} bytes and is now {now.st_size:,}"
+        how = resized if now.st_size != was.st_size else "it was rewritten (its modification time moved)"
         raise ModelFileChanged(
             f"the model file {self.path} was changed in place while it was loaded ({how}); "
             "triage stops using it rather than read a file that is not the one it loaded",
@@ -492,10 +478,8 @@ class NativeModel(_Vocabulary):
         # (piece, pos, tokens, is_last_chunk_of_piece)
         chunks: list[tuple[Seq, int, tuple[int, ...], bool]] = []
         for s in seqs:
-            if len(s.also) + 1 > self.n_seq_max:
-                raise ValueError(
-                    f"a piece belongs to {len(s.also) + 1} sequences; this context allows {self.n_seq_max}"
-                )
+            if (k := len(s.also) + 1) > self.n_seq_max:
+                raise ValueError(f"a piece belongs to {k} sequences; this context allows {self.n_seq_max}")
             for i in range(0, len(s.tokens), self.n_batch):
                 part = s.tokens[i : i + self.n_batch]
                 chunks.append((s, s.pos + i, part, i + self.n_batch >= len(s.tokens)))
@@ -586,10 +570,6 @@ class NativeModel(_Vocabulary):
     def clear(self) -> None:
         """Empty the whole KV cache."""
         llama_cpp.llama_memory_clear(self.mem, True)
-
-    def state_size(self, seq_id: int) -> int:
-        """Bytes :meth:`state_get` would write for ``seq_id`` (nothing is copied)."""
-        return int(llama_cpp.llama_state_seq_get_size(self.ctx, seq_id))
 
     def state_get(self, seq_id: int) -> bytearray:
         """Serialise one sequence's KV state (``llama_state_seq_get_data``)."""

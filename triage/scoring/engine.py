@@ -15,9 +15,9 @@ chosen once per score:
   validation and reader;
 * how a criterion is decided: :mod:`triage.scoring.decide` (head, else calibration,
   else zero-shot);
-* what stays in the cache between tickets: :mod:`triage.scoring.resident` (with the
-  stable store of :mod:`triage.scoring.prefix`); the content-free prior (eval's and
-  calibrate's ``--prior``): :mod:`triage.scoring.prior`.
+* what is already computed, and where: :mod:`triage.scoring.prefix_store` (sequence 0's cells,
+  saved states in memory, the stable block's file of :mod:`triage.scoring.stable_file`); the
+  content-free prior (eval's and calibrate's ``--prior``): :mod:`triage.scoring.prior`.
 
 The product scores with ``ScoreOptions()`` (:mod:`triage.scoring.options`); every other
 option is reached only through this API.
@@ -33,6 +33,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,19 +45,17 @@ from triage.domain.ticket import Ticket, make_ticket
 from triage.errors import TriageError
 from triage.model.digest import sha256_file
 from triage.model.native import FLASH_ATTN, Cancelled, NativeModel
-from triage.model.seq import Seq
 from triage.scoring.cue import check_read
 from triage.scoring.decide import Calibration, Decider
 from triage.scoring.head import Head, feature_ids
-from triage.scoring.memory import ThreadStates, common_length
 from triage.scoring.options import DEFAULT_MODE, DEFAULT_READOUT, ScoreOptions
 from triage.scoring.prefill_result import PrefillResult
+from triage.scoring.prefix_store import Entries, PrefixStore, StableStore
 from triage.scoring.prior import PRIOR_TEXT, Prior, Priors
 from triage.scoring.prompt import PromptBuilder, PromptFormat, detect_format
 from triage.scoring.readout import AnswerPlan, LabelReader, Reader
-from triage.scoring.resident import Resident, StableStore
 from triage.scoring.run import CriterionScored, Prefilled, Progress, RawReadouts, Run, ScoreEvent, TicketScored
-from triage.scoring.schedule import Schedule, schedule_for
+from triage.scoring.schedule import Fanout, Schedule, schedule_for
 from triage.scoring.speed import Speed
 from triage.scoring.start import start_run
 from triage.scoring.tokenizer import NativeTokenizer
@@ -96,9 +95,10 @@ class Engine:
         prompt_style: ``auto`` (from the model's chat template), ``chat`` or ``plain``.
         stable_store: persists the stable block's state across runs, and says when it changed (optional).
         prior_dir: keeps content-free priors across runs (optional).
-        thread_cache_mib: memory for recently scored tickets' KV state, so that a thread
-            that comes back with a new message costs only that message (0: none kept;
-            None: as much as the context's own KV cache).
+        thread_cache_mib: the prefix store's byte budget for saved states (recent tickets' and
+            prefills' cells after the stable block), so that a thread that comes back with a new
+            message, or a prefilled ticket, costs only what is new (0: none kept; None: as much as
+            the context's own KV cache).
         flash_attn: llama.cpp's flash attention (on by default; bench compares it off).
     """
 
@@ -130,8 +130,8 @@ class Engine:
         self.lock = threading.Lock()  # held while a score uses the context (bench's packed decodes hold it too)
         self._builders: dict[tuple[str, str], tuple[PromptBuilder, Reader]] = {}
         self.feature_ids = feature_ids(self.native.n_vocab, self.native.n_embd)
-        self.memory = ThreadStates(None if thread_cache_mib is None else int(thread_cache_mib) << 20)
-        self.resident = Resident(self.native, stable_store, self.memory)
+        self.memory = Entries(None if thread_cache_mib is None else int(thread_cache_mib) << 20)
+        self.resident = PrefixStore(self.native, stable_store, self.memory)  # the prefix store
         self.priors = Priors(self, prior_dir)
         self.speed = Speed()  # tokens per second, measured over the last scores (the app's time estimate)
         self._notes: list[str] = []  # said by a prefill that paid the stable block: the next score says them
@@ -287,43 +287,6 @@ class Engine:
             for ticket in tickets:
                 yield ticket, self.score_alone(ticket, pack, options, how)
 
-    def prefill(self, ticket: Ticket | str, pack: Pack, *, cancel: Callable[[], bool] | None = None) -> PrefillResult:
-        """Compute ``ticket``'s prompt up to its tails into sequence 0 and leave it there, so that its next score
-        (the product's options) decodes only the tails; an edited ticket reuses what is resident up to the first
-        changed token. A cancelled prefill keeps the stable block only. A stable block it pays says its change
-        note on the next score's warnings.
-
-        Interim: the prefix store's prefill replaces this one.
-        """
-        if isinstance(ticket, str):
-            ticket = make_ticket(ticket)
-        options = ScoreOptions()
-        t0 = time.perf_counter()
-        with self.lock:
-            run = start_run(self, ticket, pack, options, (Decider(pack, self.tokenizer, None, None, None), False, None))
-            run.stop = cancel
-            prefix, kv = run.prompts.prefix, self.resident
-            have = common_length(kv.tokens, prefix)
-            cached = have
-            try:
-                if have < len(run.prompts.stable):
-                    kv.ensure_stable(run)
-                    self._notes += [w for w in run.warnings if w == run.stable_note]
-                    cached, have = run.tokens.stable_cached, len(run.prompts.stable)
-                else:
-                    kv.keep(prefix[:have])
-                    run.stable_ready = True
-                if have < len(prefix):
-                    self.native.decode([Seq("prefix", 0, have, prefix[have:])], should_stop=cancel)
-                kv.tokens = prefix
-            except Cancelled:
-                kv.after_cancel(run)
-                done = len(run.prompts.stable) if run.stable_ready else 0
-                ms = (time.perf_counter() - t0) * 1000
-                return PrefillResult(len(prefix), cached, max(0, done - cached), ms, complete=False)
-        ms = (time.perf_counter() - t0) * 1000
-        return PrefillResult(len(prefix), cached, len(prefix) - cached, ms)
-
     def score_alone(
         self, ticket: Ticket, pack: Pack, options: ScoreOptions, how: tuple[Decider, bool, str | None]
     ) -> TicketScored | TriageError:
@@ -371,6 +334,41 @@ class Engine:
         done = self._scored(ticket, pack, options, features=True, read=read)
         return done.result, done.readouts, done.features
 
+    def prefill(self, ticket: Ticket | str, pack: Pack, *, cancel: Callable[[], bool] | None = None) -> PrefillResult:
+        """Compute ``ticket``'s prompt up to its tails and keep it, so that its score costs only the rest.
+
+        Under :attr:`lock`: the stable block first, as a score does, then the ticket's part after the
+        longest hit of the prefix store, decoded as a cold score's first batch (with its tails, dropped
+        after) and inserted there as a prefill's entry. The next score of this
+        ticket, or of one whose text extends or edits it (up to the first changed token), reuses it.
+        ``cancel()`` is checked before and inside the decode; a cancelled prefill leaves the cache as
+        after a cancelled score (the stable block when it was complete) and ``complete`` False.
+        """
+        if isinstance(ticket, str):
+            ticket = make_ticket(ticket)
+        options = ScoreOptions()
+        how = (Decider(pack, self.tokenizer, None, None, None), False, None)
+        t0 = time.perf_counter()
+        with self.lock:
+            run = start_run(self, ticket, pack, options, how)
+            run.stop = cancel
+            n = len(run.prompts.prefix)
+            try:
+                run.check()
+                cached = self.resident.prefill(run, partial(self._first_batch, run))
+            except Cancelled:
+                self.resident.after_cancel(run)
+                self._hold_note(run)
+                done = run.tokens.stable - run.tokens.stable_cached if run.stable_ready else 0  # the stable block stays
+                ms = (time.perf_counter() - t0) * 1000
+                return PrefillResult(n, run.tokens.prefix_cached, done, ms, False)
+            self._hold_note(run)
+        return PrefillResult(n, cached, n - cached, (time.perf_counter() - t0) * 1000)
+
+    def _hold_note(self, run: Run) -> None:
+        """A prefill that paid a changed stable block leaves its note for the next score to say (once)."""
+        self._notes += [w for w in run.warnings if w == run.stable_note]
+
     def prior(self, pack: Pack, options: ScoreOptions | None = None) -> Prior:
         """Content-free prior: each criterion's option log-probs for an "N/A" ticket, computed
         with ``options``' readout, orderings and mode, once for this model (see :mod:`triage.scoring.prior`)."""
@@ -392,14 +390,16 @@ class Engine:
             self.resident.drop()
 
     def forget(self, ticket_id: str | None = None) -> None:
-        """Drop the kept state of ``ticket_id`` (None: of every ticket); its next score reads it whole."""
+        """Drop the kept state of ``ticket_id`` (None: of every ticket, prefills too); its next score reads it whole."""
         with self.lock:
-            if ticket_id is None:
-                self.memory.clear()
-            else:
-                self.memory.discard(ticket_id)
+            self.resident.forget(ticket_id)
 
     # -- internals ----------------------------------------------------------------------
+    def _first_batch(self, run: Run, rest: tuple[int, ...]) -> None:
+        """Decode ``rest`` of ``run``'s prefix as a cold fanout score's first batch does (with its tails, whose
+        cells and readouts are then dropped), so the prefix's cells are bit for bit a cold score's."""
+        Fanout.batch(run, self.resident, Fanout.groups(run, self.resident)[0], rest)
+
     def _scored(self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None, **kw: Any) -> TicketScored:
         final: TicketScored | None = None
         for event in self.score(ticket, pack, options, **kw):

@@ -30,8 +30,10 @@ from triage.scoring.tokenizer import NativeTokenizer
 if TYPE_CHECKING:
     from triage.domain.pack import Pack
     from triage.domain.result import ModelInfo
+    from triage.domain.ticket import Ticket
     from triage.model.resolve import ModelRef
     from triage.scoring.engine import Engine
+    from triage.scoring.prefill_result import PrefillResult
 
 __all__ = ["LazyEngine", "ModelSizes"]
 
@@ -140,6 +142,10 @@ class LazyEngine:
             self._engine = eng
             self._drop_vocab()
         return self._engine
+
+    def prefill(self, ticket: Ticket | str, pack: Pack, *, cancel: Callable[[], bool] | None = None) -> PrefillResult:
+        """The real engine's :meth:`~triage.scoring.engine.Engine.prefill` (it loads the model)."""
+        return self.engine().prefill(ticket, pack, cancel=cancel)
 
     def _drop_vocab(self) -> None:
         self._builders.clear()

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from triage.model.native import FLASH_ATTN
 from triage.scoring.engine import Engine
-from triage.scoring.prefix import StableCache
+from triage.scoring.stable_file import StableCache
 from triage.settings import DEFAULTS
 from triage.store.config import load_config
 

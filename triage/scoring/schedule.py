@@ -1,8 +1,8 @@
 """Decode schedules: how a ticket's prompts go through the model, one small object each.
 
-* :class:`Fanout`: the product. The prefix shared into one sequence per tail
-  (``llama_memory_seq_cp``, no copy in a unified cache) and all tails decoded in one
-  batch, with the ticket's own tokens in that batch too.
+* :class:`Fanout`: the product. The prefix store's hit restored, the prefix shared into one
+  sequence per tail (no copy in a unified cache) and all tails decoded in one batch, with the
+  rest of the ticket's tokens in that batch too.
 * :class:`Serial`: the prefix once, then each tail, back to the prefix by dropping the
   tail's cells (``llama_memory_seq_rm``). Eval scores the letter readout so.
 
@@ -110,36 +110,27 @@ class Serial:
 class Fanout:
     """All tails in as few batches as fit, each in its own sequence(s) sharing the prefix.
 
-    When the ticket's part of the prefix is not resident, the first batch also carries
-    it: its tokens belong to sequence 0 and to every tail's sequence of that batch, so
-    prefill and tails cost one decode. The ticket's cells are then dropped again (only
-    the stable block stays resident), so that no later ticket reuses a prefix computed
-    in another batch shape than its own.
+    One path: the prefix store restores the longest hit (:meth:`PrefixStore.restore
+    <triage.scoring.prefix_store.PrefixStore.restore>`: the stable block, and a prefill's or the
+    ticket's own earlier cells where they may be reused), then the rest of the prefix and the tails
+    go in one batch: the rest's tokens belong to sequence 0 and to every tail's sequence of that
+    batch. The new cells are saved and dropped again (only the stable block stays resident), so a
+    cold score is always [stable block][ticket + every tail].
     """
 
     name = "fanout"
 
     def run(self, run: Run, kv: Resident) -> Iterator[ScoreEvent]:
         prompts = run.prompts
-        rest: tuple[int, ...] = ()
-        kept = False  # sequence 0 holds this ticket's cells, to be remembered and dropped
-        if kv.tokens == prompts.prefix:
-            kv.ensure_prefix(run)
-        else:
-            t0 = time.perf_counter()
-            kv.ensure_stable(run)
-            have = kv.resume(run)  # a thread's earlier messages, when their state was kept
-            rest = prompts.prefix[have:]
-            kept = have < len(prompts.prefix) or have > len(prompts.stable)
-            run.timing.prefill_ms = (time.perf_counter() - t0) * 1000
+        t0 = time.perf_counter()
+        have = kv.restore(run)
+        rest = prompts.prefix[have:]
+        run.timing.prefill_ms = (time.perf_counter() - t0) * 1000
         run.plan()
         for g, group in enumerate(self.groups(run, kv)):
             run.check()
             self.batch(run, kv, group, rest if g == 0 else ())
-        if kept:
-            if rest:
-                kv.remember(run)
-            kv.keep(prompts.stable)
+        kv.settle(run, rest)
         yield run.prefilled()
         for ci in run.chosen:
             yield run.done(ci)
@@ -174,8 +165,7 @@ class Fanout:
         for i, spec in enumerate(group):
             got = reader.pieces(i, spec, prompts.tail(spec), (p, k))
             width = reader.width(spec)
-            for j in range(k, k + width):
-                n.seq_cp(0, j, -1, -1)
+            kv.share(range(k, k + width))
             pieces += got
             sizes.append(sum(len(s.tokens) for s in got))
             k += width
@@ -184,8 +174,7 @@ class Fanout:
         try:
             out = n.decode(pieces, should_stop=run.stop, progress=run.progress)
         finally:
-            for j in range(1, k):
-                n.seq_rm(j, -1, -1)
+            kv.unshare(range(1, k))
         ms = (time.perf_counter() - t0) * 1000
         total = sum(sizes)
         if rest:  # one batch: time shared by tokens

@@ -80,8 +80,8 @@ class NativeTokenizer:
         self._bos = native.bos if native.add_bos else None
         self._get_attr = lambda tid: int(llama_cpp.llama_vocab_get_attr(native.vocab, tid))
         # The tokens llama.cpp's tokenizer matches by their text before BPE (its
-        # "special tokens cache"): control, user-defined and unknown ones. 151,936
-        # look-ups take about 35 ms, once per model.
+        # "special tokens cache"): control, user-defined and unknown ones, looked up once per model
+        # (its cost: docs/engine.md, "Measured costs").
         attr = llama_cpp
         special = attr.LLAMA_TOKEN_ATTR_CONTROL | attr.LLAMA_TOKEN_ATTR_USER_DEFINED | attr.LLAMA_TOKEN_ATTR_UNKNOWN
         texts = [

@@ -1,4 +1,7 @@
-"""The stable-prefix cache: the stable block's KV state, kept across tickets and restarts.
+"""The prefix store's disk tier: the stable block's KV state, kept across tickets and restarts.
+
+The store (:mod:`triage.scoring.prefix_store`) asks it for the stable block, the entry every
+ticket hits; this module only reads and writes the ``.kvstate`` files (it calls no model).
 
 Everything before the ticket (instruction, pack context, examples) is the same
 for every ticket of a pack. Its KV state is computed once per (model sha256,
