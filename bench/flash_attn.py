@@ -26,8 +26,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from triage.bench.split import Split  # noqa: E402
 from triage.domain.pack import load_pack  # noqa: E402
+from triage.lab.split import Split  # noqa: E402
 from triage.model.native import Seq  # noqa: E402
 from triage.model.resolve import resolve_model  # noqa: E402
 from triage.scoring.engine import Engine, ScoreOptions  # noqa: E402

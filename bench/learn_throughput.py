@@ -49,11 +49,11 @@ def score_packed(scorer: Any, rows: list[Any], budget: int) -> Any:
     """:func:`triage.evaluation.runner.score_rows` with the rows not cached scored several in one decode
     (:func:`triage.bench.packed.score_packed` with ``budget``), cached through ``scorer`` as learn caches
     its outcomes."""
-    from triage.bench.packed import score_packed as packed_stream
     from triage.errors import TriageError
     from triage.evaluation.cache import Outcome
     from triage.evaluation.data import BadRow
     from triage.evaluation.runner import Scored
+    from triage.lab.packed import score_packed as packed_stream
     from triage.scoring.engine import ScoreOptions
 
     out = Scored()

@@ -14,10 +14,12 @@ import numpy as np
 import pytest
 from test_engine import SMALL_PACK, TICKETS
 
-from triage.bench.packed import cost, packs, score_packed
 from triage.domain.pack import load_pack
 from triage.domain.ticket import make_ticket
 from triage.errors import TriageError
+from triage.lab import score as lab
+from triage.lab.options import LabOptions
+from triage.lab.packed import cost, packs, score_packed
 from triage.scoring.engine import Engine, ScoreOptions, TicketScored
 from triage.scoring.start import start_run
 
@@ -48,7 +50,7 @@ def probs(result: Any) -> np.ndarray:
 def test_packed_tickets_score_as_each_alone_within_fanouts_tolerance(smollm2_path: Path, pack: Any) -> None:
     tickets = [make_ticket(t, f"T{i}") for i, t in enumerate([*TICKETS, *MORE])]
     with Engine(smollm2_path, name="smollm2-135m", n_ctx=2048, thread_cache_mib=0) as eng:
-        serial = [eng.score_ticket(t, pack, ScoreOptions(mode="serial")) for t in tickets]
+        serial = [lab.score_ticket(eng, t, pack, LabOptions(mode="serial")) for t in tickets]
         alone = [eng.score_ticket(t, pack) for t in tickets]
         got = list(score_packed(eng, tickets, pack, budget=256))
         runs_per_pack = [

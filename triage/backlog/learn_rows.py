@@ -316,7 +316,7 @@ class RaySets:
         from triage.evaluation.runner import Scorer, score_rows
         from triage.evaluation.session import ScoringRun
         from triage.evaluation.variants import prior_from
-        from triage.scoring.engine import PRIOR_TEXT
+        from triage.lab.prior import PRIOR_TEXT
 
         with ReadoutCache() as cache:
             said = cache.notice

@@ -188,9 +188,7 @@ class TicketScorer:
                 f"node {node_name()}: model {config.model} loaded with sha256 "
                 f"{self.engine.sha256}, expected {config.expected_sha256}"
             )
-        self.engine.hold_stable(
-            config.pack, config.options.readout
-        )  # computed (or restored) once; stays resident between tickets
+        self.engine.hold_stable(config.pack)  # computed (or restored) once; stays resident between tickets
         from triage.scoring.fit import Fits
         from triage.session import Session
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from triage.domain.pack import Pack
 from triage.domain.ticket import Ticket, jsonl_lines, make_ticket, read_text_file
 from triage.errors import InputError
-from triage.scoring.options import DEFAULT_READOUT, BenchMode, Orderings, Readout, effective_orderings
+from triage.lab.options import DEFAULT_READOUT, BenchMode, Orderings, ReadoutName, effective_orderings
 
 TICKETS_ASSET = "bench-tickets.jsonl"
 LONG_PACK_ASSET = "long-stable-pack.toml"
@@ -103,9 +103,9 @@ class Workload:
     session_ids: tuple[str, ...]  # tickets of the cold-start session (issue 7)
     tickets_source: str
     notes: list[str] = field(default_factory=list)
-    readout: Readout = DEFAULT_READOUT  # the readout of every mode but letter_serial
+    readout: ReadoutName = DEFAULT_READOUT  # the readout of every mode but letter_serial
 
-    def mode_readout(self, mode: str) -> tuple[Readout, Orderings]:
+    def mode_readout(self, mode: str) -> tuple[ReadoutName, Orderings]:
         """(readout, orderings) a mode scores with: letter_serial is always letters in every rotation."""
         if mode == LETTER_MODE:
             return "letter", "cyclic"
@@ -214,7 +214,7 @@ def make_workload(
     limit: int | None = None,
     repeats: int = 1,
     orderings: Orderings | None = None,
-    readout: Readout = DEFAULT_READOUT,
+    readout: ReadoutName = DEFAULT_READOUT,
 ) -> Workload:
     """Choose tickets and per-phase subsets for a run.
 

@@ -26,17 +26,18 @@ from triage.evaluation.variants import (
     prior_from,
     readings,
 )
-from triage.scoring.cue import TAIL, check_read
-from triage.scoring.head import FEATURES as FEATURES_KIND
-from triage.scoring.options import (
+from triage.lab.options import (
     DEFAULT_MODE,
     DEFAULT_READOUT,
+    LabOptions,
     Mode,
     Orderings,
-    Readout,
+    ReadoutName,
     as_readout,
     effective_orderings,
 )
+from triage.scoring.cue import TAIL, check_read
+from triage.scoring.head import FEATURES as FEATURES_KIND
 
 if TYPE_CHECKING:
     from triage.scoring.calibrate import Calibration
@@ -77,7 +78,7 @@ class Scorer:
         self.engine = engine
         self.pack = pack
         self.cache = cache
-        self.readout: Readout = as_readout(readout)
+        self.readout: ReadoutName = as_readout(readout)
         self.read = check_read(read)
         if self.read != TAIL and readout != "label":
             raise TriageError("the shared read position reads options by name: use --readout label", exit_code=2)
@@ -93,6 +94,7 @@ class Scorer:
         how += "" if attention == "flash" else f"+{attention}"
         self.key = CacheKey(engine.sha256, pack.hash, engine.format_for(readout).id, engine.n_ctx, how)
         self.features = False  # also get each criterion's answer-position features (learned heads)
+        self.options = LabOptions(mode=self.mode, orderings=self.orderings, readout=self.readout)
         self.scored = 0
         self.scoring_s = 0.0
 
@@ -107,18 +109,18 @@ class Scorer:
         hit = self.cached(text_key)
         if hit is not None:
             return hit, True
-        from triage.scoring.engine import ScoreOptions
+        from triage.lab import score as lab
 
         t0 = time.perf_counter()
-        opts = ScoreOptions(mode=self.mode, orderings=self.orderings, readout=self.readout)
+        opts = self.options
         if self.read != TAIL:
-            result, raw, feats = self.engine.readouts_and_features(ticket, self.pack, opts, read=self.read)
+            result, raw, feats = lab.readouts_and_features(self.engine, ticket, self.pack, opts, read=self.read)
             if not self.features:
                 feats = {}
         elif self.features:
-            result, raw, feats = self.engine.readouts_and_features(ticket, self.pack, opts)
+            result, raw, feats = lab.readouts_and_features(self.engine, ticket, self.pack, opts)
         else:
-            (result, raw), feats = self.engine.raw_readouts(ticket, self.pack, opts), {}
+            (result, raw), feats = lab.raw_readouts(self.engine, ticket, self.pack, opts), {}
         ms = (time.perf_counter() - t0) * 1000
         if not result.complete:
             raise TriageError(f"ticket {ticket.id} was not scored completely: {'; '.join(result.warnings)}")
@@ -139,7 +141,10 @@ class Scorer:
         """
         import hashlib
 
-        cut = self.engine.builder(self.pack, self.readout).cut(ticket.text, self.engine.n_ctx, ticket.messages)
+        from triage.lab.seams import plain_readout
+
+        builder = self.engine.builder(self.pack, plain_readout(self.options))
+        cut = builder.cut(ticket.text, self.engine.n_ctx, ticket.messages)
         return ticket.sha256 if cut.text == ticket.text else hashlib.sha256(cut.text.encode("utf-8")).hexdigest()
 
     def cached(self, sha256: str) -> Outcome | None:
@@ -157,7 +162,7 @@ class Scorer:
 
     def prior(self) -> dict[str, np.ndarray]:
         """The content-free prior per criterion (the engine's "N/A" ticket, through the cache)."""
-        from triage.scoring.engine import PRIOR_TEXT
+        from triage.lab.prior import PRIOR_TEXT
 
         out, _ = self.outcome(make_ticket(PRIOR_TEXT, "prior"))
         return prior_from(out)

@@ -1,7 +1,8 @@
 """Packed backlog decodes: several tickets' fanout in one ``llama_decode`` (a measuring instrument).
 
 Not the product: ``triage score`` and the Ray workers score one ticket per decode
-(``Engine.score_many``). :func:`score_packed` keeps it measurable (bench/packed.py, tests/test_packed.py).
+(``Engine.score_many``). :func:`score_packed` keeps it measurable (bench/packed.py, tests/test_packed.py);
+it is the lab's, and takes :class:`~triage.lab.options.LabOptions`.
 
 A backlog scores one ticket after another, and one ticket's fanout decode holds about a
 hundred tokens for a short ticket (its own tokens and one tail per criterion): a small
@@ -30,11 +31,12 @@ from typing import TYPE_CHECKING
 from triage.domain.pack import Pack
 from triage.domain.ticket import Ticket
 from triage.errors import TriageError
+from triage.lab.options import LabOptions
+from triage.lab.score import seams
 from triage.model.seq import Seq
 from triage.scoring.cue import check_read
-from triage.scoring.decide import Calibration, Decider
+from triage.scoring.decide import Calibrator, Decider
 from triage.scoring.head import Head
-from triage.scoring.options import ScoreOptions
 from triage.scoring.resident import Resident
 from triage.scoring.run import Run, ScoreEvent, TicketScored
 from triage.scoring.start import start_run
@@ -51,9 +53,9 @@ def score_packed(
     engine: Engine,
     tickets: Iterable[Ticket],
     pack: Pack,
-    options: ScoreOptions | None = None,
+    options: LabOptions | None = None,
     *,
-    calibration: Calibration | None = None,
+    calibration: Calibrator | None = None,
     head: Head | None = None,
     features: bool = False,
     budget: int = DEFAULT_BUDGET,
@@ -68,10 +70,12 @@ def score_packed(
     score). ``read``: as :meth:`Engine.score`'s (bench/learn_throughput.py packs at the shared read
     position).
     """
-    options = options or ScoreOptions()
-    prior = engine.prior(pack, options) if options.prior else None
-    decider = Decider(pack, engine.tokenizer, prior, calibration, head)
-    key = engine.stable_key(pack, options.readout)
+    lab = options or LabOptions()
+    product = lab.product
+    got = seams(engine, pack, lab)
+    both = (got["readout"], got["schedule"])
+    decider = Decider(pack, engine.tokenizer, calibration, head)
+    key = engine.stable_key(pack, lab.readout)
     how = (decider, features, check_read(read) if read else None)
     pending: list[tuple[Ticket, Run]] = []
     pending_tokens = 0
@@ -89,20 +93,20 @@ def score_packed(
                 failed |= {id(r) for r in group}
         for ticket, run in runs:
             if id(run) in failed:
-                yield ticket, engine.score_alone(ticket, pack, options, how)
+                yield ticket, engine.score_alone(ticket, pack, product, how, both)
             else:
-                yield ticket, engine.finish(run, ticket, (pack, options), Decoded())
+                yield ticket, engine.finish(run, ticket, pack, Decoded())
 
     with engine.lock:
         for ticket in tickets:
             if any(t.id == ticket.id for t, _ in pending):  # a thread's next turn: after the turn before
                 yield from flush()
-            if options.mode != "fanout" or budget <= 0 or engine.memory.get(ticket.id, key) is not None:
+            if lab.mode != "fanout" or budget <= 0 or engine.memory.get(ticket.id, key) is not None:
                 yield from flush()
-                yield ticket, engine.score_alone(ticket, pack, options, how)
+                yield ticket, engine.score_alone(ticket, pack, product, how, both)
                 continue
             try:
-                run = start_run(engine, ticket, pack, options, how)
+                run = start_run(engine, ticket, pack, product, how, both[0])
             except TriageError as exc:
                 yield ticket, exc
                 continue
