@@ -1,4 +1,4 @@
-"""Packed backlog decodes (:mod:`triage.bench.packed`) on the real small model.
+"""Packed backlog decodes (:mod:`triage.lab.packed`) on the real small model.
 
 Several tickets' fanout in one decode must give each ticket the numbers of its own
 decode within fanout's tested tolerance, in input order, with one record per ticket, and

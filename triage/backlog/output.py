@@ -44,7 +44,7 @@ from triage.store.files import write_json_atomic
 RUN_SCHEMA = "triage.backlog-run/1"
 # Options a run.json written by an earlier triage may hold that ScoreOptions no longer has, with the
 # value every such run scored with: with it, the run resumes as the same run (serial's way back to the
-# prefix left the options when its restore moved to bench, triage.bench.restore); any other value differs.
+# prefix left the options when its restore moved to bench, now triage.lab.restore); any other value differs.
 RETIRED_OPTIONS: dict[str, object] = {
     "strategy": "truncate",
     # the lab's options left ScoreOptions (triage.lab.options); every backlog run scored with these

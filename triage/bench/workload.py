@@ -50,8 +50,8 @@ LEARNED_MODE = "fanout_learned"
 SHARED_MODE = "shared_learned"
 SHARED_READ = "shared:answer"  # the cue the shared mode's head reads at (learn --read shared's default)
 HEAD_READ = {LEARNED_MODE: "tail", SHARED_MODE: SHARED_READ}  # the modes that apply a head, and where it reads
-# Each mode's ScoreOptions mode. full, serial_restore and split decode with a schedule of bench's own,
-# passed to the engine (triage.bench.full, .restore, .split: BenchRunner._score); the others with the engine's.
+# Each mode's LabOptions mode. full, serial_restore and split decode with a schedule of bench's own,
+# passed to the engine (the lab's triage.lab.full, .restore, .split: BenchRunner._score); the others with the engine's.
 ENGINE_MODE: dict[str, BenchMode] = {
     "fanout_learned": "fanout",
     "shared_learned": "fanout",

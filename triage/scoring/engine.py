@@ -116,7 +116,7 @@ class Engine:
         self.tokenizer = NativeTokenizer(self.native)
         self.chat_template = self.native.meta("tokenizer.chat_template")
         self.fmt: PromptFormat = detect_format(self.chat_template, self.tokenizer, prompt_style)
-        self.lock = threading.Lock()  # held while a score uses the context (bench's packed decodes hold it too)
+        self.lock = threading.Lock()  # held while a score uses the context (the lab's packed decodes hold it too)
         self._builders: dict[tuple[str, str], tuple[PromptBuilder, Reader]] = {}  # by (pack hash, readout name)
         self.feature_ids = feature_ids(self.native.n_vocab, self.native.n_embd)
         self.memory = ThreadStates(None if thread_cache_mib is None else int(thread_cache_mib) << 20)

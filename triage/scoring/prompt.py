@@ -222,8 +222,8 @@ class PromptBuilder:
         return f"{lead}Ticket:\n{ticket_text}\n\n"
 
     def tail_text(self, criterion: Criterion, order: tuple[int, ...]) -> str:
-        """What differs per criterion: the question, what the readout adds (letter: the options
-        in ``order`` as lettered lines; label: nothing) and, plain, ``Answer:``."""
+        """What differs per criterion: the question, what the readout adds (the options in
+        ``order``, for a readout whose tail lists them; label: nothing) and, plain, ``Answer:``."""
         lines = [f"Question: {criterion.question}", *self.readout.tail_lines(criterion, order)]
         if self.fmt.style == "plain":
             lines.append(ANSWER_CUE)  # in chat, the assistant turn opens with it instead
@@ -236,7 +236,7 @@ class PromptBuilder:
     @property
     def answer_room(self) -> int:
         """Context kept free after the longest prompt: the label readout may decode an answer's
-        tokens after the tail (teacher forcing). 0 for the letter readout."""
+        tokens after the tail (teacher forcing). 0 for a readout that reads one token."""
         return self.readout.answer_room([a for c in self.pack.criteria for a in self.answer_tokens(c)])
 
     def render(self, ticket_text: str, criterion: Criterion, order: tuple[int, ...]) -> str:
