@@ -29,9 +29,9 @@ TICKETS = [
 def main() -> None:
     from triage.domain.pack import default_pack
     from triage.domain.ticket import make_ticket
-    from triage.scoring.loader import load_engine
     from triage.lab import score as lab
     from triage.lab.options import LabOptions
+    from triage.scoring.loader import load_engine
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True)
