@@ -275,4 +275,5 @@ def test_label_calibration_round_trip(smollm2_path: Path, tmp_path: Path, capsys
 
     with load_engine(str(smollm2_path), n_ctx=512, lazy=True) as eng:
         assert choose_fits(eng, load_pack(pack), ScoreOptions()).calibration is not None
-        assert choose_fits(eng, load_pack(pack), LabOptions(readout="letter")).calibration is None
+        letters = LabOptions(readout="letter")
+        assert choose_fits(eng, load_pack(pack), letters.product, read_as=letters.read_as).calibration is None
