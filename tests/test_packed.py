@@ -83,7 +83,7 @@ def test_packed_tickets_score_as_each_alone_within_fanouts_tolerance(smollm2_pat
 def _how(eng: Engine, pack: Any) -> Any:
     from triage.scoring.decide import Decider
 
-    return Decider(pack, eng.tokenizer, None, None, None), False, None
+    return Decider(pack, eng.tokenizer, None, None), False, None
 
 
 def test_a_pack_never_exceeds_its_budget_unless_one_ticket_does(smollm2_engine: Engine, pack: Any) -> None:
@@ -129,7 +129,7 @@ def test_packed_tickets_read_at_either_position_match_their_own_decode(
 
         eng.native.decode = counted  # type: ignore[method-assign]
         try:
-            got = list(score_packed(eng, tickets, pack, opts, features=True, budget=512, read=read))
+            got = list(score_packed(eng, tickets, pack, LabOptions(), features=True, budget=512, read=read))
         finally:
             eng.native.decode = real  # type: ignore[method-assign]
     assert 0 < calls < len(tickets)
