@@ -18,7 +18,7 @@ from triage.errors import InputError
 from triage.lab import score as lab
 from triage.lab.full import Full
 from triage.lab.options import LabOptions
-from triage.scoring.engine import Engine, ScoreOptions
+from triage.scoring.engine import Engine
 from triage.scoring.memory import Saved, ThreadStates, common_length, first_edit
 
 THREAD = [
@@ -124,7 +124,7 @@ def engines(smollm2_path: Any) -> Any:
         e.close()
 
 
-def turns(engine: Engine, pack: Any, options: LabOptions, *, between: bool = False) -> list[Any]:
+def turns(engine: Engine, pack: Any, options: LabOptions | None = None, *, between: bool = False) -> list[Any]:
     """Score the thread as it grows, one message at a time (``between``: another ticket in between)."""
     out = []
     for k in range(1, len(THREAD) + 1):
@@ -180,7 +180,7 @@ def test_an_edited_earlier_message_is_read_again_from_the_change(engines: Any) -
     eng, fresh = engines
     pack = default_pack()
     eng.forget()
-    turns(eng, pack, ScoreOptions())
+    turns(eng, pack)  # LabOptions(): the product's options
     edited = [dict(m) for m in THREAD]
     edited[1]["text"] = "We do not ship to that country, sorry."
     got = eng.score_ticket(make_ticket(None, "T-1", edited), pack)
