@@ -29,8 +29,9 @@ TICKETS = [
 def main() -> None:
     from triage.domain.pack import default_pack
     from triage.domain.ticket import make_ticket
+    from triage.lab import score as lab
+    from triage.lab.options import LabOptions
     from triage.scoring.loader import load_engine
-    from triage.scoring.options import ScoreOptions
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True)
@@ -45,13 +46,13 @@ def main() -> None:
         for mode in args.modes.split(","):
             worst, where, by_size, changed = 0.0, None, {}, []
             for ti, text in enumerate(TICKETS):
-                whole = engine.score_ticket(make_ticket(text, f"w-{mode}-{ti}"), pack, ScoreOptions(mode=mode))
+                whole = lab.score_ticket(engine, make_ticket(text, f"w-{mode}-{ti}"), pack, LabOptions(mode=mode))
                 want = {(c.id, o.id): o.probability for c in whole.criteria for o in c.options}
                 choice = {c.id: c.choice for c in whole.criteria}
                 for subset in subsets:
                     n += 1
-                    options = ScoreOptions(mode=mode, criteria=subset)
-                    got = engine.score_ticket(make_ticket(text, f"s-{mode}-{n}"), pack, options)
+                    options = LabOptions(mode=mode, criteria=subset)
+                    got = lab.score_ticket(engine, make_ticket(text, f"s-{mode}-{n}"), pack, options)
                     for c in got.criteria:
                         if c.choice != choice[c.id]:
                             changed.append([ti, list(subset), c.id, choice[c.id], c.choice])

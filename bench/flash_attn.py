@@ -26,8 +26,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from triage.bench.split import Split  # noqa: E402
 from triage.domain.pack import load_pack  # noqa: E402
+from triage.lab import score as lab  # noqa: E402
+from triage.lab.options import LabOptions  # noqa: E402
+from triage.lab.split import Split  # noqa: E402
 from triage.model.native import Seq  # noqa: E402
 from triage.model.resolve import resolve_model  # noqa: E402
 from triage.scoring.engine import Engine, ScoreOptions  # noqa: E402
@@ -62,7 +64,7 @@ def tail_ms(eng: Engine, pack, text: str, size: int) -> float:
 def ticket_ms(eng: Engine, pack, text: str) -> tuple[float, np.ndarray]:
     eng.hold_stable(pack)
     t0 = time.perf_counter()
-    r = eng.score_ticket(text, pack, ScoreOptions(mode="fanout"))
+    r = eng.score_ticket(text, pack, ScoreOptions())
     return (time.perf_counter() - t0) * 1000, probs(r)
 
 
@@ -102,8 +104,8 @@ def main() -> int:
                 e = {}
                 for on in (True, False):
                     eng = engines[on]
-                    split = probs(eng.score_ticket(t["text"], pack, ScoreOptions(mode="split"), schedule=Split()))
-                    serial = probs(eng.score_ticket(t["text"], pack, ScoreOptions(mode="serial")))
+                    split = probs(lab.score_ticket(eng, t["text"], pack, LabOptions(mode="split"), schedule=Split()))
+                    serial = probs(lab.score_ticket(eng, t["text"], pack, LabOptions(mode="serial")))
                     e["on" if on else "off"] = {
                         "serial_vs_split_max": float(np.max(np.abs(serial - split))),
                         "fanout_vs_serial_max": float(np.max(np.abs(got_t[on][1] - serial))),

@@ -30,7 +30,7 @@ pack = default_pack()
 rows = [json.loads(line) for line in open(f"{SPLITS}/cfpb-product/dev.jsonl")][:3]
 rows += [json.loads(line) for line in open(f"{SPLITS}/airline-sentiment/dev.jsonl")][:3]
 texts = [r["text"][:1500] for r in rows]
-opts = ScoreOptions(mode="fanout")
+opts = ScoreOptions()
 eng.score_ticket("warm up", pack, opts)
 
 

@@ -12,7 +12,7 @@ every row is scored) and ticket ids of its own (so no way reuses another's kept 
 * ``commits``: what learn does now: the cache's writes committed together, at most a second apart, one ticket
   per decode;
 * ``packed``: and the rows not cached scored several in one decode, up to 512 tokens
-  (:func:`triage.bench.packed.score_packed` with ``budget``): a bench-only
+  (:func:`triage.lab.packed.score_packed` with ``budget``): a bench-only
   way, as in bench/packed.py. Learn has no packing: its numbers differ from one ticket's decode, which score
   and the app apply a head to, by the rounding of another batch shape. Its outcomes go to a cache of their own.
 
@@ -42,22 +42,21 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 WAYS = {"before": (0.0, 0), "commits": (1.0, 0), "packed": (1.0, 512)}  # (commit_every_s, pack_tokens)
-PACK_ROWS = 32  # rows handed to triage.bench.packed.score_packed at once (it packs them by its token budget)
+PACK_ROWS = 32  # rows handed to triage.lab.packed.score_packed at once (it packs them by its token budget)
 
 
 def score_packed(scorer: Any, rows: list[Any], budget: int) -> Any:
     """:func:`triage.learning.scorer.score_rows` with the rows not cached scored several in one decode
-    (:func:`triage.bench.packed.score_packed` with ``budget``), cached through ``scorer`` as learn caches
+    (:func:`triage.lab.packed.score_packed` with ``budget``), cached through ``scorer`` as learn caches
     its outcomes."""
-    from triage.bench.packed import score_packed as packed_stream
     from triage.errors import TriageError
+    from triage.lab.packed import score_packed as packed_stream
     from triage.learning.cache import Outcome
     from triage.learning.labelled import BadRow
     from triage.learning.scorer import Scored
-    from triage.scoring.engine import ScoreOptions
 
     out = Scored()
-    opts = ScoreOptions(mode=scorer.mode, orderings=scorer.orderings, readout=scorer.readout)
+    opts = scorer.options  # the lab's options the scorer scores with
     for start in range(0, len(rows), PACK_ROWS):
         part = rows[start : start + PACK_ROWS]
         keys = [scorer.text_key(r.ticket) for r in part]

@@ -48,8 +48,8 @@ PACK_TOKENS = 512  # tokens per packed decode: one llama.cpp micro-batch
 def run_set(engine: Any, pack: Any, tickets: list[Any], budget: int, chunk: int) -> dict[str, Any]:
     import numpy as np
 
-    from triage.bench.packed import score_packed
     from triage.errors import TriageError
+    from triage.lab.packed import score_packed
 
     times = {"alone": 0.0, "packed": 0.0}
     results: dict[str, dict[str, Any]] = {"alone": {}, "packed": {}}

@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     options = ScoreOptions()
     fits = choose_fits(engine, pack, options)
     rss_loaded = rss_mib()
-    engine.hold_stable(pack, options.readout)
+    engine.hold_stable(pack)
     for _, text in tickets[:3]:  # warm-up, both ways below
         engine.score_ticket(text, pack, options, **fits.engine_kwargs())
     settings = ServeSettings(packs={pack.name: pack})

@@ -31,7 +31,7 @@ from triage.domain.result import CriterionResult, ModelInfo, OptionScore, Thread
 from triage.domain.thread import Message
 from triage.domain.ticket import Ticket, make_ticket
 from triage.errors import TriageError
-from triage.scoring.decide import Calibration
+from triage.scoring.decide import Calibrator
 from triage.scoring.engine import CriterionScored, Prefilled, ScoreEvent, ScoreOptions, TicketScored
 from triage.scoring.head import Head
 from triage.scoring.options import DEFAULT_READOUT
@@ -39,7 +39,9 @@ from triage.scoring.prefill_result import PrefillResult
 from triage.scoring.prefix_store import common_length, first_edit
 from triage.scoring.prompt import PromptBuilder, PromptFormat
 from triage.scoring.protocol import AppEngine
+from triage.scoring.readout import LABEL, ReadoutKind, product_readout
 from triage.scoring.run import Progress, RawReadouts
+from triage.scoring.schedule import Schedule
 from triage.scoring.speed import Speed
 
 FIXED_TIME = 1_700_000_000.0
@@ -153,10 +155,12 @@ class FakeEngine(AppEngine):
     def format_for(self, kind: str = DEFAULT_READOUT) -> PromptFormat:
         return self.fmt.with_readout(kind)
 
-    def builder(self, pack: Pack, kind: str = DEFAULT_READOUT) -> PromptBuilder:
-        b = self._builders.get((pack.hash, kind))
+    def builder(self, pack: Pack, readout: ReadoutKind | str = LABEL) -> PromptBuilder:
+        kind = product_readout(readout)
+        b = self._builders.get((pack.hash, kind.name))
         if b is None:
-            b = self._builders[(pack.hash, kind)] = PromptBuilder(pack, self.fmt.with_readout(kind), self.tokenizer)
+            fmt = self.fmt.with_readout(kind.name)
+            b = self._builders[(pack.hash, kind.name)] = PromptBuilder(pack, fmt, self.tokenizer, kind)
         return b
 
     def stable_key(self, pack: Pack, kind: str = DEFAULT_READOUT) -> str:
@@ -191,21 +195,21 @@ class FakeEngine(AppEngine):
         options: ScoreOptions | None = None,
         *,
         cancel: Callable[[], bool] | None = None,
-        calibration: Calibration | None = None,
+        calibration: Calibrator | None = None,
         head: Head | None = None,
         features: bool = False,  # the real engine gathers what a head reads; the fake has no hidden state
+        schedule: Schedule | None = None,  # only its name is the fake's (the result's mode)
+        readout: ReadoutKind | None = None,  # its prompts and what the result calls it; one order per criterion
         progress: Callable[[Progress], None] | None = None,
     ) -> Iterator[ScoreEvent]:
-        options = options or ScoreOptions()
+        kind = readout or LABEL
         if isinstance(ticket, str):
             ticket = make_ticket(ticket)
         stop = cancel or (lambda: False)
         with self._lock:
             self.scored.append(ticket.text)
             orders = [[tuple(range(len(c.options)))] for c in pack.criteria]
-            prompts = self.builder(pack, options.readout).build(
-                ticket.text, orders, n_ctx=self.n_ctx, messages=ticket.messages
-            )
+            prompts = self.builder(pack, kind).build(ticket.text, orders, n_ctx=self.n_ctx, messages=ticket.messages)
             cached = len(prompts.prefix) if self._resident == prompts.prefix else 0
             cached = max(cached, common_length(self._prefilled, prompts.prefix))
             self._prefilled = ()
@@ -271,11 +275,11 @@ class FakeEngine(AppEngine):
                     ticket_sha256=ticket.sha256,
                     model=self.model_info,
                     pack={"name": pack.name, "version": pack.version, "hash": pack.hash},
-                    prompt_format=self.fmt.with_readout(options.readout).id,
-                    mode="serial/truncate" if options.mode == "serial" else options.mode,
-                    orderings=options.effective_orderings,
-                    readout=options.readout,
-                    prior=options.prior,
+                    prompt_format=self.fmt.with_readout(kind.name).id,
+                    mode=schedule.name if schedule is not None else "fanout",
+                    orderings=kind.read_as.orderings,
+                    readout=kind.read_as.readout,
+                    prior=kind.read_as.prior,
                     criteria=results,
                     timing=timing,
                     tokens=tokens,
@@ -294,7 +298,7 @@ class FakeEngine(AppEngine):
         pack: Pack,
         options: ScoreOptions | None = None,
         *,
-        calibration: Calibration | None = None,
+        calibration: Calibrator | None = None,
         head: Head | None = None,
         features: bool = False,
     ) -> Iterator[tuple[Ticket, TicketScored | TriageError]]:
@@ -385,20 +389,23 @@ class FakeEngine(AppEngine):
             else [],
         )
 
-
-    def score_ticket(self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None = None) -> TicketResult:
-        """Only the final result."""
+    def score_ticket(
+        self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None = None, **kw: Any
+    ) -> TicketResult:
+        """Only the final result (``kw``: as :meth:`score`'s)."""
         final = None
-        for event in self.score(ticket, pack, options):
+        for event in self.score(ticket, pack, options, **kw):
             if isinstance(event, TicketScored):
                 final = event.result
         assert final is not None
         return final
 
-    def raw_readouts(self, ticket: Ticket | str, pack: Pack, options: ScoreOptions) -> tuple[TicketResult, RawReadouts]:
+    def raw_readouts(
+        self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None = None, **kw: Any
+    ) -> tuple[TicketResult, RawReadouts]:
         """The result and, per criterion, its one ordering's readout as the engine gives it: the options' scripted
         log-probabilities in natural order and the coverage."""
-        result = self.score_ticket(ticket, pack, options)
+        result = self.score_ticket(ticket, pack, options, **kw)
         raw: RawReadouts = {
             c.id: [(tuple(range(len(c.options))), np.log([o.probability for o in c.options]), c.coverage)]
             for c in result.criteria

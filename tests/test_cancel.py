@@ -18,6 +18,8 @@ import pytest
 
 from triage.domain.pack import Pack, default_pack
 from triage.domain.result import TicketResult
+from triage.lab import score as lab
+from triage.lab.options import LabOptions
 from triage.scoring import prompt
 from triage.scoring.engine import Engine, ScoreOptions
 
@@ -86,7 +88,7 @@ def cancelled_run(
         return stop.is_set()
 
     out: list[TicketResult] = []
-    worker = threading.Thread(target=lambda: out.append(engine.score_ticket(ticket, pack, options, cancel=cancel)))
+    worker = threading.Thread(target=lambda: out.append(lab.score_ticket(engine, ticket, pack, options, cancel=cancel)))
     t0 = time.perf_counter()
     worker.start()
     assert inside.wait(60), "the decode never started"
@@ -107,13 +109,13 @@ def cancelled_run(
 def test_cancel_stops_the_running_decode_and_leaves_the_engine_exact(
     engine: Engine, pack: Pack, smollm2_path: Path, mode: str
 ) -> None:
-    options = ScoreOptions(mode=mode)  # type: ignore[arg-type]
+    options = LabOptions(mode=mode)  # type: ignore[arg-type]
     ticket = long_ticket(engine)
     assert 850 <= len(engine.tokenizer.encode(ticket)) <= 1000
 
     engine.hold_stable(pack)  # as between two tickets: the stable block resident, the ticket new
     t0 = time.perf_counter()
-    whole = engine.score_ticket(ticket, pack, options)
+    whole = lab.score_ticket(engine, ticket, pack, options)
     uncancelled = time.perf_counter() - t0
     assert whole.complete and whole.tokens.ticket > 850
 
@@ -126,8 +128,8 @@ def test_cancel_stops_the_running_decode_and_leaves_the_engine_exact(
     assert latency < 0.1 * uncancelled, (latency, uncancelled)  # about a graph node, not a decode
 
     # The engine is usable at once, and its next score is a fresh engine's, bit for bit.
-    after = engine.score_ticket(ticket, pack, options)
+    after = lab.score_ticket(engine, ticket, pack, options)
     with Engine(smollm2_path, name="smollm2-135m", n_ctx=N_CTX) as fresh:
-        reference = fresh.score_ticket(ticket, pack, options)
+        reference = lab.score_ticket(fresh, ticket, pack, options)
     assert after.complete and np.array_equal(probs(after), probs(reference))
     assert np.array_equal(probs(after), probs(whole))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from triage.scoring import debias
+from triage.lab import debias
 
 
 def test_orders() -> None:

@@ -11,13 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from triage.bench.full import Full
-from triage.bench.restore import Restore
-from triage.bench.split import Split
 from triage.domain.pack import Pack, load_pack
 from triage.domain.result import TicketResult
 from triage.errors import TriageError
-from triage.scoring import debias
+from triage.lab import debias
+from triage.lab import score as lab
+from triage.lab.full import Full
+from triage.lab.options import LabOptions
+from triage.lab.prior import priors_of
+from triage.lab.restore import Restore
+from triage.lab.split import Split
 from triage.scoring.engine import CriterionScored, Engine, Prefilled, ScoreOptions, TicketScored
 from triage.scoring.stable_file import StableCache
 
@@ -66,9 +69,9 @@ def probs(result: TicketResult) -> np.ndarray:
 @pytest.mark.parametrize("readout", ["label", "letter"])
 @pytest.mark.parametrize("ticket", TICKETS)
 def test_reuse_is_bit_identical_to_the_same_split(engine: Engine, pack: Pack, ticket: str, readout: str) -> None:
-    split = engine.score_ticket(ticket, pack, ScoreOptions(mode="split", readout=readout), schedule=Split())
+    split = lab.score_ticket(engine, ticket, pack, LabOptions(mode="split", readout=readout), schedule=Split())
     for schedule in (None, Restore()):  # serial's truncate, then bench's restore
-        reused = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial", readout=readout), schedule=schedule)
+        reused = lab.score_ticket(engine, ticket, pack, LabOptions(mode="serial", readout=readout), schedule=schedule)
         assert np.array_equal(probs(reused), probs(split)), reused.mode
         assert [c.coverage for c in reused.criteria] == [c.coverage for c in split.criteria]
 
@@ -78,9 +81,9 @@ def test_reuse_is_bit_identical_to_the_same_split(engine: Engine, pack: Pack, ti
 def test_fanout_matches_serial_and_full_drift_is_reported(
     engine: Engine, pack: Pack, ticket: str, readout: str
 ) -> None:
-    serial = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial", readout=readout))
-    fanout = engine.score_ticket(ticket, pack, ScoreOptions(mode="fanout", readout=readout))
-    full = engine.score_ticket(ticket, pack, ScoreOptions(mode="full", readout=readout), schedule=Full())
+    serial = lab.score_ticket(engine, ticket, pack, LabOptions(mode="serial", readout=readout))
+    fanout = lab.score_ticket(engine, ticket, pack, LabOptions(mode="fanout", readout=readout))
+    full = lab.score_ticket(engine, ticket, pack, LabOptions(mode="full", readout=readout), schedule=Full())
     assert np.max(np.abs(probs(fanout) - probs(serial))) < FANOUT_TOL
     for f, s in zip(fanout.criteria, serial.criteria, strict=True):
         if s.margin > 2 * FANOUT_TOL:  # a near-tie may flip within the tolerance
@@ -93,7 +96,7 @@ def test_fanout_matches_serial_and_full_drift_is_reported(
 
 @pytest.mark.parametrize("readout", ["label", "letter"])
 def test_result_schema_and_probabilities(engine: Engine, pack: Pack, readout: str) -> None:
-    r = engine.score_ticket(TICKETS[0], pack, ScoreOptions(orderings="cyclic", readout=readout))
+    r = lab.score_ticket(engine, TICKETS[0], pack, LabOptions(orderings="cyclic", readout=readout))
     d = r.to_dict()
     assert d["schema"] == "triage.result/3"
     assert d["readout"] == readout and d["prompt_format"].endswith("/" + readout)
@@ -130,11 +133,11 @@ def test_cyclic_choice_does_not_depend_on_option_order(
         return load_pack(tmp_path / name)
 
     with Engine(qwen25_path, name="qwen2.5-coder-0.5b", n_ctx=1024) as eng:
-        cyclic = ScoreOptions(
+        cyclic = LabOptions(
             mode="serial", orderings="cyclic", readout="letter"
         )  # fanout: each order in another sequence, other rounding
-        ab = eng.score_ticket(ticket, pack_file("ab.toml", right, wrong), cyclic)
-        ba = eng.score_ticket(ticket, pack_file("ba.toml", wrong, right), cyclic)
+        ab = lab.score_ticket(eng, ticket, pack_file("ab.toml", right, wrong), cyclic)
+        ba = lab.score_ticket(eng, ticket, pack_file("ba.toml", wrong, right), cyclic)
     assert ab.criteria[0].choice == ba.criteria[0].choice == right.lower()
     assert ab.criteria[0].probability(right.lower()) == pytest.approx(
         ba.criteria[0].probability(right.lower()), abs=1e-9
@@ -145,7 +148,7 @@ def test_cyclic_choice_does_not_depend_on_option_order(
 @pytest.mark.parametrize("mode", ["fanout", "serial", "full"])
 def test_events_stream_in_order(engine: Engine, pack: Pack, mode: str) -> None:
     schedule = Full() if mode == "full" else None  # bench's baseline, passed in
-    events = list(engine.score(TICKETS[1], pack, ScoreOptions(mode=mode), schedule=schedule))  # type: ignore[arg-type]
+    events = list(lab.score(engine, TICKETS[1], pack, LabOptions(mode=mode), schedule=schedule))  # type: ignore[arg-type]
     assert isinstance(events[0], Prefilled)
     assert [e.result.id for e in events[1:-1] if isinstance(e, CriterionScored)] == ["fruit", "mood"]
     assert isinstance(events[-1], TicketScored) and events[-1].result.complete
@@ -155,14 +158,14 @@ def test_events_stream_in_order(engine: Engine, pack: Pack, mode: str) -> None:
 
 def test_split_is_no_scoring_mode(engine: Engine, pack: Pack) -> None:
     with pytest.raises(TriageError, match="exactness reference"):
-        engine.score_ticket(TICKETS[0], pack, ScoreOptions(mode="split"))
+        lab.score_ticket(engine, TICKETS[0], pack, LabOptions(mode="split"))
     with pytest.raises(TriageError, match="bench's baseline"):
-        engine.score_ticket(TICKETS[0], pack, ScoreOptions(mode="full"))
+        lab.score_ticket(engine, TICKETS[0], pack, LabOptions(mode="full"))
 
 
 def test_the_default_is_what_triage_score_runs(engine: Engine, pack: Pack) -> None:
     default = engine.score_ticket(TICKETS[0], pack)
-    fanout = engine.score_ticket(TICKETS[0], pack, ScoreOptions(mode="fanout", readout="label"))
+    fanout = lab.score_ticket(engine, TICKETS[0], pack, LabOptions(mode="fanout", readout="label"))
     assert default.mode == "fanout" and default.readout == "label"
     assert np.array_equal(probs(default), probs(fanout))
 
@@ -174,7 +177,7 @@ def test_cancel_between_tails(engine: Engine, pack: Pack) -> None:
         return len(seen) >= 1
 
     result = None
-    for ev in engine.score(TICKETS[2], pack, ScoreOptions(mode="serial"), cancel=cancel):  # tails in turn
+    for ev in lab.score(engine, TICKETS[2], pack, LabOptions(mode="serial"), cancel=cancel):  # tails in turn
         if isinstance(ev, CriterionScored):
             seen.append(ev.result.id)
         if isinstance(ev, TicketScored):
@@ -183,28 +186,28 @@ def test_cancel_between_tails(engine: Engine, pack: Pack) -> None:
     assert [c.id for c in result.criteria] == ["fruit"]
     assert any("cancelled after 1 of 2" in w for w in result.warnings)
     # The engine is usable afterwards and exact again.
-    after = engine.score_ticket(TICKETS[2], pack, ScoreOptions(mode="serial"))
-    split = engine.score_ticket(TICKETS[2], pack, ScoreOptions(mode="split"), schedule=Split())
+    after = lab.score_ticket(engine, TICKETS[2], pack, LabOptions(mode="serial"))
+    split = lab.score_ticket(engine, TICKETS[2], pack, LabOptions(mode="split"), schedule=Split())
     assert np.array_equal(probs(after), probs(split))
 
 
 def test_prefix_stays_resident(engine: Engine, pack: Pack) -> None:
-    serial = ScoreOptions(mode="serial")  # fanout keeps only the stable block (docs/engine.md)
+    serial = LabOptions(mode="serial")  # fanout keeps only the stable block (docs/engine.md)
     engine.forget()  # earlier tests scored these tickets: their kept states would be reused (tests/test_threads.py)
-    engine.score_ticket(TICKETS[0], pack, serial)
-    second = engine.score_ticket(TICKETS[1], pack, serial)  # new ticket, same pack: stable block hit
+    lab.score_ticket(engine, TICKETS[0], pack, serial)
+    second = lab.score_ticket(engine, TICKETS[1], pack, serial)  # new ticket, same pack: stable block hit
     assert second.tokens.stable_cached == second.tokens.stable > 0
     assert second.tokens.prefix_cached == second.tokens.stable
-    again = engine.score_ticket(TICKETS[1], pack, serial)  # same ticket again: the whole prefix hits
+    again = lab.score_ticket(engine, TICKETS[1], pack, serial)  # same ticket again: the whole prefix hits
     assert again.tokens.prefix_cached == again.tokens.prefix
     assert np.array_equal(probs(again), probs(second))
 
 
 def test_a_subset_of_criteria_scores_the_same(engine: Engine, pack: Pack) -> None:
-    whole = engine.score_ticket(TICKETS[1], pack, ScoreOptions(mode="split"), schedule=Split())
+    whole = lab.score_ticket(engine, TICKETS[1], pack, LabOptions(mode="split"), schedule=Split())
     for mode in ("split", "serial", "fanout"):
         schedule = Split() if mode == "split" else None
-        only = engine.score_ticket(TICKETS[1], pack, ScoreOptions(mode=mode, criteria=("mood",)), schedule=schedule)
+        only = lab.score_ticket(engine, TICKETS[1], pack, LabOptions(mode=mode, criteria=("mood",)), schedule=schedule)
         assert [c.id for c in only.criteria] == ["mood"]
         want = [o.probability for o in whole.criteria[1].options]
         got = [o.probability for o in only.criteria[0].options]
@@ -281,33 +284,33 @@ def test_long_ticket_is_shortened_with_a_warning(smollm2_path: Path, pack: Pack)
 
 @pytest.mark.parametrize("mode", ["fanout", "serial"])
 def test_prior_is_computed_in_the_mode_it_is_applied_in(engine: Engine, pack: Pack, mode: str) -> None:
-    options = ScoreOptions(mode=mode, readout="letter", orderings="cyclic", prior=True)  # type: ignore[arg-type]
-    prior = engine.prior(pack, options)
-    _, raw = engine.raw_readouts("N/A", pack, replace(options, prior=False))
+    options = LabOptions(mode=mode, readout="letter", orderings="cyclic", prior=True)  # type: ignore[arg-type]
+    prior = lab.prior(engine, pack, options)
+    _, raw = lab.raw_readouts(engine, "N/A", pack, replace(options, prior=False))
     for cid, reads in raw.items():
         want = debias.combine([debias.to_option_space(lp, order) for order, lp, _ in reads])
         assert np.array_equal(prior[cid], want), cid
 
 
 def test_prior_is_divided_out(engine: Engine, pack: Pack) -> None:
-    with_prior = engine.score_ticket(TICKETS[0], pack, ScoreOptions(prior=True))
-    without = engine.score_ticket(TICKETS[0], pack, ScoreOptions(prior=False))
+    with_prior = lab.score_ticket(engine, TICKETS[0], pack, LabOptions(prior=True))
+    without = lab.score_ticket(engine, TICKETS[0], pack, LabOptions(prior=False))
     assert with_prior.prior and not np.array_equal(probs(with_prior), probs(without))
     for c in with_prior.criteria:
         assert abs(sum(o.probability for o in c.options) - 1) < 1e-9
 
 
 def test_prior_is_kept_across_runs(smollm2_path: Path, pack: Pack, tmp_path: Path) -> None:
-    with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, prior_dir=tmp_path) as first:
-        a = first.prior(pack, ScoreOptions())
+    with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024) as first:
+        a = priors_of(first, tmp_path).get(pack, LabOptions())
     (f,) = tmp_path.glob("*.json")
-    with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, prior_dir=tmp_path) as second:
+    with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024) as second:
         second.raw_readouts = None  # type: ignore[assignment]  # a second computation would fail
-        b = second.prior(pack, ScoreOptions())
+        b = priors_of(second, tmp_path).get(pack, LabOptions())
     assert all(np.array_equal(a[k], b[k]) for k in a)
     f.write_text("{broken")
-    with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, prior_dir=tmp_path) as third:
-        c = third.prior(pack, ScoreOptions())  # damaged file: recomputed, same numbers
+    with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024) as third:
+        c = priors_of(third, tmp_path).get(pack, LabOptions())  # damaged file: recomputed, same numbers
     assert all(np.array_equal(a[k], c[k]) for k in a)
 
 
@@ -319,25 +322,25 @@ def test_stable_change_is_said_once_naming_what_changed(smollm2_path: Path, pack
     )
     renumbered = load_pack_text(tmp_path, SMALL_PACK.replace('name = "test"', 'name = "test"\nversion = "3"'))
     with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, stable_store=store) as eng:
-        first = eng.score_ticket(TICKETS[2], pack, ScoreOptions(orderings="none"))
+        first = lab.score_ticket(eng, TICKETS[2], pack, LabOptions(orderings="none"))
         assert not any("stable prefix changed" in w for w in first.warnings)  # nothing to compare with
-        again = eng.score_ticket(TICKETS[2], pack, ScoreOptions(orderings="none"))
+        again = lab.score_ticket(eng, TICKETS[2], pack, LabOptions(orderings="none"))
         assert not any("stable prefix changed" in w for w in again.warnings)
-        changed = eng.score_ticket(TICKETS[2], edited, ScoreOptions(orderings="none"))
+        changed = lab.score_ticket(eng, TICKETS[2], edited, LabOptions(orderings="none"))
         (note,) = [w for w in changed.warnings if "stable prefix changed" in w]
         assert "pack: test v1" in note and "test v2" in note and "model" not in note
         assert changed.tokens.stable_cached == 0
-        later = eng.score_ticket(TICKETS[3], edited, ScoreOptions(orderings="none"))
+        later = lab.score_ticket(eng, TICKETS[3], edited, LabOptions(orderings="none"))
         assert not any("stable prefix changed" in w for w in later.warnings)  # said once
         # A new version whose text is the same costs nothing, so nothing is said.
-        eng.score_ticket(TICKETS[3], pack, ScoreOptions(orderings="none"))
-        same_text = eng.score_ticket(TICKETS[3], renumbered, ScoreOptions(orderings="none"))
+        lab.score_ticket(eng, TICKETS[3], pack, LabOptions(orderings="none"))
+        same_text = lab.score_ticket(eng, TICKETS[3], renumbered, LabOptions(orderings="none"))
         assert same_text.tokens.stable_cached == same_text.tokens.stable
         assert not any("stable prefix changed" in w for w in same_text.warnings)
-        eng.score_ticket(TICKETS[3], edited, ScoreOptions(orderings="none"))
+        lab.score_ticket(eng, TICKETS[3], edited, LabOptions(orderings="none"))
     # After a restart, the first pack's state is on disk: warm, nothing to say.
     with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, stable_store=StableCache(tmp_path / "stable")) as eng2:
-        back = eng2.score_ticket(TICKETS[2], pack, ScoreOptions(orderings="none"))
+        back = lab.score_ticket(eng2, TICKETS[2], pack, LabOptions(orderings="none"))
     assert back.tokens.stable_cached == back.tokens.stable
     assert not any("stable prefix changed" in w for w in back.warnings)
     # After another restart with a pack never cached, the change since the last run is named.
@@ -345,7 +348,7 @@ def test_stable_change_is_said_once_naming_what_changed(smollm2_path: Path, pack
         tmp_path, SMALL_PACK.replace('name = "test"', 'name = "test"\nversion = "4"\ninstruction = "Pick a letter."')
     )
     with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, stable_store=StableCache(tmp_path / "stable")) as eng3:
-        new = eng3.score_ticket(TICKETS[2], other, ScoreOptions(orderings="none"))
+        new = lab.score_ticket(eng3, TICKETS[2], other, LabOptions(orderings="none"))
     assert new.tokens.stable_cached == 0
     assert any("pack: test v1" in w and "test v4" in w for w in new.warnings)
 
@@ -380,7 +383,7 @@ def test_another_running_process_pack_switch_is_not_this_results_warning(smollm2
             SMALL_PACK.replace('name = "test"', 'name = "test"\nversion = "5"\ninstruction = "Choose one letter."'),
         )
         with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, threads=1, stable_store=StableCache(folder)) as eng:
-            result = eng.score_ticket(TICKETS[2], first, ScoreOptions(orderings="none"))
+            result = lab.score_ticket(eng, TICKETS[2], first, LabOptions(orderings="none"))
         assert result.tokens.stable_cached == 0  # a prefill was paid, but not because of the other process
         assert not any("stable prefix changed" in w for w in result.warnings), result.warnings
     finally:
@@ -401,7 +404,7 @@ def test_another_running_process_pack_switch_is_not_this_results_warning(smollm2
         SMALL_PACK.replace('name = "test"', 'name = "test"\nversion = "6"\ninstruction = "Reply with a letter."'),
     )
     with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, threads=1, stable_store=StableCache(folder)) as eng:
-        later = eng.score_ticket(TICKETS[2], second, ScoreOptions(orderings="none"))
+        later = lab.score_ticket(eng, TICKETS[2], second, LabOptions(orderings="none"))
     assert any("pack: elsewhere v7" in w for w in later.warnings), later.warnings
 
 

@@ -15,10 +15,11 @@ from triage.domain.result import TicketResult, Timing, Tokens
 from triage.domain.ticket import make_ticket
 from triage.errors import InputError
 from triage.evaluation.runner import CalibrationPlan, build_report, content_free_prior
+from triage.lab import debias
+from triage.lab.scorer import LabScorer
 from triage.learning.cache import CacheKey, Outcome, ReadoutCache
 from triage.learning.labelled import read_labelled, split_by_id, write_jsonl
 from triage.learning.scorer import Scorer, score_rows
-from triage.scoring import debias
 
 PACK = parse_pack(
     {
@@ -254,20 +255,22 @@ class FakeEngine:
     def format_for(self, kind: str = "label"):  # type: ignore[no-untyped-def]
         return type("F", (), {"id": f"triage-prompt/1:chat/{kind}"})()
 
-    def builder(self, pack, kind: str = "label"):  # type: ignore[no-untyped-def]
+    def builder(self, pack, readout="label"):  # type: ignore[no-untyped-def]
         from fake_engine import CharTokenizer
 
         from triage.scoring.prompt import PromptBuilder, PromptFormat
+        from triage.scoring.readout import product_readout
 
-        return PromptBuilder(pack, PromptFormat("plain", readout=kind), CharTokenizer())
+        kind = product_readout(readout)
+        return PromptBuilder(pack, PromptFormat("plain", readout=kind.name), CharTokenizer(), kind)
 
-    def raw_readouts(self, ticket, pack, options):  # type: ignore[no-untyped-def]
+    def raw_readouts(self, ticket, pack, options=None, *, readout, schedule):  # type: ignore[no-untyped-def]
         self.calls += 1
         content = np.array([2.0, 0.0]) if "awful" in ticket.text else np.array([0.0, 1.0])
         reads = {}
         for crit in pack.criteria:
             reads[crit.id] = []
-            for order in debias.orders_for(len(crit.options), options.orderings):
+            for order in readout.orders(len(crit.options)):
                 logits = np.array([1.5, 0.0]) + content[list(order)]  # position A bias
                 reads[crit.id].append((order, debias.log_normalize(logits), 0.9))
         result = TicketResult(
@@ -282,7 +285,7 @@ def test_scorer_caches_and_report_has_every_variant(tmp_path: Path) -> None:
     s = read_labelled(write(tmp_path / "t.jsonl", rows), PACK)
     engine = FakeEngine()
     with ReadoutCache(tmp_path / "c.sqlite3") as cache:
-        scorer = Scorer(engine, PACK, cache, "letter")
+        scorer = LabScorer(engine, PACK, cache, "letter")
         first = score_rows(scorer, s.rows)
         assert engine.calls == 16 and cache.misses == 16 and cache.hits == 0
         again = score_rows(scorer, s.rows)
@@ -318,16 +321,16 @@ def test_eval_scores_the_label_readout_as_score_does_and_keys_the_mode(tmp_path:
     seen: list[str] = []
     real = engine.raw_readouts
 
-    def spy(ticket, pack, options):  # type: ignore[no-untyped-def]
-        seen.append(options.mode)
-        return real(ticket, pack, options)
+    def spy(ticket, pack, options, **seams):  # type: ignore[no-untyped-def]
+        seen.append(seams["schedule"].name)
+        return real(ticket, pack, options, **seams)
 
     engine.raw_readouts = spy  # type: ignore[method-assign]
     rows = read_labelled(
         write(tmp_path / "t.jsonl", [json.dumps({"id": "r1", "text": "awful", "labels": {"mood": "bad"}})]), PACK
     ).rows
     with ReadoutCache(tmp_path / "c.sqlite3") as cache:
-        label, letter = Scorer(engine, PACK, cache, "label"), Scorer(engine, PACK, cache, "letter")
+        label, letter = Scorer(engine, PACK, cache, "label"), LabScorer(engine, PACK, cache, "letter")
         assert (label.mode, label.key.orderings) == ("fanout", "none@fanout")
         assert (letter.mode, letter.key.orderings) == ("serial", "cyclic")  # as cached before the mode was keyed
         serial_key = replace(label.key, orderings="none")

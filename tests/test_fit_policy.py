@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from conftest import TOPIC_MOOD
 
 from triage.errors import InputError
+from triage.lab.options import LabOptions
 from triage.learning import fitstore, head_file
-from triage.learning.fit import FitRequest, choose_fits
+from triage.learning.fit import FitRequest, Fits, choose_fits
 from triage.learning.fitstore import calibrations_dir, stored_name
 from triage.scoring import head as head_mod
 from triage.scoring.calibrate import Calibration, CriterionCalibration, write_calibration
@@ -99,14 +101,19 @@ def test_an_explicit_bad_head_is_an_error(tmp_path: Path) -> None:
         choose_fits(model, PACK, ScoreOptions(), FitRequest(head=str(foreign)))
     mine = head_file.write_head(make_head(model), tmp_path / "mine.npz")
     with pytest.raises(InputError, match="reads options by name"):
-        choose_fits(model, PACK, ScoreOptions(readout="letter"), FitRequest(head=str(mine)))
+        lab_fits(model, LabOptions(readout="letter"), FitRequest(head=str(mine)))
     assert choose_fits(model, PACK, ScoreOptions(), FitRequest(head=str(mine))).head_path == str(mine)
+
+
+def lab_fits(model: Model, options: LabOptions, request: FitRequest | None = None, **kw: Any) -> Fits:
+    """``choose_fits`` for the lab's ``options``: the product's part, and what their readings are."""
+    return choose_fits(model, PACK, options.product, request, read_as=options.read_as, **kw)
 
 
 def test_the_prior_with_a_head_is_noted() -> None:
     model = Model()
     store(make_head(model))
-    fits = choose_fits(model, PACK, ScoreOptions(prior=True, criteria=("topic",)))
+    fits = lab_fits(model, LabOptions(prior=True, criteria=("topic",)))
     assert [n.text for n in fits.notes] == [
         "learned criteria read the raw readout; --prior applies to the others only",
         "applying learned head 'team head' to topic",
@@ -118,19 +125,19 @@ def test_a_stored_calibration_for_other_options_is_passed_over_an_explicit_one_r
     cal = make_cal(model, readout="letter", orderings="cyclic")
     key = stored_name(cal.model_sha256, cal.pack_hash, cal.prompt_format)
     stored = write_calibration(cal, calibrations_dir() / key)
-    letters = ScoreOptions(readout="letter", orderings="none")
-    fits = choose_fits(model, PACK, letters)
+    letters = LabOptions(readout="letter", orderings="none")
+    fits = lab_fits(model, letters)
     assert fits.calibration is None
     why = "fitted on orderings=cyclic, scoring with orderings=none"
     assert fits.passed_over("calibration") == [f"stored calibration {stored.name} not applied: {why}"]
-    assert choose_fits(model, PACK, ScoreOptions(readout="letter")).calibration is not None  # cyclic: it fits
-    assert choose_fits(model, PACK, letters, any_base=True).calibration is not None  # eval reads every base
+    assert lab_fits(model, LabOptions(readout="letter")).calibration is not None  # cyclic: it fits
+    assert lab_fits(model, letters, any_base=True).calibration is not None  # eval reads every base
     explicit = write_calibration(cal, tmp_path / "explicit.json")
     with pytest.raises(InputError, match="does not fit these options"):
-        choose_fits(model, PACK, letters, FitRequest(calibration=str(explicit)))
+        lab_fits(model, letters, FitRequest(calibration=str(explicit)))
     # The config's calibration is an explicit request too; --no-calibration wins over both.
     config = {"calibration": str(explicit)}
-    fits = choose_fits(model, PACK, ScoreOptions(readout="letter"), FitRequest.of(config=config))
+    fits = lab_fits(model, LabOptions(readout="letter"), FitRequest.of(config=config))
     assert fits.calibration_path == str(explicit) and fits.notes[0].text == f"applying calibration {explicit}"
     refused = FitRequest.of(no_calibration=True, config=config)
-    assert choose_fits(model, PACK, ScoreOptions(readout="letter"), refused).calibration is None
+    assert lab_fits(model, LabOptions(readout="letter"), refused).calibration is None

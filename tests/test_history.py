@@ -14,6 +14,8 @@ from triage.domain.pack import default_pack
 from triage.domain.result import TicketResult
 from triage.domain.thread import Message
 from triage.domain.ticket import make_ticket
+from triage.lab import score as lab
+from triage.lab.options import LabOptions
 from triage.scoring.engine import ScoreOptions
 from triage.store.history import History
 from triage.store.history_schema import MIGRATIONS, SCHEMA_VERSION
@@ -60,7 +62,7 @@ def test_round_trip_keeps_the_result_schema() -> None:
 def test_rescoring_keeps_both_results() -> None:
     with History.open() as h:
         row1, sid1, first = save_scored(h)
-        again = FakeEngine().score_ticket(TEXT, default_pack(), ScoreOptions(readout="letter", orderings="cyclic"))
+        again = lab.score_ticket(FakeEngine(), TEXT, default_pack(), LabOptions(readout="letter", orderings="cyclic"))
         row2 = h.save_ticket(make_ticket(TEXT))
         sid2 = h.start_score(row2, model=again.model, pack=again.pack, orderings=again.orderings)
         h.finish_score(sid2, again)

@@ -24,6 +24,8 @@ from conftest import MINI_PACK, assert_clean, run_triage
 
 from triage.domain.pack import PackError, load_pack
 from triage.errors import InputError
+from triage.lab import score as lab
+from triage.lab.options import LabOptions
 from triage.learning.fitstore import calibrations_dir, head_name, heads_dir
 from triage.learning.head_file import read_head, write_head
 from triage.scoring.calibrate import read_calibration
@@ -365,16 +367,17 @@ def test_move_aside_reports_nothing_when_nothing_is_there(tmp_path: Path) -> Non
 def test_a_stored_prior_nested_thousands_deep_is_recomputed(
     smollm2_path: Path, tmp_path: Path, pack_file: Path
 ) -> None:
-    from triage.scoring.engine import Engine, ScoreOptions
-    from triage.scoring.prior import prior_options
+    from triage.lab.prior import prior_options, priors_of
+    from triage.scoring.engine import Engine
 
     pack = load_pack(pack_file)
-    with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, threads=1, prior_dir=tmp_path / "priors") as eng:
-        options = ScoreOptions(prior=True)
-        path = eng.priors._file(pack, prior_options(options))  # where the prior of these options is kept
+    with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, threads=1) as eng:
+        options = LabOptions(prior=True)
+        priors = priors_of(eng, tmp_path / "priors")
+        path = priors._file(pack, prior_options(options))  # where the prior of these options is kept
         assert path is not None
         path.parent.mkdir(parents=True)
         path.write_text(DEEP, encoding="utf-8")
-        result = eng.score_ticket(TICKET, pack, options)
+        result = lab.score_ticket(eng, TICKET, pack, options)
     assert result.complete and result.criteria[0].choice in ("angry", "calm")
     assert json.loads(path.read_text(encoding="utf-8"))["pack_hash"] == pack.hash  # recomputed and saved again

@@ -19,7 +19,7 @@ CORE = [
     "triage.scoring.engine",
     "triage.model.native",
     "triage.scoring.readout",
-    "triage.scoring.debias",
+    "triage.lab.debias",
     "triage.domain.result",
     "triage.domain.ticket",
     "triage.scoring.stable_file",

@@ -15,14 +15,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from triage.bench.full import Full
-from triage.bench.restore import Restore
-from triage.bench.split import Split
 from triage.domain.pack import Pack, PackError, load_pack, parse_pack
 from triage.errors import TriageError
+from triage.lab import score as lab
+from triage.lab.debias import log_normalize
+from triage.lab.full import Full
+from triage.lab.options import LabOptions
+from triage.lab.restore import Restore
+from triage.lab.split import Split
 from triage.model.native import Seq
 from triage.scoring import readout
-from triage.scoring.debias import log_normalize
 from triage.scoring.engine import Engine, ScoreOptions
 
 pytestmark = pytest.mark.model
@@ -94,7 +96,7 @@ def test_plans_choose_whole_answers_only_when_needed(engine: Engine, pack: Pack)
 
 @pytest.mark.parametrize("ticket", TICKETS)
 def test_shared_first_token_is_scored_by_whole_answers(engine: Engine, pack: Pack, ticket: str) -> None:
-    result = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial"))
+    result = lab.score_ticket(engine, ticket, pack, LabOptions(mode="serial"))
     product = result.criteria[0]
     assert product.readout == "label-whole" and result.criteria[1].readout == "label"
     got = np.array([o.probability for o in product.options])
@@ -110,14 +112,14 @@ def test_shared_first_token_is_scored_by_whole_answers(engine: Engine, pack: Pac
 
 @pytest.mark.parametrize("ticket", TICKETS)
 def test_serial_and_fanout_match_split_with_whole_answers(engine: Engine, pack: Pack, ticket: str) -> None:
-    split = engine.score_ticket(ticket, pack, ScoreOptions(mode="split"), schedule=Split())
+    split = lab.score_ticket(engine, ticket, pack, LabOptions(mode="split"), schedule=Split())
     for schedule in (None, Restore()):  # serial's truncate, then bench's restore
-        serial = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial"), schedule=schedule)
+        serial = lab.score_ticket(engine, ticket, pack, LabOptions(mode="serial"), schedule=schedule)
         assert [o.probability for c in serial.criteria for o in c.options] == [
             o.probability for c in split.criteria for o in c.options
         ]
-    fanout = engine.score_ticket(ticket, pack, ScoreOptions(mode="fanout"))
-    full = engine.score_ticket(ticket, pack, ScoreOptions(mode="full"), schedule=Full())
+    fanout = lab.score_ticket(engine, ticket, pack, LabOptions(mode="fanout"))
+    full = lab.score_ticket(engine, ticket, pack, LabOptions(mode="full"), schedule=Full())
     # fanout (the product) is held to 0.05; full (bench's baseline: each prompt in one pass from an empty
     # cache) to 0.1: one pass instead of three picks other kernels, measured up to 0.066 here and 0.080 on a
     # thread (docs/engine.md, "Exactness").
@@ -153,7 +155,7 @@ def test_multi_token_answers_with_distinct_first_tokens(engine: Engine, tmp_path
     (plan,) = engine.answer_plans(pack)
     assert plan.whole and len(set(plan.first)) == 2 and max(len(t) for t in plan.tokens) > 1
     ticket = "A debt collector keeps calling me about a loan I already paid."
-    result = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial"))
+    result = lab.score_ticket(engine, ticket, pack, LabOptions(mode="serial"))
     got = np.array([o.probability for o in result.criteria[0].options])
     want, _ = reference(engine, pack, ticket, 0)
     assert np.max(np.abs(got - np.exp(want))) < TOL
@@ -273,4 +275,5 @@ def test_label_calibration_round_trip(smollm2_path: Path, tmp_path: Path, capsys
 
     with load_engine(str(smollm2_path), n_ctx=512, lazy=True) as eng:
         assert choose_fits(eng, load_pack(pack), ScoreOptions()).calibration is not None
-        assert choose_fits(eng, load_pack(pack), ScoreOptions(readout="letter")).calibration is None
+        letters = LabOptions(readout="letter")
+        assert choose_fits(eng, load_pack(pack), letters.product, read_as=letters.read_as).calibration is None

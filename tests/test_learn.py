@@ -19,6 +19,8 @@ from conftest import MIXED, labelled_rows
 
 from triage.domain.pack import parse_pack
 from triage.errors import InputError
+from triage.lab import score as lab
+from triage.lab.options import LabOptions
 from triage.learning import fitstore, head_file
 from triage.learning.head_file import read_head, write_head
 from triage.scoring.head import CriterionHead, Head, feature_ids
@@ -372,16 +374,16 @@ def test_engine_applies_the_head_from_the_answer_positions_features(
     learned: dict[str, Path], smollm2_path: Path
 ) -> None:
     from triage.domain.pack import load_pack
-    from triage.scoring.engine import Engine, ScoreOptions
+    from triage.scoring.engine import Engine
 
     pack = load_pack(learned["pack"])
     head = read_head(learned["head"])
     ticket = "I was charged twice for the blender, refund one payment."
     with Engine(smollm2_path, name="smollm2-135m", n_ctx=512) as eng:
-        opts = ScoreOptions(mode="serial")
-        plain, raw, feats = eng.readouts_and_features(ticket, pack, opts)
-        with_head = eng.score_ticket(ticket, pack, opts, head=head)
-        fan = eng.score_ticket(ticket, pack, ScoreOptions(mode="fanout"), head=head)
+        opts = LabOptions(mode="serial")
+        plain, raw, feats = lab.readouts_and_features(eng, ticket, pack, opts)
+        with_head = lab.score_ticket(eng, ticket, pack, opts, head=head)
+        fan = lab.score_ticket(eng, ticket, pack, LabOptions(mode="fanout"), head=head)
     assert [c.source for c in plain.criteria] == ["zero-shot", "zero-shot"]
     assert [c.source for c in with_head.criteria] == ["learned", "zero-shot"] and with_head.head == head.name
     assert feats["topic"].shape == (len(feature_ids(head.n_vocab, head.n_embd)),)

@@ -25,6 +25,8 @@ from rich.console import Console
 from triage.domain.pack import parse_pack
 from triage.evaluation.progress import PlainProgress, duration
 from triage.evaluation.verdict import mark, verdict, verdicts
+from triage.lab import score as lab
+from triage.lab.options import LabOptions
 from triage.learning import fitstore, head_file
 from triage.learning.fit import choose_fits
 from triage.learning.learn import LearnOutcome
@@ -278,11 +280,13 @@ def test_the_fit_policy_applies_only_what_the_verdict_applied_and_names_the_rest
 
 def test_a_held_back_criterion_is_decided_exactly_as_without_the_head() -> None:
     from triage.scoring.decide import Decider
+    from triage.scoring.readout import Combined
 
     head = _head(("mood",))
     features = np.random.default_rng(2).normal(size=head.n_features)
     acc = SimpleNamespace(reads=[SimpleNamespace(features=features)])
-    combined = np.log(np.array([0.3, 0.7]))
+    lp = np.log(np.array([0.3, 0.7]))
+    combined = Combined(lp, lp, 1)
     with_head = Decider(PACK, tokenizer=None, head=head)  # type: ignore[arg-type]
     without = Decider(PACK, tokenizer=None)  # type: ignore[arg-type]
     got, source = with_head._decide("mood", combined, acc)  # type: ignore[arg-type]
@@ -383,9 +387,9 @@ def test_a_held_back_criterion_scores_exactly_as_zero_shot(
     ticket = "My parcel never arrived and I am furious about it."
     with Engine(smollm2_path, name="smollm2-135m", n_ctx=512, threads=1) as eng:
         for mode in ("serial", "fanout"):
-            opts = ScoreOptions(mode=mode)
-            plain = eng.score_ticket(ticket, pack, opts)
-            with_head = eng.score_ticket(ticket, pack, opts, head=head)
+            opts = LabOptions(mode=mode)
+            plain = lab.score_ticket(eng, ticket, pack, opts)
+            with_head = lab.score_ticket(eng, ticket, pack, opts, head=head)
             assert [c.source for c in with_head.criteria] == ["learned", "zero-shot"]
             assert [o.probability for o in with_head.criteria[1].options] == [
                 o.probability for o in plain.criteria[1].options

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import re
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 from triage.cli import build_parser, main
 from triage.domain.pack import parse_pack
 from triage.errors import InputError
+from triage.lab import options as lab_opts
 from triage.scoring import options as opts
 from triage.scoring.options import ScoreOptions
 from triage.settings import RETIRED, retired_flag, retired_message
@@ -78,14 +80,9 @@ def test_score_and_the_ray_job_run_the_product_options(tmp_path: Path) -> None:
     args = build_parser().parse_args(["score", "--criteria", " topic,topic "])
     assert options_of(args, pack) == ScoreOptions(criteria=("topic",))
     assert options_of(build_parser().parse_args(["score"]), pack) == ScoreOptions()
-    product = ScoreOptions()
-    assert (product.readout, product.mode, product.prior, product.effective_orderings) == (
-        opts.DEFAULT_READOUT,
-        opts.DEFAULT_MODE,
-        False,
-        "none",
-    )
-    assert (product.readout, product.mode) == ("label", "fanout")
+    product = opts.PRODUCT_READ  # what the product's readings are: ScoreOptions carries only criteria
+    assert (product.readout, opts.DEFAULT_MODE, product.prior, product.orderings) == ("label", "fanout", False, "none")
+    assert [f.name for f in dataclasses.fields(ScoreOptions)] == ["criteria"]
     src = tmp_path / "in.jsonl"
     src.write_text('{"id": "a", "text": "hi"}\n', encoding="utf-8")
     job = ray_job(build_parser().parse_args(["score", str(src), "--ray"]), config={})
@@ -125,10 +122,10 @@ def test_criteria_are_checked_against_the_pack() -> None:
 def test_the_measuring_commands_keep_their_instruments_with_choices_from_options_py() -> None:
     actions = {name: {a.dest: a for a in command(name)._actions} for name in ("eval", "calibrate", "bench")}
     for name in ("eval", "calibrate", "bench"):
-        assert tuple(actions[name]["readout"].choices) == opts.READOUTS, name
-        assert actions[name]["readout"].default == opts.DEFAULT_READOUT, name
-    assert tuple(actions["calibrate"]["orderings"].choices) == opts.ORDERINGS
-    assert tuple(actions["bench"]["orderings"].choices) == opts.ORDERINGS
+        assert tuple(actions[name]["readout"].choices) == lab_opts.READOUTS, name
+        assert actions[name]["readout"].default == lab_opts.DEFAULT_READOUT == opts.DEFAULT_READOUT, name
+    assert tuple(actions["calibrate"]["orderings"].choices) == lab_opts.ORDERINGS
+    assert tuple(actions["bench"]["orderings"].choices) == lab_opts.ORDERINGS
     assert "prior" in actions["eval"] and "prior" in actions["calibrate"]
     args = build_parser().parse_args(["eval", "x.jsonl", "--readout", "letter", "--prior"])
     assert (args.readout, args.prior) == ("letter", True)

@@ -1,4 +1,4 @@
-"""Packed backlog decodes (:mod:`triage.bench.packed`) on the real small model.
+"""Packed backlog decodes (:mod:`triage.lab.packed`) on the real small model.
 
 Several tickets' fanout in one decode must give each ticket the numbers of its own
 decode within fanout's tested tolerance, in input order, with one record per ticket, and
@@ -14,10 +14,12 @@ import numpy as np
 import pytest
 from test_engine import SMALL_PACK, TICKETS
 
-from triage.bench.packed import cost, packs, score_packed
 from triage.domain.pack import load_pack
 from triage.domain.ticket import make_ticket
 from triage.errors import TriageError
+from triage.lab import score as lab
+from triage.lab.options import LabOptions
+from triage.lab.packed import cost, packs, score_packed
 from triage.scoring.engine import Engine, ScoreOptions, TicketScored
 from triage.scoring.start import start_run
 
@@ -48,7 +50,7 @@ def probs(result: Any) -> np.ndarray:
 def test_packed_tickets_score_as_each_alone_within_fanouts_tolerance(smollm2_path: Path, pack: Any) -> None:
     tickets = [make_ticket(t, f"T{i}") for i, t in enumerate([*TICKETS, *MORE])]
     with Engine(smollm2_path, name="smollm2-135m", n_ctx=2048, thread_cache_mib=0) as eng:
-        serial = [eng.score_ticket(t, pack, ScoreOptions(mode="serial")) for t in tickets]
+        serial = [lab.score_ticket(eng, t, pack, LabOptions(mode="serial")) for t in tickets]
         alone = [eng.score_ticket(t, pack) for t in tickets]
         got = list(score_packed(eng, tickets, pack, budget=256))
         runs_per_pack = [
@@ -81,7 +83,7 @@ def test_packed_tickets_score_as_each_alone_within_fanouts_tolerance(smollm2_pat
 def _how(eng: Engine, pack: Any) -> Any:
     from triage.scoring.decide import Decider
 
-    return Decider(pack, eng.tokenizer, None, None, None), False, None
+    return Decider(pack, eng.tokenizer, None, None), False, None
 
 
 def test_a_pack_never_exceeds_its_budget_unless_one_ticket_does(smollm2_engine: Engine, pack: Any) -> None:
@@ -127,7 +129,7 @@ def test_packed_tickets_read_at_either_position_match_their_own_decode(
 
         eng.native.decode = counted  # type: ignore[method-assign]
         try:
-            got = list(score_packed(eng, tickets, pack, opts, features=True, budget=512, read=read))
+            got = list(score_packed(eng, tickets, pack, LabOptions(), features=True, budget=512, read=read))
         finally:
             eng.native.decode = real  # type: ignore[method-assign]
     assert 0 < calls < len(tickets)

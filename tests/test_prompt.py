@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from triage.domain.pack import default_pack
-from triage.scoring import debias
+from triage.lab import debias
 from triage.scoring.prompt import IM_END, IM_START, PromptBuilder, PromptFormat, common_prefix
 from triage.scoring.tokenizer import HFTokenizer, qwen3_tokenizer
 

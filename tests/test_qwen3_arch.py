@@ -17,13 +17,15 @@ import numpy as np
 import pytest
 from tiny_qwen3 import TEMPLATE, Shape, write_tiny_qwen3
 
-from triage.bench.restore import Restore
-from triage.bench.split import Split
 from triage.domain.pack import Pack, load_pack
 from triage.domain.result import TicketResult
+from triage.lab import score as lab
+from triage.lab.options import LabOptions
+from triage.lab.restore import Restore
+from triage.lab.split import Split
 from triage.learning.fitstore import load_head
 from triage.learning.head_file import write_head
-from triage.scoring.engine import Engine, ScoreOptions
+from triage.scoring.engine import Engine
 from triage.scoring.head import CriterionHead, Head, feature_ids
 from triage.scoring.prompt import END_THINK, IM_END, IM_START, THINK
 from triage.scoring.setup_check import check_head
@@ -163,9 +165,9 @@ def test_plain_text_is_encoded_in_one_piece(engine: Engine) -> None:
 @pytest.mark.parametrize("readout", ["label", "letter"])
 @pytest.mark.parametrize("ticket", ["I love the banana you sent me. Thanks!", HOSTILE[1]])
 def test_reuse_is_bit_identical_to_the_same_split(engine: Engine, pack: Pack, ticket: str, readout: str) -> None:
-    split = engine.score_ticket(ticket, pack, ScoreOptions(mode="split", readout=readout), schedule=Split())
+    split = lab.score_ticket(engine, ticket, pack, LabOptions(mode="split", readout=readout), schedule=Split())
     for schedule in (None, Restore()):  # truncate, then bench's restore: reloads a saved state of sequence 0
-        reused = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial", readout=readout), schedule=schedule)
+        reused = lab.score_ticket(engine, ticket, pack, LabOptions(mode="serial", readout=readout), schedule=schedule)
         assert np.array_equal(probs(reused), probs(split)), reused.mode
 
 
@@ -173,8 +175,8 @@ def test_reuse_is_bit_identical_to_the_same_split(engine: Engine, pack: Pack, ti
 @pytest.mark.parametrize("readout", ["label", "letter"])
 def test_fanout_matches_serial(engine: Engine, pack: Pack, readout: str) -> None:
     ticket = "Where is my refund?! This is the third time I ask.\n\n"
-    serial = engine.score_ticket(ticket, pack, ScoreOptions(mode="serial", readout=readout))
-    fanout = engine.score_ticket(ticket, pack, ScoreOptions(mode="fanout", readout=readout))
+    serial = lab.score_ticket(engine, ticket, pack, LabOptions(mode="serial", readout=readout))
+    fanout = lab.score_ticket(engine, ticket, pack, LabOptions(mode="fanout", readout=readout))
     assert np.max(np.abs(probs(fanout) - probs(serial))) < FANOUT_TOL
     assert fanout.tokens.prefix == serial.tokens.prefix
 

@@ -102,12 +102,12 @@ def test_rows_from_a_folder_of_jsonl_and_parquet(tmp_path: Path) -> None:
 
 def test_resume_refuses_an_output_scored_differently(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
-    writer = open_writer(out, signature(orderings="cyclic"), resume=False)
+    writer = open_writer(out, signature(criteria=("topic",)), resume=False)
     writer.write([("k", {"ticket_id": None, "line": 3, "error": "line 3: not valid JSON"})])
     writer.close()
-    assert read_existing(out, signature(orderings="cyclic")).keys == {record_key({"line": 3, "error": "x"})}
-    with pytest.raises(Exception, match="option orderings: 'cyclic' → 'none'"):
-        read_existing(out, signature(orderings="none"))
+    assert read_existing(out, signature(criteria=("topic",))).keys == {record_key({"line": 3, "error": "x"})}
+    with pytest.raises(Exception, match=r"option criteria: \['topic'\] → \['mood'\]"):
+        read_existing(out, signature(criteria=("mood",)))
     with pytest.raises(Exception, match="already exists"):
         open_writer(out, signature(), resume=False)
 
@@ -126,6 +126,13 @@ def test_resume_accepts_a_run_from_before_the_strategy_option_left(tmp_path: Pat
         else:
             with pytest.raises(Exception, match="option strategy: 'restore' → None"):
                 read_existing(out, signature())
+    # A run from before the lab's options left ScoreOptions held the product's values: the same run.
+    lab = {"mode": "fanout", "orderings": "cyclic", "prior": False, "readout": "label"}
+    run.write_text(json.dumps({**old, "options": {**old["options"], **lab}}), encoding="utf-8")
+    assert read_existing(out, signature()).keys == {record_key({"line": 3, "error": "x"})}
+    run.write_text(json.dumps({**old, "options": {**old["options"], **lab, "readout": "letter"}}), encoding="utf-8")
+    with pytest.raises(Exception, match="option readout: 'letter' → None"):
+        read_existing(out, signature())
 
 
 def test_the_command_line_becomes_a_plain_job_checked_before_any_cluster(pack: Path, tmp_path: Path) -> None:

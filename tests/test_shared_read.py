@@ -18,9 +18,11 @@ import numpy as np
 import pytest
 
 from triage.bench.heads import random_head
-from triage.bench.split import Split
 from triage.domain.pack import Pack, parse_pack
 from triage.errors import InputError, TriageError
+from triage.lab import score as lab
+from triage.lab.options import LabOptions
+from triage.lab.split import Split
 from triage.learning.head_file import read_head, write_head
 from triage.scoring.cue import CUES, TAIL, check_read
 from triage.scoring.engine import Engine, ScoreOptions
@@ -73,9 +75,9 @@ def test_a_shared_head_reads_one_cue_for_every_criterion(smollm2_engine: Engine,
     shared, tail = random_head(eng, pack, f"shared:{cue}"), random_head(eng, pack, TAIL)
     for ticket in TICKETS:
         eng.hold_stable(pack)
-        by_tail = eng.score_ticket(ticket, pack, ScoreOptions(mode="fanout"), head=tail)
+        by_tail = lab.score_ticket(eng, ticket, pack, LabOptions(mode="fanout"), head=tail)
         eng.hold_stable(pack)
-        got = eng.score_ticket(ticket, pack, ScoreOptions(mode="fanout"), head=shared)
+        got = lab.score_ticket(eng, ticket, pack, LabOptions(mode="fanout"), head=shared)
         assert [c.source for c in got.criteria] == ["learned"] * 3
         assert [c.readout for c in got.criteria] == ["shared"] * 3
         assert not any("coverage" in w for c in got.criteria for w in c.warnings)
@@ -98,10 +100,10 @@ def test_an_unchanged_ticket_is_read_whole_at_either_position(smollm2_engine: En
     for ticket in TICKETS:
         block = len(eng.tokenizer.encode(eng.builder(pack).ticket_block_text(ticket)))
         eng.forget()
-        alone = eng.score_ticket(ticket, pack, ScoreOptions(mode="fanout"), head=head)
+        alone = lab.score_ticket(eng, ticket, pack, LabOptions(mode="fanout"), head=head)
         eng.forget()
-        eng.score_ticket(ticket, pack, ScoreOptions(mode="fanout"))  # tails, no head: its state is kept
-        again = eng.score_ticket(ticket, pack, ScoreOptions(mode="fanout"), head=head)
+        lab.score_ticket(eng, ticket, pack, LabOptions(mode="fanout"))  # tails, no head: its state is kept
+        again = lab.score_ticket(eng, ticket, pack, LabOptions(mode="fanout"), head=head)
         assert again.thread.reused == 0 and again.tokens.evaluated >= block
         assert again.tokens.evaluated == alone.tokens.evaluated
         assert np.array_equal(probs(again), probs(alone))
@@ -112,13 +114,13 @@ def test_the_shared_position_is_exact_across_schedules(smollm2_engine: Engine, p
     eng = smollm2_engine
     head = random_head(eng, pack, "shared:answer")
     for ticket in TICKETS:
-        split = eng.score_ticket(ticket, pack, ScoreOptions(mode="split"), head=head, schedule=Split())
-        serial = eng.score_ticket(ticket, pack, ScoreOptions(mode="serial"), head=head)
-        fanout = eng.score_ticket(ticket, pack, ScoreOptions(mode="fanout"), head=head)
+        split = lab.score_ticket(eng, ticket, pack, LabOptions(mode="split"), head=head, schedule=Split())
+        serial = lab.score_ticket(eng, ticket, pack, LabOptions(mode="serial"), head=head)
+        fanout = lab.score_ticket(eng, ticket, pack, LabOptions(mode="fanout"), head=head)
         assert np.array_equal(probs(serial), probs(split))
         assert np.max(np.abs(probs(fanout) - probs(serial))) < FANOUT_TOL
         # the features handed to a caller that asked for this position are what the head applied
-        _, raw, feats = eng.readouts_and_features(ticket, pack, ScoreOptions(mode="serial"), read="shared:answer")
+        _, raw, feats = lab.readouts_and_features(eng, ticket, pack, LabOptions(mode="serial"), read="shared:answer")
         lp = raw["topic"][0][1]
         want = np.exp(head.apply("topic", feats["topic"], lp))
         assert np.allclose([o.probability for o in serial.criteria[0].options], want, atol=1e-9)
@@ -130,9 +132,9 @@ def test_unlearned_criteria_keep_their_tails_in_the_same_decode(smollm2_engine: 
     eng = smollm2_engine
     head = random_head(eng, pack, "shared:answer", only={"topic", "fruit"})
     for ticket in TICKETS:
-        plain = eng.score_ticket(ticket, pack, ScoreOptions(mode="serial"))
-        mixed = eng.score_ticket(ticket, pack, ScoreOptions(mode="serial"), head=head)
-        fan = eng.score_ticket(ticket, pack, ScoreOptions(mode="fanout"), head=head)
+        plain = lab.score_ticket(eng, ticket, pack, LabOptions(mode="serial"))
+        mixed = lab.score_ticket(eng, ticket, pack, LabOptions(mode="serial"), head=head)
+        fan = lab.score_ticket(eng, ticket, pack, LabOptions(mode="fanout"), head=head)
         assert [c.source for c in mixed.criteria] == ["learned", "zero-shot", "learned"]
         assert [c.readout for c in mixed.criteria] == ["shared", "label", "shared"]
         # the zero-shot criterion is read from its own tail: its bars are those of a score without a head,
@@ -154,7 +156,7 @@ def test_a_head_is_refused_at_the_other_position(smollm2_engine: Engine, pack: P
         eng.score_ticket(TICKETS[0], pack, ScoreOptions(), head=shared, read="shared:end")
     assert check_head(shared, engine=eng, pack=pack) is None
     with pytest.raises(TriageError, match="label readout"):
-        eng.score_ticket(TICKETS[0], pack, ScoreOptions(readout="letter"), read="shared")
+        lab.score_ticket(eng, TICKETS[0], pack, LabOptions(readout="letter"), read="shared")
 
 
 @pytest.mark.model
@@ -197,11 +199,11 @@ def test_flash_attention_off_is_exact_too_and_close_to_on(smollm2_path: Path, pa
     kernels' bars differ by rounding only (bench/flash_attn.py measures both on the stand-in)."""
     with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024, flash_attn=False) as off:
         assert off.native.attention == "plain"
-        split = off.score_ticket(TICKETS[0], pack, ScoreOptions(mode="split"), schedule=Split())
-        serial = off.score_ticket(TICKETS[0], pack, ScoreOptions(mode="serial"))
-        fanout = off.score_ticket(TICKETS[0], pack, ScoreOptions(mode="fanout"))
+        split = lab.score_ticket(off, TICKETS[0], pack, LabOptions(mode="split"), schedule=Split())
+        serial = lab.score_ticket(off, TICKETS[0], pack, LabOptions(mode="serial"))
+        fanout = lab.score_ticket(off, TICKETS[0], pack, LabOptions(mode="fanout"))
     with Engine(smollm2_path, name="smollm2-135m", n_ctx=1024) as on:
-        serial_on = on.score_ticket(TICKETS[0], pack, ScoreOptions(mode="serial"))
+        serial_on = lab.score_ticket(on, TICKETS[0], pack, LabOptions(mode="serial"))
     assert np.array_equal(probs(serial), probs(split))
     assert np.max(np.abs(probs(fanout) - probs(serial))) < FANOUT_TOL
     assert np.max(np.abs(probs(serial_on) - probs(serial))) < FANOUT_TOL

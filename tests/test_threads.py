@@ -11,12 +11,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from triage.bench.full import Full
 from triage.domain.pack import default_pack
 from triage.domain.thread import Message, compaction, render
 from triage.domain.ticket import make_ticket
 from triage.errors import InputError
-from triage.scoring.engine import Engine, ScoreOptions
+from triage.lab import score as lab
+from triage.lab.full import Full
+from triage.lab.options import LabOptions
+from triage.scoring.engine import Engine
 from triage.scoring.prefix_store import Entries, Saved, common_length, first_edit
 
 THREAD = [
@@ -129,13 +131,13 @@ def engines(smollm2_path: Any) -> Any:
         e.close()
 
 
-def turns(engine: Engine, pack: Any, options: ScoreOptions, *, between: bool = False) -> list[Any]:
+def turns(engine: Engine, pack: Any, options: LabOptions | None = None, *, between: bool = False) -> list[Any]:
     """Score the thread as it grows, one message at a time (``between``: another ticket in between)."""
     out = []
     for k in range(1, len(THREAD) + 1):
-        out.append(engine.score_ticket(make_ticket(None, "T-1", THREAD[:k]), pack, options))
+        out.append(lab.score_ticket(engine, make_ticket(None, "T-1", THREAD[:k]), pack, options))
         if between:
-            engine.score_ticket(f"another ticket about a refund, number {k}", pack, options)
+            lab.score_ticket(engine, f"another ticket about a refund, number {k}", pack, options)
     return out
 
 
@@ -145,7 +147,7 @@ def turns(engine: Engine, pack: Any, options: ScoreOptions, *, between: bool = F
 @pytest.mark.parametrize("mode", ["fanout"])
 def test_the_fifth_message_costs_its_own_tokens_and_the_tails(engines: Any, mode: str) -> None:
     eng, fresh = engines
-    pack, options = default_pack(), ScoreOptions(mode=mode)
+    pack, options = default_pack(), LabOptions(mode=mode)
     eng.forget()
     got = turns(eng, pack, options)
     builder = eng.builder(pack)
@@ -172,8 +174,8 @@ def test_the_fifth_message_costs_its_own_tokens_and_the_tails(engines: Any, mode
     assert probs(again[-1]).tolist() == probs(last).tolist()
     # Drift against a fresh score of the whole thread (other batch boundaries), reported.
     fresh.forget()
-    whole = fresh.score_ticket(make_ticket(None, "T-1", THREAD), pack, options)
-    single = fresh.score_ticket(make_ticket(None, "T-2", THREAD), pack, ScoreOptions(mode="full"), schedule=Full())
+    whole = lab.score_ticket(fresh, make_ticket(None, "T-1", THREAD), pack, options)
+    single = lab.score_ticket(fresh, make_ticket(None, "T-2", THREAD), pack, LabOptions(mode="full"), schedule=Full())
     assert whole.thread.reused == 0 and whole.tokens.evaluated > 2 * len(prefixes[1]) - 2 * shared
     drift = float(np.max(np.abs(probs(whole) - probs(last))))
     drift_full = float(np.max(np.abs(probs(single) - probs(last))))
@@ -185,7 +187,7 @@ def test_an_edited_earlier_message_is_read_again_from_the_change(engines: Any) -
     eng, fresh = engines
     pack = default_pack()
     eng.forget()
-    turns(eng, pack, ScoreOptions())
+    turns(eng, pack)  # LabOptions(): the product's options
     edited = [dict(m) for m in THREAD]
     edited[1]["text"] = "We do not ship to that country, sorry."
     got = eng.score_ticket(make_ticket(None, "T-1", edited), pack)

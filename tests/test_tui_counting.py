@@ -6,8 +6,10 @@ import pytest
 from fake_engine import CharTokenizer, FakeEngine
 
 from triage.domain.pack import default_pack
-from triage.scoring import debias
+from triage.lab import debias
+from triage.lab.letter import LetterReadout
 from triage.scoring.prompt import TICKET_TOKENS, PromptBuilder, PromptFormat
+from triage.scoring.readout import LABEL
 from triage.scoring.tokenizer import qwen3_tokenizer
 from triage.tui.counting import QWEN3_FORMAT, chunks, count_ticket, count_tokens, ticket_budget
 
@@ -36,7 +38,8 @@ def test_count_stops_when_cancelled() -> None:
 @pytest.mark.parametrize("readout", ["label", "letter"])
 @pytest.mark.parametrize("n_ctx", [2048, 4096])
 def test_budget_matches_where_the_builder_starts_cutting(n_ctx: int, readout: str) -> None:
-    builder = PromptBuilder(default_pack(), PromptFormat("plain", readout=readout), CharTokenizer())
+    kind = LABEL if readout == "label" else LetterReadout()
+    builder = PromptBuilder(default_pack(), PromptFormat("plain", readout=readout), CharTokenizer(), kind)
     asked = orders("none" if readout == "label" else "cyclic")
     budget = ticket_budget(builder, n_ctx)
     fits = "x" * budget

@@ -8,7 +8,7 @@ from fake_engine import FakeEngine, FakeFactory, fake_app, wait_until
 from textual import events
 
 from triage.domain.pack import default_pack
-from triage.scoring import debias
+from triage.lab import debias
 from triage.store.export import to_markdown
 from triage.tui.app import TriageApp
 from triage.tui.counting import count_ticket, decode_overhead

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from fake_engine import FakeEngine, FakeFactory, fake_app, wait_until
 
-from triage.scoring import debias
+from triage.lab import debias
 from triage.scoring.prompt import TICKET_TOKENS
 from triage.tui.app import TriageApp
 from triage.tui.counting import decode_overhead

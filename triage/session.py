@@ -40,7 +40,7 @@ from triage.domain.pack import Pack
 from triage.domain.ticket import Ticket
 from triage.errors import EngineError, FitError, HistoryError, InputError, ResultNotKept, TriageError
 from triage.learning.fit import FitNote, FitRequest, Fits, choose_fits, starter_on
-from triage.scoring.options import ScoreOptions
+from triage.scoring.options import PRODUCT_READ, ScoreOptions
 from triage.settings import DEFAULTS
 from triage.store import features as feat
 
@@ -276,7 +276,7 @@ class Session:
                 scoring.ticket_row,
                 model=self.scorer.model_info,
                 pack={"name": pack.name, "version": pack.version, "hash": pack.hash},
-                orderings=options.effective_orderings,
+                orderings=PRODUCT_READ.orderings,
                 messages=len(ticket.thread),
             )
 

@@ -17,7 +17,8 @@ from pathlib import Path
 from triage.assets_path import asset
 from triage.domain.pack import default_pack
 from triage.domain.ticket import make_ticket
-from triage.scoring.engine import ScoreOptions
+from triage.lab import score as lab
+from triage.lab.options import LabOptions
 from triage.scoring.loader import load_engine
 
 HERE = Path(__file__).resolve().parent
@@ -34,8 +35,8 @@ def main() -> None:
     args = ap.parse_args()
     pack = default_pack()
     ids = [c.id for c in pack.criteria]
-    label = ScoreOptions(mode="fanout", readout="label")
-    letter = ScoreOptions(mode="serial", readout="letter", orderings="cyclic")
+    label = LabOptions(mode="fanout", readout="label")
+    letter = LabOptions(mode="serial", readout="letter", orderings="cyclic")
     with load_engine(args.model, threads=args.threads) as eng:
         for title, path, with_expect in (
             ("Hand-written support tickets", HERE / "support-tickets.jsonl", True),
@@ -47,8 +48,8 @@ def main() -> None:
             right = total = 0
             for row in rows(path):
                 t = make_ticket(row["text"], row["id"])
-                a = eng.score_ticket(t, pack, label)
-                b = eng.score_ticket(t, pack, letter)
+                a = lab.score_ticket(eng, t, pack, label)
+                b = lab.score_ticket(eng, t, pack, letter)
                 cells = []
                 for ca, cb in zip(a.criteria, b.criteria, strict=True):
                     want = (row.get("expect") or {}).get(ca.id)

@@ -32,7 +32,7 @@ def run(engine: Engine, name: str, data: dict, rows: list[dict]) -> None:
     ok = total = 0
     chosen: dict[str, list[str]] = {c.id: [] for c in pack.criteria}
     for r in rows:
-        res = engine.score_ticket(r["text"], pack, ScoreOptions(mode="fanout"))
+        res = engine.score_ticket(r["text"], pack, ScoreOptions())
         for c in res.criteria:
             chosen[c.id].append(c.choice)
             want = r["expect"].get(c.id)

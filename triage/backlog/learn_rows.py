@@ -158,11 +158,11 @@ class RowScorer:
         self._scorers: dict[tuple[str, str, bool], Scorer] = {}
 
     def _scorer(self, readout: str, read: str, features: bool) -> Scorer:
-        from triage.learning.scorer import Scorer
+        from triage.lab.scorer import LabScorer
 
         key = (readout, read, features)
         if key not in self._scorers:
-            scorer = Scorer(self.engine, self.pack, _NoCache(), readout, read)  # type: ignore[arg-type]
+            scorer = LabScorer(self.engine, self.pack, _NoCache(), readout, read)  # type: ignore[arg-type]
             scorer.features = features and readout == "label"
             self._scorers[key] = scorer
         return self._scorers[key]
@@ -340,15 +340,16 @@ class RaySets:
         from triage.evaluation.labelled_runs import ScoringRun
         from triage.evaluation.progress import scoring_progress
         from triage.evaluation.variants import prior_from
+        from triage.lab.prior import PRIOR_TEXT
+        from triage.lab.scorer import LabScorer
         from triage.learning.cache import ReadoutCache
-        from triage.learning.scorer import Scorer, score_rows
-        from triage.scoring.engine import PRIOR_TEXT
+        from triage.learning.scorer import score_rows
 
         with ReadoutCache() as cache:
             said = cache.notice
             if said:
                 console.print(f"triage: {said}", style="yellow", markup=False, highlight=False)
-            scorer = Scorer(engine, pack, cache, readout, read)  # the key the outcomes are stored under
+            scorer = LabScorer(engine, pack, cache, readout, read)  # the key the outcomes are stored under
             scorer.features = features and readout == "label"
             prior_ticket = make_ticket(PRIOR_TEXT, "prior") if prior else None
             tickets = [prior_ticket] if prior_ticket is not None else []

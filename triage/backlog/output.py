@@ -38,7 +38,7 @@ from triage import gate
 from triage.backlog.rows import record_key
 from triage.bounded import Bounded, loads_json
 from triage.errors import InputError, TriageError
-from triage.scoring.options import ScoreOptions
+from triage.scoring.options import PRODUCT_READ, ScoreOptions
 from triage.store.files import write_json_atomic
 
 if TYPE_CHECKING:
@@ -47,8 +47,15 @@ if TYPE_CHECKING:
 RUN_SCHEMA = "triage.backlog-run/1"
 # Options a run.json written by an earlier triage may hold that ScoreOptions no longer has, with the
 # value every such run scored with: with it, the run resumes as the same run (serial's way back to the
-# prefix left the options when its restore moved to bench, triage.bench.restore); any other value differs.
-RETIRED_OPTIONS: dict[str, object] = {"strategy": "truncate"}
+# prefix left the options when its restore moved to bench, now triage.lab.restore); any other value differs.
+RETIRED_OPTIONS: dict[str, object] = {
+    "strategy": "truncate",
+    # the lab's options left ScoreOptions (triage.lab.options); every backlog run scored with these
+    "mode": "fanout",
+    "orderings": "cyclic",
+    "prior": False,
+    "readout": "label",
+}
 PART_ROWS = 1000  # rows per Parquet part (and at most a minute between parts)
 PART_SECONDS = 60.0
 ERROR_COLUMNS = ("ticket_id", "line", "error", "source", "ticket_sha256")  # an error record's fields
@@ -79,11 +86,8 @@ class RunSignature:
     ) -> RunSignature:
         """The signature of these scoring options (every field of ``ScoreOptions``, whatever they are)."""
         opts = json.loads(json.dumps(dataclasses.asdict(options), default=list))
-        in_record: dict[str, object] = {
-            "orderings": options.effective_orderings,
-            "prior": options.prior,
-            "readout": options.readout,
-        }
+        read = PRODUCT_READ  # the product's reading, as every result record says it
+        in_record: dict[str, object] = {"orderings": read.orderings, "prior": read.prior, "readout": read.readout}
         return cls(model_sha256, pack_hash, prompt_format, opts, calibration, in_record, head)
 
     def to_dict(self) -> dict[str, object]:

@@ -31,7 +31,7 @@ from triage.backlog.output import RunSignature, WriteFailed, Writer, check_outpu
 from triage.backlog.rows import BacklogRow, read_rows, thread_blocks
 from triage.backlog.worker import ModelIdentity, NodeModelError, ScorerConfig, cores, probe, scorer_class
 from triage.errors import InputError, TriageError
-from triage.scoring.options import ScoreOptions
+from triage.scoring.options import DEFAULT_READOUT, ScoreOptions
 from triage.session import FitRequest, Session
 
 if TYPE_CHECKING:
@@ -165,7 +165,7 @@ def _run(job: RayJob, on_batch: OnBatch | None) -> int:
         for note in fits.notes:
             print(f"triage: {'' if note.applied else 'note: '}{note.text}", file=sys.stderr)
         calibration, head = fits.calibration, fits.head
-        prompt_format = identity.format_for(job.options.readout).id  # what each result record will say
+        prompt_format = identity.format_for(DEFAULT_READOUT).id  # what each result record will say
         signature = RunSignature.of(
             identity.sha256,
             job.pack.hash,

@@ -186,9 +186,7 @@ class TicketScorer:
                 f"node {node_name()}: model {config.model} loaded with sha256 "
                 f"{self.engine.sha256}, expected {config.expected_sha256}"
             )
-        self.engine.hold_stable(
-            config.pack, config.options.readout
-        )  # computed (or restored) once; stays resident between tickets
+        self.engine.hold_stable(config.pack)  # computed (or restored) once; stays resident between tickets
         from triage.session import Session
 
         # The driver chose the fits for the nodes' model; nothing is kept in a history on a node.

@@ -7,9 +7,9 @@ Modules: :mod:`~triage.bench.workload` (tickets, packs, modes),
 :mod:`~triage.bench.drift` and :mod:`~triage.bench.caches`, :mod:`~triage.bench.summary`
 (the plain summary and the words of ratios), :mod:`~triage.bench.chart` (SVG),
 :mod:`~triage.bench.terminal` (Rich summary), :mod:`~triage.bench.machine`
-(CPU, flags, load). The schedules only bench runs, passed to ``Engine.score`` as its
-``schedule``: :mod:`~triage.bench.full` (every prompt whole, the baseline),
-:mod:`~triage.bench.restore` (serial back to the prefix by a saved state) and
-:mod:`~triage.bench.split` (the exactness reference); and :mod:`~triage.bench.packed`
+(CPU, flags, load). The schedules only bench runs live in the lab, passed to ``Engine.score``
+as its ``schedule``: :mod:`~triage.lab.full` (every prompt whole, the baseline),
+:mod:`~triage.lab.restore` (serial back to the prefix by a saved state) and
+:mod:`~triage.lab.split` (the exactness reference); and :mod:`~triage.lab.packed`
 (several tickets in one decode). Nothing here is imported by ``triage --help``.
 """

@@ -52,11 +52,12 @@ from triage.settings import DEFAULTS
 if TYPE_CHECKING:
     from triage.domain.pack import Pack
     from triage.domain.result import TicketResult
+    from triage.lab.options import LabOptions, Orderings
     from triage.model.native import NativeModel
     from triage.scoring.engine import Engine
     from triage.scoring.head import Head
-    from triage.scoring.options import Orderings, ScoreOptions
     from triage.scoring.prefix_store import StableStore
+    from triage.scoring.readout import ReadoutKind
     from triage.scoring.schedule import Schedule
 
 PROBE_SEQ = 62  # the tail probe's copy of the prefix (fan-out uses 1..k)
@@ -176,9 +177,10 @@ def _time_readout(engine: Engine, pack: Pack) -> float:
     """Median ms of one readout (a softmax over the whole vocabulary), part of every tail's cost."""
     import numpy as np
 
+    from triage.lab.letter import letter_ids
     from triage.scoring import readout
 
-    letters = readout.letter_ids(engine.tokenizer, max(len(c.options) for c in pack.criteria))
+    letters = letter_ids(engine.tokenizer, max(len(c.options) for c in pack.criteria))
     logits = np.random.default_rng(0).standard_normal(engine.native.n_vocab).astype(np.float32)
     times = []
     for _ in range(15):
@@ -203,9 +205,9 @@ def _time_fresh(native: NativeModel, filler: tuple[int, ...], size: int) -> floa
 
 def _schedule(mode: str) -> Schedule | None:
     """The schedule of bench's own that ``mode`` decodes with, made for one score, or None (the engine's)."""
-    from triage.bench.full import Full
-    from triage.bench.restore import Restore
-    from triage.bench.split import Split
+    from triage.lab.full import Full
+    from triage.lab.restore import Restore
+    from triage.lab.split import Split
 
     own: dict[str, Callable[[], Schedule]] = {"full": Full, "serial_restore": Restore, SPLIT: Split}
     return own[mode]() if mode in own else None
@@ -317,11 +319,19 @@ class BenchRunner:
             return self.wl.long_pack
         return self.wl.pack
 
-    def _options(self, mode: str, orderings: Orderings | None = None) -> ScoreOptions:
-        from triage.scoring.options import ScoreOptions
+    def _options(self, mode: str, orderings: Orderings | None = None) -> LabOptions:
+        from triage.lab.options import LabOptions
 
         kind, asked = self.wl.mode_readout(mode)
-        return ScoreOptions(mode=ENGINE_MODE[mode], orderings=orderings or asked, readout=kind)
+        return LabOptions(mode=ENGINE_MODE[mode], orderings=orderings or asked, readout=kind)
+
+    @staticmethod
+    def _readout(kind: str) -> ReadoutKind:
+        """The readout strategy called ``kind`` (no prior; its prompts do not depend on the orderings)."""
+        from triage.lab.options import LabOptions, as_readout
+        from triage.lab.seams import plain_readout
+
+        return plain_readout(LabOptions(readout=as_readout(kind)))
 
     def _mark(self, phase: str) -> None:
         now = time.perf_counter()
@@ -353,37 +363,44 @@ class BenchRunner:
     def _warm_up(self, pack: Pack, ticket: BenchTicket) -> None:
         eng = self._main()
         label = "long" if pack is self.wl.long_pack else "default"
-        self.run_data.stable_prefill_ms[label] = eng.hold_stable(pack, self.wl.readout)
+        from triage.lab import score as lab
+
+        main = self._readout(self.wl.readout)
+        self.run_data.stable_prefill_ms[label] = eng.hold_stable(pack, main)
         if LETTER_MODE in self.wl.modes and label == "default":
-            eng.hold_stable(pack, "letter")  # computed and stored once, restored before each letter_serial
+            eng.hold_stable(
+                pack, self._readout("letter")
+            )  # computed and stored once, restored before each letter_serial
         if not self.wl.quick:
-            eng.score_ticket(ticket.as_ticket(), pack, self._options("serial_truncate", "none"))
-            eng.hold_stable(pack, self.wl.readout)
-            eng.score_ticket(ticket.as_ticket(), pack, self._options("fanout", "none"))
-        self.run_data.stable_tokens[label] = len(eng.builder(pack, self.wl.readout).stable_tokens)
+            lab.score_ticket(eng, ticket.as_ticket(), pack, self._options("serial_truncate", "none"))
+            eng.hold_stable(pack, main)
+            lab.score_ticket(eng, ticket.as_ticket(), pack, self._options("fanout", "none"))
+        self.run_data.stable_tokens[label] = len(eng.builder(pack, main).stable_tokens)
         self._mark("warm-up")
 
     def _score(self, mode: str, ticket: BenchTicket, rep: int, slot: int) -> None:
-        from triage.scoring.debias import orders_for
+        from triage.lab import score as lab
+        from triage.lab.debias import orders_for
 
         eng = self._main()
         pack = self._pack_for(mode)
         kind, asked = self.wl.mode_readout(mode)
+        readout = self._readout(kind)
         if mode == "serial_long" or mode in REUSE_MODES:
-            eng.hold_stable(pack, kind)
+            eng.hold_stable(pack, readout)
         if rep == 0 and mode == "full":  # prompt building is part of every mode's "other" time
             orders = [orders_for(len(c.options), asked) for c in pack.criteria]
             t0 = time.perf_counter()
-            eng.builder(pack, kind).build(ticket.text, orders, n_ctx=eng.n_ctx)
+            eng.builder(pack, readout).build(ticket.text, orders, n_ctx=eng.n_ctx)
             self.run_data.prompt_build_ms[ticket.id] = (time.perf_counter() - t0) * 1000
         options = self._options(mode)
         if mode == SPLIT and self.wl.split_criteria:
             options = replace(options, criteria=tuple(c.id for c in pack.criteria[: self.wl.split_criteria]))
         head = self._bench_head(eng, pack, HEAD_READ[mode]) if mode in HEAD_READ else None
-        result = eng.score_ticket(ticket.as_ticket(), pack, options, head=head, schedule=_schedule(mode))
+        result = lab.score_ticket(eng, ticket.as_ticket(), pack, options, head=head, schedule=_schedule(mode))
         self.run_data.samples.append(Sample(mode, ticket, rep, slot, result))
         if ticket.id not in self.run_data.ticket_block_tokens:
-            block = eng.builder(pack, kind).ticket_block_text(ticket.text)
+            block = eng.builder(pack, readout).ticket_block_text(ticket.text)
             self.run_data.ticket_block_tokens[ticket.id] = len(eng.tokenizer.encode(block))
         self._mark("scoring")
 
@@ -427,15 +444,15 @@ class BenchRunner:
 
     def _probe(self, ticket: BenchTicket) -> None:
         """Single tails after the ticket's prefix, and fresh sequences, at the probe sizes."""
+        from triage.lab.debias import orders_for
         from triage.model.native import Seq
-        from triage.scoring.debias import orders_for
 
         eng = self._main()
         n = eng.native
         pack = self.wl.pack
         readout_kind, asked = self.wl.mode_readout("serial_truncate")
         orders = [orders_for(len(c.options), asked) for c in pack.criteria]
-        prompts = eng.builder(pack, readout_kind).build(ticket.text, orders, n_ctx=eng.n_ctx)
+        prompts = eng.builder(pack, self._readout(readout_kind)).build(ticket.text, orders, n_ctx=eng.n_ctx)
         tails = [prompts.tail(s) for s in prompts.prompts]
         filler = tuple(tok for t in tails for tok in t)
         while len(filler) < max(self.wl.probe_sizes):
@@ -449,7 +466,7 @@ class BenchRunner:
             eng.clear()  # raw reference: nothing else in the cache
             for size, kind in [*((z, "fresh") for z in sizes), (fanout_n, "fanout_fresh")]:
                 pts.append(ProbePoint(ticket.id, kind, size, 0, _time_fresh(n, filler, size)))
-            eng.hold_stable(pack, readout_kind)
+            eng.hold_stable(pack, self._readout(readout_kind))
             eng.resident.share((PROBE_SEQ,))
             n.decode([Seq("rest", PROBE_SEQ, s, prompts.prefix[s:])])
             for size in sizes:
@@ -471,7 +488,7 @@ class BenchRunner:
             for s in self.run_data.samples
             if s.ticket.id == ticket.id and s.rep == 0 and s.mode in REUSE_MODES
         }
-        filler = tuple(eng.builder(self.wl.pack, self.wl.readout).stable_tokens) or (0,)
+        filler = tuple(eng.builder(self.wl.pack, self._readout(self.wl.readout)).stable_tokens) or (0,)
         eng.clear()
         for mode, size in sorted(done.items()):
             if size <= 0:
@@ -489,6 +506,7 @@ class BenchRunner:
         return Path(self._tmp.name) / label
 
     def _cold(self, label: str, pack: Pack, ticket: BenchTicket, first: bool) -> None:
+        from triage.lab import score as lab
         from triage.scoring.stable_file import StableCache
 
         if first:
@@ -497,7 +515,9 @@ class BenchRunner:
             self.run_data.stable.append(StableRun(label, "cold", load_ms=self._stable_engine.load_ms))
         assert self._stable_engine is not None
         run = self.run_data.stable[-1]
-        run.results.append(self._stable_engine.score_ticket(ticket.as_ticket(), pack, self._options("serial_truncate")))
+        run.results.append(
+            lab.score_ticket(self._stable_engine, ticket.as_ticket(), pack, self._options("serial_truncate"))
+        )
         self._mark("stable cache")
 
     def _end_cold(self, label: str) -> None:
@@ -514,6 +534,7 @@ class BenchRunner:
             self._stable_engine = None
 
     def _warm(self, label: str, pack: Pack, ticket: BenchTicket) -> None:
+        from triage.lab import score as lab
         from triage.scoring.stable_file import StableCache
 
         self._phase_t0 = time.perf_counter()
@@ -521,7 +542,7 @@ class BenchRunner:
         eng = self.spec.open(stable_store=store)
         try:
             run = StableRun(label, "warm", load_ms=eng.load_ms)
-            run.results.append(eng.score_ticket(ticket.as_ticket(), pack, self._options("serial_truncate")))
+            run.results.append(lab.score_ticket(eng, ticket.as_ticket(), pack, self._options("serial_truncate")))
             run.cache_stats = dict(vars(store.stats))
             self.run_data.stable.append(run)
         finally:

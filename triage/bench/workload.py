@@ -14,7 +14,7 @@ from pathlib import Path
 from triage.domain.pack import Pack
 from triage.domain.ticket import Ticket, jsonl_lines, make_ticket, read_text_file
 from triage.errors import InputError
-from triage.scoring.options import DEFAULT_READOUT, BenchMode, Orderings, Readout, effective_orderings
+from triage.lab.options import DEFAULT_READOUT, BenchMode, Orderings, ReadoutName, effective_orderings
 
 TICKETS_ASSET = "bench-tickets.jsonl"
 LONG_PACK_ASSET = "long-stable-pack.toml"
@@ -51,8 +51,8 @@ LEARNED_MODE = "fanout_learned"
 SHARED_MODE = "shared_learned"
 SHARED_READ = "shared:answer"  # the cue the shared mode's head reads at (learn --read shared's default)
 HEAD_READ = {LEARNED_MODE: "tail", SHARED_MODE: SHARED_READ}  # the modes that apply a head, and where it reads
-# Each mode's ScoreOptions mode. full, serial_restore and split decode with a schedule of bench's own,
-# passed to the engine (triage.bench.full, .restore, .split: BenchRunner._score); the others with the engine's.
+# Each mode's LabOptions mode. full, serial_restore and split decode with a schedule of bench's own,
+# passed to the engine (the lab's triage.lab.full, .restore, .split: BenchRunner._score); the others with the engine's.
 ENGINE_MODE: dict[str, BenchMode] = {
     "fanout_learned": "fanout",
     "shared_learned": "fanout",
@@ -104,11 +104,11 @@ class Workload:
     session_ids: tuple[str, ...]  # tickets of the cold-start session (issue 7)
     tickets_source: str
     notes: list[str] = field(default_factory=list)
-    readout: Readout = DEFAULT_READOUT  # the readout of every mode but letter_serial
+    readout: ReadoutName = DEFAULT_READOUT  # the readout of every mode but letter_serial
     paste: tuple[BenchTicket, ...] = ()  # scored cold and after a prefill (triage.bench.paste): a tweet, a long one
     paste_repeats: int = PASTE_REPEATS
 
-    def mode_readout(self, mode: str) -> tuple[Readout, Orderings]:
+    def mode_readout(self, mode: str) -> tuple[ReadoutName, Orderings]:
         """(readout, orderings) a mode scores with: letter_serial is always letters in every rotation."""
         if mode == LETTER_MODE:
             return "letter", "cyclic"
@@ -218,7 +218,7 @@ def make_workload(
     limit: int | None = None,
     repeats: int = 1,
     orderings: Orderings | None = None,
-    readout: Readout = DEFAULT_READOUT,
+    readout: ReadoutName = DEFAULT_READOUT,
 ) -> Workload:
     """Choose tickets and per-phase subsets for a run.
 

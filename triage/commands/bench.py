@@ -66,7 +66,7 @@ examples:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from triage.commands._flags import add_model_options, add_prompt_option
-    from triage.scoring.options import DEFAULT_READOUT, ORDERINGS, READOUTS
+    from triage.lab.options import DEFAULT_READOUT, ORDERINGS, READOUTS
 
     add_model_options(p)
     p.add_argument("--pack", metavar="PATH", help="criteria pack (default: the built-in support pack)")

@@ -47,7 +47,7 @@ examples:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from triage.commands._flags import add_model_options, add_prompt_option
     from triage.commands._input import add_input_arguments
-    from triage.scoring.options import DEFAULT_ORDERINGS, DEFAULT_READOUT, ORDERINGS, READOUTS
+    from triage.lab.options import DEFAULT_ORDERINGS, DEFAULT_READOUT, ORDERINGS, READOUTS
 
     p.add_argument(
         "train", metavar="TRAIN", help="labelled tickets to fit on (JSON Lines, or an export: CSV, JSON, Parquet)"
@@ -118,9 +118,10 @@ def run(args: argparse.Namespace) -> int:
     from triage.evaluation.labelled_runs import load_for, report_bad, report_consoles, save_fit, score_sets
     from triage.evaluation.runner import gold
     from triage.evaluation.variants import readings
+    from triage.lab.options import LabOptions
+    from triage.lab.seams import plain_readout
     from triage.learning import fitstore
     from triage.scoring import calibrate as cal_mod
-    from triage.scoring.options import ScoreOptions
 
     out, err = report_consoles()
     if not args.output and args.no_store:
@@ -130,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
 
         check_writable(check_output(args.output, inputs=[args.train], force=args.force, what="calibration"))
     # The fit is made on the log-probs of these options (the product's by default: `triage score` applies it).
-    options = ScoreOptions(readout=args.readout, orderings=args.orderings, prior=args.prior)
+    options = LabOptions(readout=args.readout, orderings=args.orderings, prior=args.prior)
     readout, orderings, prior = options.readout, options.effective_orderings, options.prior
     if prior and readout == "letter" and orderings == "none":
         raise InputError("--prior is fitted on cyclic log-probs; leave it out with --orderings none")
@@ -147,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     with engine:
         run_ = score_sets(engine, pack, [("train", rows.rows)], err, readout)
         scored = run_.sets[0]
-        cut_to = engine.builder(pack, readout).limit_words(engine.n_ctx)  # what a long ticket was cut to
+        cut_to = engine.builder(pack, plain_readout(options)).limit_words(engine.n_ctx)  # what a long ticket was cut to
         if not scored.rows:
             raise InputError(f"no row of {args.train} could be scored")
         base = {c.id: readings(c, scored.outcomes, run_.prior).base(prior, orderings) for c in pack.criteria}

@@ -63,7 +63,7 @@ examples:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from triage.commands._flags import add_model_options, add_prompt_option
     from triage.commands._input import add_input_arguments
-    from triage.scoring.options import DEFAULT_READOUT, READOUTS
+    from triage.lab.options import DEFAULT_READOUT, READOUTS
 
     p.add_argument(
         "tickets",
@@ -195,11 +195,12 @@ def run(args: argparse.Namespace) -> int:
     from triage.evaluation.labelled_runs import load_for, report_bad, report_consoles, score_sets
     from triage.evaluation.report import print_report, write_json
     from triage.evaluation.runner import CalibrationPlan, build_report, set_summary
+    from triage.lab.options import LabOptions
+    from triage.lab.scorer import orderings_for
+    from triage.lab.seams import plain_readout
     from triage.learning.fit import FitRequest, choose_fits
     from triage.learning.labelled import split_by_id, write_jsonl
-    from triage.learning.scorer import orderings_for
     from triage.scoring.calibrate import MIN_PER_OPTION
-    from triage.scoring.options import ScoreOptions
 
     out, err = report_consoles()
     readout, prior = args.readout, args.prior  # the product's unless asked: label, no prior
@@ -272,8 +273,8 @@ def run(args: argparse.Namespace) -> int:
             calibration=args.calibration,
             no_calibration=train is not None or args.no_calibration,
         )
-        options = ScoreOptions(readout=readout, orderings=orderings_for(readout), prior=prior)
-        fits = choose_fits(engine, pack, options, request, any_base=True)
+        options = LabOptions(readout=readout, orderings=orderings_for(readout), prior=prior)
+        fits = choose_fits(engine, pack, options.product, request, any_base=True, read_as=options.read_as)
         for note in fits.notes:
             if not note.applied:
                 err.print(f"triage: note: {printable(note.text)}", markup=False)
@@ -305,7 +306,7 @@ def run(args: argparse.Namespace) -> int:
         want = plan.learn or plan.stored_head is not None
         run_ = score_sets(engine, pack, parts, err, readout, features=want, read=read or TAIL)
         wall = time.perf_counter() - t0
-        cut_to = engine.builder(pack, readout).limit_words(engine.n_ctx)  # what a long ticket was cut to
+        cut_to = engine.builder(pack, plain_readout(options)).limit_words(engine.n_ctx)  # what a long ticket was cut to
         dev_scored = run_.sets[0]
         plan.train = run_.sets[1] if train is not None else None
         report, _ = build_report(

@@ -13,9 +13,10 @@ from triage.domain.pack import Pack
 from triage.domain.ticket import printable
 from triage.evaluation.progress import scoring_progress
 from triage.evaluation.runner import content_free_prior
+from triage.lab.scorer import LabScorer
 from triage.learning.cache import ReadoutCache
 from triage.learning.labelled import LabelledRow, LabelledSet
-from triage.learning.scorer import Scored, Scorer, score_rows
+from triage.learning.scorer import Scored, score_rows
 from triage.scoring.options import DEFAULT_READOUT
 
 if TYPE_CHECKING:
@@ -133,7 +134,7 @@ def score_sets(
         said = cache.notice
         if said:
             console.print(f"triage: {said}", style="yellow", markup=False, highlight=False)
-        scorer = Scorer(engine, pack, cache, readout, read)
+        scorer = LabScorer(engine, pack, cache, readout, read)
         scorer.features = features and readout == "label"
         with scoring_progress(console) as progress:
             if prior:

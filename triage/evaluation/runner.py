@@ -24,8 +24,9 @@ from triage.evaluation.variants import (
     prior_from,
     readings,
 )
+from triage.lab.scorer import orderings_for
 from triage.learning.labelled import LabelledRow, LabelledSet
-from triage.learning.scorer import Scored, Scorer, orderings_for, stack_features
+from triage.learning.scorer import Scored, Scorer, stack_features
 from triage.scoring.options import DEFAULT_READOUT
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ SCHEMA = "triage.eval/1"
 
 def content_free_prior(scorer: Scorer) -> dict[str, np.ndarray]:
     """The content-free prior per criterion: the engine's "N/A" ticket through ``scorer`` (and its cache)."""
-    from triage.scoring.engine import PRIOR_TEXT
+    from triage.lab.prior import PRIOR_TEXT
 
     out, _ = scorer.outcome(make_ticket(PRIOR_TEXT, "prior"))
     return prior_from(out)

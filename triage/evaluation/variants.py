@@ -5,9 +5,9 @@ reading of those same readouts:
 
 * ``raw``: the pack (identity) ordering's readout alone, as if scored with
   ``orderings="none"``.
-* ``cyclic``: all rotations combined (geometric mean, :func:`triage.scoring.debias.combine`).
+* ``cyclic``: all rotations combined (geometric mean, :func:`triage.lab.debias.combine`).
 * ``cyclic+prior``: ``cyclic`` with the content-free prior divided out
-  (the prior is the same combination for an "N/A" ticket, as :meth:`Engine.prior`).
+  (the prior is the same combination for an "N/A" ticket, as :func:`triage.lab.score.prior`).
 * ``calibrated``: a fitted :class:`~triage.scoring.calibrate.Calibration` on top of
   ``cyclic`` (or ``cyclic+prior`` when it was fitted with the prior).
 * ``raw+calibrated``: a calibration fitted on ``raw`` (what scoring with
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from triage.domain.pack import Criterion
+from triage.lab import debias
 from triage.learning.cache import Outcome, Reads
 from triage.learning.scorer import identity_read
-from triage.scoring import debias
 
 RAW, CYCLIC, PRIOR, CALIBRATED = "raw", "cyclic", "cyclic+prior", "calibrated"
 RAW_CALIBRATED = "raw+calibrated"  # a calibration fitted on the pack-order readout alone

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from triage.errors import InputError
+from triage.scoring.options import PRODUCT_READ, ReadAs, ScoreOptions
 
 if TYPE_CHECKING:
     from triage.domain.pack import Pack
     from triage.scoring.calibrate import Calibration
     from triage.scoring.head import Head
-    from triage.scoring.options import ScoreOptions
     from triage.scoring.protocol import ModelIdentity
 
 
@@ -107,6 +107,7 @@ def choose_fits(
     request: FitRequest | None = None,
     *,
     any_base: bool = False,
+    read_as: ReadAs = PRODUCT_READ,
 ) -> Fits:
     """The learned head and calibration to apply for this model, pack and options.
 
@@ -116,6 +117,7 @@ def choose_fits(
         request: the explicit files and refusals; default none.
         any_base: the caller reads every base a calibration may sit on (eval), so a stored
             calibration fitted on other orderings or prior is not passed over here.
+        read_as: what the readings are (the product's; the lab's options say theirs).
 
     Raises:
         InputError: an explicit file that cannot be read or does not fit the model, pack,
@@ -125,25 +127,22 @@ def choose_fits(
     from triage.scoring.calibrate import check_options
 
     request = request or FitRequest()
+    readout = read_as.readout
     notes: list[FitNote] = []
     calibration, calibration_path = None, None
     if not request.no_calibration:
         explicit = request.calibration
         if explicit:
-            calibration = load_calibration(explicit, engine=model, pack=pack, readout=options.readout)
+            calibration = load_calibration(explicit, engine=model, pack=pack, readout=readout)
         else:
             try:
                 calibration = auto_calibration(  # a damaged stored file is moved aside, and said
-                    model, pack, options.readout, notice=lambda line: notes.append(FitNote("calibration", line))
+                    model, pack, readout, notice=lambda line: notes.append(FitNote("calibration", line))
                 )
             except InputError as exc:  # a stored file that matched by name but cannot be used
                 notes.append(FitNote("calibration", f"stored calibration not applied: {exc.message}"))
         if calibration is not None:
-            why = (
-                None
-                if any_base
-                else check_options(calibration, orderings=options.effective_orderings, prior=options.prior)
-            )
+            why = None if any_base else check_options(calibration, orderings=read_as.orderings, prior=read_as.prior)
             if why and explicit:
                 raise InputError(
                     f"calibration {explicit} does not fit these options: {why}",
@@ -158,13 +157,13 @@ def choose_fits(
 
     head, head_path = None, None
     if not request.no_head:
-        if request.head and options.readout != "label":
+        if request.head and readout != "label":
             raise InputError("a learned head reads options by name; use --readout label, or leave out --head")
         if request.head:
-            head = load_head(request.head, engine=model, pack=pack, readout=options.readout)
+            head = load_head(request.head, engine=model, pack=pack, readout=readout)
             head_path = str(request.head)
         else:
-            found = auto_head(model, pack, options.readout, starter=request.starter)
+            found = auto_head(model, pack, readout, starter=request.starter)
             if found.skipped:
                 notes.append(FitNote("head", found.skipped))
             head, head_path = found.head, (str(found.path) if found.path else None)
@@ -181,7 +180,7 @@ def choose_fits(
             )
             head, head_path = None, None
     if head is not None:
-        if learned and options.prior:
+        if learned and read_as.prior:
             notes.append(FitNote("head", "learned criteria read the raw readout; --prior applies to the others only"))
         what = "starter head" if head.kind == "starter" else f"learned head '{head.name}'"
         notes.append(

@@ -21,34 +21,13 @@ from triage.learning.cache import CacheKey, Outcome, ReadoutCache, Reads
 from triage.learning.labelled import BadRow, LabelledRow
 from triage.scoring.cue import TAIL, check_read
 from triage.scoring.head import FEATURES as FEATURES_KIND
-from triage.scoring.options import (
-    DEFAULT_MODE,
-    DEFAULT_READOUT,
-    Mode,
-    Orderings,
-    Readout,
-    as_readout,
-    effective_orderings,
-)
+from triage.scoring.options import DEFAULT_MODE, DEFAULT_ORDERINGS, DEFAULT_READOUT
 
 if TYPE_CHECKING:
+    from triage.domain.result import TicketResult
     from triage.scoring.engine import Engine
-
-ORDERINGS: Orderings = (
-    "cyclic"  # the letter readout is always asked in every rotation: raw is the identity's readout alone
-)
-
-
-def orderings_for(readout: str) -> Orderings:
-    """What eval asks: every rotation for letters; the label readout has no option order."""
-    return effective_orderings(readout, ORDERINGS)
-
-
-def mode_for(readout: str) -> Mode:
-    """How eval scores: the label readout as `triage score` and the app do (fanout, the default), so that
-    calibrations and learned heads are fitted on the numbers they will be applied to; letters serially,
-    one rotation after another, as they were measured before the label readout."""
-    return DEFAULT_MODE if readout == "label" else "serial"
+    from triage.scoring.prompt import PromptBuilder
+    from triage.scoring.run import RawReadouts
 
 
 class Scorer:
@@ -58,7 +37,7 @@ class Scorer:
         engine: a loaded :class:`triage.scoring.engine.Engine`.
         pack: the criteria pack.
         cache: the readout cache.
-        readout: ``label`` (options by name) or ``letter`` (every rotation).
+        readout: ``label``, the product's (the lab's scorer reads the others: :mod:`triage.lab.scorer`).
     """
 
     def __init__(
@@ -67,12 +46,11 @@ class Scorer:
         self.engine = engine
         self.pack = pack
         self.cache = cache
-        self.readout: Readout = as_readout(readout)
+        self.readout = readout
         self.read = check_read(read)
         if self.read != TAIL and readout != "label":
             raise TriageError("the shared read position reads options by name: use --readout label", exit_code=2)
-        self.orderings = orderings_for(readout)
-        self.mode = mode_for(readout)
+        self.orderings, self.mode = self.reading(readout)
         # The mode is part of the key (batch shapes round differently); serial keeps the bare orderings,
         # as every readout cached before the mode was recorded was scored serially. A shared read
         # position adds its name: every criterion is then read at the cue (triage.scoring.cue).
@@ -86,6 +64,33 @@ class Scorer:
         self.scored = 0
         self.scoring_s = 0.0
 
+    def reading(self, readout: str) -> tuple[str, str]:
+        """``(orderings, mode)`` of ``readout`` as this scorer scores it: the product's (``none``, ``fanout``) for the
+        label readout, its one reading. The lab's scorer (:class:`triage.lab.scorer.LabScorer`) reads others.
+
+        Raises:
+            TriageError: another readout (the lab measures those).
+        """
+        if readout != DEFAULT_READOUT:
+            raise TriageError(f"readout {readout!r} is the lab's: score it with triage.lab.scorer.LabScorer")
+        return DEFAULT_ORDERINGS, DEFAULT_MODE
+
+    def decode(self, ticket: Ticket, features: bool) -> tuple[TicketResult, RawReadouts, dict[str, np.ndarray]]:
+        """Score ``ticket`` as the product does (with the answer position's features when asked, or when read
+        at a shared cue)."""
+        from triage.scoring.options import ScoreOptions
+
+        if self.read != TAIL:
+            return self.engine.readouts_and_features(ticket, self.pack, ScoreOptions(), read=self.read)
+        if features:
+            return self.engine.readouts_and_features(ticket, self.pack, ScoreOptions())
+        result, raw = self.engine.raw_readouts(ticket, self.pack, ScoreOptions())
+        return result, raw, {}
+
+    def builder(self) -> PromptBuilder:
+        """The prompt builder this scorer's prompts come from (for the budget's cut)."""
+        return self.engine.builder(self.pack)
+
     def outcome(self, ticket: Ticket) -> tuple[Outcome, bool]:
         """(outcome, True when it came from the cache).
 
@@ -97,18 +102,10 @@ class Scorer:
         hit = self.cached(text_key)
         if hit is not None:
             return hit, True
-        from triage.scoring.engine import ScoreOptions
-
         t0 = time.perf_counter()
-        opts = ScoreOptions(mode=self.mode, orderings=self.orderings, readout=self.readout)
-        if self.read != TAIL:
-            result, raw, feats = self.engine.readouts_and_features(ticket, self.pack, opts, read=self.read)
-            if not self.features:
-                feats = {}
-        elif self.features:
-            result, raw, feats = self.engine.readouts_and_features(ticket, self.pack, opts)
-        else:
-            (result, raw), feats = self.engine.raw_readouts(ticket, self.pack, opts), {}
+        result, raw, feats = self.decode(ticket, self.features)
+        if not self.features:
+            feats = {}
         ms = (time.perf_counter() - t0) * 1000
         if not result.complete:
             raise TriageError(f"ticket {ticket.id} was not scored completely: {'; '.join(result.warnings)}")
@@ -129,7 +126,7 @@ class Scorer:
         """
         import hashlib
 
-        cut = self.engine.builder(self.pack, self.readout).cut(ticket.text, self.engine.n_ctx, ticket.messages)
+        cut = self.builder().cut(ticket.text, self.engine.n_ctx, ticket.messages)
         return ticket.sha256 if cut.text == ticket.text else hashlib.sha256(cut.text.encode("utf-8")).hexdigest()
 
     def cached(self, sha256: str) -> Outcome | None:

@@ -22,7 +22,7 @@ import numpy as np
 from triage import gate
 from triage.bounded import Bounded, loads_json
 from triage.errors import InputError
-from triage.scoring.debias import log_normalize
+from triage.scoring.readout import log_normalize
 from triage.store.files import write_json_atomic
 
 SCHEMA = "triage.calibration/1"

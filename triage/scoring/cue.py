@@ -26,7 +26,7 @@ import numpy as np
 
 from triage.errors import TriageError
 from triage.model.seq import Seq
-from triage.scoring.readout import LabelReader, Reader, Readout, read
+from triage.scoring.readout import LabelReader, Reader, Reading, read
 
 if TYPE_CHECKING:
     from triage.domain.pack import Pack
@@ -150,7 +150,7 @@ class SharedReader:
             return []
         return self.inner.pieces(key, spec, tail, at)
 
-    def read(self, key: object, spec: PromptSpec, out: dict[object, np.ndarray]) -> Readout:
+    def read(self, key: object, spec: PromptSpec, out: dict[object, np.ndarray]) -> Reading:
         ci = spec.criterion
         if ci not in self.shared:
             return self.inner.read(key, spec, out)

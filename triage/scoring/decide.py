@@ -1,9 +1,9 @@
-"""Deciding one criterion from its raw readouts: learned head, else calibration, else zero-shot.
+"""Deciding one criterion from its readings: learned head, else calibration, else zero-shot.
 
-The readouts of every ordering are mapped back to option space and averaged
-(:mod:`triage.scoring.debias`). Then the first that covers the criterion decides: the
-learned ``head`` (label readout; it reads the raw readout and the answer position's
-features), else the content-free prior and the ``calibration``, else the readout itself.
+The readout combines a criterion's readings into one answer in option space
+(:meth:`~triage.scoring.readout.ReadoutKind.combine`). Then the first that covers the criterion
+decides: the learned ``head`` (label readout; it reads the raw answer and the answer position's
+features), else the ``calibration``, else the answer itself.
 """
 
 from __future__ import annotations
@@ -15,13 +15,12 @@ import numpy as np
 
 from triage.domain.pack import Pack
 from triage.domain.result import CriterionResult, OptionScore
-from triage.scoring import debias
 from triage.scoring.head import Head
-from triage.scoring.readout import LOW_COVERAGE, Reader, Readouts
+from triage.scoring.readout import LOW_COVERAGE, Combined, Reader, Readings
 from triage.scoring.tokenizer import Tokenizer
 
 
-class Calibration(Protocol):
+class Calibrator(Protocol):
     """What deciding needs of a calibration (:class:`triage.scoring.calibrate.Calibration`)."""
 
     name: str
@@ -33,25 +32,21 @@ class Calibration(Protocol):
 
 @dataclass(frozen=True)
 class Decider:
-    """Turns a criterion's readouts into its :class:`CriterionResult`."""
+    """Turns a criterion's combined readings into its :class:`CriterionResult`."""
 
     pack: Pack
     tokenizer: Tokenizer
-    prior: dict[str, np.ndarray] | None = None
-    calibration: Calibration | None = None
+    calibration: Calibrator | None = None
     head: Head | None = None
 
-    def result(self, ci: int, acc: Readouts, reader: Reader) -> CriterionResult:
-        """The result of criterion ``ci`` from its readouts ``acc``, read by ``reader``."""
+    def result(self, ci: int, acc: Readings, answer: Combined, reader: Reader) -> CriterionResult:
+        """The result of criterion ``ci`` from its readings ``acc`` (combined: ``answer``), read by ``reader``."""
         crit = self.pack.criteria[ci]
-        per_order = [debias.to_option_space(r.position_logprobs, o) for o, r in zip(acc.orders, acc.reads, strict=True)]
-        combined, source = self._decide(crit.id, debias.combine(per_order), acc)
-        probs = np.exp(combined)
+        decided, source = self._decide(crit.id, answer, acc)
+        probs = np.exp(decided)
         probs = probs / probs.sum()
         ranked = np.argsort(-probs)
         choice = int(ranked[0])
-        first_argmax = int(np.argmax(per_order[0]))
-        flips = sum(int(np.argmax(lp)) != first_argmax for lp in per_order[1:])
         coverage = float(np.mean([r.coverage for r in acc.reads]))
         return CriterionResult(
             id=crit.id,
@@ -62,27 +57,23 @@ class Decider:
             coverage=coverage,
             tail_tokens=acc.tokens,
             tail_ms=acc.ms,
-            orderings=len(acc.orders),
+            orderings=len(acc.reads),
             top_token=self.tokenizer.decode([acc.reads[0].top_token]),
-            raw_choice=crit.options[first_argmax].id,
-            order_flips=flips,
+            raw_choice=crit.options[answer.raw_choice].id,
+            order_flips=answer.flips,
             readout=reader.kind(ci),
             source=source,
             index=ci,
             warnings=[reader.low_coverage(coverage)] if coverage < LOW_COVERAGE and _warns(reader, ci) else [],
         )
 
-    def _decide(self, cid: str, combined: np.ndarray, acc: Readouts) -> tuple[np.ndarray, str]:
+    def _decide(self, cid: str, answer: Combined, acc: Readings) -> tuple[np.ndarray, str]:
         if self.head is not None and self.head.covers(cid) and acc.reads[0].features is not None:
             # fitted on the raw readout (no prior, no calibration): see triage.learning.learn
-            return self.head.apply(cid, acc.reads[0].features, combined), self.head.criteria[cid].source
-        source = "zero-shot"
-        if self.prior is not None:
-            combined = debias.divide_prior(combined, self.prior[cid])
+            return self.head.apply(cid, acc.reads[0].features, answer.logprobs), self.head.criteria[cid].source
         if self.calibration is not None and self.calibration.covers(cid):
-            combined = self.calibration.apply(cid, combined)
-            source = "calibrated"
-        return combined, source
+            return self.calibration.apply(cid, answer.base), "calibrated"
+        return answer.base, "zero-shot"
 
 
 def _warns(reader: Reader, ci: int) -> bool:

@@ -1,31 +1,30 @@
 """The scoring engine: one model, one context, every criterion of a ticket.
 
 A ticket's prompts share a long prefix (stable block + ticket block) and differ only
-in their short tails (the criterion's question, and for letters its options in one
-order). The engine builds them with the one prompt builder into one
-:class:`~triage.scoring.run.Run` (:mod:`triage.scoring.start`) and hands it to one schedule,
-chosen once per score:
+in their short tails (the criterion's question). The engine builds them with the one
+prompt builder into one :class:`~triage.scoring.run.Run` (:mod:`triage.scoring.start`)
+and hands it to one schedule. Two seams, each an object passed to :meth:`Engine.score`:
 
-* how the prompts are decoded: :mod:`triage.scoring.schedule` (``fanout``, the product;
-  ``serial``, eval's letter readout, which bench also times); bench's own schedules
-  (``full``, serial's ``restore``, ``split``: :mod:`triage.bench`) are passed in as the
-  ``schedule``;
-* how a criterion is read: :mod:`triage.scoring.readout` (``label``, the product, or
-  ``letter``, which bench and eval compare), a strategy that owns its prompt lines, orders,
-  validation and reader;
-* how a criterion is decided: :mod:`triage.scoring.decide` (head, else calibration,
-  else zero-shot);
-* what is already computed, and where: :mod:`triage.scoring.prefix_store` (sequence 0's cells,
-  saved states in memory, the stable block's file of :mod:`triage.scoring.stable_file`); the
-  content-free prior (eval's and calibrate's ``--prior``): :mod:`triage.scoring.prior`.
+* ``schedule``, how the prompts are decoded: :mod:`triage.scoring.schedule` (``fanout``,
+  the product and the default);
+* ``readout``, how a criterion is read and its readings combined:
+  :mod:`triage.scoring.readout` (``label``, the product and the default), a strategy that
+  owns its prompt lines, orders, validation, reader and combination.
 
-The product scores with ``ScoreOptions()`` (:mod:`triage.scoring.options`); every other
-option is reached only through this API.
+What is already computed, and where, is the prefix store's: :mod:`triage.scoring.prefix_store`
+(sequence 0's cells, saved states in memory, the stable block's file of :mod:`triage.scoring.stable_file`).
+
+
+The lab's instruments (the letter readout and its orderings, the content-free prior,
+``serial`` and bench's schedules: :mod:`triage.lab`) plug in there; this module never
+imports them. A criterion is decided by :mod:`triage.scoring.decide` (head, else
+calibration, else zero-shot); what is already computed, and where, is the prefix store's
+(:mod:`triage.scoring.prefix_store`, with the stable block's files of :mod:`triage.scoring.stable_file`).
 
 One engine owns the llama.cpp context, which is not thread-safe: calls are serialised
-by :attr:`Engine.lock` (bench's packed decodes, :mod:`triage.bench.packed`, hold it for a
-backlog). A caller's ``cancel()`` is checked between decodes and, through llama.cpp's
-abort callback, inside one; a cancelled score leaves the cache clean.
+by :attr:`Engine.lock` (the lab's packed decodes hold it for a backlog). A caller's
+``cancel()`` is checked between decodes and, through llama.cpp's abort callback, inside
+one; a cancelled score leaves the cache clean.
 """
 
 from __future__ import annotations
@@ -46,16 +45,15 @@ from triage.errors import TriageError
 from triage.model.digest import sha256_file
 from triage.model.native import FLASH_ATTN, Cancelled, NativeModel
 from triage.scoring.cue import check_read
-from triage.scoring.decide import Calibration, Decider
+from triage.scoring.decide import Calibrator, Decider
 from triage.scoring.head import Head, feature_ids
 from triage.scoring.options import DEFAULT_MODE, DEFAULT_READOUT, ScoreOptions
 from triage.scoring.prefill_result import PrefillResult
 from triage.scoring.prefix_store import Entries, PrefixStore, StableStore
-from triage.scoring.prior import PRIOR_TEXT, Prior, Priors
 from triage.scoring.prompt import PromptBuilder, PromptFormat, detect_format
-from triage.scoring.readout import AnswerPlan, LabelReader, Reader
+from triage.scoring.readout import LABEL, AnswerPlan, LabelReader, Reader, ReadoutKind, product_readout
 from triage.scoring.run import CriterionScored, Prefilled, Progress, RawReadouts, Run, ScoreEvent, TicketScored
-from triage.scoring.schedule import Fanout, Schedule, schedule_for
+from triage.scoring.schedule import Fanout, Schedule
 from triage.scoring.speed import Speed
 from triage.scoring.start import start_run
 from triage.scoring.tokenizer import NativeTokenizer
@@ -67,8 +65,7 @@ if TYPE_CHECKING:
 __all__ = [  # re-exported: callers import the events, options and defaults from here
     "DEFAULT_MODE",
     "DEFAULT_N_CTX",
-    "PRIOR_TEXT",
-    "Calibration",
+    "Calibrator",
     "CriterionScored",
     "Engine",
     "Prefilled",
@@ -94,7 +91,6 @@ class Engine:
         threads: CPU threads (default: all cores).
         prompt_style: ``auto`` (from the model's chat template), ``chat`` or ``plain``.
         stable_store: persists the stable block's state across runs, and says when it changed (optional).
-        prior_dir: keeps content-free priors across runs (optional).
         thread_cache_mib: the prefix store's byte budget for saved states (recent tickets' and
             prefills' cells after the stable block), so that a thread that comes back with a new
             message, or a prefilled ticket, costs only what is new (0: none kept; None: as much as
@@ -113,7 +109,6 @@ class Engine:
         threads: int | None = None,
         prompt_style: str = "auto",
         stable_store: StableStore | None = None,
-        prior_dir: Path | None = None,
         thread_cache_mib: int | None = None,
         flash_attn: bool = FLASH_ATTN,
     ) -> None:
@@ -127,12 +122,11 @@ class Engine:
         self.tokenizer = NativeTokenizer(self.native)
         self.chat_template = self.native.meta("tokenizer.chat_template")
         self.fmt: PromptFormat = detect_format(self.chat_template, self.tokenizer, prompt_style)
-        self.lock = threading.Lock()  # held while a score uses the context (bench's packed decodes hold it too)
-        self._builders: dict[tuple[str, str], tuple[PromptBuilder, Reader]] = {}
+        self.lock = threading.Lock()  # held while a score uses the context (the lab's packed decodes hold it too)
+        self._builders: dict[tuple[str, str], tuple[PromptBuilder, Reader]] = {}  # by (pack hash, readout name)
         self.feature_ids = feature_ids(self.native.n_vocab, self.native.n_embd)
         self.memory = Entries(None if thread_cache_mib is None else int(thread_cache_mib) << 20)
         self.resident = PrefixStore(self.native, stable_store, self.memory)  # the prefix store
-        self.priors = Priors(self, prior_dir)
         self.speed = Speed()  # tokens per second, measured over the last scores (the app's time estimate)
         self._notes: list[str] = []  # said by a prefill that paid the stable block: the next score says them
 
@@ -162,38 +156,42 @@ class Engine:
         return self.native.n_ctx
 
     def format_for(self, kind: str = DEFAULT_READOUT) -> PromptFormat:
-        """This model's prompt format with readout ``kind`` (its id keys prefixes, priors, calibrations)."""
+        """This model's prompt format with readout ``kind`` (its id keys prefixes, heads, calibrations)."""
         return self.fmt.with_readout(kind)
 
-    def builder(self, pack: Pack, kind: str = DEFAULT_READOUT) -> PromptBuilder:
-        """The prompt builder for ``pack`` and readout ``kind`` with this model's format and tokenizer.
+    def builder(self, pack: Pack, readout: ReadoutKind | str = LABEL) -> PromptBuilder:
+        """The prompt builder for ``pack`` and ``readout`` with this model's format and tokenizer.
 
         Raises:
-            TriageError: the pack cannot be read this way with this model (a letter
-                that is not one token; answers that cannot be told apart).
+            TriageError: the pack cannot be read this way with this model (answers that
+                cannot be told apart; for the lab's letters, a letter that is not one token).
         """
-        return self.prepared(pack, kind)[0]
+        return self.prepared(pack, readout)[0]
 
-    def reader(self, pack: Pack, kind: str = DEFAULT_READOUT) -> Reader:
-        """How ``pack``'s tails are decoded and read with readout ``kind`` on this model (checked once)."""
-        return self.prepared(pack, kind)[1]
+    def reader(self, pack: Pack, readout: ReadoutKind | str = LABEL) -> Reader:
+        """How ``pack``'s tails are decoded and read with ``readout`` on this model (checked once)."""
+        return self.prepared(pack, readout)[1]
 
-    def prepared(self, pack: Pack, kind: str) -> tuple[PromptBuilder, Reader]:
-        """:meth:`builder` and :meth:`reader` together, built and checked once per pack and readout."""
-        got = self._builders.get((pack.hash, kind))
+    def prepared(self, pack: Pack, readout: ReadoutKind | str = LABEL) -> tuple[PromptBuilder, Reader]:
+        """:meth:`builder` and :meth:`reader` together, built and checked once per pack and readout name.
+
+        ``readout``: the strategy, or ``label`` for the product's (the lab passes its strategies).
+        """
+        kind = product_readout(readout)
+        got = self._builders.get((pack.hash, kind.name))
         if got is None:
-            b = PromptBuilder(pack, self.format_for(kind), self.tokenizer)
-            got = self._builders[(pack.hash, kind)] = (b, b.readout.reader(pack, self.tokenizer, b.answer_tokens))
+            b = PromptBuilder(pack, self.format_for(kind.name), self.tokenizer, kind)
+            got = self._builders[(pack.hash, kind.name)] = (b, kind.reader(pack, self.tokenizer, b.answer_tokens))
         return got
 
     def answer_plans(self, pack: Pack) -> list[AnswerPlan]:
         """Per criterion, how the label readout reads its options (first token or whole answer)."""
-        reader = self.reader(pack, "label")
+        reader = self.reader(pack, LABEL)
         assert isinstance(reader, LabelReader)
         return list(reader.plans)
 
     def stable_key(self, pack: Pack, kind: str = DEFAULT_READOUT) -> str:
-        """Names the stable block's cached state: model sha256, prompt format (with readout), pack hash."""
+        """Names the stable block's cached state: model sha256, prompt format (with readout ``kind``), pack hash."""
         fid = self.format_for(kind).id
         return f"{self.sha256[:16]}-{fid.replace('/', '_').replace(':', '_')}-{pack.hash}"
 
@@ -218,17 +216,18 @@ class Engine:
         options: ScoreOptions | None = None,
         *,
         cancel: Callable[[], bool] | None = None,
-        calibration: Calibration | None = None,
+        calibration: Calibrator | None = None,
         head: Head | None = None,
         features: bool = False,
         schedule: Schedule | None = None,
+        readout: ReadoutKind | None = None,
         read: str | None = None,
         progress: Callable[[Progress], None] | None = None,
     ) -> Iterator[ScoreEvent]:
         """Score one ticket, yielding events as work completes.
 
         Yields :class:`Prefilled`, then one :class:`CriterionScored` per criterion
-        (in pack order for ``serial`` and bench's whole-prompt schedules; together for ``fanout``), then
+        (together for ``fanout``; in pack order for the lab's schedules), then
         :class:`TicketScored`. When ``cancel()`` turns True, scoring stops, between
         decodes or inside one, and the final result has ``complete=False``.
 
@@ -240,9 +239,10 @@ class Engine:
         Args:
             features: gather the answer position's features even without a head (they
                 come back on :class:`TicketScored`; label readout only).
-            schedule: decode with this schedule instead of the one ``options.mode`` names
-                (bench and the tests pass bench's ``full``, ``restore`` and ``split`` so:
-                :mod:`triage.bench.full`, :mod:`triage.bench.restore`, :mod:`triage.bench.split`).
+            schedule: decode with this schedule (default :class:`~triage.scoring.schedule.Fanout`,
+                the product's; the lab passes its own: :mod:`triage.lab.score`).
+            readout: read with this strategy (default :data:`~triage.scoring.readout.LABEL`, the
+                product's; the lab passes its letters and its prior: :mod:`triage.lab.score`).
             read: where learned criteria are read: ``tail`` or ``shared:CUE``
                 (:mod:`triage.scoring.cue`); None: where the head was fitted. A head fitted
                 on another position is refused.
@@ -251,17 +251,17 @@ class Engine:
                 The batches, and so the numbers, are those of a score without it.
         """
         options = options or ScoreOptions()
-        schedule = schedule or schedule_for(options)
+        schedule = schedule or Fanout()
         if isinstance(ticket, str):
             ticket = make_ticket(ticket)
-        prior = self.prior(pack, options) if options.prior else None
-        decider = Decider(pack, self.tokenizer, prior, calibration, head)
+        decider = Decider(pack, self.tokenizer, calibration, head)
+        how = (decider, features, check_read(read) if read else None)
         with self.lock:
-            run = start_run(self, ticket, pack, options, (decider, features, check_read(read) if read else None))
+            run = start_run(self, ticket, pack, options, how, readout or LABEL)
             run.stop = cancel
             run.on_progress = progress
             run.warnings[:0], self._notes = self._notes, []
-            yield from self._run(run, ticket, (pack, options), schedule)
+            yield from self._run(run, ticket, pack, schedule)
 
     def score_many(
         self,
@@ -269,7 +269,7 @@ class Engine:
         pack: Pack,
         options: ScoreOptions | None = None,
         *,
-        calibration: Calibration | None = None,
+        calibration: Calibrator | None = None,
         head: Head | None = None,
         features: bool = False,
     ) -> Iterator[tuple[Ticket, TicketScored | TriageError]]:
@@ -277,53 +277,61 @@ class Engine:
 
         Yields ``(ticket, done)`` per ticket, where ``done`` is the :class:`TicketScored` or the
         :class:`TriageError` that stopped that ticket (the others still score). What ``triage score``
-        and the Ray workers run; several tickets in one decode is bench's instrument
-        (:func:`triage.bench.packed.score_packed`).
+        and the Ray workers run; several tickets in one decode is the lab's instrument
+        (:mod:`triage.lab.packed`).
         """
         options = options or ScoreOptions()
-        prior = self.prior(pack, options) if options.prior else None
-        how = (Decider(pack, self.tokenizer, prior, calibration, head), features, None)
+        how = (Decider(pack, self.tokenizer, calibration, head), features, None)
         with self.lock:
             for ticket in tickets:
                 yield ticket, self.score_alone(ticket, pack, options, how)
 
     def score_alone(
-        self, ticket: Ticket, pack: Pack, options: ScoreOptions, how: tuple[Decider, bool, str | None]
+        self,
+        ticket: Ticket,
+        pack: Pack,
+        options: ScoreOptions,
+        how: tuple[Decider, bool, str | None],
+        seams: tuple[ReadoutKind, Schedule] | None = None,
     ) -> TicketScored | TriageError:
         """Score one ticket as :meth:`score` does, with :attr:`lock` held; its :class:`TriageError` is returned,
-        not raised."""
+        not raised. ``seams``: the readout and schedule (default the product's)."""
+        readout, schedule = seams or (LABEL, Fanout())
         try:
-            run = start_run(self, ticket, pack, options, how)
-            return self.finish(run, ticket, (pack, options), schedule_for(options))
+            run = start_run(self, ticket, pack, options, how, readout)
+            return self.finish(run, ticket, pack, schedule)
         except TriageError as exc:
             return exc
 
-    def finish(self, run: Run, ticket: Ticket, what: tuple[Pack, ScoreOptions], schedule: Schedule) -> TicketScored:
+    def finish(self, run: Run, ticket: Ticket, pack: Pack, schedule: Schedule) -> TicketScored:
         """Run ``schedule`` on ``run`` and return only its final :class:`TicketScored`."""
-        return next(e for e in self._run(run, ticket, what, schedule) if isinstance(e, TicketScored))
+        return next(e for e in self._run(run, ticket, pack, schedule) if isinstance(e, TicketScored))
 
     def score_ticket(
-        self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None = None, **kw: object
+        self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None = None, **kw: Any
     ) -> TicketResult:
-        """Score one ticket and return only the final result."""
+        """Score one ticket and return only the final result (``kw``: as :meth:`score`'s)."""
         return self._scored(ticket, pack, options, **kw).result
 
-    def raw_readouts(self, ticket: Ticket | str, pack: Pack, options: ScoreOptions) -> tuple[TicketResult, RawReadouts]:
-        """Score and also return each criterion's per-ordering readouts.
+    def raw_readouts(
+        self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None = None, **kw: Any
+    ) -> tuple[TicketResult, RawReadouts]:
+        """Score and also return each criterion's per-ordering readings (``kw``: as :meth:`score`'s).
 
         Returns:
             (result, {criterion id: [(order, position log-probs, coverage), ...]}).
             Eval uses this to compute every debiasing variant from one pass.
         """
-        done = self._scored(ticket, pack, options)
+        done = self._scored(ticket, pack, options, **kw)
         return done.result, done.readouts
 
     def readouts_and_features(
         self,
         ticket: Ticket | str,
         pack: Pack,
-        options: ScoreOptions,
+        options: ScoreOptions | None = None,
         read: str | None = None,
+        **kw: Any,
     ) -> tuple[TicketResult, RawReadouts, dict[str, np.ndarray]]:
         """:meth:`raw_readouts`, plus each criterion's answer-position features (label readout only).
 
@@ -331,7 +339,7 @@ class Engine:
         ``triage learn`` and eval's ``learned`` variant fit on them. ``read="shared:CUE"``:
         every criterion read at the shared position, as a shared head is applied.
         """
-        done = self._scored(ticket, pack, options, features=True, read=read)
+        done = self._scored(ticket, pack, options, features=True, read=read, **kw)
         return done.result, done.readouts, done.features
 
     def prefill(self, ticket: Ticket | str, pack: Pack, *, cancel: Callable[[], bool] | None = None) -> PrefillResult:
@@ -347,10 +355,10 @@ class Engine:
         if isinstance(ticket, str):
             ticket = make_ticket(ticket)
         options = ScoreOptions()
-        how = (Decider(pack, self.tokenizer, None, None, None), False, None)
+        how = (Decider(pack, self.tokenizer, None, None), False, None)
         t0 = time.perf_counter()
         with self.lock:
-            run = start_run(self, ticket, pack, options, how)
+            run = start_run(self, ticket, pack, options, how, LABEL)
             run.stop = cancel
             n = len(run.prompts.prefix)
             try:
@@ -369,12 +377,7 @@ class Engine:
         """A prefill that paid a changed stable block leaves its note for the next score to say (once)."""
         self._notes += [w for w in run.warnings if w == run.stable_note]
 
-    def prior(self, pack: Pack, options: ScoreOptions | None = None) -> Prior:
-        """Content-free prior: each criterion's option log-probs for an "N/A" ticket, computed
-        with ``options``' readout, orderings and mode, once for this model (see :mod:`triage.scoring.prior`)."""
-        return self.priors.get(pack, options or ScoreOptions())
-
-    def hold_stable(self, pack: Pack, kind: str = DEFAULT_READOUT) -> float:
+    def hold_stable(self, pack: Pack, kind: ReadoutKind | str = LABEL) -> float:
         """Leave exactly ``pack``'s stable block in the cache, as between two tickets.
 
         Keeps it when resident (dropping the last ticket's cells), else restores it
@@ -382,7 +385,8 @@ class Engine:
         spent computing it (0 when it was resident or restored).
         """
         with self.lock:
-            return self.resident.hold(self.builder(pack, kind).stable_tokens, self.stable_key(pack, kind)) or 0.0
+            key = self.stable_key(pack, product_readout(kind).name)
+            return self.resident.hold(self.builder(pack, kind).stable_tokens, key) or 0.0
 
     def clear(self) -> None:
         """Empty the cache: the next ticket computes (or restores) its stable block again."""
@@ -408,11 +412,8 @@ class Engine:
         assert final is not None
         return final
 
-    def _run(
-        self, run: Run, ticket: Ticket, what: tuple[Pack, ScoreOptions], schedule: Schedule
-    ) -> Iterator[ScoreEvent]:
+    def _run(self, run: Run, ticket: Ticket, pack: Pack, schedule: Schedule) -> Iterator[ScoreEvent]:
         """Run ``schedule`` on ``run`` and yield its events, then the final :class:`TicketScored`."""
-        pack, options = what
         t_start = time.perf_counter()
         complete = True
         try:
@@ -431,7 +432,7 @@ class Engine:
             self.speed.record(len(run.prompts.stable), run.timing.stable_ms)
             self.speed.record(run.tokens.evaluated, run.timing.total_ms - run.timing.stable_ms)
         final = run.ticket_result(
-            ticket, pack, options, (self.model_info, self.format_for(options.readout).id, schedule.name), complete
+            ticket, pack, (self.model_info, self.format_for(run.readout.name).id, schedule.name), complete
         )
         raw, feats = run.raw([c.id for c in pack.criteria])
         yield TicketScored(final, raw, feats)

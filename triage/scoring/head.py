@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from triage.scoring.cue import TAIL
-from triage.scoring.debias import log_normalize
+from triage.scoring.readout import log_normalize
 
 FEATURES = "logits-image/1"  # which features; bump when feature_ids changes
 # Every head written before the attention kernels were recorded was computed with flash attention:

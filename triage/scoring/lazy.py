@@ -25,6 +25,7 @@ from triage.errors import TriageError
 from triage.model.digest import sha256_file
 from triage.model.native import NativeVocab, check_n_ctx, check_trained, context_size
 from triage.scoring.prompt import PromptBuilder, PromptFormat, detect_format
+from triage.scoring.readout import LABEL, ReadoutKind, product_readout
 from triage.scoring.tokenizer import NativeTokenizer
 
 if TYPE_CHECKING:
@@ -114,15 +115,16 @@ class LazyEngine:
     def format_for(self, kind: str) -> PromptFormat:
         return self.fmt.with_readout(kind)
 
-    def builder(self, pack: Pack, kind: str) -> PromptBuilder:
-        """The prompt builder for ``pack`` and readout ``kind``: the engine's once it is open, else one that
+    def builder(self, pack: Pack, readout: ReadoutKind | str = LABEL) -> PromptBuilder:
+        """The prompt builder for ``pack`` and ``readout``: the engine's once it is open, else one that
         tokenizes with the model's vocabulary alone (the same token ids)."""
         if self._engine is not None or self._vocab is None:
-            return self.engine().builder(pack, kind)
-        got = self._builders.get((pack.hash, kind))
+            return self.engine().builder(pack, readout)
+        kind = product_readout(readout)
+        got = self._builders.get((pack.hash, kind.name))
         if got is None:
-            got = self._builders[(pack.hash, kind)] = PromptBuilder(
-                pack, self.format_for(kind), NativeTokenizer(self._vocab)
+            got = self._builders[(pack.hash, kind.name)] = PromptBuilder(
+                pack, self.format_for(kind.name), NativeTokenizer(self._vocab), kind
             )
         return got
 

@@ -90,13 +90,10 @@ def load_engine(
     ref = resolve_model(requested, config=config)
     if ref.notice and notice:
         notice(ref.notice)
-    store = StableCache.default() if persist_stable else None
-    from triage.store.paths import user_dirs
-
-    prior_dir = user_dirs().cache / "prior" if persist_stable else None
+    store = StableCache.default() if persist_stable else None  # the lab keeps its priors beside it (triage.lab.prior)
 
     def open_engine() -> Engine:
-        return Engine.from_ref(ref, prompt_style=prompt_style, stable_store=store, prior_dir=prior_dir, **settings)
+        return Engine.from_ref(ref, prompt_style=prompt_style, stable_store=store, **settings)
 
     if lazy:
         from triage.scoring.lazy import LazyEngine

@@ -247,6 +247,15 @@ class PrefixStore:
         for j in seqs:
             self.native.seq_rm(j, -1, -1)
 
+    def snapshot(self) -> bytearray:
+        """Sequence 0's state as it is (bench's ``serial/restore`` saves the prefix so, to reload it per tail)."""
+        return self.native.state_get(0)
+
+    def reload(self, state: bytes | bytearray) -> None:
+        """Sequence 0 emptied and set to a :meth:`snapshot` of it again (what it held is unchanged)."""
+        self.native.seq_rm(0, -1, -1)
+        self.native.state_set(0, state)
+
     def drop(self) -> None:
         """Empty sequence 0."""
         self.native.seq_rm(0, -1, -1)

@@ -6,15 +6,12 @@ Layout, most stable first so that caches hit:
   every ticket of a pack; it ends on a hard tokenization boundary (a control
   token in the chat format), so its token ids never depend on the ticket.
 * **ticket block**: ``Ticket:`` and the ticket. The same for every criterion.
-* **tail**: what differs per criterion, then ``Answer:``. Two readouts:
-
-  - ``label`` (the default): the stable block lists every criterion with its
-    options' answer words and what they mean; the tail is only ``Question: ...``.
-    The answer is read as the model's probability of each option's answer word
-    (:mod:`triage.scoring.readout`). One tail per criterion, no option order.
-  - ``letter``: the tail lists the options in one order as ``A.``, ``B.``, ...;
-    the answer is read from the next token (`` A``, `` B``, ...). Every rotation
-    of the options may be asked (:mod:`triage.scoring.debias`).
+* **tail**: what differs per criterion, then ``Answer:``. What the readout adds is the
+  readout strategy's (:class:`~triage.scoring.readout.ReadoutKind`). The product's, ``label``:
+  the stable block lists every criterion with its options' answer words and what they mean;
+  the tail is only ``Question: ...``. The answer is read as the model's probability of each
+  option's answer word (:mod:`triage.scoring.readout`). One tail per criterion, no option
+  order. (The lab's ``letter`` readout lists the options in the tail: :mod:`triage.lab.letter`.)
 
 A ticket longer than :data:`TICKET_TOKENS` (or than the context leaves) is cut in the middle to that
 many tokens, its start and end kept; a thread is first compacted to it (:mod:`triage.domain.thread`).
@@ -29,18 +26,19 @@ and every prompt is checked to start with it.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from triage.domain.pack import Criterion, Pack
 from triage.domain.thread import Message, compact
 from triage.errors import TriageError
-from triage.scoring.options import DEFAULT_READOUT, READOUTS, Readout, as_readout
+from triage.scoring.options import DEFAULT_READOUT
 from triage.scoring.prompt_spec import PromptSpec
-from triage.scoring.readout import ReadoutKind, option_meaning, readout_for
+from triage.scoring.readout import LABEL, ReadoutKind, option_meaning
 from triage.scoring.tokenizer import Tokenizer
 
-__all__ = ["DEFAULT_READOUT", "READOUTS", "option_meaning"]  # re-exported for callers of this module
+__all__ = ["DEFAULT_READOUT", "option_meaning"]  # re-exported for callers of this module
 
 # Bump on any change to the wording or layout below: it names cached prefixes.
 PROMPT_VERSION = 3
@@ -72,7 +70,7 @@ class PromptFormat:
 
     style: Style
     think: bool = False
-    readout: Readout = DEFAULT_READOUT
+    readout: str = DEFAULT_READOUT
 
     @property
     def id(self) -> str:
@@ -84,17 +82,19 @@ class PromptFormat:
         return f"triage-prompt/{PROMPT_VERSION}:{self.style}{'+nothink' if self.think else ''}/{self.readout}"
 
     def with_readout(self, readout: str) -> PromptFormat:
-        """The same format with another readout (``label`` or ``letter``)."""
+        """The same format with another readout (its strategy's ``name``: ``label``, the lab's ``letter``)."""
         return replace(self, readout=check_readout(readout))
 
 
-def check_readout(readout: str) -> Readout:
-    """``readout`` when it is ``label`` or ``letter``.
+def check_readout(readout: object) -> str:
+    """``readout`` when it can name a readout in a format id (a lowercase word).
 
     Raises:
         TriageError: any other value (exit code 2).
     """
-    return as_readout(readout)
+    if isinstance(readout, str) and re.fullmatch(r"[a-z][a-z-]*", readout):
+        return readout
+    raise TriageError(f"unknown readout {readout!r}", exit_code=2)
 
 
 def detect_format(chat_template: str | None, tokenizer: Tokenizer, prefer: str = "auto") -> PromptFormat:
@@ -177,14 +177,23 @@ class PromptBuilder:
 
     What the readout adds to the text (the options' answers or lettered lines, how an
     example's answer is written, room for teacher-forced answers) it asks the readout
-    strategy (:func:`triage.scoring.readout.readout_for`).
+    strategy ``readout`` (default the product's, :data:`~triage.scoring.readout.LABEL`), whose ``name``
+    must be the format's readout.
+
+    Raises:
+        TriageError: the format names another readout than ``readout``.
     """
 
-    def __init__(self, pack: Pack, fmt: PromptFormat, tokenizer: Tokenizer) -> None:
+    def __init__(self, pack: Pack, fmt: PromptFormat, tokenizer: Tokenizer, readout: ReadoutKind = LABEL) -> None:
+        if readout.name != fmt.readout:
+            raise TriageError(
+                f"prompt format {fmt.id} reads {fmt.readout!r}, not {readout.name!r}",
+                hint="the lab's readouts are passed in as strategies (triage.lab.score)",
+            )
         self.pack = pack
         self.fmt = fmt
         self.tok = tokenizer
-        self.readout: ReadoutKind = readout_for(fmt.readout)
+        self.readout: ReadoutKind = readout
         self._stable: tuple[int, ...] | None = None
         self._suffix: tuple[int, ...] | None = None
         self._rooms: dict[int, int] = {}
@@ -213,8 +222,8 @@ class PromptBuilder:
         return f"{lead}Ticket:\n{ticket_text}\n\n"
 
     def tail_text(self, criterion: Criterion, order: tuple[int, ...]) -> str:
-        """What differs per criterion: the question, what the readout adds (letter: the options
-        in ``order`` as lettered lines; label: nothing) and, plain, ``Answer:``."""
+        """What differs per criterion: the question, what the readout adds (the options in
+        ``order``, for a readout whose tail lists them; label: nothing) and, plain, ``Answer:``."""
         lines = [f"Question: {criterion.question}", *self.readout.tail_lines(criterion, order)]
         if self.fmt.style == "plain":
             lines.append(ANSWER_CUE)  # in chat, the assistant turn opens with it instead
@@ -227,7 +236,7 @@ class PromptBuilder:
     @property
     def answer_room(self) -> int:
         """Context kept free after the longest prompt: the label readout may decode an answer's
-        tokens after the tail (teacher forcing). 0 for the letter readout."""
+        tokens after the tail (teacher forcing). 0 for a readout that reads one token."""
         return self.readout.answer_room([a for c in self.pack.criteria for a in self.answer_tokens(c)])
 
     def render(self, ticket_text: str, criterion: Criterion, order: tuple[int, ...]) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from triage.domain.pack import Pack
 from triage.domain.result import ModelInfo, TicketResult
@@ -17,12 +17,14 @@ from triage.domain.ticket import Ticket
 
 if TYPE_CHECKING:  # annotations only: importing the protocol loads no engine (nor llama.cpp)
     from triage.errors import TriageError
-    from triage.scoring.decide import Calibration
+    from triage.scoring.decide import Calibrator
     from triage.scoring.head import Head
     from triage.scoring.options import ScoreOptions
     from triage.scoring.prefill_result import PrefillResult
     from triage.scoring.prompt import PromptBuilder, PromptFormat
+    from triage.scoring.readout import ReadoutKind
     from triage.scoring.run import Progress, RawReadouts, ScoreEvent, TicketScored
+    from triage.scoring.schedule import Schedule
     from triage.scoring.speed import Speed
     from triage.scoring.tokenizer import Tokenizer
 
@@ -70,12 +72,16 @@ class ScoringEngine(Protocol):
         options: ScoreOptions | None = None,
         *,
         cancel: Callable[[], bool] | None = None,
-        calibration: Calibration | None = None,
+        calibration: Calibrator | None = None,
         head: Head | None = None,
         features: bool = False,
+        schedule: Schedule | None = None,
+        readout: ReadoutKind | None = None,
         progress: Callable[[Progress], None] | None = None,
     ) -> Iterator[ScoreEvent]:
-        """Score one ticket, yielding ``Prefilled``, ``CriterionScored``... then ``TicketScored``."""
+        """Score one ticket, yielding ``Prefilled``, ``CriterionScored``... then ``TicketScored``.
+
+        ``schedule`` and ``readout`` are the seams (default the product's: fanout, the label readout)."""
         ...
 
     def score_many(
@@ -84,7 +90,7 @@ class ScoringEngine(Protocol):
         pack: Pack,
         options: ScoreOptions | None = None,
         *,
-        calibration: Calibration | None = None,
+        calibration: Calibrator | None = None,
         head: Head | None = None,
         features: bool = False,
     ) -> Iterator[tuple[Ticket, TicketScored | TriageError]]:
@@ -99,8 +105,11 @@ class ScoringEngine(Protocol):
         """Score one ticket and return only the final result."""
         ...
 
-    def raw_readouts(self, ticket: Ticket | str, pack: Pack, options: ScoreOptions) -> tuple[TicketResult, RawReadouts]:
-        """Score and also return each criterion's raw readouts: ``{criterion id: [(order, log-probs, coverage)]}``."""
+    def raw_readouts(
+        self, ticket: Ticket | str, pack: Pack, options: ScoreOptions | None = None, **kw: Any
+    ) -> tuple[TicketResult, RawReadouts]:
+        """Score and also return each criterion's raw readouts: ``{criterion id: [(order, log-probs, coverage)]}``
+        (``kw``: as :meth:`score`'s)."""
         ...
 
     def forget(self, ticket_id: str | None = None) -> None:
@@ -123,7 +132,7 @@ class AppEngine(ScoringEngine, Protocol):
         """The model's tokenizer."""
         ...
 
-    def builder(self, pack: Pack, kind: str = ...) -> PromptBuilder:
+    def builder(self, pack: Pack, readout: ReadoutKind | str = ...) -> PromptBuilder:
         """The prompt builder for ``pack``."""
         ...
 

@@ -1,24 +1,20 @@
-"""Reading an answer off the model's logits after ``Answer:``: the readout strategies.
+"""Reading an answer off the model's logits after ``Answer:``: the product's readout strategy.
 
-Two readouts, each a small object (:class:`LabelReadout`, :class:`LetterReadout`, chosen
-once by :func:`readout_for`) that owns its prompt lines, option orders, validation and
-:class:`Reader` (decode pieces, reading, warning):
+A readout is a small object (a :class:`ReadoutKind`) that owns its prompt lines, option orders,
+validation, :class:`Reader` (decode pieces, reading, warning) and how a criterion's readings combine
+into one answer (:meth:`ReadoutKind.combine`). The engine takes one as its readout seam and never
+branches on which it got. The product's is :data:`LABEL` (:class:`LabelReadout`): each option has an
+answer word (``billing``). Its probability is the model's probability of saying that answer,
+normalised over the options. When every answer is one token and no two share it, that is the
+next-token logits of those tokens (:func:`read_first`). When two answers begin with the same token,
+or an answer is several tokens, each option's whole answer is scored by teacher forcing: its tokens
+are decoded after the tail, one sequence per option, and its log-probability is the sum over its
+tokens (:func:`read_whole`). Never a first-token comparison that cannot tell options apart. (The
+letter readout, the lab's, is :mod:`triage.lab.letter`.)
 
-* **label** (the default): each option has an answer word (``billing``). Its
-  probability is the model's probability of saying that answer, normalised over
-  the options. When every answer is one token and no two share it, that is the
-  next-token logits of those tokens (:func:`read_first`). When two answers begin
-  with the same token, or an answer is several tokens, each option's whole answer
-  is scored by teacher forcing: its tokens are decoded after the tail, one
-  sequence per option, and its log-probability is the sum over its tokens
-  (:func:`read_whole`). Never a first-token comparison that cannot tell options apart.
-* **letter**: the tail lists the options as ``A.``, ``B.``, ...; the next token
-  should be one of `` A``, `` B``... (:func:`read`).
-
-Both softmax over the options only (the decision), and report *coverage*: how
-much of the full next-token distribution fell on the options' first tokens at
-all. Low coverage means the model wanted to say something else, so the decision
-is weak.
+A :class:`Reading` softmaxes over the options only (the decision), and reports *coverage*: how
+much of the full next-token distribution fell on the options' first tokens at all. Low coverage
+means the model wanted to say something else, so the decision is weak.
 """
 
 from __future__ import annotations
@@ -29,48 +25,27 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from triage.domain.pack import LETTERS, Criterion, Option, Pack
+from triage.domain.pack import Criterion, Option, Pack
 from triage.errors import TriageError
 from triage.model.seq import Seq
-from triage.scoring.debias import log_normalize, orders_for
-from triage.scoring.options import READOUTS, check_choice
+from triage.scoring.options import PRODUCT_READ, ReadAs
 from triage.scoring.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
     from triage.scoring.prompt_spec import PromptSpec
 
-LOW_COVERAGE = 0.5  # below this share of mass on the letters, the card warns
+LOW_COVERAGE = 0.5  # below this share of mass on the options' first tokens, the card warns
 
 
 @dataclass(frozen=True)
-class Readout:
-    """One prompt's answer: log-probs over letter positions, and how sure the model was."""
+class Reading:
+    """One prompt's answer: log-probs over the options as shown, and how sure the model was."""
 
-    position_logprobs: np.ndarray  # log-softmax over the letters shown, in letter order
-    coverage: float  # share of the full distribution on those letters
+    position_logprobs: np.ndarray  # log-softmax over the options shown, in the order shown
+    coverage: float  # share of the full distribution on those options' first tokens
     top_token: int  # the single most likely next token overall
     top_prob: float
     features: np.ndarray | None = None  # the answer position's logits on a fixed token set (see triage.scoring.head)
-
-
-def letter_ids(tokenizer: Tokenizer, n: int) -> list[int]:
-    """Token ids of `` A``, `` B``, ... for the first ``n`` letters.
-
-    Raises:
-        TriageError: a letter is not one token for this model, so it cannot be read.
-    """
-    ids: list[int] = []
-    for letter in LETTERS[:n]:
-        toks = tokenizer.encode(" " + letter)
-        if len(toks) != 1:
-            raise TriageError(
-                f"the model's tokenizer splits ' {letter}' into {len(toks)} tokens; "
-                "triage reads answers from single letter tokens and cannot use this model"
-            )
-        ids.append(toks[0])
-    if len(set(ids)) != len(ids):
-        raise TriageError("the model's tokenizer maps two option letters to the same token")
-    return ids
 
 
 @dataclass(frozen=True)
@@ -125,14 +100,14 @@ def answer_plan(answers: list[tuple[int, ...]], texts: list[str]) -> AnswerPlan:
     return AnswerPlan(tuple(tuple(a) for a in answers), whole)
 
 
-def read_first(logits: np.ndarray, plan: AnswerPlan) -> Readout:
+def read_first(logits: np.ndarray, plan: AnswerPlan) -> Reading:
     """Options by name, when every answer is its own single token: the next-token logits decide."""
     if plan.whole:
         raise ValueError("this criterion's answers need whole-answer scoring (read_whole)")
     return read(logits, plan.first)
 
 
-def read_whole(tail_logits: np.ndarray, continuations: list[np.ndarray | None], plan: AnswerPlan) -> Readout:
+def read_whole(tail_logits: np.ndarray, continuations: list[np.ndarray | None], plan: AnswerPlan) -> Reading:
     """Options by name, scoring every option's whole answer.
 
     Args:
@@ -157,7 +132,7 @@ def read_whole(tail_logits: np.ndarray, continuations: list[np.ndarray | None], 
                 total += float(log_normalize(rows[j - 1].astype(np.float64))[toks[j]])
         scores[i] = total
     top = int(np.argmax(lp0))
-    return Readout(
+    return Reading(
         position_logprobs=log_normalize(scores),
         coverage=float(np.sum(np.exp(lp0[sorted(set(plan.first))]))),
         top_token=top,
@@ -165,7 +140,13 @@ def read_whole(tail_logits: np.ndarray, continuations: list[np.ndarray | None], 
     )
 
 
-def read(logits: np.ndarray, ids: list[int]) -> Readout:
+def log_normalize(logits: np.ndarray) -> np.ndarray:
+    """Log-softmax of a vector."""
+    m = float(np.max(logits))
+    return logits - (m + float(np.log(np.sum(np.exp(logits - m)))))
+
+
+def read(logits: np.ndarray, ids: list[int]) -> Reading:
     """Softmax ``logits`` over ``ids`` and measure coverage over the whole vocabulary."""
     logits = logits.astype(np.float64, copy=False)
     m = float(np.max(logits))
@@ -174,7 +155,7 @@ def read(logits: np.ndarray, ids: list[int]) -> Readout:
     cm = float(np.max(chosen))
     log_zc = cm + float(np.log(np.sum(np.exp(chosen - cm))))
     top = int(np.argmax(logits))
-    return Readout(
+    return Reading(
         position_logprobs=chosen - log_zc,
         coverage=float(np.exp(log_zc - log_z)),
         top_token=top,
@@ -182,10 +163,10 @@ def read(logits: np.ndarray, ids: list[int]) -> Readout:
     )
 
 
-# -- the two readouts as strategies ---------------------------------------------------------
+# -- readouts as strategies ---------------------------------------------------------------
 # Each owns its prompt lines (the one prompt builder asks it), its option orders, its
-# validation for a model, how its tails are decoded and read, and its warning. The engine
-# picks one by name (:func:`readout_for`) and never branches on which it got.
+# validation for a model, how its tails are decoded and read, how its readings combine, and
+# its warning. The engine takes one (its readout seam) and never branches on which it got.
 
 
 class Reader(Protocol):
@@ -219,7 +200,7 @@ class Reader(Protocol):
     def pieces(self, key: object, spec: PromptSpec, tail: tuple[int, ...], at: tuple[int, int]) -> list[Seq]:
         """What to decode for ``spec``'s tail at ``at = (position, first sequence)``."""
 
-    def read(self, key: object, spec: PromptSpec, out: dict[object, np.ndarray]) -> Readout:
+    def read(self, key: object, spec: PromptSpec, out: dict[object, np.ndarray]) -> Reading:
         """The readout of ``spec`` from the logits that :meth:`pieces` asked for."""
 
     def low_coverage(self, coverage: float) -> str:
@@ -227,36 +208,6 @@ class Reader(Protocol):
 
     def with_features(self, ids: np.ndarray | None) -> Reader:
         """This reader, gathering the logits of ``ids`` at the answer position (None: not)."""
-
-
-@dataclass(frozen=True)
-class LetterReader:
-    """Reads the next token after ``Answer:`` as a letter (`` A``, `` B``, ...)."""
-
-    letters: tuple[int, ...]
-    reads_features: bool = False
-    takes_head: bool = False
-
-    def kind(self, ci: int) -> str:
-        return "letter"
-
-    def width(self, spec: PromptSpec) -> int:
-        return 1
-
-    def extra_tokens(self, spec: PromptSpec) -> int:
-        return 0
-
-    def pieces(self, key: object, spec: PromptSpec, tail: tuple[int, ...], at: tuple[int, int]) -> list[Seq]:
-        return [Seq((key, "t"), at[1], at[0], tail)]
-
-    def read(self, key: object, spec: PromptSpec, out: dict[object, np.ndarray]) -> Readout:
-        return read(out[(key, "t")], list(self.letters[: len(spec.order)]))
-
-    def low_coverage(self, coverage: float) -> str:
-        return f"low coverage: only {coverage:.0%} of the model's next-token mass is on the option letters"
-
-    def with_features(self, ids: np.ndarray | None) -> LetterReader:
-        return self  # a learned head reads options by name: letters gather nothing
 
 
 @dataclass(frozen=True)
@@ -292,7 +243,7 @@ class LabelReader:
                 out.append(Seq((key, "c", o), seq + o, pos + len(tail), toks[:-1], every=True))
         return out
 
-    def read(self, key: object, spec: PromptSpec, out: dict[object, np.ndarray]) -> Readout:
+    def read(self, key: object, spec: PromptSpec, out: dict[object, np.ndarray]) -> Reading:
         plan = self.plans[spec.criterion]
         logits = out[(key, "t")]
         if not plan.whole:
@@ -310,10 +261,31 @@ class LabelReader:
         return replace(self, feature_ids=ids)
 
 
-class ReadoutKind(Protocol):
-    """One way to read a criterion: its prompt lines, option orders, validation and reader."""
+@dataclass(frozen=True)
+class Combined:
+    """One criterion's readings as one answer in option space.
 
-    name: str
+    ``logprobs`` is what a learned head reads; ``base`` what a calibration and zero-shot read (the
+    same array for the product; the lab's prior is divided out of it). ``raw_choice`` is the option the
+    first reading chose, ``flips`` how many other readings chose another.
+    """
+
+    logprobs: np.ndarray
+    base: np.ndarray
+    raw_choice: int
+    flips: int = 0
+
+
+class ReadoutKind(Protocol):
+    """One way to read a criterion: its prompt lines, option orders, validation, reader and combination."""
+
+    @property
+    def name(self) -> str:
+        """The prompt format's readout (``label``): it keys prefixes, heads and calibrations."""
+
+    @property
+    def read_as(self) -> ReadAs:
+        """What its readings are, as results, calibrations and fits name them."""
 
     def stable_lines(self, pack: Pack) -> list[str]:
         """The stable block's parts after the instruction and context (what the options are)."""
@@ -324,8 +296,11 @@ class ReadoutKind(Protocol):
     def tail_lines(self, criterion: Criterion, order: tuple[int, ...]) -> list[str]:
         """The tail's lines after the question (the options, when the tail lists them)."""
 
-    def orders(self, n_options: int, orderings: str) -> list[tuple[int, ...]]:
+    def orders(self, n_options: int) -> list[tuple[int, ...]]:
         """The option orders to ask for a criterion of ``n_options`` options."""
+
+    def combine(self, criterion_id: str, readings: Readings) -> Combined:
+        """One criterion's readings (one per order asked) as one answer."""
 
     def answer_room(self, answers: list[tuple[int, ...]]) -> int:
         """Context kept free after the longest prompt, given every option's answer tokens."""
@@ -338,43 +313,11 @@ class ReadoutKind(Protocol):
         """
 
 
-class LetterReadout:
-    """``letter``: the tail lists the options as ``A.``, ``B.``, ...; the next token is read."""
-
-    name = "letter"
-
-    def stable_lines(self, pack: Pack) -> list[str]:
-        parts = []
-        described = [c for c in pack.criteria if any(o.description for o in c.options)]
-        if described:
-            lines = ["What the options mean:"]
-            for crit in described:
-                lines.append(f"\n{crit.question}")
-                lines += [f"- {o.label}: {o.description}" if o.description else f"- {o.label}" for o in crit.options]
-            parts.append("\n".join(lines))
-        parts.append("Answer each question with the letter of the best option.")
-        return parts
-
-    def example_answer(self, option: Option) -> str:
-        return option.label
-
-    def tail_lines(self, criterion: Criterion, order: tuple[int, ...]) -> list[str]:
-        return [f"{LETTERS[j]}. {criterion.options[idx].label}" for j, idx in enumerate(order)]
-
-    def orders(self, n_options: int, orderings: str) -> list[tuple[int, ...]]:
-        return orders_for(n_options, orderings)
-
-    def answer_room(self, answers: list[tuple[int, ...]]) -> int:
-        return 0
-
-    def reader(self, pack: Pack, tokenizer: Tokenizer, answers: Callable[[Criterion], list[tuple[int, ...]]]) -> Reader:
-        return LetterReader(tuple(letter_ids(tokenizer, max(len(c.options) for c in pack.criteria))))
-
-
 class LabelReadout:
     """``label``: the stable block lists every criterion's answers; the tail is the question only."""
 
     name = "label"
+    read_as = PRODUCT_READ
 
     def stable_lines(self, pack: Pack) -> list[str]:
         lines = ["The questions, and the answers allowed for each:"]
@@ -391,8 +334,17 @@ class LabelReadout:
     def tail_lines(self, criterion: Criterion, order: tuple[int, ...]) -> list[str]:
         return []  # the answers are in the stable block
 
-    def orders(self, n_options: int, orderings: str) -> list[tuple[int, ...]]:
+    def orders(self, n_options: int) -> list[tuple[int, ...]]:
         return [tuple(range(n_options))]  # options by name have no order to rotate
+
+    def combine(self, criterion_id: str, readings: Readings) -> Combined:
+        if len(readings.reads) != 1:
+            raise ValueError(
+                f"criterion {criterion_id!r}: the label readout reads one prompt, got {len(readings.reads)}"
+            )
+        raw = np.asarray(readings.reads[0].position_logprobs, dtype=np.float64)
+        lp = log_normalize(raw)
+        return Combined(lp, lp, int(np.argmax(raw)))
 
     def answer_room(self, answers: list[tuple[int, ...]]) -> int:
         return max(len(a) for a in answers)
@@ -420,24 +372,30 @@ def option_meaning(option: Option) -> str:
     return label
 
 
-_KINDS: dict[str, ReadoutKind] = {"label": LabelReadout(), "letter": LetterReadout()}
-
-
-def readout_for(name: str) -> ReadoutKind:
-    """The readout called ``name`` (``label`` or ``letter``).
-
-    Raises:
-        TriageError: any other name (exit code 2).
-    """
-    check_choice(name, READOUTS, "readout")
-    return _KINDS[name]
+LABEL = LabelReadout()
+"""The product's readout."""
 
 
 @dataclass
-class Readouts:
-    """The raw readouts of one criterion, one per ordering, with their cost."""
+class Readings:
+    """The readings of one criterion, one per option order asked, with their cost."""
 
     orders: list[tuple[int, ...]] = field(default_factory=list)
-    reads: list[Readout] = field(default_factory=list)
+    reads: list[Reading] = field(default_factory=list)
     ms: float = 0.0
     tokens: int = 0
+
+
+def product_readout(readout: ReadoutKind | str) -> ReadoutKind:
+    """``readout`` as a strategy: a strategy as it is, ``label`` the product's.
+
+    Raises:
+        TriageError: another name (the lab's readouts are passed as strategies, :mod:`triage.lab.score`).
+    """
+    if not isinstance(readout, str):
+        return readout
+    if readout == LABEL.name:
+        return LABEL
+    raise TriageError(
+        f"readout {readout!r} is not the product's", hint="the lab passes its readouts as strategies (triage.lab.score)"
+    )

@@ -1,7 +1,7 @@
 """One ticket being scored: the run context a schedule works on, and the events it yields.
 
 A :class:`Run` carries everything one score needs and gathers: the ticket's prompts,
-the reader, the token counts and timing, the cancel check, and each criterion's raw
+the readout and its reader, the token counts and timing, the cancel check, and each criterion's raw
 readouts as they come in. Schedules (:mod:`triage.scoring.schedule`) fill it; at the end
 it makes the ticket's result (:meth:`Run.ticket_result`), which the engine yields as :class:`TicketScored`.
 """
@@ -20,10 +20,9 @@ from triage.domain.thread import Message
 from triage.domain.ticket import Ticket
 from triage.model.native import Cancelled
 from triage.scoring.decide import Decider
-from triage.scoring.options import ScoreOptions
 from triage.scoring.prompt import TicketPrompts
 from triage.scoring.prompt_spec import PromptSpec
-from triage.scoring.readout import Reader, Readout, Readouts
+from triage.scoring.readout import LABEL, Reader, Reading, Readings, ReadoutKind
 
 # criterion id -> [(order, position log-probs, coverage), ...]
 RawReadouts = dict[str, list[tuple[tuple[int, ...], np.ndarray, float]]]
@@ -111,6 +110,7 @@ class Run:
         ticket_id: names the ticket's kept state (a thread that grows comes back under it).
         messages: the ticket's messages (a plain ticket: one).
         on_progress: told how far the decodes have got (None: nobody asked).
+        readout: how a criterion's readings combine, and what the result calls them (the engine's readout seam).
     """
 
     prompts: TicketPrompts
@@ -126,13 +126,14 @@ class Run:
     timing: Timing = field(default_factory=Timing)
     warnings: list[str] = field(default_factory=list)
     stable_ready: bool = False  # sequence 0 starts with the whole stable block
-    accs: dict[int, Readouts] = field(default_factory=dict)
+    accs: dict[int, Readings] = field(default_factory=dict)
     results: dict[int, CriterionResult] = field(default_factory=dict)
     # criteria whose features are not handed back: read at the shared position when the caller did not
     # ask for that position (the history keeps features as tail features; see triage.scoring.cue)
     unreturned: frozenset[int] = frozenset()
     on_progress: Callable[[Progress], None] | None = None
     meter: Meter | None = None
+    readout: ReadoutKind = LABEL
 
     def measure(self, phase: str, total: int) -> Callable[[int, int], None] | None:
         """Start telling ``phase``'s progress over ``total`` tokens; what its decodes report to (None:
@@ -166,9 +167,9 @@ class Run:
         if self.stop is not None and self.stop():
             raise Cancelled()
 
-    def record(self, spec: PromptSpec, read: Readout, cost: tuple[float, int]) -> None:
-        """Keep ``spec``'s readout and its cost ``(ms, tokens)``."""
-        acc = self.accs.setdefault(spec.criterion, Readouts())
+    def record(self, spec: PromptSpec, read: Reading, cost: tuple[float, int]) -> None:
+        """Keep ``spec``'s reading and its cost ``(ms, tokens)``."""
+        acc = self.accs.setdefault(spec.criterion, Readings())
         acc.orders.append(spec.order)
         acc.reads.append(read)
         acc.ms += cost[0]
@@ -176,7 +177,9 @@ class Run:
 
     def done(self, ci: int) -> CriterionScored:
         """Decide criterion ``ci`` from its readouts; the event that streams it."""
-        self.results[ci] = self.decider.result(ci, self.accs[ci], self.reader)
+        acc = self.accs[ci]
+        answer = self.readout.combine(self.decider.pack.criteria[ci].id, acc)
+        self.results[ci] = self.decider.result(ci, acc, answer, self.reader)
         return CriterionScored(self.results[ci])
 
     def prefilled(self) -> Prefilled:
@@ -195,7 +198,7 @@ class Run:
         )
 
     def ticket_result(
-        self, ticket: Ticket, pack: Pack, options: ScoreOptions, how: tuple[ModelInfo, str, str], complete: bool
+        self, ticket: Ticket, pack: Pack, how: tuple[ModelInfo, str, str], complete: bool
     ) -> TicketResult:
         """The final result of this run; ``how`` is the model's info, the prompt format id and the schedule's name."""
         model, prompt_format, mode = how
@@ -208,9 +211,9 @@ class Run:
             pack={"name": pack.name, "version": pack.version, "hash": pack.hash},
             prompt_format=prompt_format,
             mode=mode,
-            orderings=options.effective_orderings,
-            readout=options.readout,
-            prior=options.prior,
+            orderings=self.readout.read_as.orderings,
+            readout=self.readout.read_as.readout,
+            prior=self.readout.read_as.prior,
             criteria=[self.results[ci] for ci in sorted(self.results)],
             timing=self.timing,
             tokens=self.tokens,

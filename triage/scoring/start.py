@@ -1,10 +1,11 @@
 """A ticket's run context (:class:`~triage.scoring.run.Run`), built before any decode.
 
-From one engine's prompt builder and reader for the pack and readout: the ticket's prompts (only
-the chosen criteria's tails), the learned head checked against the engine, the reader told whether
-to gather features and where to read them (:mod:`triage.scoring.cue`), the stable block's key and
-change note, the token counts and the prompt's warnings. The engine's ``score`` and bench's packed
-decodes (:mod:`triage.bench.packed`) start every score here.
+From one engine's prompt builder and reader for the pack and readout (the engine's readout seam, a
+:class:`~triage.scoring.readout.ReadoutKind`; the product's is :data:`~triage.scoring.readout.LABEL`):
+the ticket's prompts (only the chosen criteria's tails), the learned head checked against the engine,
+the reader told whether to gather features and where to read them (:mod:`triage.scoring.cue`), the
+stable block's key and change note, the token counts and the prompt's warnings. The engine's ``score``
+(and the lab's packed decodes) start every score here.
 """
 
 from __future__ import annotations
@@ -19,15 +20,16 @@ from triage.scoring.cue import shared_read
 from triage.scoring.decide import Decider
 from triage.scoring.options import ScoreOptions
 from triage.scoring.protocol import ModelIdentity
+from triage.scoring.readout import LABEL, ReadoutKind
 from triage.scoring.run import Run
 from triage.scoring.setup_check import check_head
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from triage.scoring.prefix_store import PrefixStore
     from triage.scoring.prompt import PromptBuilder
     from triage.scoring.readout import Reader
-    from triage.scoring.resident import Resident
 
 
 class RunEngine(ModelIdentity, Protocol):
@@ -35,12 +37,12 @@ class RunEngine(ModelIdentity, Protocol):
     block's names (:class:`~triage.scoring.engine.Engine`; a protocol, as the engine imports this module)."""
 
     feature_ids: np.ndarray
-    resident: Resident
+    resident: PrefixStore
 
     @property
     def n_ctx(self) -> int: ...
 
-    def prepared(self, pack: Pack, kind: str) -> tuple[PromptBuilder, Reader]: ...
+    def prepared(self, pack: Pack, readout: ReadoutKind) -> tuple[PromptBuilder, Reader]: ...
 
     def stable_key(self, pack: Pack, kind: str = ...) -> str: ...
 
@@ -48,9 +50,14 @@ class RunEngine(ModelIdentity, Protocol):
 
 
 def start_run(
-    engine: RunEngine, ticket: Ticket, pack: Pack, options: ScoreOptions, how: tuple[Decider, bool, str | None]
+    engine: RunEngine,
+    ticket: Ticket,
+    pack: Pack,
+    options: ScoreOptions,
+    how: tuple[Decider, bool, str | None],
+    readout: ReadoutKind = LABEL,
 ) -> Run:
-    """The run context of one score of ``ticket`` on ``engine`` (with its lock held).
+    """The run context of one score of ``ticket`` on ``engine`` (with its lock held), read with ``readout``.
 
     ``how`` is the decider, whether to gather the answer position's features, and the read position
     (None: where the head was fitted).
@@ -59,9 +66,9 @@ def start_run(
         TriageError: the pack cannot be read this way, a criterion is unknown, or the head does not fit.
     """
     decider, want_features, read = how
-    kind = options.readout
-    builder, reader = engine.prepared(pack, kind)
-    orders = [builder.readout.orders(len(c.options), options.effective_orderings) for c in pack.criteria]
+    kind = readout.name
+    builder, reader = engine.prepared(pack, readout)
+    orders = [readout.orders(len(c.options)) for c in pack.criteria]
     prompts = builder.build(ticket.text, orders, n_ctx=engine.n_ctx, messages=ticket.messages)
     if options.criteria is not None:
         chosen = pack.criterion_indices(options.criteria)
@@ -82,6 +89,7 @@ def start_run(
         stable_note=store.note_change(engine.stable_parts(pack, kind)) if store is not None else None,
         ticket_id=ticket.id,
         messages=ticket.thread,
+        readout=readout,
     )
     run.reuse.messages, run.reuse.dropped = len(ticket.thread), prompts.dropped
     run.tokens = run.count_tokens()

@@ -38,7 +38,7 @@ from triage.domain.pack import Pack
 from triage.domain.result import TicketResult
 from triage.domain.ticket import Ticket, make_ticket
 from triage.errors import InputError, TriageError
-from triage.scoring.options import ScoreOptions
+from triage.scoring.options import PRODUCT_READ
 from triage.store.history import History, SavedScore
 from triage.tui.desk import Desk
 from triage.tui.engine_host import EngineHost
@@ -173,8 +173,8 @@ class MainScreen(ModelPart, ScoringPart, PrefillPart, LabelsPart, Screen[None]):
     def _show_settings(self) -> None:
         from triage.domain.result import readout_words
 
-        product = ScoreOptions()  # how every ticket is read: by name
-        self.status.settings(self.pack, readout_words(product.readout, product.effective_orderings), self.auto_score)
+        product = PRODUCT_READ  # how every ticket is read: by name
+        self.status.settings(self.pack, readout_words(product.readout, product.orderings), self.auto_score)
 
     # -- history, export, clipboard ---------------------------------------------------
     def _history_fault(self, line: str) -> None:

@@ -20,7 +20,6 @@ from textual.worker import get_current_worker
 
 from triage.domain.pack import Pack
 from triage.errors import TriageError
-from triage.scoring.options import ScoreOptions
 from triage.scoring.protocol import AppEngine
 from triage.tui.messages import ModelLoaded, ModelLoadFailed, TicketEdited, TokensCounted
 from triage.tui.widgets.score_summary import PRODUCT_MODEL, about_seconds
@@ -192,13 +191,12 @@ class ModelPart(_Screen):
     @work(thread=True, exclusive=True, group="count", exit_on_error=False)
     def _count(self, text: str, stamp: float, pack: Pack, tails: int | None = None, kept: int = 0) -> None:
         from triage.domain.ticket import clean_text
-        from triage.scoring import debias
         from triage.scoring.loader import engine_settings
+        from triage.scoring.readout import LABEL
         from triage.tui.counting import count_ticket
 
         worker = get_current_worker()
-        orderings = ScoreOptions().effective_orderings
-        orders = [debias.orders_for(len(c.options), orderings) for c in pack.criteria]
+        orders = [LABEL.orders(len(c.options)) for c in pack.criteria]  # the product's: one order, by name
         try:
             with self.host.borrow() as engine:  # kept open while we tokenize, even beside a running score
                 speed = getattr(engine, "speed", None)  # the engine's measured rate: "about N s"

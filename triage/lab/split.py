@@ -3,18 +3,18 @@
 The exactness reference of bench and the tests, not a scoring mode: every prompt is
 decoded as [stable block][rest of the prefix][tail] with nothing reused, so serial
 (truncate, and bench's restore) must match it bit for bit. Pass it to ``Engine.score`` as the
-schedule (``schedule=Split()``, with ``ScoreOptions(mode="split")``).
+schedule (``schedule=Split()``; :func:`triage.lab.score.score` with ``LabOptions(mode="split")`` does).
 """
 
 from __future__ import annotations
 
-from triage.bench.full import Whole
+from triage.lab.full import Whole
+from triage.lab.serial import decode_one
 from triage.model.seq import Seq
+from triage.scoring.prefix_store import PrefixStore
 from triage.scoring.prompt_spec import PromptSpec
-from triage.scoring.readout import Readout
-from triage.scoring.resident import Resident
+from triage.scoring.readout import Reading
 from triage.scoring.run import Run
-from triage.scoring.schedule import decode_one
 
 
 class Split(Whole):
@@ -22,7 +22,7 @@ class Split(Whole):
 
     name = "split"
 
-    def evaluate(self, run: Run, kv: Resident, spec: PromptSpec) -> Readout:
+    def evaluate(self, run: Run, kv: PrefixStore, spec: PromptSpec) -> Reading:
         n, prompts = kv.native, run.prompts
         s = len(prompts.stable)
         n.decode([Seq("s", 0, 0, prompts.stable)], should_stop=run.stop)

@@ -1,7 +1,8 @@
 """Packed backlog decodes: several tickets' fanout in one ``llama_decode`` (a measuring instrument).
 
 Not the product: ``triage score`` and the Ray workers score one ticket per decode
-(``Engine.score_many``). :func:`score_packed` keeps it measurable (bench/packed.py, tests/test_packed.py).
+(``Engine.score_many``). :func:`score_packed` keeps it measurable (bench/packed.py, tests/test_packed.py);
+it is the lab's, and takes :class:`~triage.lab.options.LabOptions`.
 
 A backlog scores one ticket after another, and one ticket's fanout decode holds about a
 hundred tokens for a short ticket (its own tokens and one tail per criterion): a small
@@ -18,7 +19,7 @@ cost is paid again. Packing puts several tickets into one decode:
 Each ticket's numbers differ from a lone fanout decode by the batch shape (other kernels,
 another summation order): up to 0.071 in probability on the 135M model (docs/engine.md). Its time is the
 pack's time shared by tokens. After the decode each ticket's cells are kept for its next
-score (threads, :mod:`triage.scoring.memory`) and dropped from the cache.
+score (threads, :mod:`triage.scoring.prefix_store`) and dropped from the cache.
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ from typing import TYPE_CHECKING
 from triage.domain.pack import Pack
 from triage.domain.ticket import Ticket
 from triage.errors import TriageError
+from triage.lab.options import LabOptions
+from triage.lab.score import seams
 from triage.model.seq import Seq
 from triage.scoring.cue import check_read
-from triage.scoring.decide import Calibration, Decider
+from triage.scoring.decide import Calibrator, Decider
 from triage.scoring.head import Head
-from triage.scoring.options import ScoreOptions
-from triage.scoring.resident import Resident
+from triage.scoring.prefix_store import PrefixStore
 from triage.scoring.run import Run, ScoreEvent, TicketScored
 from triage.scoring.start import start_run
 
@@ -51,9 +53,9 @@ def score_packed(
     engine: Engine,
     tickets: Iterable[Ticket],
     pack: Pack,
-    options: ScoreOptions | None = None,
+    options: LabOptions | None = None,
     *,
-    calibration: Calibration | None = None,
+    calibration: Calibrator | None = None,
     head: Head | None = None,
     features: bool = False,
     budget: int = DEFAULT_BUDGET,
@@ -68,10 +70,12 @@ def score_packed(
     score). ``read``: as :meth:`Engine.score`'s (bench/learn_throughput.py packs at the shared read
     position).
     """
-    options = options or ScoreOptions()
-    prior = engine.prior(pack, options) if options.prior else None
-    decider = Decider(pack, engine.tokenizer, prior, calibration, head)
-    key = engine.stable_key(pack, options.readout)
+    lab = options or LabOptions()
+    product = lab.product
+    got = seams(engine, pack, lab)
+    both = (got["readout"], got["schedule"])
+    decider = Decider(pack, engine.tokenizer, calibration, head)
+    key = engine.stable_key(pack, lab.readout)
     how = (decider, features, check_read(read) if read else None)
     pending: list[tuple[Ticket, Run]] = []
     pending_tokens = 0
@@ -89,20 +93,20 @@ def score_packed(
                 failed |= {id(r) for r in group}
         for ticket, run in runs:
             if id(run) in failed:
-                yield ticket, engine.score_alone(ticket, pack, options, how)
+                yield ticket, engine.score_alone(ticket, pack, product, how, both)
             else:
-                yield ticket, engine.finish(run, ticket, (pack, options), Decoded())
+                yield ticket, engine.finish(run, ticket, pack, Decoded())
 
     with engine.lock:
         for ticket in tickets:
             if any(t.id == ticket.id for t, _ in pending):  # a thread's next turn: after the turn before
                 yield from flush()
-            if options.mode != "fanout" or budget <= 0 or engine.memory.get(ticket.id, key) is not None:
+            if lab.mode != "fanout" or budget <= 0 or engine.memory.get(ticket.id, key) is not None:
                 yield from flush()
-                yield ticket, engine.score_alone(ticket, pack, options, how)
+                yield ticket, engine.score_alone(ticket, pack, product, how, both)
                 continue
             try:
-                run = start_run(engine, ticket, pack, options, how)
+                run = start_run(engine, ticket, pack, product, how, both[0])
             except TriageError as exc:
                 yield ticket, exc
                 continue
@@ -122,7 +126,7 @@ def cost(run: Run) -> tuple[int, int]:
     return tokens, sum(reader.width(s) for s in p.prompts)
 
 
-def packs(runs: list[Run], kv: Resident, budget: int) -> list[list[Run]]:
+def packs(runs: list[Run], kv: PrefixStore, budget: int) -> list[list[Run]]:
     """``runs`` in input order, cut into packs that fit ``budget`` tokens, the cells and the sequences."""
     n = kv.native
     stable = len(runs[0].prompts.stable) if runs else 0
@@ -152,7 +156,7 @@ class Packed:
     def __init__(self, runs: list[Run]) -> None:
         self.runs = runs
 
-    def decode(self, kv: Resident) -> None:
+    def decode(self, kv: PrefixStore) -> None:
         """One decode for every run of the pack; fills their readouts, token counts and timing."""
         n = kv.native
         first = self.runs[0]
@@ -174,8 +178,7 @@ class Packed:
                 tails += got
                 sizes.append(sum(len(s.tokens) for s in got))
                 k += run.reader.width(spec)
-            for j in range(start, k):
-                n.seq_cp(0, j, -1, -1)
+            kv.share(range(start, k))
             rest = p.prefix[len(stable) :]
             pieces.append(Seq((r, "rest"), start, len(stable), rest, also=tuple(range(start + 1, k))))
             pieces += tails
@@ -208,7 +211,7 @@ class Decoded:
 
     name = "fanout"
 
-    def run(self, run: Run, kv: Resident) -> Iterator[ScoreEvent]:
+    def run(self, run: Run, kv: PrefixStore) -> Iterator[ScoreEvent]:
         yield run.prefilled()
         for ci in run.chosen:
             yield run.done(ci)

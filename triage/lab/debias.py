@@ -1,4 +1,4 @@
-"""Option orderings and how their readouts combine.
+"""Option orderings and how their readings combine (the letter readout's).
 
 A small model leans on option position ("A" wins too often). Asking the same
 criterion with the options rotated and averaging in log space cancels that lean.
@@ -14,7 +14,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from triage.scoring.options import ORDERINGS
+from triage.lab.options import ORDERINGS
+from triage.scoring.readout import log_normalize
+
+__all__ = ["combine", "divide_prior", "log_normalize", "orders_for", "to_option_space"]
 
 
 def orders_for(n_options: int, kind: str) -> list[tuple[int, ...]]:
@@ -40,12 +43,6 @@ def to_option_space(position_logprobs: np.ndarray, order: Sequence[int]) -> np.n
     out = np.empty(len(order), dtype=np.float64)
     out[np.asarray(order)] = position_logprobs
     return out
-
-
-def log_normalize(logits: np.ndarray) -> np.ndarray:
-    """Log-softmax of a vector."""
-    m = float(np.max(logits))
-    return logits - (m + float(np.log(np.sum(np.exp(logits - m)))))
 
 
 def combine(option_logprobs: Sequence[np.ndarray]) -> np.ndarray:

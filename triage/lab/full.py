@@ -2,8 +2,9 @@
 
 Not a scoring mode: ``triage bench`` times the reuse modes against it (``speedup.<mode>_vs_full``)
 and reports their drift from it (``drift.max_abs_prob_vs_full``, ``fanout_vs_full``). Pass it to
-``Engine.score`` as the schedule (``schedule=Full()``, with ``ScoreOptions(mode="full")``);
-:class:`Whole` is also :mod:`triage.bench.split`'s.
+``Engine.score`` as the schedule (``schedule=Full()``, as :func:`triage.lab.score.score` takes it, with
+``LabOptions(mode="full")``);
+:class:`Whole` is also :mod:`triage.lab.split`'s.
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
+from triage.lab.serial import decode_one
+from triage.scoring.prefix_store import PrefixStore
 from triage.scoring.prompt_spec import PromptSpec
-from triage.scoring.readout import Readout
-from triage.scoring.resident import Resident
+from triage.scoring.readout import Reading
 from triage.scoring.run import Run, ScoreEvent
-from triage.scoring.schedule import decode_one
 
 
 class Whole:
@@ -23,7 +24,7 @@ class Whole:
 
     name = "full"
 
-    def run(self, run: Run, kv: Resident) -> Iterator[ScoreEvent]:
+    def run(self, run: Run, kv: PrefixStore) -> Iterator[ScoreEvent]:
         kv.drop()
         run.measure("ticket", sum(len(s.tokens) + run.reader.extra_tokens(s) for s in run.prompts.prompts))
         yield run.prefilled()
@@ -41,7 +42,7 @@ class Whole:
             yield run.done(ci)
         run.tokens.evaluated = sum(a.tokens for a in run.accs.values())
 
-    def evaluate(self, run: Run, kv: Resident, spec: PromptSpec) -> Readout:
+    def evaluate(self, run: Run, kv: PrefixStore, spec: PromptSpec) -> Reading:
         """One prompt from an empty cache, in one batch."""
         return decode_one(kv, run, spec, (spec.tokens, 0))
 
