@@ -330,8 +330,9 @@ def test_eval_scores_the_label_readout_as_score_does_and_keys_the_mode(tmp_path:
         write(tmp_path / "t.jsonl", [json.dumps({"id": "r1", "text": "awful", "labels": {"mood": "bad"}})]), PACK
     ).rows
     with ReadoutCache(tmp_path / "c.sqlite3") as cache:
-        label, letter = Scorer(engine, PACK, cache, "label"), LabScorer(engine, PACK, cache, "letter")
+        label, letter = LabScorer(engine, PACK, cache, "label"), LabScorer(engine, PACK, cache, "letter")
         assert (label.mode, label.key.orderings) == ("fanout", "none@fanout")
+        assert Scorer(engine, PACK, cache, "label").key == label.key  # the product's scorer: the same entries
         assert (letter.mode, letter.key.orderings) == ("serial", "cyclic")  # as cached before the mode was keyed
         serial_key = replace(label.key, orderings="none")
         cache.put(serial_key, rows[0].ticket.sha256, Outcome({"mood": [((0, 1), np.log([0.5, 0.5]), 0.9)]}))

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from triage.backlog.output import RunSignature, WriteFailed, Writer, check_output, open_writer, read_existing
@@ -226,7 +227,7 @@ def parse_address(ray_arg: str, source: str | None) -> tuple[str, str]:
     return address, source
 
 
-def _import_ray() -> Any:
+def _import_ray() -> ModuleType:
     try:
         import ray
         import ray.data  # noqa: F401
@@ -235,7 +236,7 @@ def _import_ray() -> Any:
     return ray
 
 
-def connect(ray: Any, address: str) -> bool:
+def connect(ray: ModuleType, address: str) -> bool:
     """Start a local cluster (one CPU per core) or join ``address``; True when we started it."""
     if ray.is_initialized():
         return False  # the caller's cluster (tests, notebooks)
@@ -278,7 +279,7 @@ def model_spec(requested: str | None, config: dict[str, object]) -> tuple[str, s
     return spec, None
 
 
-def check_nodes(ray: Any, spec: str, expected: str | None, prompt_style: str) -> ModelIdentity:
+def check_nodes(ray: ModuleType, spec: str, expected: str | None, prompt_style: str) -> ModelIdentity:
     """Check the model on every node that can run a worker (one task each, in parallel).
 
     Each node resolves the model (pulling a catalog model it lacks), hashes the file and
@@ -331,7 +332,7 @@ def check_nodes(ray: Any, spec: str, expected: str | None, prompt_style: str) ->
 
 
 def score_backlog(
-    ray: Any,
+    ray: ModuleType,
     rows: list[BacklogRow],
     scorer: ScorerConfig,
     *,
@@ -468,7 +469,7 @@ def _count(record: dict[str, Any], summary: Summary, progress: Any) -> None:
 
 
 def _scored_blocks(
-    ray: Any, todo: list[BacklogRow], scorer: ScorerConfig, workers: int, batch_size: int
+    ray: ModuleType, todo: list[BacklogRow], scorer: ScorerConfig, workers: int, batch_size: int
 ) -> Generator[Any, None, None]:
     """The scored blocks as Ray Data delivers them (completion order), one per input block."""
     import pyarrow as pa

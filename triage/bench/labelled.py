@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from triage.domain.pack import Pack
     from triage.learning.cache import Outcome
     from triage.learning.labelled import LabelledRow
@@ -73,7 +75,7 @@ def score_labelled(
     n_ctx: int,
     limit: int,
     part: str,
-    console: Any,
+    console: Console,
     notice: Callable[[str], None],
 ) -> ScoredSet:
     """Score the first ``limit`` usable rows of ``dataset`` (a folder with ``criteria.toml`` and ``tickets.jsonl``,

@@ -45,15 +45,15 @@ ticket (cut to the 384-token ticket budget), each scored cold, then prefilled
 medians of the cold score, the score after the prefill and the tails alone,
 side by side (docs/engine.md, "Prefill while pasting"; 5 repeats, --quick 3).
 
---quick (measured 19.6 s on a quiet 2-core machine with the 0.5B
-stand-in): 1 ticket (a tweet), split for the first 2 criteria, the tail
+--quick (under a minute on a quiet 2-core machine with the 0.5B stand-in;
+bench/README.md, "Running it", has the measured times): 1 ticket (a tweet), split for the first 2 criteria, the tail
 probe at 8/96 tokens and the typical tail size (1 timing each), the warm-up
 is the stable block's prefill, no cold/warm restart and no long-stable-block
 pack unless --long-pack is given. The cache hit rate is then the steady one.
 The default pack, its criteria, and every mode (full, serial, fanout,
 fanout_learned, shared_learned, letter_serial) are those of a full run; letter_serial asks every rotation,
 the other modes read by name (--readout label, the default).
-The default run (measured 110 s on the same machine): 3 tickets (the first
+The default run (a few minutes on the same machine): 3 tickets (the first
 tweet, medium and long ticket of the set; --limit 12 for all), split for the
 first 2 criteria on the tweet and the medium ticket, the probe at 8-256
 tokens on the tweet and the long ticket, the cold/warm restart with both

@@ -7,7 +7,7 @@ import sys
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from triage.commands._records import RecordWriter
 from triage.errors import InputError, TriageError
@@ -15,6 +15,7 @@ from triage.errors import InputError, TriageError
 if TYPE_CHECKING:
     from triage.backlog.ray_score import RayJob
     from triage.domain.pack import Pack
+    from triage.domain.ticket import Ticket
     from triage.intake.columns import ColumnMap
     from triage.scoring.options import ScoreOptions
     from triage.session import FitRequest, Fits
@@ -391,7 +392,7 @@ def run(args: argparse.Namespace) -> int:
     streamed = rows[0].line is not None  # JSON Lines input: records are written as tickets finish
     fmt = args.format or ("table" if sys.stdout.isatty() else "jsonl" if streamed else "json")
     # Check every ticket before loading the model, so a bad single ticket fails fast.
-    tickets: list[tuple[Row, Any]] = []
+    tickets: list[tuple[Row, Ticket | None]] = []
     for row in rows:
         if row.error is None:
             try:
@@ -437,8 +438,8 @@ def _score_all(
     args: argparse.Namespace,
     config: dict[str, object],
     pack: Pack,
-    options: Any,
-    tickets: list[tuple[Row, Any]],
+    options: ScoreOptions,
+    tickets: list[tuple[Row, Ticket | None]],
     writer: RecordWriter,
 ) -> int:
     from triage.render import print_table
@@ -465,9 +466,9 @@ def _score_all(
     say_fit_notes(fits)
     failed = 0
     kept = 0
-    waiting: deque[tuple[Row, Any]] = deque()  # rows in input order, each with its ticket
+    waiting: deque[tuple[Row, Ticket | None]] = deque()  # rows in input order, each with its ticket
 
-    def feed() -> Iterator[Any]:
+    def feed() -> Iterator[Ticket]:
         """The tickets to score (the session keeps each in the history, --history, as the engine takes it)."""
         for row, ticket in tickets:
             waiting.append((row, ticket))

@@ -21,6 +21,7 @@ from triage.evaluation.variants import (
     RAW,
     RAW_CALIBRATED,
     RAW_PRIOR,
+    CriterionReadings,
     prior_from,
     readings,
 )
@@ -139,7 +140,7 @@ def build_report(
     baseline: bool = True,
     engine_info: dict[str, object] | None = None,
     readout: str = DEFAULT_READOUT,
-) -> tuple[dict[str, Any], Any]:
+) -> tuple[dict[str, Any], Calibration | None]:
     """Metrics of every variant (and the baseline) for every criterion.
 
     With the label readout there is one readout per criterion and no option
@@ -242,7 +243,9 @@ def build_report(
     return report, fitted
 
 
-def _head_metrics(head: CriterionHead, x_dev: np.ndarray, r_dev: Any, y_dev: list[int]) -> dict[str, object]:
+def _head_metrics(
+    head: CriterionHead, x_dev: np.ndarray, r_dev: CriterionReadings, y_dev: list[int]
+) -> dict[str, object]:
     """A criterion head (:class:`triage.scoring.head.CriterionHead`) applied to the dev rows, measured."""
     k = len(r_dev.criterion.options)
     out = np.stack([head.apply(f, lp) for f, lp in zip(x_dev, r_dev.raw, strict=True)]) if len(y_dev) else r_dev.raw
@@ -254,8 +257,8 @@ def _learned_entry(
     crit: Criterion,
     plan: CalibrationPlan,
     dev: Scored,
-    r_dev: Any,
-    prior: Any,
+    r_dev: CriterionReadings,
+    prior: dict[str, np.ndarray] | None,
     y_dev: list[int],
     baseline: bool,
 ) -> None:

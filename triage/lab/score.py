@@ -10,7 +10,7 @@ the product does.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,27 +24,30 @@ from triage.scoring.readout import ReadoutKind
 from triage.scoring.run import RawReadouts, ScoreEvent, TicketScored
 from triage.scoring.schedule import Schedule
 
+if TYPE_CHECKING:
+    from triage.scoring.engine import Engine
 
-def readout_for(engine: Any, pack: Pack, options: LabOptions) -> ReadoutKind:
+
+def readout_for(engine: Engine, pack: Pack, options: LabOptions) -> ReadoutKind:
     """The readout strategy of ``options`` for ``engine`` and ``pack`` (a prior is computed on first use)."""
     plain = plain_readout(options)
     return WithPrior(plain, prior(engine, pack, options)) if options.prior else plain
 
 
-def prior(engine: Any, pack: Pack, options: LabOptions | None = None) -> Prior:
+def prior(engine: Engine, pack: Pack, options: LabOptions | None = None) -> Prior:
     """Content-free prior: each criterion's option log-probs for an "N/A" ticket, computed with ``options``'
     readout, orderings and mode, once for ``engine`` (:mod:`triage.lab.prior`)."""
     return priors_of(engine).get(pack, options or LabOptions())
 
 
-def seams(engine: Any, pack: Pack, options: LabOptions, schedule: Schedule | None = None) -> dict[str, Any]:
+def seams(engine: Engine, pack: Pack, options: LabOptions, schedule: Schedule | None = None) -> dict[str, Any]:
     """``readout=`` and ``schedule=`` for the engine's ``score`` (``schedule``: one of bench's, instead of
     the one ``options.mode`` names)."""
     return {"readout": readout_for(engine, pack, options), "schedule": schedule or schedule_for(options)}
 
 
 def score(
-    engine: Any,
+    engine: Engine,
     ticket: Ticket | str,
     pack: Pack,
     options: LabOptions | None = None,
@@ -57,7 +60,9 @@ def score(
     return engine.score(ticket, pack, options.product, **seams(engine, pack, options, schedule), **kw)
 
 
-def scored(engine: Any, ticket: Ticket | str, pack: Pack, options: LabOptions | None = None, **kw: Any) -> TicketScored:
+def scored(
+    engine: Engine, ticket: Ticket | str, pack: Pack, options: LabOptions | None = None, **kw: Any
+) -> TicketScored:
     """:func:`score`'s final event."""
     final = None
     for event in score(engine, ticket, pack, options, **kw):
@@ -68,14 +73,14 @@ def scored(engine: Any, ticket: Ticket | str, pack: Pack, options: LabOptions | 
 
 
 def score_ticket(
-    engine: Any, ticket: Ticket | str, pack: Pack, options: LabOptions | None = None, **kw: Any
+    engine: Engine, ticket: Ticket | str, pack: Pack, options: LabOptions | None = None, **kw: Any
 ) -> TicketResult:
     """:func:`score`'s final result."""
     return scored(engine, ticket, pack, options, **kw).result
 
 
 def raw_readouts(
-    engine: Any, ticket: Ticket | str, pack: Pack, options: LabOptions, **kw: Any
+    engine: Engine, ticket: Ticket | str, pack: Pack, options: LabOptions, **kw: Any
 ) -> tuple[TicketResult, RawReadouts]:
     """The result and each criterion's per-ordering readings (eval computes every debiasing variant from them)."""
     schedule = kw.pop("schedule", None)
@@ -83,7 +88,7 @@ def raw_readouts(
 
 
 def readouts_and_features(
-    engine: Any, ticket: Ticket | str, pack: Pack, options: LabOptions, read: str | None = None, **kw: Any
+    engine: Engine, ticket: Ticket | str, pack: Pack, options: LabOptions, read: str | None = None, **kw: Any
 ) -> tuple[TicketResult, RawReadouts, dict[str, np.ndarray]]:
     """:func:`raw_readouts` and the answer position's features (label readout only; ``read``: as the engine's)."""
     schedule = kw.pop("schedule", None)

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
     from triage.learning.cache import Outcome
     from triage.learning.fit import FitRequest
+    from triage.learning.learn import LearnOutcome
+    from triage.learning.scorer import Scored
     from triage.scoring.head import Head
     from triage.scoring.protocol import ScoringEngine
 
@@ -108,7 +110,7 @@ def fit_starter_head(
     *,
     read: str = STARTER_READ,
     on_criterion: Callable[[str, int], None] | None = None,
-) -> tuple[Any, list[Any]]:
+) -> tuple[Head, list[LearnOutcome]]:
     """``triage learn``'s fit on the starter rows (scored at ``read`` with their features): the starter head;
     ``on_criterion(id, rows)`` before each criterion's fit (:class:`CriterionClock` says it)."""
     from triage.learning import learn as learn_mod
@@ -190,7 +192,7 @@ def fit_and_store(
     *,
     progress: RowsDone | None = None,
     say: Callable[[str], None] | None = None,
-    store: Callable[[Any], Any] | None = None,
+    store: Callable[[Head], object] | None = None,
 ) -> Fitted:
     """Score the starter set (eval's readout cache first: a second fit scores nothing), fit the starter head
     (``say``: each criterion's fit, :class:`CriterionClock`), store it (``store``, default
@@ -211,7 +213,7 @@ def fit_and_store(
     return Fitted(head, time.perf_counter() - t0, tuple(unkept))
 
 
-def keep_head(head: Head, store: Callable[[Any], Any] | None = None) -> list[str]:
+def keep_head(head: Head, store: Callable[[Head], object] | None = None) -> list[str]:
     """Store a fitted starter head (``store``, default :func:`~triage.learning.fitstore.store_starter_head`, which
     keeps it in memory when its file cannot be written); what could not be kept on disk, one line each."""
     from triage.learning.fitstore import starter_path, store_starter_head
@@ -232,7 +234,7 @@ UNKEPT_HINT = (
 
 def score_starter_rows(
     engine: Any, pack: Pack, *, progress: RowsDone | None = None, unkept: list[str] | None = None
-) -> Any:
+) -> Scored:
     """The starter set scored at the starter's read position, with features (eval's readout cache first), as
     :func:`fit_and_store` fits on; ``progress(done, total)`` after each row, when the engine is free. Readouts
     the cache cannot write (a full disk) are kept in memory for the fit, and said in ``unkept``."""

@@ -2,11 +2,11 @@
 
 llama.cpp runs one ``llama_decode`` call as micro-batches of at most ``n_ubatch`` tokens, taken in
 order (a unified KV cache splits a batch simply), each through one compute graph whose node count
-does not depend on how many tokens it holds (measured on smollm2-135m: 515-516 nodes for 1, 50,
-300 or 512 tokens, twice that for 513-1,024). Its CPU backend asks the abort callback once per
-node. So counting those calls says which micro-batch runs and how far through its layers it is:
-tokens done, at the granularity of a graph node, while the batch shapes, and so the numbers, stay
-exactly those of an unwatched decode.
+does not depend on how many tokens it holds (docs/engine.md, "Progress inside a decode", has the
+measured counts). Its CPU backend asks the abort callback once per node. So counting those calls
+says which micro-batch runs and how far through its layers it is: tokens done, at the granularity
+of a graph node, while the batch shapes, and so the numbers, stay exactly those of an unwatched
+decode.
 
 The node count is learned from a finished call (calls / micro-batches); :class:`DecodeMeter`
 reports nothing inside a call until it knows it (:class:`~triage.model.native.NativeModel`
