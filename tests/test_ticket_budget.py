@@ -80,6 +80,33 @@ def test_a_thread_is_compacted_to_the_budget_before_its_text_is_cut() -> None:
     assert got.text.startswith(messages[0]["text"].strip()) and got.text.endswith(messages[-1]["text"].strip())
 
 
+def test_a_thread_s_long_first_message_is_cut_once_so_each_turn_appends_to_the_last() -> None:
+    """A first message longer than the budget is cut on its own, the same way every turn: each turn's text
+    starts with the last turn's (the thread's kept state is reused), and when compaction has to move the
+    cut, it moves far enough for the turns that follow."""
+    b = builder()
+    first = "Subject: export fails\n" + "The nightly export stops halfway with error 17. " * 40 + "Thanks, Ann"
+    replies = [{"role": "agent" if i % 2 else "customer", "text": f"Message {i}: ok."} for i in range(2, 30)]
+    messages = [{"role": "customer", "text": first}, *replies]
+    cuts = []
+    for m in range(1, len(messages) + 1):
+        ticket = make_ticket(None, "T", messages[:m])
+        cuts.append(b.cut(ticket.text, 4096, ticket.messages))
+    assert all(c.tokens <= TICKET_TOKENS for c in cuts)
+    assert cuts[0].chars and cuts[0].text.startswith("Subject: export fails")  # one message: the whole budget
+    head = cuts[1].text[: cuts[1].text.index("\n\nCustomer reply:")]
+    assert len(head) <= TICKET_TOKENS // 2 and head.startswith("Subject:") and head.endswith("Ann")
+    assert cuts[1].warnings[0].startswith("first message shortened to half of the 384-token ticket budget")
+    assert all(c.text.startswith(head + "\n\n") for c in cuts[1:])  # the same first message every turn
+    pairs = enumerate(zip(cuts[1:], cuts[2:], strict=False), 3)
+    moved = [m for m, (last, nxt) in pairs if not nxt.text.startswith(last.text)]
+    # compaction moves the cut when a turn does not fit, far enough to free half the room after the first
+    # message: here three ~33-token replies, so it moves every fourth turn, not every turn
+    assert moved and all(b - a >= 4 for a, b in zip(moved, moved[1:], strict=False)), moved
+    assert all(cuts[m - 1].dropped > cuts[m - 2].dropped for m in moved)
+    assert all(c.text.endswith(messages[m]["text"]) for m, c in enumerate(cuts[1:], 1))
+
+
 @pytest.mark.model
 def test_score_serve_eval_and_learn_read_the_same_part_of_a_long_ticket(
     smollm2_path: Path, triage_home: Path, tmp_path: Path

@@ -49,11 +49,11 @@ def main() -> int:
 
     from triage.domain.pack import default_pack
     from triage.domain.ticket import make_ticket
+    from triage.lab.prior import PRIOR_TEXT
     from triage.learning.cache import ReadoutCache
     from triage.learning.labelled import LabelledRow, read_labelled
     from triage.learning.scorer import Scorer, score_rows
     from triage.learning.starter import STARTER_SET, fit_starter_head, starter_rows
-    from triage.scoring.engine import PRIOR_TEXT
     from triage.scoring.loader import load_engine
 
     console = Console(stderr=True)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Dump the starter, check and mapped sets' shared-cue readouts from eval's readout cache to one .npz.
+"""Dump the starter, check and mapped sets' readouts (the shared cue's, or each tail's) from eval's cache to one .npz.
 
 The check sets are ``assets/starter/check.jsonl`` (``check``), ``check-helpdesk.jsonl`` (``helpdesk``) and
 ``check-languages.jsonl`` (``languages``, with each row's ``lang`` and ``group``).
@@ -26,16 +26,17 @@ def main() -> int:
     ap.add_argument("mapped", type=Path)
     ap.add_argument("output", type=Path)
     ap.add_argument("--model", default="qwen2.5-coder-0.5b")
+    ap.add_argument("--read", default=None, help="read position (default: the starter head's; tail: each criterion's)")
     args = ap.parse_args()
 
     from triage.domain.pack import default_pack
     from triage.domain.ticket import make_ticket
     from triage.evaluation.variants import readings
+    from triage.lab.prior import PRIOR_TEXT
     from triage.learning.cache import ReadoutCache
     from triage.learning.labelled import read_labelled
     from triage.learning.scorer import Scorer
     from triage.learning.starter import STARTER_READ, starter_rows
-    from triage.scoring.engine import PRIOR_TEXT
     from triage.scoring.loader import load_engine
 
     root = Path(__file__).resolve().parents[2]
@@ -55,7 +56,7 @@ def main() -> int:
     engine = load_engine(args.model, lazy=True)
     out: dict[str, np.ndarray] = dict(out_meta)
     with engine, ReadoutCache() as cache:
-        sc = Scorer(engine, pack, cache, "label", STARTER_READ)
+        sc = Scorer(engine, pack, cache, "label", args.read or STARTER_READ)
         sc.features = True
         sets = [
             ("starter", [r.ticket for r in starter], [r.labels for r in starter]),

@@ -14,11 +14,13 @@ prompt starts with the last turn's, so its KV state can be reused
 (:mod:`triage.scoring.prefix_store`).
 
 When a thread no longer fits the context it is **compacted**: the first customer
-message is kept, the middle is dropped with a marker, and as many of the latest
-messages as fit are kept. The cut is chosen so that the kept part uses at most half of
-the room, and it is worked out from the messages alone, turn by turn, so that the
-following turns append to the same compacted text (a new stable prefix) instead of
-moving the cut every turn. A fresh score of the same thread compacts it the same way.
+message is kept (cut on its own to half the room when it is longer:
+:meth:`triage.scoring.prompt.PromptBuilder.cut`), the middle is dropped with a marker,
+and as many of the latest messages as fit are kept. The cut is chosen so that the later
+messages use at most half of the room the first leaves, and it is worked out from the
+messages alone, turn by turn, so that the following turns append to the same compacted
+text (a new stable prefix) instead of moving the cut every turn. A fresh score of the
+same thread compacts it the same way.
 """
 
 from __future__ import annotations
@@ -78,15 +80,16 @@ def compaction(sizes: Sequence[int], mark: int, room: int) -> int:
 
     Worked out turn by turn (as if the messages had come one at a time): while the kept
     messages fit, nothing moves; when the next message would not fit, the cut moves on
-    until the kept part (first message, marker, latest messages) uses at most half of
-    ``room``, or only the latest message is left after the marker. So one compaction
-    serves the turns that follow.
+    until the messages after the first (marker and latest messages) use at most half of
+    the room the first leaves, or only the latest message is left after the marker. So
+    one compaction serves the turns that follow.
     """
     dropped = 0
+    target = sizes[0] + (room - sizes[0]) // 2 if sizes else 0
     for m in range(1, len(sizes) + 1):  # the thread as it was after m messages
         if _kept(sizes[:m], dropped, mark) <= room:
             continue
-        while dropped < m - 2 and _kept(sizes[:m], dropped, mark) > room // 2:
+        while dropped < m - 2 and _kept(sizes[:m], dropped, mark) > target:
             dropped += 1
     return dropped
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from triage.domain.pack import Criterion, Pack
-from triage.domain.thread import Message, compact
+from triage.domain.thread import Message, compact, piece, render
 from triage.errors import TriageError
 from triage.scoring.options import DEFAULT_READOUT
 from triage.scoring.prompt_spec import PromptSpec
@@ -364,15 +364,25 @@ class PromptBuilder:
     def cut(self, ticket_text: str, n_ctx: int, messages: tuple[Message, ...] = ()) -> Cut:
         """The ticket's text as every prompt reads it: at most :meth:`ticket_room` tokens.
 
-        The one cut of every path (the app, ``score``, ``serve``, ``learn``, ``eval``): a thread of three
-        or more messages that is too long is first compacted (first message, a marker, the latest ones:
-        :func:`triage.domain.thread.compact`); what is still too long keeps its start and end, with a
-        marker of how many characters were left out of the middle.
+        The one cut of every path (the app, ``score``, ``serve``, ``learn``, ``eval``). A thread that is too
+        long first has its first message cut to at most half the room (:meth:`_cut_first`), then, with three
+        or more messages, is compacted (first message, a marker, the latest ones:
+        :func:`triage.domain.thread.compact`). Both cuts are the same turn after turn, so a thread's next
+        message is appended to the prompt its last one read. What is still too long keeps its start and end,
+        with a marker of how many characters were left out of the middle.
         """
         warnings: list[str] = []
-        text, dropped = ticket_text, 0
+        text, dropped, first_chars = ticket_text, 0, 0
         room = self.ticket_room(n_ctx)
-        if len(messages) >= 3 and len(self.tok.encode(ticket_text)) > room:
+        if len(messages) >= 2 and len(self.tok.encode(ticket_text)) > room:
+            messages, first_chars = self._cut_first(messages, room, n_ctx)
+            if first_chars:
+                text = render(messages)
+                warnings.append(
+                    f"first message shortened to half of {self.limit_words(n_ctx)}: cut {first_chars} of "
+                    f"{first_chars + len(messages[0].text)} characters from its middle, kept its start and end"
+                )
+        if len(messages) >= 3 and len(self.tok.encode(text)) > room:
             compacted = compact(messages, room, lambda t: len(self.tok.encode(t)))
             text, dropped = compacted.text, compacted.dropped
             if dropped:
@@ -386,7 +396,23 @@ class PromptBuilder:
                 f"ticket shortened to {self.limit_words(n_ctx)}: cut {chars} of {len(ticket_text)} characters "
                 f"from the middle, kept its start and end"
             )
-        return Cut(text, n, chars, dropped, tuple(warnings))
+        return Cut(text, n, chars + first_chars, dropped, tuple(warnings))
+
+    def _cut_first(self, messages: tuple[Message, ...], room: int, n_ctx: int) -> tuple[tuple[Message, ...], int]:
+        """A too-long thread's first message cut on its own to at most half of ``room`` (start and end kept).
+
+        The cut depends only on the first message and the room, so every later turn writes the same first
+        message and appends after it: the thread's earlier prompt stays a prefix of the next one, as
+        :func:`~triage.domain.thread.compact` keeps it for the messages after the first. Returns the messages
+        (the first replaced when cut) and the characters cut (0: it fitted).
+        """
+        first = messages[0]
+        heading = len(self.tok.encode(piece(first, True))) - len(self.tok.encode(first.text))
+        share = room // 2 - max(heading, 0)
+        if len(self.tok.encode(first.text)) <= share:
+            return messages, 0
+        text, chars, _ = self._fit(first.text, share, n_ctx)
+        return (Message(first.role, text),) + tuple(messages[1:]), chars
 
     def ticket_room(self, n_ctx: int) -> int:
         """Tokens the ticket may take: the ticket budget (:data:`TICKET_TOKENS`), or less when ``n_ctx``
