@@ -16,6 +16,13 @@ fit nothing for these models. Beside it, ``NAME.witness.json`` records two thing
 - ``slice``: a head fitted the same way on a slice of the starter set alone, and its choices on that slice.
 
 Run it after any change to the starter set, the pack, the prompt or the fit; the test fails until it is run.
+
+Both depend on llama.cpp's kernels, which the build picks from the CPU (``triage/model/cpuflags.py``): the same
+head on an AVX2 build and an AVX-512 one moves probabilities by up to 0.15 and changes a few choices
+(docs/quality.md, "Shipped heads across CPU builds"). So the witness records the build it was made on
+(``build``), and ``--witness-only`` adds what the shipped head decides on this machine's build (``builds``)
+without fitting or changing the head; the test checks strictly against its own build's entry, and against
+the measured cross-build bounds where it has none.
 """
 
 from __future__ import annotations
@@ -39,6 +46,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", action="append", help="a catalog model (repeatable; default: every stand-in installed)")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument(
+        "--witness-only",
+        action="store_true",
+        help="add this build's witness to each shipped head's (no fit; the head is not touched)",
+    )
     args = ap.parse_args()
 
     from triage.domain.pack import default_pack
@@ -52,8 +64,44 @@ def main() -> int:
         if not path.is_file():
             print(f"{name}: not installed; skipped (`triage model pull {name}`)", file=sys.stderr)
             continue
-        ship(name, path, pack, args.threads)
+        if args.witness_only:
+            witness_this_build(name, path, pack, args.threads)
+        else:
+            ship(name, path, pack, args.threads)
     return 0
+
+
+def this_build() -> str:
+    """The llama.cpp build's CPU extensions, as ``scripts/setup`` chose them for this CPU (its kernels)."""
+    from triage.model.cpuflags import cmake_options, describe, read_cpu_flags
+
+    return describe(cmake_options(read_cpu_flags()))
+
+
+def witness_this_build(name: str, model: Path, pack, threads: int | None) -> None:  # noqa: ANN001
+    """Add to ``name``'s witness what its shipped head decides on this build: the witness tickets and the slice."""
+    from triage.learning.fitstore import shipped_dir
+    from triage.scoring.loader import load_engine
+
+    engine = load_engine(str(model), threads=threads)
+    with engine:
+        found = sorted(shipped_dir().glob(f"{engine.sha256[:16]}-*.witness.json"))
+        if not found:
+            raise SystemExit(f"{name}: no shipped head to witness; run this script without --witness-only")
+        path = found[0]
+        with tempfile.TemporaryDirectory() as tmp:
+            sliced = slice_choices(engine, pack, Path(tmp) / "readouts.sqlite3")
+    witness = json.loads(path.read_text(encoding="utf-8"))
+    build = this_build()
+    if witness.get("build") == build:
+        raise SystemExit(f"{name}: the witness was made on this build ({build}); nothing to add")
+    witness.setdefault("builds", {})[build] = {
+        "scored": score_witness(model, pack, threads),
+        "slice": sliced,
+        "made": time.strftime("%Y-%m-%d"),
+    }
+    path.write_text(json.dumps(witness, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"{name}: this build's witness ({build}) -> {path.relative_to(ROOT)}", file=sys.stderr)
 
 
 def ship(name: str, model: Path, pack, threads: int | None) -> None:  # noqa: ANN001
@@ -89,6 +137,7 @@ def ship(name: str, model: Path, pack, threads: int | None) -> None:  # noqa: AN
         "head": target.name,
         "starter_sha256": hashlib.sha256(asset("starter/support.jsonl").read_bytes()).hexdigest(),
         "criteria": sorted(head.criteria),
+        "build": this_build(),
         "scored": score_witness(model, pack, threads),
         "slice": sliced,
         "made": time.strftime("%Y-%m-%d"),
@@ -98,10 +147,12 @@ def ship(name: str, model: Path, pack, threads: int | None) -> None:  # noqa: AN
     print(f"{name}: witness -> {out.relative_to(ROOT)}", file=sys.stderr)
 
 
-def slice_choices(engine, pack) -> dict:  # noqa: ANN001
-    """A head fitted on every ``SLICE_STEP``-th starter row alone, and its choices on those rows."""
+def slice_choices(engine, pack, cache_path: Path | None = None) -> dict:  # noqa: ANN001
+    """A head fitted on every ``SLICE_STEP``-th starter row alone, and its choices on those rows (scored through
+    eval's readout cache, or a cache at ``cache_path``)."""
     rows = starter_slice(pack)
-    return {"step": SLICE_STEP, "ids": [r.ticket.id for r in rows], "choices": fit_slice(engine, pack, rows)}
+    choices = fit_slice(engine, pack, rows, cache_path)
+    return {"step": SLICE_STEP, "ids": [r.ticket.id for r in rows], "choices": choices}
 
 
 def starter_slice(pack):  # noqa: ANN001, ANN201

@@ -11,9 +11,11 @@ mapped set). Candidates, each fitted on ``assets/starter/support.jsonl`` alone:
   the starter set), applied as scoring applies it;
 - ``centroid``: nearest class centroid, cosine, in the head's standardised features (the starter set's mean and
   spread), the classes' centroids from the starter rows;
-- ``head+cue B``: the head's log-probs plus B times the cue's own option log-probs (renormalised), B in 0.5, 1, 2.
+- ``head+cue B``: the head's log-probs plus B times the cue's own option log-probs (renormalised), B in 0.5, 1, 2;
 
-The head read at each criterion's tail is not among them: its features need the tails' decode of every set.
+With a dump and a head read at each criterion's tail (``starter_fit_dump.py --read tail``, ``starter_tail_head.py``)
+the same candidates are the tail head's, and ``head+tails B`` mixes in the tails' zero-shot log-probs;
+``zero-shot`` is the dump's own log-probs alone.
 
 Per criterion the candidate with the best mean balanced accuracy over the two round-2 check sets (help-desk mail,
 languages) is chosen; check.jsonl is reported beside them. Balanced accuracy with 95% bootstrap intervals; the
@@ -67,7 +69,8 @@ def main() -> int:
             key=lambda n: np.mean([table[n][s]["balanced"] for s in CHOOSE_ON if table[n].get(s)]),
         )
         out["criteria"][cid] = {"candidates": table, "chosen": chosen}
-        out["languages"][cid] = per_language(d, cid, ids, cands["head"])
+        if f"languages_F_{cid}" in d:
+            out["languages"][cid] = per_language(d, cid, ids, cands["head"])
     show(out)
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -111,8 +114,10 @@ def candidates(d, head, cid: str) -> dict:  # noqa: ANN001
         return x @ cents.T
 
     out = {"head": apply_head, "centroid": centroid}
+    mixed = "cue" if head.shared else "tails"  # the dump's log-probs: the cue's own, or the tails' zero-shot
     for b in (0.5, 1.0, 2.0):
-        out[f"head+cue {b:g}"] = lambda f, lp, b=b: log_softmax(apply_head(f, lp)) + b * log_softmax(lp)
+        out[f"head+{mixed} {b:g}"] = lambda f, lp, b=b: log_softmax(apply_head(f, lp)) + b * log_softmax(lp)
+    out["zero-shot"] = lambda f, lp: lp
     return out
 
 
@@ -172,7 +177,7 @@ def show(out: dict) -> None:
                 if m
             ]
             print(f"  {name:14s} " + " | ".join(cells))
-        langs = out["languages"][cid]
+        langs = out["languages"].get(cid, {})
         print("  languages (head): " + ", ".join(f"{c} {v['balanced']:.3f}" for c, v in langs.items()))
     sys.stdout.flush()
 
