@@ -97,6 +97,7 @@ def test_a_thread_s_long_first_message_is_cut_once_so_each_turn_appends_to_the_l
     head = cuts[1].text[: cuts[1].text.index("\n\nCustomer reply:")]
     assert len(head) <= TICKET_TOKENS // 2 and head.startswith("Subject:") and head.endswith("Ann")
     assert cuts[1].warnings[0].startswith("first message shortened to half of the 384-token ticket budget")
+    assert f"of {len(first)} characters from its middle" in cuts[1].warnings[0]
     assert all(c.text.startswith(head + "\n\n") for c in cuts[1:])  # the same first message every turn
     pairs = enumerate(zip(cuts[1:], cuts[2:], strict=False), 3)
     moved = [m for m, (last, nxt) in pairs if not nxt.text.startswith(last.text)]

@@ -374,15 +374,18 @@ class PromptBuilder:
         warnings: list[str] = []
         text, dropped, first_chars = ticket_text, 0, 0
         room = self.ticket_room(n_ctx)
-        if len(messages) >= 2 and len(self.tok.encode(ticket_text)) > room:
+        too_long = len(messages) >= 2 and len(self.tok.encode(ticket_text)) > room
+        if too_long:
+            first_len = len(messages[0].text)
             messages, first_chars = self._cut_first(messages, room, n_ctx)
             if first_chars:
                 text = render(messages)
+                too_long = len(self.tok.encode(text)) > room
                 warnings.append(
                     f"first message shortened to half of {self.limit_words(n_ctx)}: cut {first_chars} of "
-                    f"{first_chars + len(messages[0].text)} characters from its middle, kept its start and end"
+                    f"{first_len} characters from its middle, kept its start and end"
                 )
-        if len(messages) >= 3 and len(self.tok.encode(text)) > room:
+        if len(messages) >= 3 and too_long:
             compacted = compact(messages, room, lambda t: len(self.tok.encode(t)))
             text, dropped = compacted.text, compacted.dropped
             if dropped:
@@ -407,9 +410,9 @@ class PromptBuilder:
         (the first replaced when cut) and the characters cut (0: it fitted).
         """
         first = messages[0]
-        heading = len(self.tok.encode(piece(first, True))) - len(self.tok.encode(first.text))
-        share = room // 2 - max(heading, 0)
-        if len(self.tok.encode(first.text)) <= share:
+        own = len(self.tok.encode(first.text))
+        share = room // 2 - max(len(self.tok.encode(piece(first, True))) - own, 0)  # the heading's tokens
+        if own <= share:
             return messages, 0
         text, chars, _ = self._fit(first.text, share, n_ctx)
         return (Message(first.role, text),) + tuple(messages[1:]), chars
